@@ -1,0 +1,54 @@
+"""The one entry point: a sensor looking into a scene.
+
+    lidar = Lidar(scene, load_sensor("ouster_os1_128"))
+    cloud = lidar.scan(sensor_pose)          # PointCloud in the sensor frame
+
+``sensor_pose`` is the 4×4 world_from_sensor matrix (m). Each scan re-reads the
+scene's instance poses, casts the sensor's pattern and turns hits into points.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .pointcloud import PointCloud, hits_to_points
+from .raycast import make_backend
+from .sensors import Sensor, load_sensor
+from .transforms import check_pose
+
+
+class Lidar:
+    def __init__(self, scene, sensor, backend: str = "auto"):
+        self.scene = scene
+        self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
+        self.backend = make_backend(backend, scene)
+        #: seconds spent per stage in the last scan
+        self.last_timings: dict[str, float] = {}
+
+    def world_rays(self, sensor_pose: np.ndarray):
+        """(origin (3,), directions (N,3)) of the pattern in the world frame."""
+        pose = np.asarray(sensor_pose, dtype=np.float64)
+        rotation = pose[:3, :3].astype(np.float32)
+        return pose[:3, 3].astype(np.float32), self.sensor.pattern.directions @ rotation.T
+
+    def cast(self, sensor_pose):
+        """Raw :class:`~lidar_fmu.raycast.Hits` of the pattern from ``sensor_pose``."""
+        pose = check_pose(sensor_pose, "sensor pose")
+        origin, directions = self.world_rays(pose)
+        return self.backend.cast(origin, directions, self.sensor.max_range_m)
+
+    def scan(self, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
+        pose = check_pose(sensor_pose, "sensor pose")
+        t0 = time.perf_counter()
+        origin, directions = self.world_rays(pose)
+        t1 = time.perf_counter()
+        hits = self.backend.cast(origin, directions, self.sensor.max_range_m)
+        t2 = time.perf_counter()
+        cloud = hits_to_points(
+            hits, self.sensor.pattern, pose, self.sensor.min_range_m,
+            timestamp_s=timestamp_s, sensor_name=self.sensor.name,
+        )
+        t3 = time.perf_counter()
+        self.last_timings = {"rays": t1 - t0, "cast": t2 - t1, "points": t3 - t2}
+        return cloud

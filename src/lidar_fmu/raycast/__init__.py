@@ -1,0 +1,109 @@
+"""Ray casting backends behind one interface.
+
+A backend is built from a :class:`~lidar_fmu.scene.Scene`, follows the scene's
+instance poses (``update()``, called by ``cast`` when the scene changed) and
+casts rays given in the world frame into :class:`Hits`::
+
+    backend = make_backend("auto", scene)
+    hits = backend.cast(origins, directions, max_range_m=120.0)
+
+Every backend returns the same named arrays for the same rays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Hits", "BackendError", "make_backend", "available_backends"]
+
+
+class BackendError(RuntimeError):
+    """A backend was asked for that cannot run here."""
+
+
+@dataclass
+class Hits:
+    """Closest hit per ray, structure of arrays (world frame, metres).
+
+    ``range_m`` is the ray parameter along the unit direction (``inf`` on a
+    miss); ``normal`` is the unit geometric normal turned to face the ray
+    (zero on a miss); ``instance_id`` the scene instance hit (``-1`` on a miss);
+    ``primitive_id`` the triangle index in that instance's mesh (``-1`` on a
+    miss); ``u``, ``v`` the barycentric coordinates of the hit in that
+    triangle.
+    """
+
+    range_m: np.ndarray  # (N,) float32
+    hit: np.ndarray  # (N,) bool
+    normal: np.ndarray  # (N, 3) float32
+    instance_id: np.ndarray  # (N,) int64
+    primitive_id: np.ndarray  # (N,) int32
+    u: np.ndarray  # (N,) float32
+    v: np.ndarray  # (N,) float32
+
+    def __len__(self) -> int:
+        return len(self.range_m)
+
+
+def as_rays(origins, directions):
+    """Validate and normalise ray arrays → (origins (N,3) or (3,), unit directions (N,3)) float32."""
+    d = np.asarray(directions, dtype=np.float32)
+    if d.ndim != 2 or d.shape[1] != 3:
+        raise ValueError(f"directions must be (N, 3), got {d.shape}")
+    o = np.asarray(origins, dtype=np.float32)
+    if o.shape not in ((3,), (len(d), 3)):
+        raise ValueError(f"origins must be (3,) or ({len(d)}, 3), got {o.shape}")
+    if not (np.all(np.isfinite(o)) and np.all(np.isfinite(d))):
+        raise ValueError("ray origins/directions contain NaN or infinite values")
+    norm = np.linalg.norm(d, axis=1, keepdims=True)
+    if np.any(norm == 0):
+        raise ValueError("ray directions must be non-zero")
+    if not np.allclose(norm, 1.0, atol=1e-5):
+        d = d / norm
+    return np.ascontiguousarray(o), np.ascontiguousarray(d)
+
+
+def available_backends() -> list[str]:
+    names = ["embree"]
+    if _has_cuda_backend() and cuda_available():
+        names.insert(0, "cuda")
+    return names
+
+
+def cuda_available() -> bool:
+    """True when numba-cuda sees a GPU (or the CUDA simulator is switched on)."""
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def make_backend(name: str, scene):
+    """Backend ``'auto' | 'embree' | 'cuda'`` over ``scene``."""
+    name = (name or "auto").lower()
+    if name == "auto":
+        name = "cuda" if _has_cuda_backend() and cuda_available() else "embree"
+    if name == "embree":
+        from .embree import EmbreeBackend
+
+        return EmbreeBackend(scene)
+    if name == "cuda":
+        if not _has_cuda_backend():
+            raise BackendError("the CUDA backend is not part of this installation")
+        if not cuda_available():
+            raise BackendError(
+                "backend 'cuda' needs an NVIDIA GPU with numba-cuda (or NUMBA_ENABLE_CUDASIM=1 for the simulator)"
+            )
+        from .cuda import CudaBackend
+
+        return CudaBackend(scene)
+    raise BackendError(f"unknown backend {name!r}; choose auto, embree or cuda")
+
+
+def _has_cuda_backend() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(__name__ + ".cuda") is not None

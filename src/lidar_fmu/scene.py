@@ -1,0 +1,281 @@
+"""Scene graph of triangle meshes and their instances.
+
+A :class:`Mesh` is plain data (vertices, faces, per-triangle visual material) in
+its own frame. A :class:`Scene` places meshes as instances: ``instance_id →
+(mesh, 4×4 pose)``. One mesh may be placed many times without copies; moving an
+instance only writes its pose, so backends keep their per-mesh acceleration
+structures and only re-read the instance table.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .transforms import check_pose
+
+#: Material name given to triangles whose file names none (PLY, STL, bare OBJ).
+DEFAULT_MATERIAL = "default"
+
+
+class MeshError(ValueError):
+    """A mesh file could not be read or holds no usable triangles."""
+
+
+@dataclass(frozen=True, eq=False)
+class Mesh:
+    """Triangle mesh in its own frame (metres).
+
+    ``face_material[i]`` indexes ``material_names`` and names the *visual*
+    material of triangle ``i`` as written in the source file (e.g. an MTL
+    ``newmtl`` or a glTF material name).
+    """
+
+    vertices: np.ndarray  # (V, 3) float32, m
+    faces: np.ndarray  # (F, 3) int32 vertex indices
+    face_material: np.ndarray  # (F,) int32 index into material_names
+    material_names: tuple[str, ...]
+    name: str = "mesh"
+
+    def __post_init__(self):
+        v = np.ascontiguousarray(self.vertices, dtype=np.float32)
+        f = np.ascontiguousarray(self.faces, dtype=np.int32)
+        m = np.ascontiguousarray(self.face_material, dtype=np.int32)
+        if v.ndim != 2 or v.shape[1] != 3 or f.ndim != 2 or f.shape[1] != 3:
+            raise MeshError(f"mesh {self.name!r}: vertices must be (V,3) and faces (F,3)")
+        if len(f) == 0:
+            raise MeshError(f"mesh {self.name!r} has no triangles")
+        if f.min() < 0 or f.max() >= len(v):
+            raise MeshError(f"mesh {self.name!r} has face indices outside its {len(v)} vertices")
+        if not np.all(np.isfinite(v)):
+            raise MeshError(f"mesh {self.name!r} has NaN or infinite vertices")
+        if m.shape != (len(f),) or (len(m) and (m.min() < 0 or m.max() >= len(self.material_names))):
+            raise MeshError(f"mesh {self.name!r}: face_material must index material_names for every face")
+        object.__setattr__(self, "vertices", v)
+        object.__setattr__(self, "faces", f)
+        object.__setattr__(self, "face_material", m)
+        object.__setattr__(self, "material_names", tuple(self.material_names))
+
+    @property
+    def triangle_count(self) -> int:
+        return len(self.faces)
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """(2, 3) axis-aligned bounds [min, max] of the vertices that faces use."""
+        used = self.vertices[self.faces.ravel()]
+        return np.stack([used.min(axis=0), used.max(axis=0)])
+
+    def triangles(self) -> np.ndarray:
+        """(F, 3, 3) float32 triangle corners."""
+        return self.vertices[self.faces]
+
+    def face_material_names(self) -> np.ndarray:
+        """(F,) array of each triangle's visual material name."""
+        return np.asarray(self.material_names, dtype=object)[self.face_material]
+
+
+def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
+    """Merge meshes into one, unifying material names."""
+    names: dict[str, int] = {}
+    vertices, faces, mats = [], [], []
+    offset = 0
+    for mesh in meshes:
+        remap = np.array([names.setdefault(n, len(names)) for n in mesh.material_names], dtype=np.int32)
+        vertices.append(mesh.vertices)
+        faces.append(mesh.faces + offset)
+        mats.append(remap[mesh.face_material])
+        offset += len(mesh.vertices)
+    return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name)
+
+
+def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "box", name: str = "box") -> Mesh:
+    """Closed box centred at the origin: x = length, y = width, z = height (OSI ``base.dimension``)."""
+    if not all(np.isfinite([length_m, width_m, height_m])) or min(length_m, width_m, height_m) <= 0:
+        raise MeshError(f"box dimensions must be positive and finite, got {length_m}, {width_m}, {height_m}")
+    half = 0.5 * np.array([length_m, width_m, height_m])
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64) * half
+    # Outward-facing (counter-clockwise seen from outside) triangles of the six sides.
+    faces = np.array(
+        [
+            [0, 1, 3], [0, 3, 2],  # -x
+            [4, 6, 7], [4, 7, 5],  # +x
+            [0, 4, 5], [0, 5, 1],  # -y
+            [2, 3, 7], [2, 7, 6],  # +y
+            [0, 2, 6], [0, 6, 4],  # -z
+            [1, 5, 7], [1, 7, 3],  # +z
+        ]
+    )
+    return Mesh(corners, faces, np.zeros(12, np.int32), (material,), name)
+
+
+def _trimesh_to_mesh(tm, material: str, name: str) -> Mesh:
+    return Mesh(np.asarray(tm.vertices), np.asarray(tm.faces), np.zeros(len(tm.faces), np.int32), (material,), name)
+
+
+def _material_name(geometry) -> str:
+    material = getattr(getattr(geometry, "visual", None), "material", None)
+    name = getattr(material, "name", None)
+    return str(name) if name else DEFAULT_MATERIAL
+
+
+def load_mesh(path: str | os.PathLike) -> Mesh:
+    """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame.
+
+    Scene-graph files are flattened with their node transforms applied; every
+    triangle keeps the name of the visual material it had in the file.
+    Raises :class:`MeshError` naming the file when it cannot be used.
+    """
+    import trimesh
+
+    path = os.fspath(path)
+    name = os.path.basename(path)
+    if not os.path.isfile(path):
+        raise MeshError(f"mesh file not found: {path}")
+    try:
+        # process=False keeps the file's vertices and face order (fast and faithful);
+        # group_material keeps one geometry per OBJ material so names survive.
+        loaded = trimesh.load(path, force="scene", process=False, group_material=True)
+    except Exception as exc:  # trimesh raises many types for bad files
+        raise MeshError(f"cannot read mesh {path}: {exc}") from None
+    parts = []
+    try:
+        for node in loaded.graph.nodes_geometry:
+            transform, geometry_name = loaded.graph[node]
+            geometry = loaded.geometry[geometry_name]
+            faces = getattr(geometry, "faces", None)
+            if faces is None or len(faces) == 0:
+                continue  # point clouds, paths: nothing a ray can hit
+            vertices = trimesh.transformations.transform_points(np.asarray(geometry.vertices), transform)
+            parts.append(
+                Mesh(vertices, np.asarray(faces), np.zeros(len(faces), np.int32), (_material_name(geometry),), name)
+            )
+    except MeshError as exc:
+        raise MeshError(f"cannot use mesh {path}: {exc}") from None
+    if not parts:
+        raise MeshError(f"mesh {path} contains no triangles")
+    return concatenate(parts, name=name)
+
+
+class Scene:
+    """Instances of meshes: ``instance_id → (mesh, pose)``.
+
+    ``instance_id`` is a non-negative integer below 2**63 (OSI ids fit). Poses
+    are 4×4 world-from-mesh matrices (float64, m). ``revision`` changes when
+    the set of meshes or instances changes, ``pose_revision`` when any pose
+    does; backends use them to refresh only what changed.
+    """
+
+    def __init__(self):
+        self.meshes: list[Mesh] = []
+        self._mesh_slot: dict[int, int] = {}
+        self._slot: dict[int, int] = {}
+        self._ids = np.empty(0, np.int64)
+        self._mesh_index = np.empty(0, np.int32)
+        self._poses = np.empty((0, 4, 4))
+        self._count = 0
+        self.revision = 0
+        self.pose_revision = 0
+
+    # -- meshes -------------------------------------------------------------
+    def mesh_index(self, mesh: Mesh) -> int:
+        """Index of ``mesh`` in :attr:`meshes`, adding it on first use."""
+        key = id(mesh)
+        slot = self._mesh_slot.get(key)
+        if slot is None or self.meshes[slot] is not mesh:
+            slot = len(self.meshes)
+            self.meshes.append(mesh)
+            self._mesh_slot[key] = slot
+            self.revision += 1
+        return slot
+
+    # -- instances ----------------------------------------------------------
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, instance_id) -> bool:
+        return int(instance_id) in self._slot
+
+    @property
+    def instance_ids(self) -> np.ndarray:
+        """(K,) int64 ids in slot order (read-only view)."""
+        view = self._ids[: self._count]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def instance_mesh_index(self) -> np.ndarray:
+        view = self._mesh_index[: self._count]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def poses(self) -> np.ndarray:
+        """(K, 4, 4) world-from-mesh poses in slot order (read-only view)."""
+        view = self._poses[: self._count]
+        view.flags.writeable = False
+        return view
+
+    def mesh_of(self, instance_id) -> Mesh:
+        return self.meshes[self._mesh_index[self._slot[int(instance_id)]]]
+
+    def pose_of(self, instance_id) -> np.ndarray:
+        return self._poses[self._slot[int(instance_id)]].copy()
+
+    def add_instance(self, instance_id, mesh: Mesh, pose=None) -> None:
+        """Place ``mesh`` as ``instance_id`` (replacing any instance of that id)."""
+        instance_id = int(instance_id)
+        if not 0 <= instance_id < 2**63:
+            raise ValueError(f"instance id {instance_id} must be in [0, 2**63)")
+        pose = np.eye(4) if pose is None else check_pose(pose, f"pose of instance {instance_id}")
+        mesh_slot = self.mesh_index(mesh)
+        slot = self._slot.get(instance_id)
+        if slot is None:
+            if self._count == len(self._ids):
+                grow = max(8, 2 * self._count)
+                self._ids = np.resize(self._ids, grow)
+                self._mesh_index = np.resize(self._mesh_index, grow)
+                self._poses = np.resize(self._poses, (grow, 4, 4))
+            slot = self._count
+            self._count += 1
+            self._slot[instance_id] = slot
+            self._ids[slot] = instance_id
+        self._mesh_index[slot] = mesh_slot
+        self._poses[slot] = pose
+        self.revision += 1
+        self.pose_revision += 1
+
+    def set_pose(self, instance_id, pose) -> None:
+        """Move an existing instance; no geometry is touched."""
+        slot = self._slot.get(int(instance_id))
+        if slot is None:
+            raise KeyError(f"no instance with id {instance_id}")
+        self._poses[slot] = check_pose(pose, f"pose of instance {instance_id}")
+        self.pose_revision += 1
+
+    def remove_instance(self, instance_id) -> None:
+        slot = self._slot.pop(int(instance_id))
+        last = self._count - 1
+        if slot != last:  # keep slots dense: move the last instance into the hole
+            self._ids[slot] = self._ids[last]
+            self._mesh_index[slot] = self._mesh_index[last]
+            self._poses[slot] = self._poses[last]
+            self._slot[int(self._ids[slot])] = slot
+        self._count = last
+        self.revision += 1
+        self.pose_revision += 1
+
+    @property
+    def triangle_count(self) -> int:
+        """Triangles placed in the world (instances × their mesh size)."""
+        sizes = np.array([m.triangle_count for m in self.meshes], dtype=np.int64)
+        return int(sizes[self.instance_mesh_index].sum()) if self._count else 0
+
+    @classmethod
+    def from_meshes(cls, meshes: list[Mesh]) -> "Scene":
+        """A scene placing each mesh once at identity, instance ids 0, 1, …"""
+        scene = cls()
+        for i, mesh in enumerate(meshes):
+            scene.add_instance(i, mesh)
+        return scene

@@ -1,0 +1,247 @@
+"""Sensor models as data: a spec (preset name, dict or JSON/YAML file) → :class:`Sensor`.
+
+Spec keys (a contract; units in the names):
+
+``preset``                   start from a predefined sensor, other keys override it
+``horizontal_samples``       columns per revolution / per sweep
+``horizontal_fov_deg``       [start, end] azimuth of the sweep, columns run start → end
+``horizontal_resolution_deg`` column spacing (alternative to ``horizontal_samples``)
+``vertical_angles_deg``      explicit beam elevations (beam id = list position)
+``vertical_fov_deg``         [lower, upper] with ``channels`` evenly spaced beams
+``calibration``              Velodyne-style YAML (``vert_correction``/``rot_correction`` per laser, rad)
+``angle_pairs_deg``          [[azimuth, elevation], …] arbitrary directions
+``pinhole``                  {width_px, height_px, horizontal_fov_deg}: a depth camera
+``min_range_m``, ``max_range_m``, ``wavelength_nm``, ``frame_rate_hz``, ``firing_interval_s``
+``name``, ``description``    free text
+
+Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
+left); elevation positive up.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from .pattern import RayPattern, angle_list, pinhole, scan_grid, spherical_directions
+from .presets import PRESETS, close_names
+
+__all__ = ["Sensor", "SensorSpecError", "RayPattern", "load_sensor", "PRESETS", "spherical_directions"]
+
+KNOWN_KEYS = {
+    "preset", "name", "description",
+    "horizontal_samples", "horizontal_fov_deg", "horizontal_resolution_deg",
+    "vertical_angles_deg", "vertical_fov_deg", "channels", "calibration",
+    "angle_pairs_deg", "pinhole",
+    "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
+}
+
+
+class SensorSpecError(ValueError):
+    """A sensor spec names an unknown preset, is unreadable or inconsistent."""
+
+
+@dataclass(frozen=True, eq=False)
+class Sensor:
+    """A lidar: its ray pattern and scalar properties (SI units)."""
+
+    name: str
+    pattern: RayPattern
+    min_range_m: float
+    max_range_m: float
+    wavelength_nm: float
+    frame_rate_hz: float
+    spec: dict = field(default_factory=dict)  # the resolved spec it was made from
+
+    @property
+    def frame_period_s(self) -> float:
+        return 1.0 / self.frame_rate_hz
+
+
+def _read_spec_file(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if path.lower().endswith(".json"):
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except (OSError, ValueError) as exc:  # yaml.YAMLError and JSONDecodeError are ValueErrors
+        raise SensorSpecError(f"cannot read sensor spec {path}: {exc}") from None
+    except Exception as exc:
+        raise SensorSpecError(f"cannot parse sensor spec {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SensorSpecError(f"sensor spec {path} must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def resolve_spec(spec) -> dict:
+    """Turn a preset name, spec file path or dict into one flat spec dict."""
+    if isinstance(spec, (str, os.PathLike)):
+        text = os.fspath(spec)
+        if text in PRESETS:
+            spec = {"preset": text}
+        elif os.path.isfile(text):
+            spec = _read_spec_file(text)
+            spec.setdefault("name", os.path.splitext(os.path.basename(text))[0])
+        elif text.lower().endswith((".json", ".yaml", ".yml")):
+            raise SensorSpecError(f"sensor spec file not found: {text}")
+        else:
+            hint = close_names(text)
+            more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
+            raise SensorSpecError(f"unknown sensor preset {text!r}{more}")
+    if not isinstance(spec, dict):
+        raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
+    unknown = set(spec) - KNOWN_KEYS
+    if unknown:
+        raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")
+    preset = spec.get("preset")
+    if preset is not None:
+        if preset not in PRESETS:
+            resolve_spec(str(preset))  # raises 'unknown preset' with suggestions
+        base = dict(PRESETS[preset])
+        base["name"] = preset
+        # Geometry keys of the preset give way to any geometry the user set.
+        if {"vertical_angles_deg", "vertical_fov_deg", "angle_pairs_deg", "pinhole"} & set(spec):
+            for key in ("calibration", "vertical_angles_deg", "vertical_fov_deg", "channels"):
+                base.pop(key, None)
+        if "horizontal_resolution_deg" in spec:
+            base.pop("horizontal_samples", None)
+        if "horizontal_samples" in spec:
+            base.pop("horizontal_resolution_deg", None)
+        spec = base | {k: v for k, v in spec.items() if k != "preset"}
+    return spec
+
+
+def _number(spec: dict, key: str, default=None, positive=True) -> float:
+    value = spec.get(key, default)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a number, got {value!r}") from None
+    if not np.isfinite(value) or (positive and value <= 0):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a positive finite number, got {value!r}")
+    return value
+
+
+def _angles(spec: dict, key: str, length=None) -> np.ndarray:
+    try:
+        values = np.asarray(spec[key], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a list of numbers") from None
+    if values.ndim != 1 or len(values) == 0 or (length and len(values) != length) or not np.all(np.isfinite(values)):
+        want = f"{length} numbers" if length else "a non-empty list of numbers"
+        raise SensorSpecError(f"sensor spec key {key!r} must be {want}, got {spec[key]!r}")
+    return values
+
+
+def _calibration(name: str):
+    """(elevation_rad, azimuth_offset_rad) per laser from a Velodyne calibration YAML."""
+    import yaml
+
+    path = name if os.path.isfile(name) else None
+    if path is None:
+        packaged = resources.files(__package__).joinpath("data", name)
+        if not packaged.is_file():
+            raise SensorSpecError(f"calibration file not found: {name}")
+        path = str(packaged)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lasers = yaml.safe_load(f)["lasers"]
+        lasers = sorted(lasers, key=lambda laser: int(laser["laser_id"]))
+        elevation = np.array([float(laser["vert_correction"]) for laser in lasers])
+        offset = np.array([float(laser.get("rot_correction", 0.0)) for laser in lasers])
+    except Exception as exc:
+        raise SensorSpecError(f"cannot read calibration {name}: {exc}") from None
+    return elevation, offset
+
+
+def _column_azimuths(spec: dict) -> np.ndarray:
+    start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
+    span = end - start
+    if span == 0 or abs(span) > 360 + 1e-9:
+        raise SensorSpecError(f"horizontal_fov_deg [{start}, {end}] must span (0, 360] degrees")
+    full_turn = abs(abs(span) - 360) < 1e-9
+    if "horizontal_samples" in spec:
+        samples = spec["horizontal_samples"]
+        if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
+            raise SensorSpecError(f"horizontal_samples must be a positive integer, got {samples!r}")
+    elif "horizontal_resolution_deg" in spec:
+        step = _number(spec, "horizontal_resolution_deg")
+        samples = int(round(abs(span) / step)) + (0 if full_turn else 1)
+    else:
+        raise SensorSpecError("sensor spec needs horizontal_samples or horizontal_resolution_deg")
+    if full_turn:
+        return np.radians(start + span * np.arange(samples) / samples)
+    return np.radians(np.linspace(start, end, samples))
+
+
+def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
+    if "angle_pairs_deg" in spec:
+        try:
+            pairs = np.asarray(spec["angle_pairs_deg"], dtype=np.float64)
+        except (TypeError, ValueError):
+            pairs = np.empty((0, 0))
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0 or not np.all(np.isfinite(pairs)):
+            raise SensorSpecError("angle_pairs_deg must be a non-empty list of [azimuth, elevation] pairs")
+        return angle_list(np.radians(pairs[:, 0]), np.radians(pairs[:, 1]), frame_period_s=frame_period_s)
+    if "pinhole" in spec:
+        cam = spec["pinhole"]
+        try:
+            return pinhole(int(cam["width_px"]), int(cam["height_px"]), float(cam["horizontal_fov_deg"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
+    offset = None
+    if "vertical_angles_deg" in spec:
+        elevation = np.radians(_angles(spec, "vertical_angles_deg"))
+    elif "vertical_fov_deg" in spec:
+        lower, upper = _angles(spec, "vertical_fov_deg", 2)
+        channels = spec.get("channels")
+        if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or channels < 1:
+            raise SensorSpecError(f"vertical_fov_deg needs a positive integer 'channels', got {channels!r}")
+        if lower > upper:
+            raise SensorSpecError(f"vertical_fov_deg must be [lower, upper], got [{lower}, {upper}]")
+        elevation = np.radians(np.linspace(lower, upper, channels) if channels > 1 else [0.5 * (lower + upper)])
+    elif "calibration" in spec:
+        elevation, offset = _calibration(str(spec["calibration"]))
+    else:
+        raise SensorSpecError(
+            "sensor spec needs a beam layout: preset, vertical_angles_deg, vertical_fov_deg+channels, "
+            "calibration, angle_pairs_deg or pinhole"
+        )
+    if np.any(np.abs(elevation) > np.pi / 2):
+        raise SensorSpecError("beam elevations must lie within ±90°")
+    return scan_grid(
+        elevation,
+        _column_azimuths(spec),
+        frame_period_s=frame_period_s,
+        azimuth_offset_rad=offset,
+        firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False),
+    )
+
+
+def load_sensor(spec) -> Sensor:
+    """Build a :class:`Sensor` from a preset name, a JSON/YAML spec file or a spec dict.
+
+    Raises :class:`SensorSpecError` with a one-line reason on bad input.
+    """
+    spec = resolve_spec(spec)
+    frame_rate_hz = _number(spec, "frame_rate_hz", 10.0)
+    min_range_m = _number(spec, "min_range_m", 0.0, positive=False)
+    max_range_m = _number(spec, "max_range_m", 120.0)
+    if not 0 <= min_range_m < max_range_m:
+        raise SensorSpecError(f"need 0 ≤ min_range_m < max_range_m, got {min_range_m}, {max_range_m}")
+    return Sensor(
+        name=str(spec.get("name", "custom")),
+        pattern=_pattern(spec, 1.0 / frame_rate_hz),
+        min_range_m=min_range_m,
+        max_range_m=max_range_m,
+        wavelength_nm=_number(spec, "wavelength_nm", 905.0),
+        frame_rate_hz=frame_rate_hz,
+        spec=spec,
+    )

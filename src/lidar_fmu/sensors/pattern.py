@@ -1,0 +1,130 @@
+"""Ray patterns: where a sensor looks, as data.
+
+Sensor frame: x forward, y left, z up. Azimuth is counter-clockwise from +x
+(positive = left), elevation positive up, so a direction is
+``(cos el · cos az, cos el · sin az, sin el)``.
+
+Rays are stored column-major: ray ``i`` sits at ``row = i % rows`` and
+``column = i // rows`` of an organized ``rows × columns`` grid, in firing order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class RayPattern:
+    """Unit directions in the sensor frame with their beam, column and firing time."""
+
+    directions: np.ndarray  # (N, 3) float32, unit, sensor frame
+    beam_id: np.ndarray  # (N,) uint32 emitter index (laser id)
+    column: np.ndarray  # (N,) uint32 firing column (azimuth step)
+    time_offset_s: np.ndarray  # (N,) float32 firing time after frame start
+    rows: int
+    columns: int
+
+    def __post_init__(self):
+        n = len(self.directions)
+        if n == 0:
+            raise ValueError("a ray pattern needs at least one ray")
+        if self.rows * self.columns != n:
+            raise ValueError(f"rows × columns = {self.rows}×{self.columns} does not match {n} rays")
+        for name in ("beam_id", "column", "time_offset_s"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries for {n} rays")
+
+    def __len__(self) -> int:
+        return len(self.directions)
+
+    @property
+    def azimuth_rad(self) -> np.ndarray:
+        return np.arctan2(self.directions[:, 1], self.directions[:, 0])
+
+    @property
+    def elevation_rad(self) -> np.ndarray:
+        return np.arcsin(np.clip(self.directions[:, 2], -1.0, 1.0))
+
+
+def spherical_directions(azimuth_rad, elevation_rad) -> np.ndarray:
+    """(N, 3) float32 unit vectors from azimuth/elevation arrays (rad)."""
+    az = np.asarray(azimuth_rad, dtype=np.float64)
+    el = np.asarray(elevation_rad, dtype=np.float64)
+    ce = np.cos(el)
+    return np.stack([ce * np.cos(az), ce * np.sin(az), np.sin(el)], axis=-1).astype(np.float32)
+
+
+def scan_grid(
+    elevation_rad,
+    column_azimuth_rad,
+    *,
+    frame_period_s: float,
+    azimuth_offset_rad=None,
+    firing_interval_s: float = 0.0,
+) -> RayPattern:
+    """A rotating/sweeping scan: every beam fires once per column.
+
+    ``elevation_rad[b]`` is beam ``b``'s elevation, ``column_azimuth_rad[c]``
+    column ``c``'s azimuth in firing order, ``azimuth_offset_rad[b]`` a
+    per-beam horizontal offset (Velodyne ``rot_correction``). Columns are spread
+    evenly over the frame period; within a column beam ``b`` fires
+    ``b · firing_interval_s`` after the column starts.
+    """
+    elevation = np.asarray(elevation_rad, dtype=np.float64).ravel()
+    azimuth = np.asarray(column_azimuth_rad, dtype=np.float64).ravel()
+    rows, columns = len(elevation), len(azimuth)
+    offset = np.zeros(rows) if azimuth_offset_rad is None else np.asarray(azimuth_offset_rad, np.float64)
+    az = azimuth[:, None] + offset[None, :]
+    el = np.broadcast_to(elevation[None, :], az.shape)
+    beam = np.broadcast_to(np.arange(rows, dtype=np.uint32)[None, :], az.shape)
+    column = np.broadcast_to(np.arange(columns, dtype=np.uint32)[:, None], az.shape)
+    time_s = column * (frame_period_s / columns) + beam * firing_interval_s
+    return RayPattern(
+        spherical_directions(az.ravel(), el.ravel()),
+        beam.ravel().copy(),
+        column.ravel().copy(),
+        time_s.ravel().astype(np.float32),
+        rows,
+        columns,
+    )
+
+
+def angle_list(azimuth_rad, elevation_rad, *, frame_period_s: float) -> RayPattern:
+    """Arbitrary directions, fired one after another by a single beam over the frame."""
+    az = np.asarray(azimuth_rad, dtype=np.float64).ravel()
+    n = len(az)
+    return RayPattern(
+        spherical_directions(az, elevation_rad),
+        np.zeros(n, np.uint32),
+        np.arange(n, dtype=np.uint32),
+        (np.arange(n) * (frame_period_s / max(n, 1))).astype(np.float32),
+        1,
+        n,
+    )
+
+
+def pinhole(width_px: int, height_px: int, horizontal_fov_deg: float) -> RayPattern:
+    """A depth camera: one ray through each pixel centre, all fired at once.
+
+    Row 0 is the top image row, column 0 the left image column; ``beam_id`` is
+    the row.
+    """
+    if width_px < 1 or height_px < 1 or not 0 < horizontal_fov_deg < 180:
+        raise ValueError("pinhole needs width_px, height_px ≥ 1 and 0 < horizontal_fov_deg < 180")
+    focal_px = 0.5 * width_px / np.tan(np.radians(horizontal_fov_deg) / 2)
+    u = np.arange(width_px) + 0.5 - width_px / 2  # right-positive
+    v = np.arange(height_px) + 0.5 - height_px / 2  # down-positive
+    uu, vv = np.meshgrid(u, v, indexing="xy")  # (H, W)
+    # column-major: transpose so that ray i = column * rows + row
+    d = np.stack([np.full(uu.shape, focal_px), -uu, -vv], axis=-1).transpose(1, 0, 2).reshape(-1, 3)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    rows, columns = height_px, width_px
+    return RayPattern(
+        d.astype(np.float32),
+        np.tile(np.arange(rows, dtype=np.uint32), columns),
+        np.repeat(np.arange(columns, dtype=np.uint32), rows),
+        np.zeros(rows * columns, np.float32),
+        rows,
+        columns,
+    )

@@ -1,0 +1,120 @@
+"""Predefined sensors as plain spec dictionaries (the same keys a spec file uses).
+
+Beam elevations come from the sensors' calibration files where we have them
+(Velodyne, ``data/``, ros-drivers/velodyne, BSD-3-Clause) and from datasheets
+otherwise (nominal, evenly spaced). Spinning sensors sweep clockwise seen from
+above, as Velodyne and Ouster units do, so ``horizontal_fov_deg`` runs from
++180° down to −180°.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_FULL_TURN_CW = [180.0, -180.0]
+
+PRESETS: dict[str, dict] = {
+    "velodyne_vlp16": {
+        "description": "Velodyne VLP-16 (Puck), 16 beams ±15°, 0.4° at 20 Hz",
+        "calibration": "velodyne_VLP16db.yaml",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 900,
+        "frame_rate_hz": 20.0,
+        "firing_interval_s": 2.304e-6,
+        "min_range_m": 0.5,
+        "max_range_m": 100.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_puck_hires": {
+        "description": "Velodyne Puck Hi-Res, 16 beams ±10° (1.33° steps), 0.4° at 20 Hz",
+        "calibration": "velodyne_VLP16_hires_db.yaml",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 900,
+        "frame_rate_hz": 20.0,
+        "firing_interval_s": 2.304e-6,
+        "min_range_m": 0.5,
+        "max_range_m": 100.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_hdl32e": {
+        "description": "Velodyne HDL-32E, 32 beams −30.67…+10.67°, 0.16° at 10 Hz",
+        "calibration": "velodyne_32db.yaml",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 2250,
+        "frame_rate_hz": 10.0,
+        "firing_interval_s": 1.152e-6,
+        "min_range_m": 1.0,
+        "max_range_m": 100.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_hdl64e": {
+        "description": "Velodyne HDL-64E S2, 64 beams −24.7…+2.0° (unit calibration), 0.17° at 10 Hz",
+        "calibration": "velodyne_64e_utexas.yaml",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 2083,
+        "frame_rate_hz": 10.0,
+        "firing_interval_s": 0.0,
+        "min_range_m": 0.9,
+        "max_range_m": 120.0,
+        "wavelength_nm": 905.0,
+    },
+    "ouster_os1_16": {
+        "description": "Ouster OS1-16 (gen 1), 16 beams ±16.6°, 1024 columns at 10 Hz",
+        "vertical_fov_deg": [-16.6, 16.6],
+        "channels": 16,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 1024,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.8,
+        "max_range_m": 120.0,
+        "wavelength_nm": 850.0,
+    },
+    "ouster_os1_64": {
+        "description": "Ouster OS1-64 (gen 1), 64 beams ±16.6°, 1024 columns at 10 Hz",
+        "vertical_fov_deg": [-16.6, 16.6],
+        "channels": 64,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 1024,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.8,
+        "max_range_m": 120.0,
+        "wavelength_nm": 850.0,
+    },
+    "ouster_os1_128": {
+        "description": "Ouster OS1-128, 128 beams ±22.5°, 1024 columns at 10 Hz (512/2048 via horizontal_samples)",
+        "vertical_fov_deg": [-22.5, 22.5],
+        "channels": 128,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 1024,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.3,
+        "max_range_m": 120.0,
+        "wavelength_nm": 865.0,
+    },
+    "ibeo_lux": {
+        "description": "Ibeo LUX, 4 layers over 3.2°, 110° horizontal at 0.25°, 12.5 Hz",
+        "vertical_angles_deg": [-1.2, -0.4, 0.4, 1.2],
+        "horizontal_fov_deg": [50.0, -60.0],
+        "horizontal_resolution_deg": 0.25,
+        "frame_rate_hz": 12.5,
+        "min_range_m": 0.3,
+        "max_range_m": 200.0,
+        "wavelength_nm": 905.0,
+    },
+}
+
+
+def close_names(name: str, n: int = 3) -> list[str]:
+    """Preset names resembling ``name`` (for 'did you mean' messages)."""
+    import difflib
+
+    return difflib.get_close_matches(name.lower().replace("-", "_"), list(PRESETS), n=n, cutoff=0.4)
+
+
+def preset_rows():
+    """(name, channels, horizontal FOV°, rays per frame, frame rate Hz, description) per preset."""
+    from . import load_sensor
+
+    for name, spec in PRESETS.items():
+        sensor = load_sensor(name)
+        fov = abs(np.subtract(*spec["horizontal_fov_deg"]))
+        yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]

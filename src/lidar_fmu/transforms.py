@@ -1,0 +1,75 @@
+"""Rigid poses as 4×4 homogeneous matrices (float64, metres and radians).
+
+Rotation convention is OSI's ``Orientation3d``: intrinsic z-y'-x'' (yaw, pitch,
+roll), i.e. ``R = Rz(yaw) · Ry(pitch) · Rx(roll)`` and
+``v_parent = R · v_local + translation``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def rotation_matrix(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
+    """3×3 rotation ``Rz(yaw) · Ry(pitch) · Rx(roll)``."""
+    cr, sr = np.cos(roll_rad), np.sin(roll_rad)
+    cp, sp = np.cos(pitch_rad), np.sin(pitch_rad)
+    cy, sy = np.cos(yaw_rad), np.sin(yaw_rad)
+    return np.array(
+        [
+            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+            [-sp, cp * sr, cp * cr],
+        ]
+    )
+
+
+def pose_matrix(
+    position_m=(0.0, 0.0, 0.0), orientation_rad=(0.0, 0.0, 0.0)
+) -> np.ndarray:
+    """4×4 pose from a translation (x, y, z) in m and (roll, pitch, yaw) in rad."""
+    pose = np.eye(4)
+    pose[:3, :3] = rotation_matrix(*orientation_rad)
+    pose[:3, 3] = position_m
+    return pose
+
+
+def roll_pitch_yaw(rotation: np.ndarray) -> tuple[float, float, float]:
+    """Inverse of :func:`rotation_matrix` (pitch in [-π/2, π/2])."""
+    pitch = float(np.arcsin(np.clip(-rotation[2, 0], -1.0, 1.0)))
+    roll = float(np.arctan2(rotation[2, 1], rotation[2, 2]))
+    yaw = float(np.arctan2(rotation[1, 0], rotation[0, 0]))
+    return roll, pitch, yaw
+
+
+def invert_pose(pose: np.ndarray) -> np.ndarray:
+    """Inverse of an affine 4×4 pose (rigid or with scale)."""
+    return np.linalg.inv(pose)
+
+
+def check_pose(pose, what: str = "pose") -> np.ndarray:
+    """Validate a 4×4 pose; raise ``ValueError`` naming ``what`` if it is malformed."""
+    pose = np.asarray(pose, dtype=np.float64)
+    if pose.shape != (4, 4):
+        raise ValueError(f"{what} must be a 4x4 matrix, got shape {pose.shape}")
+    if not np.all(np.isfinite(pose)):
+        raise ValueError(f"{what} contains NaN or infinite values")
+    if not np.allclose(pose[3], (0.0, 0.0, 0.0, 1.0)):
+        raise ValueError(f"{what} last row must be (0, 0, 0, 1)")
+    if abs(np.linalg.det(pose[:3, :3])) < 1e-12:
+        raise ValueError(f"{what} has a singular rotation/scale part")
+    return pose
+
+
+def parse_pose_deg(text: str) -> np.ndarray:
+    """Parse ``"x,y,z[,roll,pitch,yaw]"`` (m and degrees) into a 4×4 pose."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"pose {text!r} is not a comma-separated list of numbers") from None
+    if len(values) not in (3, 6):
+        raise ValueError(f"pose {text!r} needs 3 (x,y,z) or 6 (x,y,z,roll,pitch,yaw) values, got {len(values)}")
+    if not all(np.isfinite(values)):
+        raise ValueError(f"pose {text!r} contains NaN or infinite values")
+    xyz = values[:3]
+    rpy = np.radians(values[3:]) if len(values) == 6 else (0.0, 0.0, 0.0)
+    return pose_matrix(xyz, rpy)
