@@ -56,11 +56,11 @@ def as_rays(origins, directions):
         raise ValueError(f"origins must be (3,) or ({len(d)}, 3), got {o.shape}")
     if not (np.all(np.isfinite(o)) and np.all(np.isfinite(d))):
         raise ValueError("ray origins/directions contain NaN or infinite values")
-    norm = np.linalg.norm(d, axis=1, keepdims=True)
-    if np.any(norm == 0):
-        raise ValueError("ray directions must be non-zero")
-    if not np.allclose(norm, 1.0, atol=1e-5):
-        d = d / norm
+    squared = np.einsum("ij,ij->i", d, d)
+    if np.abs(squared - 1.0).max(initial=0.0) > 1e-5:
+        if np.any(squared == 0):
+            raise ValueError("ray directions must be non-zero")
+        d = d / np.sqrt(squared)[:, None]
     return np.ascontiguousarray(o), np.ascontiguousarray(d)
 
 

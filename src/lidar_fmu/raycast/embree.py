@@ -59,6 +59,7 @@ class EmbreeBackend:
         self._mesh_scenes: dict[int, object] = {}  # id(mesh) → EmbreeScene
         self._revision = -1
         self._pose_revision = -1
+        self._arange = np.zeros(0, np.int32)
         self.update()
 
     # -- scene following ------------------------------------------------------
@@ -94,6 +95,19 @@ class EmbreeBackend:
         futures = [_pool().submit(escene.run, lo[s], ld[s], tfar[s].copy(), "INTERSECT", 1) for s in slices]
         return [(s, f.result()) for s, f in zip(slices, futures)]
 
+    def _all_rays(self, slot, origin, directions, best_t):
+        n = len(directions)
+        if len(self._arange) < n:
+            self._arange = np.arange(n, dtype=np.int32)
+        M = self._table.local_from_world[slot]
+        if np.array_equal(M, np.eye(3, 4)):
+            lo, ld = origin, directions
+        else:
+            lo = (M[:, :3] @ origin + M[:, 3]).astype(np.float32)
+            ld = directions @ M[:, :3].T.astype(np.float32)
+        lo = np.broadcast_to(lo, (n, 3))  # embreex reads strided arrays; no copy
+        return self._arange[:n], np.full(n, slot, np.int32), lo, ld, best_t
+
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""
         origins, directions = as_rays(origins, directions)
@@ -114,11 +128,16 @@ class EmbreeBackend:
         best_normal = np.zeros((n, 3), np.float32)
         table = self._table
         for mesh_slot, slots in self._groups:
-            ray, inst, lo, ld, tfar = gather_candidates(
-                origins2d, directions, best_t, single_origin, cell_start, order,
-                N_AZIMUTH_CELLS, N_Z_CELLS, slots, table.local_from_world,
-                table.box_lo, table.box_hi, table.center, table.radius,
-            )
+            if single_origin and len(slots) == 1 and table.contains(slots[0], origins):
+                # The sensor sits inside this instance's bounds (the world mesh):
+                # every ray is a candidate, so move them all at once.
+                ray, inst, lo, ld, tfar = self._all_rays(slots[0], origins, directions, best_t)
+            else:
+                ray, inst, lo, ld, tfar = gather_candidates(
+                    origins2d, directions, best_t, single_origin, cell_start, order,
+                    N_AZIMUTH_CELLS, N_Z_CELLS, slots, table.local_from_world,
+                    table.box_lo, table.box_hi, table.center, table.radius,
+                )
             if len(ray) == 0:
                 continue
             escene = self._mesh_scenes[id(self.scene.meshes[mesh_slot])]

@@ -263,3 +263,7 @@ class InstanceTable:
         half_diagonal = 0.5 * np.linalg.norm(self.box_hi - self.box_lo, axis=1)
         scale = np.linalg.norm(poses[:, :3, :3], ord=2, axis=(1, 2)) if k else np.zeros(0)
         self.radius = half_diagonal * scale
+
+    def contains(self, slot: int, point) -> bool:
+        """Is ``point`` (world) inside instance ``slot``'s bounding sphere?"""
+        return bool(np.linalg.norm(self.center[slot] - point) <= self.radius[slot])

@@ -1,0 +1,140 @@
+"""``lidar-fmu bench``: per-stage times and rays/s, with Open3D as the in-run reference.
+
+Speed goals are checked by reading these figures, never by timed asserts.
+Each case casts the same rays through our backend and through Open3D's
+``RaycastingScene`` (its own Embree, automatic threads) in the same process,
+alternating, and reports medians, so the ratio is robust to a noisy machine.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .lidar import Lidar
+from .scene import Mesh, Scene
+from .transforms import pose_matrix
+
+SENSORS = [("VLP-16", "velodyne_vlp16"), ("OS1-128×1024", "ouster_os1_128")]
+
+
+def median_ms(fn, repeat: int) -> float:
+    fn()  # warm-up (JIT, caches)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e3)
+
+
+def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
+    """A closed UV sphere of ~``triangles`` faces, radius 20 m, sensor inside."""
+    import trimesh
+
+    count = int(np.sqrt(triangles / 2)) + 1
+    tm = trimesh.creation.uv_sphere(radius=20.0, count=[count, count])
+    mesh = Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
+    return Scene.from_meshes([mesh]), pose_matrix((1.0, 2.0, 0.5))
+
+
+def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:
+    """The generated demo street with its parked cars; sensor on a car roof."""
+    from .demo_scene import ensure_street, load_street_scene
+
+    work_dir = work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu", "street")
+    ensure_street(work_dir)
+    scene, _ = load_street_scene(work_dir)
+    return scene, pose_matrix((0.0, -2.0, 1.9))
+
+
+def world_triangles(scene: Scene):
+    """All placed triangles in world coordinates (for the reference caster)."""
+    vertices, faces, offset = [], [], 0
+    for mesh_index, pose in zip(scene.instance_mesh_index, scene.poses):
+        mesh = scene.meshes[mesh_index]
+        vertices.append(mesh.vertices @ pose[:3, :3].T.astype(np.float32) + pose[:3, 3].astype(np.float32))
+        faces.append(mesh.faces + offset)
+        offset += len(mesh.vertices)
+    return np.concatenate(vertices).astype(np.float32), np.concatenate(faces).astype(np.uint32)
+
+
+def open3d_reference(scene: Scene):
+    try:
+        import open3d as o3d
+    except Exception as exc:  # not installed, or libusb missing
+        print(f"(Open3D reference unavailable: {exc})")
+        return None
+    ref = o3d.t.geometry.RaycastingScene()
+    vertices, faces = world_triangles(scene)
+    ref.add_triangles(o3d.core.Tensor(vertices), o3d.core.Tensor(faces))
+    return ref, o3d
+
+
+def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
+    from .io.pcd import pcd_bytes
+    from .pointcloud import hits_to_points
+
+    rows = []
+    for label, preset in SENSORS:
+        t0 = time.perf_counter()
+        lidar = Lidar(scene, preset, backend=backend)
+        build_s = time.perf_counter() - t0
+        origin, directions = lidar.world_rays(sensor_pose)
+        n = len(directions)
+        rays_ms = median_ms(lambda: lidar.world_rays(sensor_pose), repeat)
+        hits = lidar.backend.cast(origin, directions, lidar.sensor.max_range_m)
+        cast_ms = median_ms(lambda: lidar.backend.cast(origin, directions, lidar.sensor.max_range_m), repeat)
+        points_ms = median_ms(lambda: hits_to_points(hits, lidar.sensor.pattern, sensor_pose, lidar.sensor.min_range_m), repeat)
+        cloud = hits_to_points(hits, lidar.sensor.pattern, sensor_pose, lidar.sensor.min_range_m)
+        pack_ms = median_ms(lambda: pcd_bytes(cloud.points), repeat)
+        row = dict(
+            scene=scene_name, sensor=label, rays=n, triangles=scene.triangle_count, build_s=build_s,
+            rays_ms=rays_ms, cast_ms=cast_ms, points_ms=points_ms, pack_ms=pack_ms, returns=len(cloud),
+            mrays_s=n / cast_ms / 1e3,
+        )
+        if reference is not None:
+            ref, o3d = reference
+            tensor = o3d.core.Tensor(np.hstack([np.broadcast_to(origin, directions.shape), directions]).astype(np.float32))
+            ref_hits = ref.cast_rays(tensor)["t_hit"].numpy()
+            ref_ms = median_ms(lambda: ref.cast_rays(tensor), repeat)
+            # re-measure ours right after, so both see the same machine state
+            cast_ms = min(cast_ms, median_ms(lambda: lidar.backend.cast(origin, directions, lidar.sensor.max_range_m), repeat))
+            ours = np.where(hits.hit, hits.range_m, np.inf)
+            theirs = np.where(ref_hits <= lidar.sensor.max_range_m, ref_hits, np.inf)
+            agree = np.mean((np.isinf(ours) == np.isinf(theirs)))
+            row.update(cast_ms=cast_ms, mrays_s=n / cast_ms / 1e3, o3d_ms=ref_ms, o3d_mrays_s=n / ref_ms / 1e3,
+                       ratio=ref_ms / cast_ms, hit_agreement=agree)
+        rows.append(row)
+    return rows
+
+
+def print_table(rows) -> None:
+    head = "| scene | sensor | rays | triangles | cast ms | Mrays/s | Open3D ms | Open3D Mrays/s | ours/Open3D speed | points ms | PCD pack ms | returns | hit/miss agreement |"
+    print(head)
+    print("|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|")
+    for r in rows:
+        ref = (f"{r['o3d_ms']:.2f} | {r['o3d_mrays_s']:.2f} | {r['ratio']:.2f}×" if "o3d_ms" in r else "– | – | –")
+        agree = f"{100 * r['hit_agreement']:.3f} %" if "hit_agreement" in r else "–"
+        print(
+            f"| {r['scene']} | {r['sensor']} | {r['rays']:,} | {r['triangles']:,} | {r['cast_ms']:.2f} | {r['mrays_s']:.2f} | "
+            f"{ref} | {r['points_ms']:.2f} | {r['pack_ms']:.2f} | {r['returns']:,} | {agree} |"
+        )
+
+
+def run_bench(args) -> list[dict]:
+    import platform
+
+    print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs, backend={args.backend}, median of {args.repeat}")
+    rows = []
+    for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
+        if name == "street":
+            scene, pose = street_scene(args.work_dir)
+        elif name == "sphere":
+            scene, pose = sphere_scene()
+        else:
+            raise ValueError(f"unknown bench scene {name!r}; choose street or sphere")
+        rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
+    print_table(rows)
+    return rows

@@ -1,0 +1,1 @@
+"""OSI (Open Simulation Interface) messages: SensorData encoding for the lidar FMU."""

@@ -1,0 +1,195 @@
+import numpy as np
+import pytest
+import trimesh
+
+from lidar_fmu import Lidar, Scene, box_mesh, load_sensor
+from lidar_fmu.raycast import BackendError, make_backend
+from lidar_fmu.scene import Mesh, concatenate
+from lidar_fmu.transforms import pose_matrix
+
+from conftest import to_mesh
+
+
+def world_copy(mesh: Mesh, pose) -> Mesh:
+    pose = np.asarray(pose)
+    return Mesh(mesh.vertices @ pose[:3, :3].T + pose[:3, 3], mesh.faces, mesh.face_material, mesh.material_names)
+
+
+def test_plane_at_known_distance(plane_mesh):
+    spec = {"horizontal_fov_deg": [-45, 45], "horizontal_resolution_deg": 1.0,
+            "vertical_fov_deg": [-30, 30], "channels": 16, "max_range_m": 100}
+    lidar = Lidar(Scene.from_meshes([plane_mesh]), spec, backend="embree")
+    cloud = lidar.scan(np.eye(4))
+    assert len(cloud) == 91 * 16  # every ray hits
+    assert np.abs(cloud.points["x"] - 10.0).max() < 1e-3
+    np.testing.assert_allclose(cloud.points["normal_x"], -1.0, atol=1e-6)  # facing the sensor
+    expected_range = 10.0 / lidar.sensor.pattern.directions[cloud.ray_index, 0]
+    np.testing.assert_allclose(cloud.points["range"], expected_range, rtol=1e-5)
+
+
+def test_plane_seen_by_spinning_sensor(plane_mesh):
+    lidar = Lidar(Scene.from_meshes([plane_mesh]), "velodyne_vlp16", backend="embree")
+    cloud = lidar.scan(np.eye(4))
+    d = lidar.sensor.pattern.directions
+    # the rays that point forward and reach the wall within 100 m, no others
+    t = 10.0 / np.where(d[:, 0] > 0, d[:, 0], np.nan)
+    y, z = t * d[:, 1], t * d[:, 2]
+    expected = (d[:, 0] > 0) & (t <= 100) & (np.abs(y) <= 100) & (np.abs(z) <= 100)
+    assert len(cloud) == expected.sum()
+    assert np.abs(cloud.points["x"] - 10.0).max() < 1e-3
+
+
+def test_sphere_from_inside():
+    radius = 12.0
+    sphere = to_mesh(trimesh.creation.icosphere(subdivisions=6, radius=radius))
+    lidar = Lidar(Scene.from_meshes([sphere]), "ouster_os1_64", backend="embree")
+    cloud = lidar.scan(np.eye(4))
+    assert len(cloud) == len(lidar.sensor.pattern)
+    # flat facets sit at most the sagitta inside the true sphere
+    assert np.all(cloud.points["range"] <= radius + 1e-4)
+    assert np.all(cloud.points["range"] >= radius * (1 - 1e-3))
+
+
+def test_moved_instances_equal_a_mesh_placed_at_that_pose():
+    car = box_mesh(4.5, 1.8, 1.5, material="paint")
+    ground = to_mesh(trimesh.creation.box(extents=(200, 200, 0.2)), "asphalt")
+    ground_pose = pose_matrix((0, 0, -0.85))
+    scene = Scene()
+    scene.add_instance(0, ground, ground_pose)
+    poses = {10 + k: pose_matrix((8 + 3 * k, -6 + 4 * k, 0), (0, 0, 0.3 * k)) for k in range(4)}
+    for instance_id, pose in poses.items():
+        scene.add_instance(instance_id, car, pose)
+    backend = make_backend("embree", scene)
+    lidar_pattern = load_sensor("ouster_os1_64").pattern
+    origin = np.array([0, 0, 1.0], np.float32)
+    backend.cast(origin, lidar_pattern.directions, 120)  # build, then move
+    moved = {k: pose_matrix((10 + 2 * k, 5 - 3 * k, 0.1), (0.05, -0.02, 1.0 + 0.4 * k)) for k in range(4)}
+    for k, pose in moved.items():
+        scene.set_pose(10 + k, pose)
+    hits = backend.cast(origin, lidar_pattern.directions, 120)
+
+    reference = Scene.from_meshes(
+        [world_copy(ground, ground_pose)] + [world_copy(car, pose) for pose in moved.values()]
+    )
+    ref = make_backend("embree", reference).cast(origin, lidar_pattern.directions, 120)
+    np.testing.assert_array_equal(hits.hit, ref.hit)
+    np.testing.assert_allclose(hits.range_m[hits.hit], ref.range_m[ref.hit], atol=1e-4)
+    np.testing.assert_allclose(hits.normal[hits.hit], ref.normal[ref.hit], atol=1e-4)
+    # instance ids map back: reference ids 1..4 are cars 10..13
+    hit_cars = hits.instance_id[hits.hit & (hits.instance_id >= 10)]
+    ref_cars = ref.instance_id[ref.hit & (ref.instance_id >= 1)] + 9
+    np.testing.assert_array_equal(np.sort(hit_cars), np.sort(ref_cars))
+    assert len(set(hit_cars.tolist())) == 4
+
+
+def test_remove_and_readd_instances():
+    car = box_mesh(4.0, 2.0, 1.5)
+    scene = Scene()
+    scene.add_instance(5, car, pose_matrix((10, 0, 0)))
+    backend = make_backend("embree", scene)
+    d = np.array([[1.0, 0, 0]], np.float32)
+    assert backend.cast(np.zeros(3), d).range_m[0] == pytest.approx(8.0)
+    scene.remove_instance(5)
+    assert not backend.cast(np.zeros(3), d).hit[0]
+    scene.add_instance(6, car, pose_matrix((20, 0, 0)))
+    hits = backend.cast(np.zeros(3), d)
+    assert hits.range_m[0] == pytest.approx(18.0) and hits.instance_id[0] == 6
+
+
+def test_scaled_instance_poses_are_honoured():
+    unit = box_mesh(1.0, 1.0, 1.0)
+    scene = Scene()
+    pose = pose_matrix((10, 0, 0))
+    pose[:3, :3] *= 4.0  # a 4 m cube
+    scene.add_instance(1, unit, pose)
+    hits = make_backend("embree", scene).cast(np.zeros(3), np.array([[1.0, 0, 0], [0.0, 1, 0]], np.float32))
+    assert hits.range_m[0] == pytest.approx(8.0, abs=1e-5) and not hits.hit[1]
+    np.testing.assert_allclose(hits.normal[0], [-1, 0, 0], atol=1e-6)
+
+
+def test_cross_check_with_trimesh_intersector():
+    rng = np.random.default_rng(1)
+    knot = trimesh.creation.torus(major_radius=5, minor_radius=1.5, major_sections=48, minor_sections=24)
+    box = trimesh.creation.box(extents=(3, 3, 3))
+    box.apply_translation((0, 0, 4))
+    tm = trimesh.util.concatenate([knot, box])
+    mesh = to_mesh(tm)
+    scene = Scene()
+    pose = pose_matrix((1, 2, 0.5), (0.1, 0.2, 0.3))
+    scene.add_instance(3, mesh, pose)
+    origins = rng.uniform(-12, 12, (1000, 3)).astype(np.float32)
+    targets = rng.uniform(-4, 4, (1000, 3))
+    d = (targets - origins) / np.linalg.norm(targets - origins, axis=1, keepdims=True)
+    hits = make_backend("embree", scene).cast(origins, d.astype(np.float32))
+
+    world = tm.copy()
+    world.apply_transform(pose)
+    intersector = trimesh.ray.ray_triangle.RayMeshIntersector(world)
+    locations, ray_idx, tri_idx = intersector.intersects_location(origins, d, multiple_hits=True)
+    expected = np.full(len(d), np.inf)
+    dist = np.einsum("ij,ij->i", locations - origins[ray_idx], d[ray_idx])
+    np.minimum.at(expected, ray_idx, dist)
+    ref_hit = np.isfinite(expected)
+    assert np.mean(hits.hit == ref_hit) > 0.998  # grazing edge cases may differ
+    both = hits.hit & ref_hit
+    np.testing.assert_allclose(hits.range_m[both], expected[both], atol=2e-4)
+    assert np.all(hits.instance_id[hits.hit] == 3)
+    # normals are unit and face the rays
+    assert np.allclose(np.linalg.norm(hits.normal[hits.hit], axis=1), 1.0, atol=1e-5)
+    assert np.all(np.einsum("ij,ij->i", hits.normal[hits.hit], d[hits.hit]) <= 1e-6)
+
+
+@pytest.mark.parametrize("samples, expected", [(512, 7), (1024, 14), (2048, 28)])
+def test_limox_pattern_validation_car_columns(samples, expected):
+    """LiMOX: a 1.72 m wide car 20 m ahead spans 7/14/28 columns of an OS1-128."""
+    car = box_mesh(4.2, 1.72, 1.5)
+    scene = Scene()
+    scene.add_instance(7, car, pose_matrix((20 + 2.1, 0, 0)))  # rear face 20 m ahead
+    lidar = Lidar(scene, {"preset": "ouster_os1_128", "horizontal_samples": samples}, backend="embree")
+    cloud = lidar.scan(np.eye(4))
+    columns = np.unique(lidar.sensor.pattern.column[cloud.ray_index])
+    assert abs(len(columns) - expected) <= 1
+
+
+def test_max_range_and_min_range_cut(plane_mesh):
+    near = Lidar(Scene.from_meshes([plane_mesh]), {"vertical_angles_deg": [0], "horizontal_fov_deg": [-10, 10],
+                                                    "horizontal_samples": 11, "max_range_m": 9.0}, backend="embree")
+    assert len(near.scan(np.eye(4))) == 0
+    blind = Lidar(Scene.from_meshes([plane_mesh]), {"vertical_angles_deg": [0], "horizontal_fov_deg": [-10, 10],
+                                                     "horizontal_samples": 11, "min_range_m": 11.0}, backend="embree")
+    assert len(blind.scan(np.eye(4))) == 0
+
+
+def test_bad_rays_and_backends(plane_mesh):
+    backend = make_backend("embree", Scene.from_meshes([plane_mesh]))
+    with pytest.raises(ValueError, match="NaN"):
+        backend.cast(np.zeros(3), np.array([[np.nan, 0, 0]], np.float32))
+    with pytest.raises(ValueError, match="origins"):
+        backend.cast(np.zeros((2, 3)), np.ones((3, 3), np.float32))
+    with pytest.raises(BackendError, match="unknown backend"):
+        make_backend("optix", Scene())
+
+
+def test_empty_scene_returns_nothing():
+    hits = make_backend("embree", Scene()).cast(np.zeros(3), np.eye(3, dtype=np.float32))
+    assert not hits.hit.any() and np.all(np.isinf(hits.range_m)) and np.all(hits.instance_id == -1)
+
+
+def test_world_mesh_with_many_car_instances_matches_merged_mesh():
+    """Single-origin angular culling must not lose hits: compare against one merged mesh."""
+    rng = np.random.default_rng(4)
+    ground = to_mesh(trimesh.creation.box(extents=(120, 120, 0.2)))
+    car = to_mesh(trimesh.creation.capsule(height=3.0, radius=0.9, count=[16, 16]))
+    scene = Scene()
+    scene.add_instance(0, ground, pose_matrix((0, 0, -0.1)))
+    placed = [world_copy(ground, pose_matrix((0, 0, -0.1)))]
+    for k in range(60):
+        pose = pose_matrix((rng.uniform(-50, 50), rng.uniform(-50, 50), 0.9), (0, np.pi / 2, rng.uniform(-3, 3)))
+        scene.add_instance(100 + k, car, pose)
+        placed.append(world_copy(car, pose))
+    pattern = load_sensor("ouster_os1_64").pattern
+    origin = np.array([0.3, -0.2, 1.8], np.float32)
+    ours = make_backend("embree", scene).cast(origin, pattern.directions, 120)
+    ref = make_backend("embree", Scene.from_meshes([concatenate(placed)])).cast(origin, pattern.directions, 120)
+    np.testing.assert_array_equal(ours.hit, ref.hit)
+    np.testing.assert_allclose(ours.range_m[ours.hit], ref.range_m[ref.hit], atol=1e-4)
