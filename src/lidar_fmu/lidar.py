@@ -38,6 +38,13 @@ class Lidar:
         origin, directions = self.world_rays(pose)
         return self.backend.cast(origin, directions, self.sensor.max_range_m)
 
+    def returns(self, hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
+        """Hits of this sensor's pattern cast from ``sensor_pose`` → returns in the sensor frame."""
+        return hits_to_points(
+            hits, self.sensor.pattern, sensor_pose, self.sensor.min_range_m,
+            timestamp_s=timestamp_s, sensor_name=self.sensor.name,
+        )
+
     def scan(self, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
         pose = check_pose(sensor_pose, "sensor pose")
         t0 = time.perf_counter()
@@ -45,10 +52,7 @@ class Lidar:
         t1 = time.perf_counter()
         hits = self.backend.cast(origin, directions, self.sensor.max_range_m)
         t2 = time.perf_counter()
-        cloud = hits_to_points(
-            hits, self.sensor.pattern, pose, self.sensor.min_range_m,
-            timestamp_s=timestamp_s, sensor_name=self.sensor.name,
-        )
+        cloud = self.returns(hits, pose, timestamp_s)
         t3 = time.perf_counter()
         self.last_timings = {"rays": t1 - t0, "cast": t2 - t1, "points": t3 - t2}
         return cloud

@@ -1,0 +1,240 @@
+"""LidarSensor: the lidar-fmu sensor model as an OSMP FMI 2.0 co-simulation slave.
+
+A thin layer: OSMP Integer triples ↔ bytes ↔ :class:`lidar_fmu.sensor_model.LidarSensorModel`.
+Everything heavy happens in the ``lidar_fmu`` package shipped in the FMU's
+``resources/``. No exception leaves a callback: errors become an empty,
+invalid SensorData plus a message through the FMI logger, because masters
+abort the run on fmi2Discard/Error/Fatal.
+"""
+import os
+import traceback
+import xml.etree.ElementTree as ET
+
+from pythonfmu import Fmi2Slave
+from pythonfmu.default_experiment import DefaultExperiment
+from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
+from pythonfmu.variables import Boolean, Integer, Real, String
+
+OSMP_NS = "http://xsd.pmsf.net/OSISensorModelPackaging"
+OSMP_VERSION = "1.6.0"
+DEFAULT_SENSOR = "ouster_os1_128"
+BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
+    "OSMPSensorViewIn": ("SensorView", Fmi2Causality.input, Fmi2Variability.discrete, None),
+    "OSMPSensorDataOut": ("SensorData", Fmi2Causality.output, Fmi2Variability.discrete, Fmi2Initial.exact),
+    "OSMPSensorViewInConfigRequest": (
+        "SensorViewConfiguration", Fmi2Causality.calculatedParameter, Fmi2Variability.fixed, Fmi2Initial.calculated),
+    "OSMPSensorViewInConfig": ("SensorViewConfiguration", Fmi2Causality.parameter, Fmi2Variability.fixed, None),
+}
+ROLES = ("base.lo", "base.hi", "size")
+
+
+def _osi_version():
+    from lidar_fmu.osi.encode import default_interface_version
+
+    v = default_interface_version()
+    return f"{v.version_major}.{v.version_minor}.{v.version_patch}"
+
+
+class LidarSensor(Fmi2Slave):
+    author = "lidar-fmu"
+    description = "Physically grounded lidar sensor model (OSI SensorView in, SensorData point cloud out, OSMP)"
+    version = "0.1.0"
+    license = "MPL-2.0"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # Parameters (all optional; defaults make a working sensor)
+        self.sensor = DEFAULT_SENSOR
+        self.assets = ""
+        self.environment = ""
+        self.materials = ""
+        self.backend = "auto"
+        self.mounting_position_x = 0.0
+        self.mounting_position_y = 0.0
+        self.mounting_position_z = 0.0
+        self.mounting_orientation_roll = 0.0
+        self.mounting_orientation_pitch = 0.0
+        self.mounting_orientation_yaw = 0.0
+        self.disable_self_hits = True
+        # Outputs
+        self.valid = False
+        self.count = 0
+        self._ints = {f"{prefix}.{role}": 0 for prefix in BINARY_VARIABLES for role in ROLES}
+        self._model = None
+        self._model_error = None
+        self._output = None
+        self._config_request = None
+        self._warned = set()
+        self.default_experiment = DefaultExperiment(start_time=0.0, step_size=self._frame_period_s())
+
+        for name in ("sensor", "assets", "environment", "materials", "backend"):
+            self._register_parameter(String, name)
+        for axis in "xyz":
+            self._register_parameter(Real, f"mounting_position_{axis}")
+        for angle in ("roll", "pitch", "yaw"):
+            self._register_parameter(Real, f"mounting_orientation_{angle}")
+        self._register_parameter(Boolean, "disable_self_hits")
+        for prefix, (_, causality, variability, initial) in BINARY_VARIABLES.items():
+            for role in ROLES:
+                self._register_binary(f"{prefix}.{role}", causality, variability, initial)
+        self.register_variable(Boolean("valid", causality=Fmi2Causality.output, variability=Fmi2Variability.discrete,
+                                       initial=Fmi2Initial.exact, getter=lambda: self.valid))
+        self.register_variable(Integer("count", causality=Fmi2Causality.output, variability=Fmi2Variability.discrete,
+                                       initial=Fmi2Initial.exact, getter=lambda: self.count))
+
+    # -- variables ----------------------------------------------------------------
+    def _register_parameter(self, kind, name):
+        def setter(value, name=name):
+            setattr(self, name, value)
+
+        self.register_variable(kind(name, causality=Fmi2Causality.parameter, variability=Fmi2Variability.fixed,
+                                    getter=lambda name=name: getattr(self, name), setter=setter))
+
+    def _register_binary(self, name, causality, variability, initial):
+        def getter(name=name):
+            if name.startswith("OSMPSensorViewInConfigRequest."):
+                self._publish_config_request()
+            return self._ints[name]
+
+        def setter(value, name=name):
+            self._ints[name] = int(value)
+
+        writable = causality in (Fmi2Causality.input, Fmi2Causality.parameter)
+        self.register_variable(Integer(name, causality=causality, variability=variability, initial=initial,
+                                       getter=getter, setter=setter if writable else None))
+
+    def _set_binary(self, prefix, lo, hi, size):
+        self._ints[f"{prefix}.base.lo"], self._ints[f"{prefix}.base.hi"], self._ints[f"{prefix}.size"] = lo, hi, size
+
+    # -- model description ------------------------------------------------------------
+    def _frame_period_s(self):
+        try:
+            from lidar_fmu.sensors import load_sensor
+
+            return load_sensor(self.sensor).frame_period_s
+        except Exception:
+            return 0.1
+
+    def _template(self, template, **values):
+        folder = os.path.join(self.resources or "", "modelDescription")
+        if not os.path.isdir(folder):  # running from a source checkout
+            folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "modelDescription")
+        with open(os.path.join(folder, template), encoding="utf-8") as f:
+            element = ET.fromstring(f.read().format(**values))
+        for node in element.iter():  # template indentation would otherwise leak into the XML
+            node.text = node.text.strip() or None if node.text else None
+            node.tail = None
+        return element
+
+    def to_xml(self, model_options=dict()):
+        ET.register_namespace("osmp", OSMP_NS)
+        root = super().to_xml(model_options)
+        osi_version = _osi_version()
+        vendor = self._template("osmp_model.xml", osmp_version=OSMP_VERSION, osi_version=osi_version)
+        variables = root.find("ModelVariables")
+        root.insert(list(root).index(variables), vendor)
+        initial_unknowns = []
+        for index, element in enumerate(variables, start=1):
+            name = element.get("name")
+            prefix, _, role = name.partition(".")
+            if prefix in BINARY_VARIABLES and role in ROLES:
+                element.append(self._template("osmp_binary_variable.xml", name=prefix, role=role,
+                                              type=BINARY_VARIABLES[prefix][0], osi_version=osi_version))
+            if element.get("causality") == "calculatedParameter":
+                initial_unknowns.append(index)
+        if initial_unknowns:
+            unknowns = ET.SubElement(root.find("ModelStructure"), "InitialUnknowns")
+            for index in initial_unknowns:
+                ET.SubElement(unknowns, "Unknown", index=str(index))
+        return root
+
+    # -- model lifecycle ------------------------------------------------------------------
+    def _log(self, message, status=Fmi2Status.warning, once_key=None):
+        if once_key is not None:
+            if once_key in self._warned:
+                return
+            self._warned.add(once_key)
+        category = "logStatusWarning" if status == Fmi2Status.warning else "logAll"
+        self.log(message, status, category)
+
+    def _mounting_pose(self):
+        from lidar_fmu.transforms import pose_matrix
+
+        return pose_matrix(
+            (self.mounting_position_x, self.mounting_position_y, self.mounting_position_z),
+            (self.mounting_orientation_roll, self.mounting_orientation_pitch, self.mounting_orientation_yaw),
+        )
+
+    def _get_model(self):
+        if self._model is None and self._model_error is None:
+            try:
+                from lidar_fmu.sensor_model import LidarSensorModel
+
+                assets = self.assets
+                if assets and not os.path.isabs(assets) and self.resources:
+                    # relative asset folders may also live inside the FMU's resources
+                    inside = os.path.join(self.resources, assets)
+                    assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
+                self._model = LidarSensorModel(
+                    sensor=self.sensor or DEFAULT_SENSOR, assets_dir=assets, environment=self.environment,
+                    materials=self.materials, backend=self.backend or "auto",
+                    default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
+                    warn=lambda message: self._log(message, once_key=message),
+                )
+            except Exception as exc:
+                self._model_error = f"lidar-fmu cannot start: {exc}"
+                self._log(self._model_error, Fmi2Status.error)
+        return self._model
+
+    def _publish_config_request(self):
+        if self._config_request is not None:
+            return
+        from lidar_fmu.osmp import DoubleBuffer
+        from lidar_fmu.osi.config import sensor_view_configuration
+
+        self._config_request = DoubleBuffer()
+        model = self._get_model()
+        data = b"" if model is None else sensor_view_configuration(model.sensor, self._mounting_pose())
+        self._set_binary("OSMPSensorViewInConfigRequest", *self._config_request.publish(data))
+
+    def exit_initialization_mode(self):
+        try:
+            from lidar_fmu.osmp import DoubleBuffer
+
+            self._output = DoubleBuffer()
+            self._get_model()
+        except Exception:
+            self._log(traceback.format_exc(), Fmi2Status.error)
+
+    def do_step(self, current_time, step_size):
+        try:
+            from lidar_fmu.osmp import read_buffer
+
+            if self._output is None:
+                self.exit_initialization_mode()
+            model = self._get_model()
+            if model is None:
+                self.valid, self.count = False, 0
+                self._set_binary("OSMPSensorDataOut", *self._output.publish(b""))
+                return True
+            view = self._ints
+            try:
+                data = read_buffer(view["OSMPSensorViewIn.base.lo"], view["OSMPSensorViewIn.base.hi"],
+                                   view["OSMPSensorViewIn.size"])
+            except ValueError as exc:
+                data, message = None, str(exc)
+                self._log(f"OSMPSensorViewIn: {message}")
+            result = model.step(data, current_time + step_size)
+            if result.message:
+                self._log(f"t={current_time + step_size:.6f}s: {result.message}")
+            self.valid, self.count = result.valid, result.count
+            self._set_binary("OSMPSensorDataOut", *self._output.publish(result.sensor_data))
+        except Exception:
+            self.valid, self.count = False, 0
+            self._log(f"do_step failed:\n{traceback.format_exc()}")
+        return True
+
+    def terminate(self):
+        self._model = None
+        if self._output is not None:
+            self._output.clear()

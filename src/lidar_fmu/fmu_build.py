@@ -1,0 +1,59 @@
+"""Package ``fmu/LidarSensor.py`` with the ``lidar_fmu`` package into ``LidarSensor.fmu``.
+
+The FMU's ``resources/`` holds the slave script, this package (so the FMU
+does not depend on a source checkout) and the OSMP annotation templates.
+Third-party packages (numpy, embreex, numba, osi3, …) come from the Python
+that runs the FMU.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent.parent
+SLAVE_SCRIPT = REPO_ROOT / "fmu" / "LidarSensor.py"
+ANNOTATIONS_DIR = REPO_ROOT / "modelDescription"
+DEFAULT_FMU = REPO_ROOT / "dist" / "LidarSensor.fmu"
+
+
+def sources_newer_than(fmu_path: Path) -> bool:
+    """Does any source that goes into the FMU post-date ``fmu_path``?"""
+    if not fmu_path.exists():
+        return True
+    built = fmu_path.stat().st_mtime
+    roots = [PACKAGE_DIR, ANNOTATIONS_DIR, SLAVE_SCRIPT]
+    for root in roots:
+        files = [root] if root.is_file() else root.rglob("*")
+        if any(f.is_file() and "__pycache__" not in f.parts and f.stat().st_mtime > built for f in files):
+            return True
+    return False
+
+
+def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
+    """Build the FMU (FMI 2.0 co-simulation, no external tool needed) and return its path."""
+    from pythonfmu.builder import FmuBuilder
+
+    if not SLAVE_SCRIPT.is_file():
+        raise FileNotFoundError(f"FMU slave {SLAVE_SCRIPT} not found: build from a source checkout")
+    dest = Path(dest).resolve()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lidar_fmu_build_") as staging:
+        # copy without caches so the FMU carries sources only
+        package = Path(staging) / "lidar_fmu"
+        shutil.copytree(PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        annotations = Path(staging) / "modelDescription"
+        shutil.copytree(ANNOTATIONS_DIR, annotations)
+        path = FmuBuilder.build_FMU(
+            SLAVE_SCRIPT, dest=dest, project_files=[package, annotations], needsExecutionTool="false",
+        )
+    return Path(path)
+
+
+def validate(fmu_path) -> list[str]:
+    """Problems FMPy's validator finds in the FMU's model description (empty = valid)."""
+    from fmpy.validation import validate_fmu
+
+    return list(validate_fmu(str(fmu_path)))

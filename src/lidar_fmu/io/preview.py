@@ -1,0 +1,251 @@
+"""Preview images of a scan: a bird's-eye view and the range image.
+
+:func:`bev_image` renders the bird's-eye view straight into an RGB array with
+numpy (no matplotlib), so it can make animation frames cheaply;
+:func:`write_preview` composes a labelled PNG with matplotlib's Agg backend.
+
+Bird's-eye orientation: sensor x (forward) points up the image, y (left) to the
+left, one pixel = ``resolution_m`` on both axes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ptx import grid_index, row_elevation_rad
+
+# Range colour map, near → far: indigo, blue, cyan, green, yellow, orange, red.
+# Kept as data so numpy renderers and matplotlib colour bars agree.
+_ANCHORS = np.array([
+    (0.00, 62, 38, 168),
+    (0.12, 67, 110, 238),
+    (0.28, 36, 190, 232),
+    (0.44, 52, 236, 150),
+    (0.58, 160, 250, 70),
+    (0.70, 240, 215, 55),
+    (0.84, 250, 135, 35),
+    (1.00, 200, 40, 20),
+])
+#: (256, 3) uint8 lookup table of the range colour map
+RANGE_LUT = np.stack(
+    [np.interp(np.linspace(0, 1, 256), _ANCHORS[:, 0], _ANCHORS[:, c]) for c in (1, 2, 3)], axis=1
+).round().astype(np.uint8)
+
+
+def colorize(values, vmin: float, vmax: float, lut: np.ndarray = RANGE_LUT) -> np.ndarray:
+    """(…, 3) uint8 colours of ``values`` on ``lut``, clipped to [vmin, vmax]."""
+    t = (np.asarray(values, np.float64) - vmin) / max(vmax - vmin, 1e-12)
+    return lut[np.clip(np.nan_to_num(t * (len(lut) - 1)), 0, len(lut) - 1).astype(np.intp)]
+
+
+def _fields(points):
+    """x, y, z, range (float64 arrays) from a PointCloud, structured array or (N, ≥2) array."""
+    points = getattr(points, "points", points)
+    points = np.asarray(points)
+    if points.dtype.names is not None:
+        x, y = points["x"].astype(np.float64), points["y"].astype(np.float64)
+        z = points["z"].astype(np.float64) if "z" in points.dtype.names else np.zeros_like(x)
+        rng = points["range"].astype(np.float64) if "range" in points.dtype.names else None
+    else:
+        if points.ndim != 2 or points.shape[1] < 2:
+            raise ValueError(f"expected a structured point array or (N, ≥2) coordinates, got shape {points.shape}")
+        x, y = points[:, 0].astype(np.float64), points[:, 1].astype(np.float64)
+        z = points[:, 2].astype(np.float64) if points.shape[1] > 2 else np.zeros_like(x)
+        rng = None
+    if rng is None:
+        rng = np.sqrt(x * x + y * y + z * z)
+    return x, y, z, rng
+
+
+def _bounds(extent_m) -> tuple[float, float, float, float]:
+    if np.ndim(extent_m) == 0:
+        e = float(extent_m)
+        return -e, e, -e, e
+    x_min, x_max, y_min, y_max = (float(v) for v in extent_m)
+    return x_min, x_max, y_min, y_max
+
+
+def bev_image(
+    points,
+    extent_m,
+    resolution_m: float,
+    *,
+    max_range_m: float | None = None,
+    point_size_px: int = 1,
+    rings_m: float | None = None,
+    background=(0, 0, 0),
+) -> np.ndarray:
+    """Bird's-eye view of ``points`` as an (H, W, 3) uint8 image, coloured by range.
+
+    ``points``: PointCloud, structured array with x/y[/z/range] fields, or
+    (N, ≥2) coordinates (m, sensor frame). ``extent_m``: half-width of a square
+    around the sensor, or ``(x_min, x_max, y_min, y_max)``. Row 0 is
+    ``x_max`` (forward at the top), column 0 ``y_max`` (left on the left).
+    Where several points share a pixel the highest one shows, as seen from
+    above. Colour runs 0 → ``max_range_m`` (default: the farthest point) on
+    :data:`RANGE_LUT`. ``point_size_px`` > 1 grows each point into empty
+    neighbouring pixels; ``rings_m`` draws faint range rings at that spacing.
+    """
+    if resolution_m <= 0:
+        raise ValueError(f"resolution_m must be positive, got {resolution_m}")
+    x_min, x_max, y_min, y_max = _bounds(extent_m)
+    if not (x_max > x_min and y_max > y_min):
+        raise ValueError(f"empty extent {extent_m}")
+    height = max(1, int(math.ceil((x_max - x_min) / resolution_m - 1e-9)))
+    width = max(1, int(math.ceil((y_max - y_min) / resolution_m - 1e-9)))
+    image = np.empty((height, width, 3), np.uint8)
+    image[:] = np.asarray(background, np.uint8)
+
+    if rings_m:
+        # pixel-centre distance from the sensor, rings one pixel wide
+        cx = x_max - (np.arange(height) + 0.5) * resolution_m
+        cy = y_max - (np.arange(width) + 0.5) * resolution_m
+        d = np.hypot(cx[:, None], cy[None, :])
+        ring = (np.abs(d - np.round(d / rings_m) * rings_m) < 0.5 * resolution_m) & (d > 0.5 * rings_m)
+        image[ring] = (np.asarray(background, np.float64) * 0.5 + 45).astype(np.uint8)
+
+    x, y, z, rng = _fields(points)
+    row = np.floor((x_max - x) / resolution_m).astype(np.int64)
+    col = np.floor((y_max - y) / resolution_m).astype(np.int64)
+    inside = (row >= 0) & (row < height) & (col >= 0) & (col < width)
+    if not inside.any():
+        return image
+    pixel = row[inside] * width + col[inside]
+    z, rng = z[inside], rng[inside]
+    # sort by pixel, then height: the last entry of each pixel run is its highest point
+    order = np.lexsort((z, pixel))
+    pixel = pixel[order]
+    last = np.ones(len(pixel), bool)
+    last[:-1] = pixel[1:] != pixel[:-1]
+    top_pixel, top_range = pixel[last], rng[order][last]
+    vmax = float(max_range_m) if max_range_m else float(rng.max())
+    flat = image.reshape(-1, 3)
+    flat[top_pixel] = colorize(top_range, 0.0, vmax)
+
+    if point_size_px > 1:
+        filled = np.zeros(height * width, bool)
+        filled[top_pixel] = True
+        filled = filled.reshape(height, width)
+        source = image.copy()
+        lo = -((point_size_px - 1) // 2)
+        for dr in range(lo, lo + point_size_px):  # loops over kernel offsets, not points
+            for dc in range(lo, lo + point_size_px):
+                if dr == 0 and dc == 0:
+                    continue
+                dst = (slice(max(dr, 0), height + min(dr, 0)), slice(max(dc, 0), width + min(dc, 0)))
+                src = (slice(max(-dr, 0), height + min(-dr, 0)), slice(max(-dc, 0), width + min(-dc, 0)))
+                grow = filled[src] & ~filled[dst]
+                image[dst][grow] = source[src][grow]
+                filled[dst] |= grow
+    return image
+
+
+def range_grid(cloud, pattern=None) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) range (m, NaN for misses) with rows sorted top = highest elevation, and their elevations (rad)."""
+    elevation = row_elevation_rad(cloud, pattern)
+    order = np.argsort(-elevation, kind="stable")
+    index = grid_index(cloud)[order]
+    grid = np.full(index.shape, np.nan, np.float32)
+    hit = index >= 0
+    grid[hit] = cloud.points["range"][index[hit]]
+    return grid, elevation[order]
+
+
+def column_azimuth_rad(cloud, pattern=None) -> np.ndarray:
+    """(columns,) azimuth of each grid column (rad), from ``pattern`` or the returns (circular mean).
+
+    Columns without a return get the azimuth interpolated from their
+    neighbours (after unwrapping), NaN if the cloud has no returns at all.
+    """
+    rows, columns = cloud.rows, cloud.columns
+    if pattern is not None:
+        az = pattern.azimuth_rad.reshape(columns, rows)
+        return np.arctan2(np.sin(az).mean(axis=1), np.cos(az).mean(axis=1))
+    points = cloud.points
+    column = np.asarray(cloud.ray_index, np.int64) // rows
+    az = np.arctan2(points["y"].astype(np.float64), points["x"].astype(np.float64))
+    s = np.bincount(column, np.sin(az), minlength=columns)
+    c = np.bincount(column, np.cos(az), minlength=columns)
+    seen = np.bincount(column, minlength=columns) > 0
+    if not seen.any():
+        return np.full(columns, np.nan)
+    known = np.unwrap(np.arctan2(s[seen], c[seen]))
+    filled = np.interp(np.arange(columns), np.flatnonzero(seen), known)
+    return np.arctan2(np.sin(filled), np.cos(filled))
+
+
+def _nice_extent_m(rng: np.ndarray) -> float:
+    """A round BEV half-width that holds nearly all returns (the farthest few may be stray)."""
+    if len(rng) == 0:
+        return 10.0
+    far = float(np.percentile(rng, 99.5))
+    step = 5.0 if far <= 50 else 10.0 if far <= 150 else 50.0
+    return max(step, math.ceil(far / step) * step)
+
+
+def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, dpi: int = 110) -> None:
+    """Write a PNG with the bird's-eye view (top) and the range image (bottom) of ``cloud``.
+
+    ``max_range_m`` sets the BEV half-width and the top of the range colour
+    scale (default: a round number just above the 99.5th percentile of the
+    ranges). ``pattern`` gives exact beam elevations for ordering the range
+    image rows (otherwise estimated from the returns).
+    """
+    # a bare Figure renders with Agg and never touches pyplot or the user's backend
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
+    from matplotlib.figure import Figure
+
+    points = cloud.points
+    rng = points["range"].astype(np.float64)
+    extent = float(max_range_m) if max_range_m else _nice_extent_m(rng)
+    cmap = ListedColormap(RANGE_LUT / 255.0, name="lidar_range")
+    cmap.set_bad("black")
+    norm = Normalize(0.0, extent)
+
+    # figure size in inches at ``dpi``: the BEV axes come out ~780 px square
+    fig = Figure(figsize=(9.0, 11.6), dpi=dpi)
+    grid = fig.add_gridspec(2, 2, height_ratios=[4.0, 1.05], width_ratios=[30, 1],
+                            left=0.09, right=0.9, top=0.955, bottom=0.055, hspace=0.36, wspace=0.04)
+    ax_bev = fig.add_subplot(grid[0, 0])
+    ax_bar = fig.add_subplot(grid[0, 1])
+    ax_rng = fig.add_subplot(grid[1, :])
+
+    bev_px = 800
+    resolution = 2 * extent / bev_px
+    image = bev_image(points, extent, resolution, max_range_m=extent,
+                      point_size_px=2 if len(points) < 60_000 else 1, rings_m=None, background=(12, 12, 16))
+    # imshow extent (left, right, bottom, top): +y on the left, +x up
+    ax_bev.imshow(image, extent=(extent, -extent, -extent, extent), interpolation="nearest")
+    ax_bev.plot([0], [0], marker="^", color="white", markersize=7, markeredgecolor="black")
+    ax_bev.set_xlabel("y (m), left positive")
+    ax_bev.set_ylabel("x (m), forward")
+    ax_bev.set_aspect("equal")
+    name = cloud.sensor_name or "lidar"
+    n_rays = cloud.rows * cloud.columns
+    ax_bev.set_title(f"{name} — bird's-eye view, {len(points):,} returns of {n_rays:,} rays"
+                     f" (t = {cloud.timestamp_s:.3f} s)", fontsize=11)
+    ax_bev.grid(color="white", alpha=0.12, linewidth=0.6)
+    colorbar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=ax_bar)
+    colorbar.set_label("range (m)")
+
+    ranges, elevation = range_grid(cloud, pattern)
+    elevation_deg = np.degrees(elevation)
+    ax_rng.imshow(np.ma.masked_invalid(ranges), cmap=cmap, norm=norm, aspect="auto",
+                  interpolation="nearest", extent=(0, cloud.columns, cloud.rows, 0))
+    ax_rng.set_title(f"range image: {cloud.rows} rows (by elevation) × {cloud.columns} columns,"
+                     f" misses black", fontsize=10, pad=26)
+    ax_rng.set_xlabel("column (firing order)")
+    ticks = np.unique(np.linspace(0, cloud.rows - 1, min(cloud.rows, 5)).round().astype(int))
+    ax_rng.set_yticks(ticks + 0.5)
+    ax_rng.set_yticklabels([f"{elevation_deg[t]:+.1f}°" for t in ticks])
+    ax_rng.set_ylabel("elevation")
+    azimuth_deg = np.degrees(column_azimuth_rad(cloud, pattern))
+    if np.isfinite(azimuth_deg).all():
+        top = ax_rng.secondary_xaxis("top")
+        col_ticks = np.unique(np.linspace(0, cloud.columns - 1, min(cloud.columns, 9)).round().astype(int))
+        top.set_xticks(col_ticks + 0.5)
+        top.set_xticklabels([f"{azimuth_deg[c]:+.0f}°" for c in col_ticks], fontsize=8)
+        top.set_xlabel("azimuth (counter-clockwise from forward)", fontsize=8)
+    fig.savefig(path, dpi=dpi)

@@ -1,0 +1,141 @@
+"""SensorView bytes → :class:`SensorViewFrame`: what the scene and the sensor need this step.
+
+OSI conventions (REFERENCE §3): ``base.position`` is the bounding-box centre
+in world coordinates, ``base.orientation`` intrinsic z-y'-x'' (yaw, pitch,
+roll); the host vehicle frame sits at the rear-axle centre
+``base.position + R · bbcenter_to_rear`` with the base orientation; the
+sensor's ``mounting_position`` is given in that vehicle frame.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..transforms import pose_matrix
+
+
+class SensorViewError(ValueError):
+    """The SensorView bytes cannot be used (malformed, truncated, NaN poses…)."""
+
+
+@dataclass
+class ObjectState:
+    """One OSI object this step (SI units, world frame)."""
+
+    id: int
+    position_m: np.ndarray  # (3,) bounding-box centre
+    orientation_rad: np.ndarray  # (3,) roll, pitch, yaw
+    dimension_m: np.ndarray  # (3,) length, width, height
+    model_reference: str = ""
+    moving: bool = True
+    bbcenter_to_rear_m: np.ndarray | None = None  # vehicles only
+
+    @property
+    def pose(self) -> np.ndarray:
+        """4×4 world_from_object (object frame at the bounding-box centre)."""
+        return pose_matrix(self.position_m, self.orientation_rad)
+
+
+@dataclass
+class SensorViewFrame:
+    timestamp_s: float
+    sensor_id: int
+    host_vehicle_id: int | None
+    objects: list[ObjectState] = field(default_factory=list)
+    mounting_pose: np.ndarray | None = None  # vehicle_from_sensor, None when the view carries none
+    environment_reference: str = ""
+    version: tuple[int, int, int] | None = None
+
+    def object(self, object_id: int) -> ObjectState | None:
+        return next((o for o in self.objects if o.id == object_id), None)
+
+    def host_pose(self) -> np.ndarray | None:
+        """4×4 world_from_vehicle (rear-axle frame) of the host, if it is in the ground truth."""
+        host = self.object(self.host_vehicle_id) if self.host_vehicle_id is not None else None
+        if host is None:
+            return None
+        pose = host.pose
+        if host.bbcenter_to_rear_m is not None:
+            pose[:3, 3] += pose[:3, :3] @ host.bbcenter_to_rear_m
+        return pose
+
+
+def _vector(msg, names, what: str) -> np.ndarray:
+    values = np.array([getattr(msg, n) for n in names], dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise SensorViewError(f"{what} contains NaN or infinite values: {values.tolist()}")
+    return values
+
+
+def _mounting_pose(mounting, what: str) -> np.ndarray:
+    position = _vector(mounting.position, "xyz", f"{what}.position")
+    orientation = _vector(mounting.orientation, ("roll", "pitch", "yaw"), f"{what}.orientation")
+    return pose_matrix(position, orientation)
+
+
+def _object(obj, moving: bool) -> ObjectState:
+    what = f"{'moving' if moving else 'stationary'}_object {obj.id.value}"
+    base = obj.base
+    state = ObjectState(
+        id=int(obj.id.value),
+        position_m=_vector(base.position, "xyz", f"{what} position"),
+        orientation_rad=_vector(base.orientation, ("roll", "pitch", "yaw"), f"{what} orientation"),
+        dimension_m=_vector(base.dimension, ("length", "width", "height"), f"{what} dimension"),
+        model_reference=obj.model_reference,
+        moving=moving,
+    )
+    if moving and obj.HasField("vehicle_attributes") and obj.vehicle_attributes.HasField("bbcenter_to_rear"):
+        state.bbcenter_to_rear_m = _vector(obj.vehicle_attributes.bbcenter_to_rear, "xyz", f"{what} bbcenter_to_rear")
+    return state
+
+
+def parse_sensor_view(data: bytes):
+    """Bytes → ``osi3.SensorView``; :class:`SensorViewError` if they are not one."""
+    from google.protobuf.message import DecodeError
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    if not data:
+        raise SensorViewError("empty SensorView buffer")
+    try:
+        view = SensorView.FromString(bytes(data))
+    except DecodeError as exc:
+        raise SensorViewError(f"malformed or truncated SensorView ({len(data)} bytes): {exc}") from None
+    except Exception as exc:  # the C++/upb parser may raise other types on garbage
+        raise SensorViewError(f"cannot parse SensorView ({len(data)} bytes): {exc}") from None
+    return view
+
+
+def decode_sensor_view(data: bytes) -> SensorViewFrame:
+    """Decode and validate one SensorView."""
+    view = parse_sensor_view(data)
+    if not view.HasField("global_ground_truth"):
+        raise SensorViewError("SensorView has no global_ground_truth")
+    gt = view.global_ground_truth
+    timestamp = view.timestamp if view.HasField("timestamp") else gt.timestamp
+    timestamp_s = float(timestamp.seconds) + 1e-9 * float(timestamp.nanos)
+    host_id = None
+    if view.HasField("host_vehicle_id"):
+        host_id = int(view.host_vehicle_id.value)
+    elif gt.HasField("host_vehicle_id"):
+        host_id = int(gt.host_vehicle_id.value)
+    mounting = None
+    if view.HasField("mounting_position"):
+        mounting = _mounting_pose(view.mounting_position, "SensorView.mounting_position")
+    elif len(view.lidar_sensor_view) and view.lidar_sensor_view[0].view_configuration.HasField("mounting_position"):
+        mounting = _mounting_pose(
+            view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
+        )
+    objects = [_object(o, True) for o in gt.moving_object] + [_object(o, False) for o in gt.stationary_object]
+    version = None
+    if view.HasField("version"):
+        version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
+    return SensorViewFrame(
+        timestamp_s=timestamp_s,
+        sensor_id=int(view.sensor_id.value),
+        host_vehicle_id=host_id,
+        objects=objects,
+        mounting_pose=mounting,
+        environment_reference=gt.model_reference,
+        version=version,
+    )

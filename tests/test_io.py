@@ -1,0 +1,354 @@
+"""Point-cloud files and previews: our readers and third-party readers get back what we wrote."""
+import os
+
+import numpy as np
+import pytest
+
+from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh, load_sensor
+from lidar_fmu.io import (
+    bev_image, read_pcd, read_ptx, write_pcd, write_ply, write_point_cloud, write_preview, write_ptx,
+)
+from lidar_fmu.io.ptx import row_elevation_rad
+from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
+
+CAR_ID = 2**40 + 5  # needs all 64 bits of object_id to survive
+
+
+def _pose(x, y, z, yaw=0.0):
+    c, s = np.cos(yaw), np.sin(yaw)
+    pose = np.eye(4)
+    pose[:3, :3] = [[c, -s, 0], [s, c, 0], [0, 0, 1]]
+    pose[:3, 3] = (x, y, z)
+    return pose
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """Ground (environment), a wall (environment) and a car-sized box (object); open sky, so rays miss."""
+    scene = Scene()
+    scene.add_instance(ENVIRONMENT_ID_BASE, box_mesh(100, 100, 0.2, name="ground"), _pose(0, 0, -1.9))
+    scene.add_instance(ENVIRONMENT_ID_BASE + 1, box_mesh(40, 1, 5, name="wall"), _pose(0, 12, 0.5))
+    scene.add_instance(CAR_ID, box_mesh(4.5, 1.9, 1.5), _pose(8, -3, -1.05, 0.3))
+    scene.add_instance(7, box_mesh(0.6, 0.6, 1.8), _pose(-4, 2, -1.0))
+    return scene
+
+
+@pytest.fixture(scope="module")
+def lidar(scene):
+    return Lidar(scene, "velodyne_vlp16", backend="embree")
+
+
+@pytest.fixture(scope="module")
+def cloud(lidar):
+    # a moved and turned sensor, so the PTX header carries a non-trivial pose
+    cloud = lidar.scan(_pose(1.0, -0.5, 0.2, 0.4), timestamp_s=1.25)
+    # the sensor pose moves the scene relative to it; the fixture must still have all kinds of returns
+    ids = set(np.unique(cloud.points["object_id"]).tolist())
+    assert {int(NO_OBJECT_ID), CAR_ID, 7} <= ids
+    assert 0 < len(cloud) < cloud.rows * cloud.columns
+    return cloud
+
+
+def _header_lines(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    head, _, _ = raw.partition(b"DATA binary\n")
+    return head.decode().splitlines(), raw
+
+
+# -- PCD -------------------------------------------------------------------------------------------
+def test_pcd_round_trip_is_exact(cloud, tmp_path):
+    path = tmp_path / "scan.pcd"
+    write_pcd(path, cloud)
+    lines, raw = _header_lines(path)
+    header = {line.split()[0]: line.split()[1:] for line in lines if not line.startswith("#")}
+    assert header["VERSION"] == [".7"]
+    assert header["FIELDS"] == list(POINT_DTYPE.names)
+    assert header["SIZE"] == ["4"] * 9 + ["8"]
+    assert header["TYPE"] == ["F"] * 8 + ["U", "U"]
+    assert header["COUNT"] == ["1"] * 10
+    assert header["WIDTH"] == [str(len(cloud))] and header["HEIGHT"] == ["1"]
+    assert header["POINTS"] == [str(len(cloud))]
+    assert header["VIEWPOINT"] == ["0", "0", "0", "1", "0", "0", "0"]
+    assert raw.endswith(cloud.points.tobytes())
+    back = read_pcd(path)
+    assert back.dtype == POINT_DTYPE
+    assert np.array_equal(back, cloud.points)
+    assert back.flags.writeable
+
+
+def test_pcd_header_follows_the_dtype(cloud, tmp_path):
+    """A field added later (a saturation flag, a 3-vector) needs no change to the writer or reader."""
+    dtype = np.dtype(POINT_DTYPE.descr + [("saturated", "u1"), ("rgb", "<f4", (3,)), ("t", "<f8"), ("d", "<i2")])
+    points = np.zeros(len(cloud), dtype)
+    for name in POINT_DTYPE.names:
+        points[name] = cloud.points[name]
+    points["saturated"] = points["range"] < 5
+    points["rgb"] = np.arange(3 * len(points)).reshape(-1, 3)
+    points["t"] = np.linspace(0, 0.1, len(points))
+    points["d"] = -np.arange(len(points)) % 3000
+    path = tmp_path / "extra.pcd"
+    write_pcd(path, points)
+    lines, _ = _header_lines(path)
+    assert "TYPE F F F F F F F F U U U F F I" in lines
+    assert "SIZE 4 4 4 4 4 4 4 4 4 8 1 4 8 2" in lines
+    assert "COUNT 1 1 1 1 1 1 1 1 1 1 1 3 1 1" in lines
+    assert np.array_equal(read_pcd(path), points)
+
+
+def test_pcd_writes_plain_xyz_and_unpacked_arrays(tmp_path):
+    xyz = np.array([[1.0, 2.0, 3.0], [-4.0, 5.5, 6.25]])
+    write_pcd(tmp_path / "xyz.pcd", xyz)
+    back = read_pcd(tmp_path / "xyz.pcd")
+    assert back.dtype.names == ("x", "y", "z")
+    assert np.array_equal(np.stack([back["x"], back["y"], back["z"]], 1), xyz)
+    # big-endian and padded (aligned) records are repacked little-endian
+    odd = np.zeros(3, np.dtype([("x", ">f4"), ("id", ">u8")], align=True))
+    odd["x"], odd["id"] = [1.5, 2.5, 3.5], [1, 2**63, 2**64 - 1]
+    write_pcd(tmp_path / "odd.pcd", odd)
+    back = read_pcd(tmp_path / "odd.pcd")
+    assert back.dtype == np.dtype([("x", "<f4"), ("id", "<u8")])
+    assert np.array_equal(back["x"], odd["x"]) and np.array_equal(back["id"], odd["id"])
+
+
+def test_pcd_empty_cloud(tmp_path):
+    write_pcd(tmp_path / "empty.pcd", np.empty(0, POINT_DTYPE))
+    back = read_pcd(tmp_path / "empty.pcd")
+    assert back.dtype == POINT_DTYPE and len(back) == 0
+
+
+def test_read_pcd_ascii_keeps_64_bit_ids(tmp_path):
+    path = tmp_path / "ascii.pcd"
+    path.write_text(
+        "# hand-written\nVERSION .7\nFIELDS x y z object_id _ _\nSIZE 4 4 4 8 1 1\nTYPE F F F U U U\n"
+        "COUNT 1 1 1 1 1 1\nWIDTH 2\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 2\nDATA ascii\n"
+        "1.5 -2 3e-3 18446744073709551615 0 0\nnan 0 0 7 1 2\n"
+    )
+    back = read_pcd(path)
+    assert back.dtype.names == ("x", "y", "z", "object_id", "_", "_1")  # PCL padding fields made unique
+    assert back["object_id"].tolist() == [2**64 - 1, 7]
+    assert back["x"][0] == np.float32(1.5) and np.isnan(back["x"][1])
+    assert back["z"][0] == np.float32(3e-3)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (b"hello world\n", "unexpected header line"),
+        (b"VERSION .7\nFIELDS x y z\nSIZE 4 4\nTYPE F F F\nWIDTH 1\nPOINTS 1\nDATA binary\n" + b"\0" * 12,
+         "disagree in length"),
+        (b"VERSION .7\nFIELDS x\nSIZE 3\nTYPE F\nWIDTH 1\nPOINTS 1\nDATA binary\n" + b"\0" * 3, "unsupported TYPE"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH 2\nHEIGHT 1\nPOINTS 3\nDATA binary\n", "does not match"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH 4\nPOINTS 4\nDATA binary\n" + b"\0" * 15, "truncated"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH 3\nPOINTS 3\nDATA ascii\n1\n2\n", "truncated"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH 1\nPOINTS 1\nDATA ascii\nabc\n", "malformed ascii"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH one\nDATA binary\n", "non-integer"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH 1\nDATA zipped\n", "unknown PCD DATA"),
+        (b"VERSION .7\nFIELDS x\nSIZE 4\nTYPE F\nWIDTH 1\n", "no DATA line"),
+    ],
+)
+def test_read_pcd_rejects_malformed_files_naming_them(tmp_path, text, message):
+    path = tmp_path / "broken.pcd"
+    path.write_bytes(text)
+    with pytest.raises(ValueError, match=message) as info:
+        read_pcd(path)
+    assert str(path) in str(info.value)
+
+
+def test_pcd_open3d_legacy_reads_positions_and_normals(cloud, tmp_path):
+    o3d = pytest.importorskip("open3d")
+    path = tmp_path / "scan.pcd"
+    write_pcd(path, cloud)
+    pc = o3d.io.read_point_cloud(str(path))
+    assert np.array_equal(np.asarray(pc.points), cloud.xyz.astype(np.float64))
+    # the legacy reader also maps normal_x/y/z to normals
+    normals = np.stack([cloud.points[f"normal_{a}"] for a in "xyz"], axis=1)
+    assert pc.has_normals() and np.array_equal(np.asarray(pc.normals), normals.astype(np.float64))
+
+
+def test_pcd_open3d_tensor_reads_every_field(cloud, tmp_path):
+    o3d = pytest.importorskip("open3d")
+    path = tmp_path / "scan.pcd"
+    write_pcd(path, cloud)
+    pc = o3d.t.io.read_point_cloud(str(path))
+    point = {key: pc.point[key].numpy() for key in pc.point}
+    assert np.array_equal(point["positions"], cloud.xyz)
+    normals = np.stack([cloud.points[f"normal_{a}"] for a in "xyz"], axis=1)
+    assert np.array_equal(point["normals"], normals)
+    for name in ("range", "reflectivity", "beam_id", "object_id"):
+        assert point[name].dtype == cloud.points.dtype[name], name  # u4 and u8 survive as such
+        assert np.array_equal(point[name][:, 0], cloud.points[name]), name
+
+
+def test_pcd_pypcd4_reads_every_field(cloud, tmp_path):
+    pypcd4 = pytest.importorskip("pypcd4")
+    path = tmp_path / "scan.pcd"
+    write_pcd(path, cloud)
+    pc = pypcd4.PointCloud.from_path(path)
+    assert pc.fields == POINT_DTYPE.names
+    assert pc.pc_data.dtype == POINT_DTYPE
+    assert np.array_equal(pc.pc_data, cloud.points)  # incl. beam_id and 64-bit object_id
+    # .numpy() stacks into one float64 array: fine for geometry, lossy for ids ≥ 2**53
+    assert np.array_equal(pc.numpy(("x", "y", "z")), cloud.xyz.astype(np.float64))
+    assert np.array_equal(pc.numpy(("beam_id",))[:, 0], cloud.points["beam_id"])
+
+
+def test_read_pcd_binary_compressed_from_pypcd4(cloud, tmp_path):
+    pypcd4 = pytest.importorskip("pypcd4")
+    pytest.importorskip("lzf")
+    path = tmp_path / "compressed.pcd"
+    pypcd4.PointCloud.from_points(
+        [cloud.points[name] for name in POINT_DTYPE.names], POINT_DTYPE.names,
+        [POINT_DTYPE[name] for name in POINT_DTYPE.names],
+    ).save(path, encoding=pypcd4.Encoding.BINARY_COMPRESSED)
+    assert b"DATA binary_compressed" in path.read_bytes()[:600]
+    assert np.array_equal(read_pcd(path), cloud.points)
+
+
+# -- PLY -------------------------------------------------------------------------------------------
+def test_ply_open3d_reads_points_and_normals(cloud, tmp_path):
+    o3d = pytest.importorskip("open3d")
+    path = tmp_path / "scan.ply"
+    write_ply(path, cloud)
+    pc = o3d.io.read_point_cloud(str(path))
+    assert np.array_equal(np.asarray(pc.points), cloud.xyz.astype(np.float64))
+    normals = np.stack([cloud.points[f"normal_{a}"] for a in "xyz"], axis=1)
+    assert pc.has_normals() and np.array_equal(np.asarray(pc.normals), normals.astype(np.float64))
+
+
+def test_ply_trimesh_reads_every_property(cloud, tmp_path):
+    trimesh = pytest.importorskip("trimesh")
+    path = tmp_path / "scan.ply"
+    write_ply(path, cloud)
+    header = path.read_bytes().partition(b"end_header\n")[0].decode()
+    assert "format binary_little_endian 1.0" in header
+    assert f"element vertex {len(cloud)}" in header
+    assert "property uint object_id_low\nproperty uint object_id_high" in header
+    pc = trimesh.load(path)
+    assert isinstance(pc, trimesh.PointCloud)
+    assert np.array_equal(pc.vertices, cloud.xyz.astype(np.float64))
+    vertex = pc.metadata["_ply_raw"]["vertex"]["data"]
+    for ours, theirs in [("range", "range"), ("reflectivity", "reflectivity"), ("normal_x", "nx"),
+                         ("normal_y", "ny"), ("normal_z", "nz"), ("beam_id", "beam_id")]:
+        assert np.array_equal(vertex[theirs], cloud.points[ours]), ours
+    object_id = vertex["object_id_low"].astype(np.uint64) | (vertex["object_id_high"].astype(np.uint64) << np.uint64(32))
+    assert np.array_equal(object_id, cloud.points["object_id"])
+
+
+# -- PTX -------------------------------------------------------------------------------------------
+def test_ptx_organized_grid(cloud, lidar, tmp_path):
+    path = tmp_path / "scan.ptx"
+    write_ptx(path, cloud)
+    with open(path) as f:
+        lines = f.read().splitlines()
+    rows, columns = cloud.rows, cloud.columns
+    assert len(lines) == 10 + rows * columns
+    assert (int(lines[0]), int(lines[1])) == (columns, rows)
+
+    header, grid = read_ptx(path)
+    pose = cloud.sensor_pose
+    assert np.allclose(header["position"], pose[:3, 3], atol=1e-9)
+    assert np.allclose(header["axes"], pose[:3, :3].T, atol=1e-9)  # one sensor axis (in the world) per line
+    assert np.allclose(header["world_from_sensor"], pose, atol=1e-9)
+    assert np.allclose(np.array(lines[9].split(), float), [*pose[:3, 3], 1.0])  # Leica: translation last
+    assert grid.shape == (rows, columns, 4)
+
+    # misses are the literal line "0 0 0 0"; every return appears once, at its own cell
+    body = lines[10:]
+    miss = np.array([line == "0 0 0 0" for line in body])
+    assert miss.sum() == rows * columns - len(cloud)
+    assert not (grid.reshape(-1, 4)[~miss.reshape(columns, rows).T.ravel()] == 0).all(axis=1).any()
+
+    # rows ascend in elevation within every column
+    elevation = np.degrees(np.arcsin(np.clip(grid[..., 2] / np.linalg.norm(grid[..., :3], axis=2), -1, 1)))
+    hit = ~miss.reshape(columns, rows).T
+    expected = np.sort(np.degrees(lidar.sensor.pattern.elevation_rad[:rows]))
+    assert np.allclose(np.where(hit, elevation, expected[:, None]), expected[:, None], atol=1e-3)
+
+    # cell contents equal the returns (6 decimals)
+    ray_row = cloud.ray_index % rows
+    ray_column = cloud.ray_index // rows
+    ptx_row = np.argsort(np.argsort(lidar.sensor.pattern.elevation_rad[:rows], kind="stable"), kind="stable")
+    cells = grid[ptx_row[ray_row], ray_column]
+    assert np.allclose(cells[:, :3], cloud.xyz, atol=5e-7, rtol=0)
+    assert np.allclose(cells[:, 3], np.clip(cloud.points["reflectivity"], 0, 1), atol=5e-7, rtol=0)
+
+
+def test_ptx_row_order_from_pattern_or_points_agree(cloud, lidar, tmp_path):
+    estimated = row_elevation_rad(cloud)
+    exact = row_elevation_rad(cloud, lidar.sensor.pattern)
+    assert np.array_equal(np.argsort(estimated), np.argsort(exact))
+    write_ptx(tmp_path / "a.ptx", cloud)
+    write_ptx(tmp_path / "b.ptx", cloud, pattern=lidar.sensor.pattern)
+    assert (tmp_path / "a.ptx").read_bytes() == (tmp_path / "b.ptx").read_bytes()
+
+
+def test_ptx_numbers_match_printf(tmp_path):
+    """The numpy formatter writes what "%.6f" would (without negative zeros)."""
+    from lidar_fmu.io.ptx import _fixed_point_text
+
+    rng = np.random.default_rng(3)
+    values = np.concatenate([
+        rng.normal(0, 60, (500, 4)), rng.normal(0, 1e-3, (200, 4)),
+        [[0, 4e-7, 9.9999996, 1234.5678904], [-1e-7, -0.5, 10, -99999.25]],
+    ])
+    blank = np.zeros(len(values), bool)
+    blank[[3, 600]] = True
+    got = _fixed_point_text(values, blank).decode().splitlines()
+    want = ["0 0 0 0" if b else " ".join(f"{v:.6f}" for v in row).replace("-0.000000", "0.000000")
+            for row, b in zip(values, blank)]
+    assert got == want
+
+
+def test_read_ptx_rejects_short_files(tmp_path):
+    path = tmp_path / "short.ptx"
+    path.write_text("2\n1\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 0 0 0\n0 1 0 0\n0 0 1 0\n0 0 0 1\n1 2 3 0.5\n")
+    with pytest.raises(ValueError, match="short.ptx"):
+        read_ptx(path)
+
+
+# -- previews and dispatch -------------------------------------------------------------------------
+def test_preview_png(cloud, lidar, tmp_path):
+    from matplotlib.image import imread
+
+    path = tmp_path / "preview.png"
+    write_preview(path, cloud)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = imread(path)
+    height, width = image.shape[:2]
+    assert 800 <= width <= 2000 and 900 <= height <= 2000
+    assert image[..., :3].std() > 0.05  # not blank
+    write_preview(tmp_path / "fixed.png", cloud, max_range_m=30, pattern=lidar.sensor.pattern)
+    assert imread(tmp_path / "fixed.png").shape == image.shape
+
+
+def test_bev_image_orientation():
+    points = np.zeros(3, POINT_DTYPE)
+    points["x"] = [9.0, 0.0, -9.0]  # forward, left, behind
+    points["y"] = [0.0, 9.0, 0.0]
+    points["range"] = [9.0, 9.0, 9.0]
+    image = bev_image(points, 10.0, 0.5, background=(0, 0, 0))
+    assert image.shape == (40, 40, 3) and image.dtype == np.uint8
+    lit = np.argwhere(image.any(axis=2))
+    assert sorted(map(tuple, lit)) == [(2, 20), (20, 2), (38, 20)]  # up = forward, left = left
+    # asymmetric extents, (N, 2) input, a point outside is dropped, growth fills neighbours
+    image = bev_image(np.array([[1.0, -1.0], [100.0, 0.0]]), (0, 4, -2, 2), 0.25, point_size_px=3)
+    assert image.shape == (16, 16, 3)
+    assert image.any(axis=2).sum() == 9
+
+
+def test_bev_image_highest_point_wins():
+    points = np.zeros(2, POINT_DTYPE)
+    points["x"], points["z"], points["range"] = 5.0, [2.0, -1.0], [1.0, 10.0]  # same pixel, high point near
+    image = bev_image(points, 10.0, 1.0, max_range_m=10.0)
+    near = bev_image(points[:1], 10.0, 1.0, max_range_m=10.0)
+    assert np.array_equal(image, near)
+
+
+def test_write_point_cloud_dispatches_on_extension(cloud, tmp_path):
+    for ext in (".pcd", ".PLY", ".ptx"):
+        write_point_cloud(tmp_path / f"scan{ext}", cloud)
+        assert os.path.getsize(tmp_path / f"scan{ext}") > len(cloud) * 12
+    assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.points)
+    with pytest.raises(ValueError, match=r"'\.xyz'.*\.pcd, \.ply, \.ptx"):
+        write_point_cloud(tmp_path / "scan.xyz", cloud)
