@@ -1,13 +1,15 @@
 """Point-cloud files and previews: our readers and third-party readers get back what we wrote."""
+import dataclasses
 import os
 
 import numpy as np
 import pytest
 
-from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh, load_sensor
+from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh
 from lidar_fmu.io import (
     bev_image, read_pcd, read_ptx, write_pcd, write_ply, write_point_cloud, write_preview, write_ptx,
 )
+from lidar_fmu.io.pcd import pcd_bytes
 from lidar_fmu.io.ptx import row_elevation_rad
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 
@@ -71,6 +73,7 @@ def test_pcd_round_trip_is_exact(cloud, tmp_path):
     assert header["POINTS"] == [str(len(cloud))]
     assert header["VIEWPOINT"] == ["0", "0", "0", "1", "0", "0", "0"]
     assert raw.endswith(cloud.points.tobytes())
+    assert pcd_bytes(cloud) == raw
     back = read_pcd(path)
     assert back.dtype == POINT_DTYPE
     assert np.array_equal(back, cloud.points)
@@ -260,8 +263,8 @@ def test_ptx_organized_grid(cloud, lidar, tmp_path):
     assert not (grid.reshape(-1, 4)[~miss.reshape(columns, rows).T.ravel()] == 0).all(axis=1).any()
 
     # rows ascend in elevation within every column
-    elevation = np.degrees(np.arcsin(np.clip(grid[..., 2] / np.linalg.norm(grid[..., :3], axis=2), -1, 1)))
     hit = ~miss.reshape(columns, rows).T
+    elevation = np.degrees(_elevation_rad(grid))
     expected = np.sort(np.degrees(lidar.sensor.pattern.elevation_rad[:rows]))
     assert np.allclose(np.where(hit, elevation, expected[:, None]), expected[:, None], atol=1e-3)
 
@@ -274,13 +277,34 @@ def test_ptx_organized_grid(cloud, lidar, tmp_path):
     assert np.allclose(cells[:, 3], np.clip(cloud.points["reflectivity"], 0, 1), atol=5e-7, rtol=0)
 
 
-def test_ptx_row_order_from_pattern_or_points_agree(cloud, lidar, tmp_path):
-    estimated = row_elevation_rad(cloud)
+def test_ptx_row_order_from_pattern_preset_or_points(cloud, lidar, tmp_path):
     exact = row_elevation_rad(cloud, lidar.sensor.pattern)
-    assert np.array_equal(np.argsort(estimated), np.argsort(exact))
+    assert np.array_equal(row_elevation_rad(cloud), exact)  # found through cloud.sensor_name
     write_ptx(tmp_path / "a.ptx", cloud)
     write_ptx(tmp_path / "b.ptx", cloud, pattern=lidar.sensor.pattern)
     assert (tmp_path / "a.ptx").read_bytes() == (tmp_path / "b.ptx").read_bytes()
+    # without a name, rows with returns are still ordered by their measured elevation
+    anonymous = dataclasses.replace(cloud, sensor_name="")
+    estimated = row_elevation_rad(anonymous)
+    has_returns = np.bincount(cloud.ray_index % cloud.rows, minlength=cloud.rows) > 0
+    assert not has_returns.all()  # the sky leaves some beams empty: the hard case
+    assert np.allclose(estimated[has_returns], exact[has_returns], atol=1e-6)
+    write_ptx(tmp_path / "c.ptx", anonymous)
+    _, grid = read_ptx(tmp_path / "c.ptx")
+    elevation = np.where(grid[..., :3].any(axis=2), _elevation_rad(grid), np.nan)
+    per_row = np.nanmax(elevation, axis=1, initial=-np.inf)
+    per_row = per_row[np.isfinite(per_row)]
+    assert len(per_row) == has_returns.sum() and np.all(np.diff(per_row) > 0)
+    # a cloud named after a preset whose returns are not on its rays is not taken for the preset
+    tilted = dataclasses.replace(cloud, points=cloud.points.copy())
+    tilted.points["z"] += 0.5
+    assert not np.array_equal(row_elevation_rad(tilted), exact)
+
+
+def _elevation_rad(grid):
+    """Elevation of each PTX cell, NaN for misses."""
+    norm = np.linalg.norm(grid[..., :3], axis=2)
+    return np.where(norm > 0, np.arcsin(np.clip(grid[..., 2] / np.where(norm > 0, norm, 1), -1, 1)), np.nan)
 
 
 def test_ptx_numbers_match_printf(tmp_path):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 EXIT_USAGE = 2
 
 
@@ -38,7 +40,7 @@ def cmd_scan(args) -> None:
     cloud = lidar.scan(pose)
     write_point_cloud(args.output, cloud)
     if args.preview:
-        write_preview(args.preview, cloud, max_range_m=lidar.sensor.max_range_m)
+        write_preview(args.preview, cloud, pattern=lidar.sensor.pattern)
     timings = " ".join(f"{k}={v * 1e3:.1f}ms" for k, v in lidar.last_timings.items())
     print(
         f"{lidar.sensor.name}: {len(cloud)} returns of {len(lidar.sensor.pattern)} rays "
@@ -52,6 +54,49 @@ def cmd_presets(args) -> None:
     print(f"{'preset':<22}{'channels':>9}{'h-FOV°':>8}{'rays/frame':>12}{'Hz':>6}  description")
     for name, channels, fov, rays, rate, text in preset_rows():
         print(f"{name:<22}{channels:>9}{fov:>8.0f}{rays:>12}{rate:>6.1f}  {text}")
+
+
+def _print_summary(summary: dict, out_dir: str) -> None:
+    returns = summary["returns_per_frame"]
+    step = summary["step_ms"]
+    print(
+        f"{summary['scenario']}: {summary['frames']} frames of {summary['sensor']} through the FMU, "
+        f"{int(np.mean(returns)):,} returns/frame, step p50 {step['p50']:.1f} ms, p90 {step['p90']:.1f} ms → {out_dir}"
+    )
+    for line in summary["fmu_messages"][:10]:
+        print(f"  FMU: {line.splitlines()[0]}")
+
+
+def cmd_replay(args) -> None:
+    from .replay import replay
+
+    summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames, progress=not args.quiet)
+    _print_summary(summary, args.output)
+
+
+def cmd_demo(args) -> None:
+    import os
+
+    from .demo import make_demo_scenario
+    from .replay import replay
+
+    scenario_dir = os.path.join(args.output, "scenario")
+    print(f"demo scenario → {scenario_dir} (generated street, cars with model_references, SensorView trace)")
+    make_demo_scenario(scenario_dir, frames=args.frames)
+    summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet)
+    _print_summary(summary, os.path.join(args.output, "replay"))
+
+
+def cmd_build(args) -> None:
+    from .fmu_build import build_fmu, validate
+
+    path = build_fmu(args.output) if args.output else build_fmu()
+    problems = validate(path)
+    for problem in problems:
+        print(f"validation: {problem}")
+    if problems:
+        raise UserError(f"{path} has {len(problems)} validation problem(s)")
+    print(f"built {path} (FMPy validation: no problems)")
 
 
 def cmd_bench(args) -> None:
@@ -72,6 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
     p.add_argument("--backend", default="auto", choices=["auto", "embree", "cuda"])
     p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
+    p.add_argument("scenario", help="scenario folder or scenario.yaml")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu, built if stale)")
+    p.add_argument("--frames", type=int, default=None, help="replay only the first N frames")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
+    p.add_argument("-o", "--output", default="out/demo", help="output folder (default: out/demo)")
+    p.add_argument("--frames", type=int, default=40, help="frames of the demo trace (10 Hz)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("build", help="build dist/LidarSensor.fmu and validate it")
+    p.add_argument("-o", "--output", default=None, help="FMU path")
+    p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("presets", help="list predefined sensors")
     p.set_defaults(func=cmd_presets)

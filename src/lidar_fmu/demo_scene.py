@@ -56,6 +56,8 @@ MARKING_HEIGHT_M = 0.005
 CROSSING_HALF_LENGTH_M = 2.0
 #: Parked cars keep this clear of the zebra crossing (x = 0).
 CROSSING_NO_PARKING_M = 10.0
+#: The static world gets at least this many triangles (the road absorbs the rest).
+STREET_MIN_TRIANGLES = 380_000
 
 #: Diffuse colours (linear RGB) written to the MTL files; names are what matter.
 MATERIAL_COLOURS = {
@@ -97,19 +99,19 @@ CAR_TYPES = {
     "car_sedan": dict(length_m=4.7, width_m=1.8, height_m=1.45, clearance_m=0.17, belt_m=0.9,
                       cabin_length_m=2.75, cabin_x_m=-0.25, taper_front=0.5, taper_rear=0.42,
                       wheel_radius_m=0.32, wheelbase_m=2.8, paint="car_paint_red",
-                      body_cells=18, cabin_cells=14, cargo_x_m=None),
+                      body_cells=16, cabin_cells=14, cargo_x_m=None),
     "car_suv": dict(length_m=4.75, width_m=1.9, height_m=1.72, clearance_m=0.22, belt_m=1.05,
                     cabin_length_m=3.2, cabin_x_m=-0.35, taper_front=0.38, taper_rear=0.12,
                     wheel_radius_m=0.37, wheelbase_m=2.85, paint="car_paint_silver",
-                    body_cells=18, cabin_cells=14, cargo_x_m=None),
+                    body_cells=16, cabin_cells=14, cargo_x_m=None),
     "car_van": dict(length_m=5.3, width_m=2.0, height_m=2.0, clearance_m=0.2, belt_m=1.08,
                     cabin_length_m=4.4, cabin_x_m=-0.35, taper_front=0.22, taper_rear=0.02,
                     wheel_radius_m=0.34, wheelbase_m=3.3, paint="car_paint_white",
-                    body_cells=20, cabin_cells=16, cargo_x_m=0.55),
+                    body_cells=18, cabin_cells=16, cargo_x_m=0.55),
     "car_hatchback": dict(length_m=4.1, width_m=1.76, height_m=1.48, clearance_m=0.15, belt_m=0.9,
                           cabin_length_m=2.55, cabin_x_m=-0.3, taper_front=0.48, taper_rear=0.12,
                           wheel_radius_m=0.31, wheelbase_m=2.55, paint="car_paint_black",
-                          body_cells=16, cabin_cells=12, cargo_x_m=None),
+                          body_cells=14, cabin_cells=12, cargo_x_m=None),
 }
 #: Relative frequency of each type among parked cars.
 _CAR_SHARE = {"car_sedan": 0.35, "car_suv": 0.25, "car_van": 0.15, "car_hatchback": 0.25}
@@ -264,13 +266,18 @@ def _triangles(parts: Parts) -> int:
 # --------------------------------------------------------------------------
 # street: ground, road and sidewalks
 # --------------------------------------------------------------------------
-def _add_road(parts: Parts) -> None:
-    # A 1 m × ~0.6 m tessellation like a surveyed road mesh; also keeps
-    # triangles small so interpolation-free backends see no long slivers.
-    n_y = int(round(2 * ROAD_HALF_WIDTH_M / 0.62))
+def _add_road(parts: Parts, min_triangles: int) -> None:
+    """Asphalt as a fine grid (like a surveyed road mesh), at least ``min_triangles``.
+
+    Finer than 1 m × 0.31 m only when the rest of the street came out small, so
+    every seed gives a static world of comparable ray-tracing work.
+    """
+    length, width = 2 * STREET_HALF_LENGTH_M, 2 * ROAD_HALF_WIDTH_M
+    cells = max(min_triangles // 2, int(length) * int(round(width / 0.31)))
+    n_y = int(np.ceil(np.sqrt(cells * width / (3.0 * length))))  # cells ~3× longer than wide
+    n_x = int(np.ceil(cells / n_y))
     _add(parts, "asphalt", _grid(-STREET_HALF_LENGTH_M, STREET_HALF_LENGTH_M,
-                                  -ROAD_HALF_WIDTH_M, ROAD_HALF_WIDTH_M, 0.0,
-                                  int(2 * STREET_HALF_LENGTH_M), n_y))
+                                  -ROAD_HALF_WIDTH_M, ROAD_HALF_WIDTH_M, 0.0, n_x, n_y))
 
 
 def _stripes(x_starts_m, length_m, y_centre_m, width_m):
@@ -376,7 +383,7 @@ def _window_cell(cell_w_m, cell_h_m, window, recess_m=0.2):
     return {"wall": (v, wall_faces), "glass": (v, glass_faces), "frame": frame}
 
 
-def _balcony_cell(cell_w_m, depth_m=1.1, rail_h_m=1.0, bar_step_m=0.2):
+def _balcony_cell(cell_w_m, depth_m=1.1, rail_h_m=1.0, bar_step_m=0.28):
     """Balcony on a cell's floor line, in facade coords: slab plus a bar railing.
 
     Returns ``{"slab", "rail"}`` → (V, F); the bars let rays pass between them.
@@ -434,7 +441,7 @@ def _add_building(parts: Parts, rng, x0, x1, y0, y1, height_m, open_left: bool, 
     material = str(rng.choice(["facade_plaster", "facade_brick", "facade_concrete"]))
     floor_m = float(rng.uniform(2.9, 3.4))
     pitch_m = float(rng.uniform(2.4, 3.4))
-    balconies = bool(rng.random() < 0.45)  # residential blocks with balconies onto the street
+    balconies = bool(rng.random() < 0.85)  # mostly residential blocks with balconies onto the street
     # (origin, along-facade direction, outward normal, length, windowed?); u = z × n.
     facades = [
         ((x0, y0, 0), (1, 0, 0), (0, -1, 0), x1 - x0, True),
@@ -526,7 +533,7 @@ def _add_sign(parts: Parts, rng, x_m, side: float) -> None:
     """Pole with a round, square or triangular plate facing oncoming traffic."""
     y = side * (ROAD_HALF_WIDTH_M + CURB_WIDTH_M + 0.35)
     _add(parts, "metal_pole", _cylinder_between((x_m, y, CURB_HEIGHT_M), (x_m, y, 2.9), 0.035, 12))
-    centre = (x_m - side * 0.05, y, 2.5)  # plate in front of the pole, towards oncoming traffic
+    centre = (x_m + side * 0.05, y, 2.5)  # plate on the pole side that oncoming traffic sees
     kind = int(rng.integers(0, 3))
     facing = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])  # axis z → x (plate normal)
     if kind == 0:
@@ -562,11 +569,11 @@ def _add_furniture(parts: Parts, rng, grass: dict) -> None:
 def _street_parts(rng) -> Parts:
     parts: Parts = {}
     grass = {side: _grass_intervals(rng) for side in (-1.0, 1.0)}
-    _add_road(parts)
     _add_markings(parts)
     _add_sidewalks(parts, grass)
     _add_buildings(parts, rng)
     _add_furniture(parts, rng, grass)
+    _add_road(parts, STREET_MIN_TRIANGLES - _triangles(parts))
     return parts
 
 
@@ -640,7 +647,8 @@ def _car_cabin(spec):
     v[:, 0] *= 1.0 - taper * rise ** 1.2
     v[:, 1] *= 1.0 - 0.12 * rise  # tumblehome: side windows lean inwards
     v += (spec["cabin_x_m"], 0.0, z0 + half[2])
-    quad = 0.5 * (t[f[:, 0]] + t[f[:, 2]])  # both triangles of a quad share the diagonal 0–2
+    corners = t[f]
+    quad = 0.5 * (corners.min(axis=1) + corners.max(axis=1))  # a half-quad triangle spans its whole quad
     step = 2.0 / spec["cabin_cells"]
     band = (quad[:, 2] > (spec["belt_m"] + 0.03 - z0) / half[2] - 1.0) & (quad[:, 2] < 0.75)
     side = np.abs(quad[:, 1]) > 1.0 - 1e-9

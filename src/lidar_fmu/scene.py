@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class Mesh:
     def triangle_count(self) -> int:
         return len(self.faces)
 
-    @property
+    @cached_property
     def bounds(self) -> np.ndarray:
         """(2, 3) axis-aligned bounds [min, max] of the vertices that faces use."""
         used = self.vertices[self.faces.ravel()]

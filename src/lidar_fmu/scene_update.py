@@ -74,6 +74,9 @@ class SceneUpdater:
             if obj.id >= ENVIRONMENT_ID_BASE:
                 self.warn(f"object id {obj.id} is beyond the supported range; ignored")
                 continue
+            if obj.id in seen:
+                self.warn(f"object id {obj.id} appears twice in one SensorView; the first one is used")
+                continue
             if self.disable_self_hits and obj.id == frame.host_vehicle_id:
                 continue
             mesh = self.mesh_for_reference(obj.model_reference) if obj.model_reference else None

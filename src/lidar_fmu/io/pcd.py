@@ -79,6 +79,14 @@ def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary") -> str:
     )
 
 
+def pcd_bytes(cloud_or_points) -> bytes:
+    """The complete binary PCD file of :func:`write_pcd` as bytes (header + packed records)."""
+    points = _packed_little_endian(_points_array(cloud_or_points))
+    header = pcd_header(points.dtype, len(points)).encode("ascii")
+    # one join copies the records once; header + tobytes() would copy them twice
+    return b"".join([header, memoryview(points.view(np.uint8))])
+
+
 def write_pcd(path, cloud_or_points) -> None:
     """Write a binary PCD v0.7 file.
 

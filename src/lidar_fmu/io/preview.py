@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .ptx import grid_index, row_elevation_rad
+from .ptx import _matching_pattern, grid_index, row_elevation_rad
 
 # Range colour map, near → far: indigo, blue, cyan, green, yellow, orange, red.
 # Kept as data so numpy renderers and matplotlib colour bars agree.
@@ -83,8 +83,8 @@ def bev_image(
     around the sensor, or ``(x_min, x_max, y_min, y_max)``. Row 0 is
     ``x_max`` (forward at the top), column 0 ``y_max`` (left on the left).
     Where several points share a pixel the highest one shows, as seen from
-    above. Colour runs 0 → ``max_range_m`` (default: the farthest point) on
-    :data:`RANGE_LUT`. ``point_size_px`` > 1 grows each point into empty
+    above. Colour runs 0 → ``max_range_m`` on :data:`RANGE_LUT` (default: the
+    largest distance of an extent edge from the sensor, the same every frame). ``point_size_px`` > 1 grows each point into empty
     neighbouring pixels; ``rings_m`` draws faint range rings at that spacing.
     """
     if resolution_m <= 0:
@@ -119,14 +119,16 @@ def bev_image(
     last = np.ones(len(pixel), bool)
     last[:-1] = pixel[1:] != pixel[:-1]
     top_pixel, top_range = pixel[last], rng[order][last]
-    vmax = float(max_range_m) if max_range_m else float(rng.max())
+    # a fixed scale (not the farthest point) keeps colours steady across animation frames
+    vmax = float(max_range_m) if max_range_m else max(abs(x_min), abs(x_max), abs(y_min), abs(y_max))
     flat = image.reshape(-1, 3)
     flat[top_pixel] = colorize(top_range, 0.0, vmax)
 
     if point_size_px > 1:
-        filled = np.zeros(height * width, bool)
-        filled[top_pixel] = True
-        filled = filled.reshape(height, width)
+        has_point = np.zeros(height * width, bool)
+        has_point[top_pixel] = True
+        has_point = has_point.reshape(height, width)
+        filled = has_point.copy()
         source = image.copy()
         lo = -((point_size_px - 1) // 2)
         for dr in range(lo, lo + point_size_px):  # loops over kernel offsets, not points
@@ -135,7 +137,8 @@ def bev_image(
                     continue
                 dst = (slice(max(dr, 0), height + min(dr, 0)), slice(max(dc, 0), width + min(dc, 0)))
                 src = (slice(max(-dr, 0), height + min(-dr, 0)), slice(max(-dc, 0), width + min(-dc, 0)))
-                grow = filled[src] & ~filled[dst]
+                # grow from real points only, never from pixels grown in an earlier pass
+                grow = has_point[src] & ~filled[dst]
                 image[dst][grow] = source[src][grow]
                 filled[dst] |= grow
     return image
@@ -153,12 +156,17 @@ def range_grid(cloud, pattern=None) -> tuple[np.ndarray, np.ndarray]:
 
 
 def column_azimuth_rad(cloud, pattern=None) -> np.ndarray:
-    """(columns,) azimuth of each grid column (rad), from ``pattern`` or the returns (circular mean).
+    """(columns,) azimuth of each grid column (rad), circular mean over its rays.
+
+    From ``pattern``, the preset named by ``cloud.sensor_name`` (as in
+    :func:`~lidar_fmu.io.ptx.row_elevation_rad`) or else the returns.
 
     Columns without a return get the azimuth interpolated from their
     neighbours (after unwrapping), NaN if the cloud has no returns at all.
     """
     rows, columns = cloud.rows, cloud.columns
+    if pattern is None and len(cloud.points):
+        pattern = _matching_pattern(cloud)
     if pattern is not None:
         az = pattern.azimuth_rad.reshape(columns, rows)
         return np.arctan2(np.sin(az).mean(axis=1), np.cos(az).mean(axis=1))
@@ -190,7 +198,8 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
     ``max_range_m`` sets the BEV half-width and the top of the range colour
     scale (default: a round number just above the 99.5th percentile of the
     ranges). ``pattern`` gives exact beam elevations for ordering the range
-    image rows (otherwise estimated from the returns).
+    image rows (otherwise from the preset named by the cloud's
+    ``sensor_name``, or estimated from the returns).
     """
     # a bare Figure renders with Agg and never touches pyplot or the user's backend
     from matplotlib.cm import ScalarMappable
@@ -201,7 +210,7 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
     rng = points["range"].astype(np.float64)
     extent = float(max_range_m) if max_range_m else _nice_extent_m(rng)
     cmap = ListedColormap(RANGE_LUT / 255.0, name="lidar_range")
-    cmap.set_bad("black")
+    cmap = cmap.with_extremes(bad="black") if hasattr(cmap, "with_extremes") else cmap
     norm = Normalize(0.0, extent)
 
     # figure size in inches at ``dpi``: the BEV axes come out ~780 px square
@@ -246,6 +255,6 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
         top = ax_rng.secondary_xaxis("top")
         col_ticks = np.unique(np.linspace(0, cloud.columns - 1, min(cloud.columns, 9)).round().astype(int))
         top.set_xticks(col_ticks + 0.5)
-        top.set_xticklabels([f"{azimuth_deg[c]:+.0f}°" for c in col_ticks], fontsize=8)
+        top.set_xticklabels([f"{int(round(azimuth_deg[c])):+d}°" for c in col_ticks], fontsize=8)
         top.set_xlabel("azimuth (counter-clockwise from forward)", fontsize=8)
     fig.savefig(path, dpi=dpi)

@@ -62,10 +62,12 @@ def _matching_pattern(cloud):
     sample = np.linspace(0, len(cloud.points) - 1, min(len(cloud.points), 512)).astype(np.int64)
     points = cloud.points[sample]
     xyz = np.stack([points["x"], points["y"], points["z"]], axis=1).astype(np.float64)
-    norm = np.linalg.norm(xyz, axis=1)
-    ok = norm > 0
-    cosine = np.einsum("ij,ij->i", xyz[ok] / norm[ok, None], pattern.directions[cloud.ray_index[sample][ok]])
-    return pattern if np.all(cosine > np.cos(np.radians(0.01))) else None
+    rays = pattern.directions[cloud.ray_index[sample]].astype(np.float64)
+    # the sine (cross product) resolves small angles; a cosine near 1 drowns them in rounding
+    sine = np.linalg.norm(np.cross(xyz, rays), axis=1) / np.maximum(
+        np.linalg.norm(xyz, axis=1) * np.linalg.norm(rays, axis=1), 1e-12)
+    along = np.einsum("ij,ij->i", xyz, rays) > 0
+    return pattern if np.all((sine < np.radians(0.01)) & along) else None
 
 
 def row_elevation_rad(cloud, pattern=None) -> np.ndarray:
@@ -75,10 +77,10 @@ def row_elevation_rad(cloud, pattern=None) -> np.ndarray:
     ``cloud.sensor_name`` when the returns lie on its rays, else estimated
     from the returns. A row's elevation is the median over its columns (a
     scan grid has one elevation per beam; a pinhole's rows bend slightly).
-    When estimating, rows with no return at all get one interpolated from
-    their neighbours in row order: their place among the other rows is a
-    guess (right for evenly stacked beams, not for interleaved Velodyne
-    lasers), though all their cells are misses anyway.
+    When estimating, rows with no return at all get one interpolated (or
+    extrapolated) from their neighbours in row order: their place among the
+    other rows is a guess, right for evenly stacked beams and pinholes, not for
+    interleaved Velodyne lasers, though all their cells are misses anyway.
     """
     rows, columns = cloud.rows, cloud.columns
     if pattern is None and len(cloud.points):
@@ -95,10 +97,18 @@ def row_elevation_rad(cloud, pattern=None) -> np.ndarray:
     valid = np.isfinite(sin_el)
     count = np.bincount(row[valid], minlength=rows)
     mean = np.bincount(row[valid], weights=np.arcsin(sin_el[valid]), minlength=rows) / np.maximum(count, 1)
-    seen = count > 0
-    if not seen.any():
+    known = np.flatnonzero(count > 0)
+    if len(known) == 0:
         return np.zeros(rows)
-    return np.interp(np.arange(rows), np.flatnonzero(seen), mean[seen])
+    elevation = np.interp(np.arange(rows), known, mean[known])
+    if len(known) > 1:
+        # continue the end slopes past the outermost rows with returns (sky above a pinhole, say)
+        below, above = np.arange(known[0]), np.arange(known[-1] + 1, rows)
+        slope_lo = (mean[known[1]] - mean[known[0]]) / (known[1] - known[0])
+        slope_hi = (mean[known[-1]] - mean[known[-2]]) / (known[-1] - known[-2])
+        elevation[below] = mean[known[0]] + (below - known[0]) * slope_lo
+        elevation[above] = mean[known[-1]] + (above - known[-1]) * slope_hi
+    return elevation
 
 
 def row_order(cloud, pattern=None) -> np.ndarray:

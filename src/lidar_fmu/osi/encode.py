@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 
 import numpy as np
@@ -149,6 +150,18 @@ def _store_le(typingctx, buf, pos, value):
     return sig, codegen
 
 
+@intrinsic
+def _leading_zeros(typingctx, value):
+    """Count of leading zero bits of a uint64 (LLVM ctlz; 64 for 0)."""
+    if value != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return types.uint64(types.uint64), codegen
+
+
 # fdlibm's atan (s_atan.c, Sun Microsystems 1993: "Permission to use, copy,
 # modify, and distribute this software is freely granted, provided that this
 # notice is preserved.") — the polynomial and the hi/lo split constants.
@@ -204,34 +217,33 @@ def atan2_rad(y, x):
 
 @njit(cache=True, nogil=True, inline="always")
 def _varint_bytes(v):
-    v = np.uint64(v)
-    n = 1
-    for k in range(1, 10):
-        n += v >= (np.uint64(1) << np.uint64(7 * k))
-    return n
+    significant_bits = 64 - np.int64(_leading_zeros(np.uint64(v) | np.uint64(1)))
+    return (significant_bits + 6) // 7
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _put_varint(buf, pos, v):
     v = np.uint64(v)
     n = _varint_bytes(v)
-    if pos + 10 > buf.shape[0]:  # only the buffer's last record; the fast path may write 10 bytes
+    if pos + 10 > buf.shape[0]:  # only the buffer's last record; the fast path writes 10 bytes
         for k in range(n - 1):
             buf[pos + k] = np.uint8(((v >> np.uint64(7 * k)) & np.uint64(0x7F)) | np.uint64(0x80))
         buf[pos + n - 1] = np.uint8(v >> np.uint64(7 * (n - 1)))
         return pos + n
     # Branch-free: a byte loop mispredicts on the mix of 1- and 10-byte ids
-    # (NO_OBJECT_ID) and cost 2× the rest of the record. Spread the 7-bit
-    # groups over 8 bytes, set the continuation bits of the first n − 1 and
-    # write all 10 candidate bytes; the surplus is overwritten by what follows.
-    packed = np.uint64(0)
-    for k in range(8):
-        packed |= ((v >> np.uint64(7 * k)) & np.uint64(0x7F)) << np.uint64(8 * k)
-    continuation = np.uint64(0x8080808080808080)
-    if n <= 8:
-        continuation &= (np.uint64(1) << np.uint64(8 * (n - 1))) - np.uint64(1)
-    _store_le(buf, pos, packed | continuation)
-    buf[pos + 8] = np.uint8(((v >> np.uint64(56)) & np.uint64(0x7F)) | (np.uint64(0x80) if n > 9 else np.uint64(0)))
+    # (NO_OBJECT_ID) and cost as much as the rest of the record. Spread the
+    # low 56 bits in 7-bit groups over 8 bytes (28 → 32, 14 → 16, 7 → 8 bit
+    # lanes), set the continuation bits of the first n − 1 bytes and write all
+    # 10 candidate bytes; the surplus is overwritten by what follows.
+    g = v & np.uint64(0x00FFFFFFFFFFFFFF)
+    g = ((g & np.uint64(0x00FFFFFFF0000000)) << np.uint64(4)) | (g & np.uint64(0x000000000FFFFFFF))
+    g = ((g & np.uint64(0x0FFFC0000FFFC000)) << np.uint64(2)) | (g & np.uint64(0x00003FFF00003FFF))
+    g = ((g & np.uint64(0x3F803F803F803F80)) << np.uint64(1)) | (g & np.uint64(0x007F007F007F007F))
+    # continuation bits on the low n − 1 bytes; all eight for a 9- or 10-byte varint
+    first = (np.uint64(1) << np.uint64((8 * (n - 1)) & 63)) - np.uint64(1)
+    first |= np.uint64(0) - np.uint64(n > 8)
+    _store_le(buf, pos, g | (np.uint64(0x8080808080808080) & first))
+    buf[pos + 8] = np.uint8(((v >> np.uint64(56)) & np.uint64(0x7F)) | (np.uint64(n > 9) << np.uint64(7)))
     buf[pos + 9] = np.uint8(v >> np.uint64(63))
     return pos + n
 
@@ -253,7 +265,7 @@ def _put_identifier(buf, pos, tag, value):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _spherical_angles(points, azimuth_rad, elevation_rad):
-    # kept apart from the writer so this loop vectorizes
+    # a loop of its own so that it vectorizes (the writer cannot: variable-length records)
     for i in range(points.shape[0]):
         x = np.float64(points[i].x)
         y = np.float64(points[i].y)
@@ -273,19 +285,18 @@ def _detections_nbytes(points):
 
 
 @njit(cache=True, nogil=True)
-def _write_detections(buf, pos, points, azimuth_rad, elevation_rad, existence, intensity_percent):
-    """Write one ``detection`` record per point from ``buf[pos]``; return the end position.
-
-    ``intensity_percent`` of length 0 means ``reflectivity · 100``.
-    """
+def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existence, intensity_percent):
+    # points[first + i] has angles azimuth_rad[i], elevation_rad[i]
+    per_point_existence = existence.shape[0] > 1
     derive_intensity = intensity_percent.shape[0] == 0
-    for i in range(points.shape[0]):
-        p = points[i]
+    for i in range(azimuth_rad.shape[0]):
+        j = first + i
+        p = points[j]
         reflectivity = np.float64(p.reflectivity)
-        intensity = reflectivity * 100.0 if derive_intensity else intensity_percent[i]
+        intensity = reflectivity * 100.0 if derive_intensity else intensity_percent[j]
         buf[pos] = _T_DETECTION
         buf[pos + 1] = _DETECTION_FIXED_BYTES + _varint_bytes(p.object_id) + _varint_bytes(p.beam_id)
-        pos = _put_double(buf, pos + 2, _T_EXISTENCE, existence[i])
+        pos = _put_double(buf, pos + 2, _T_EXISTENCE, existence[j] if per_point_existence else existence[0])
         pos = _put_identifier(buf, pos, _T_OBJECT_ID, p.object_id)
         buf[pos] = _T_POSITION
         buf[pos + 1] = _SPHERICAL_BYTES
@@ -295,6 +306,30 @@ def _write_detections(buf, pos, points, azimuth_rad, elevation_rad, existence, i
         pos = _put_double(buf, pos, _T_INTENSITY, intensity)
         pos = _put_double(buf, pos, _T_REFLECTIVITY, reflectivity)
         pos = _put_identifier(buf, pos, _T_BEAM_ID, p.beam_id)
+    return pos
+
+
+_CHUNK = 2048  # points per angle batch: the two float64 scratch rows stay in L1/L2
+
+
+@njit(cache=True, nogil=True)
+def _write_detections(buf, pos, points, existence, intensity_percent):
+    """Write one ``detection`` record per point from ``buf[pos]``; return the end position.
+
+    ``existence``: one value for all points or one per point;
+    ``intensity_percent``: one per point, or none for ``reflectivity · 100``.
+    Writes only inside ``buf`` (the varint fast path checks its end), so a
+    caller splitting the work can give each part a view ending at its records.
+    """
+    m = points.shape[0]
+    azimuth = np.empty(min(m, _CHUNK), np.float64)
+    elevation = np.empty(min(m, _CHUNK), np.float64)
+    for start in range(0, m, _CHUNK):
+        count = min(_CHUNK, m - start)
+        _spherical_angles(points[start : start + count], azimuth[:count], elevation[:count])
+        pos = _write_records(
+            buf, pos, points, start, azimuth[:count], elevation[:count], existence, intensity_percent
+        )
     return pos
 
 
@@ -382,14 +417,16 @@ def _points(cloud) -> np.ndarray:
     points = getattr(cloud, "points", cloud)
     if not isinstance(points, np.ndarray) or points.ndim != 1 or points.dtype != POINT_DTYPE:
         raise TypeError("cloud must be a PointCloud or a 1-D array of POINT_DTYPE")
-    return points
+    # one array layout for the kernels (a strided view would compile another specialization)
+    return np.ascontiguousarray(points)
 
 
 def _per_point(values, m: int, what: str) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != m):
-        raise ValueError(f"{what} must be a scalar or have one value per point ({m}), got shape {arr.shape}")
-    return np.broadcast_to(arr, (m,))
+    """A fresh contiguous float64 array: one value per point, or (scalar) one value."""
+    arr = np.array(values, dtype=np.float64).reshape(-1)
+    if not (arr.shape[0] == m or np.ndim(values) == 0):
+        raise ValueError(f"{what} must be a scalar or have one value per point ({m}), got shape {np.shape(values)}")
+    return arr
 
 
 def encode_sensor_data_buffer(
@@ -405,18 +442,23 @@ def encode_sensor_data_buffer(
     existence_probability=1.0,
     intensity_percent=None,
     last_measurement_time_s: float | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Like :func:`encode_sensor_data` but returns the owning uint8 array (no final copy).
+    """:func:`encode_sensor_data` as a uint8 array, optionally written into ``out``.
 
-    An FMU output can hand out this array's address directly (keep it alive
-    for the OSMP double-buffer lifetime).
+    If ``out`` (1-D C-contiguous uint8) is at least the message size, the
+    message goes to ``out[:size]`` and that view is returned; otherwise a new
+    array is. Reusing buffers matters: first-touch page faults on a fresh
+    10 MB buffer cost ~4–9 ms on this VM, as much as encoding it. An FMU can
+    hand out the returned array's address directly (OSMP double-buffering:
+    alternate two ``out`` arrays).
     """
     points = _points(cloud)
     m = len(points)
     existence = _per_point(existence_probability, m, "existence_probability")
     intensity = (
         np.empty(0, np.float64) if intensity_percent is None
-        else _per_point(intensity_percent, m, "intensity_percent")
+        else np.broadcast_to(_per_point(intensity_percent, m, "intensity_percent"), (m,)).copy()
     )
     msg, header = _build_head(
         timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
@@ -428,7 +470,8 @@ def encode_sensor_data_buffer(
 
     # SensorData fields 1..9 ‖ feature_data(26){ lidar_sensor(3){ header(1) ‖ detection(2)* } }:
     # the official serializer emits fields in number order and nothing we set
-    # follows feature_data, so the detections are the very last bytes.
+    # follows feature_data, so the detections are the very last bytes and
+    # only the two enclosing length prefixes depend on them.
     ldd_head = LidarDetectionData(header=header).SerializeToString()
     ldd_nbytes = len(ldd_head) + detections_nbytes
     lidar_sensor_prefix = _varint(_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + _varint(ldd_nbytes)
@@ -438,12 +481,18 @@ def encode_sensor_data_buffer(
         _varint(_tag(_SD_FEATURE_DATA, _WIRE_LEN)), _varint(feature_data_nbytes),
         lidar_sensor_prefix, ldd_head,
     ))
-    buf = np.empty(len(head) + detections_nbytes, np.uint8)
+    size = len(head) + detections_nbytes
+    if out is not None and out.dtype == np.uint8 and out.ndim == 1 and out.flags.c_contiguous and len(out) >= size:
+        buf = out[:size]
+    else:
+        buf = np.empty(size, np.uint8)
     buf[: len(head)] = np.frombuffer(head, np.uint8)
-    azimuth, elevation = spherical_angles(points)
-    end = _write_detections(buf, len(head), points, azimuth, elevation, existence, intensity)
-    assert end == len(buf), (end, len(buf))
+    end = _write_detections(buf, len(head), points, existence, intensity)
+    assert end == size, (end, size)
     return buf
+
+
+_scratch = threading.local()
 
 
 def encode_sensor_data(
@@ -479,13 +528,20 @@ def encode_sensor_data(
 
     Bytes are identical to ``SerializeToString()`` of the same message built
     with the official classes (see the module docstring for the fields).
+    Encodes into a per-thread scratch buffer that is kept between calls (about
+    the size of the largest message) so only the final copy into ``bytes``
+    touches new memory.
     """
-    return encode_sensor_data_buffer(
+    buf = encode_sensor_data_buffer(
         cloud, timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
         cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
         data_qualifier=data_qualifier, existence_probability=existence_probability,
         intensity_percent=intensity_percent, last_measurement_time_s=last_measurement_time_s,
-    ).tobytes()
+        out=getattr(_scratch, "buffer", None),
+    )
+    if buf.base is None:  # outgrew the scratch: keep a little headroom for the next, slightly larger scan
+        _scratch.buffer = np.empty(len(buf) + len(buf) // 4, np.uint8)
+    return buf.tobytes()
 
 
 def encode_empty_sensor_data(
@@ -531,16 +587,23 @@ def build_sensor_data_reference(
     existence_probability=1.0,
     intensity_percent=None,
     last_measurement_time_s: float | None = None,
+    atan2=atan2_rad.py_func,
 ) -> SensorData:
     """The same message as :func:`encode_sensor_data`, built with the official classes in a Python loop.
 
     Slow (µs per detection); the specification the fast encoder is tested and
-    benchmarked against.
+    benchmarked against. ``atan2``: the default, the plain-Python run of the
+    kernel's :func:`atan2_rad`, gives identical bytes; ``math.atan2`` differs
+    in the last bits of some angles.
     """
     points = _points(cloud)
     m = len(points)
-    existence = _per_point(existence_probability, m, "existence_probability")
-    intensity = None if intensity_percent is None else _per_point(intensity_percent, m, "intensity_percent")
+    existence = np.broadcast_to(_per_point(existence_probability, m, "existence_probability"), (m,)).tolist()
+    reflectivity = points["reflectivity"].tolist()
+    intensity = (
+        [r * 100.0 for r in reflectivity] if intensity_percent is None
+        else np.broadcast_to(_per_point(intensity_percent, m, "intensity_percent"), (m,)).tolist()
+    )
     msg, header = _build_head(
         timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
         cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
@@ -549,18 +612,17 @@ def build_sensor_data_reference(
     )
     lidar = msg.feature_data.lidar_sensor.add()
     lidar.header.CopyFrom(header)
-    for i, p in enumerate(points.tolist()):
-        rec = dict(zip(points.dtype.names, p))
-        x, y, z = rec["x"], rec["y"], rec["z"]
+    columns = (points[name].tolist() for name in ("x", "y", "z", "range", "object_id", "beam_id"))
+    for x, y, z, range_m, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
         d = lidar.detection.add()
-        d.existence_probability = float(existence[i])
-        d.object_id.value = rec["object_id"]
-        d.position.distance = rec["range"]
-        d.position.azimuth = atan2_rad.py_func(y, x)
-        d.position.elevation = atan2_rad.py_func(z, math.sqrt(x * x + y * y))
-        d.intensity = rec["reflectivity"] * 100.0 if intensity is None else float(intensity[i])
-        d.reflectivity = rec["reflectivity"]
-        d.beam_id.value = rec["beam_id"]
+        d.existence_probability = exist
+        d.object_id.value = object_id
+        d.position.distance = range_m
+        d.position.azimuth = atan2(y, x)
+        d.position.elevation = atan2(z, math.sqrt(x * x + y * y))
+        d.intensity = intens
+        d.reflectivity = refl
+        d.beam_id.value = beam_id
     return msg
 
 
@@ -589,8 +651,12 @@ def random_cloud(n: int, seed: int = 0) -> PointCloud:
 def bench_encode(n: int = 131072, n_reference: int = 5000, repeats: int = 20) -> dict:
     """Timings (ms) of :func:`encode_sensor_data` on ``n`` detections vs the official-class loop.
 
-    The reference loop runs on ``n_reference`` detections and is extrapolated
-    linearly to ``n``. Figures are medians after a JIT warm-up.
+    ``encode_ms``: the ``bytes`` API; ``encode_buffer_ms``: into a reused
+    ``out`` array (what an FMU would do); both medians (``*_min_ms`` the
+    best) of ``repeats`` runs after JIT warm-up, wall clock. The reference
+    builds the message with the osi3 classes in a Python loop (using
+    ``math.atan2``, not the slower pure-Python ``atan2_rad``) on
+    ``n_reference`` points, serializes it, and is extrapolated per detection.
     """
     from ..transforms import pose_matrix
 
@@ -601,29 +667,32 @@ def bench_encode(n: int = 131072, n_reference: int = 5000, repeats: int = 20) ->
     cloud = random_cloud(n)
     encode_sensor_data(random_cloud(16, seed=1), **kwargs)  # JIT compile / cache load
 
-    def median_ms(fn, count):
+    def times_ms(fn, count):
         times = []
         for _ in range(count):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-        return float(np.median(times)) * 1e3
+        return float(np.median(times)) * 1e3, float(np.min(times)) * 1e3
 
-    encode_ms = median_ms(lambda: encode_sensor_data(cloud, **kwargs), repeats)
-    buffer_ms = median_ms(lambda: encode_sensor_data_buffer(cloud, **kwargs), repeats)
-    nbytes = len(encode_sensor_data_buffer(cloud, **kwargs))
+    encode_sensor_data(cloud, **kwargs)  # sizes the scratch buffer
+    encode_ms, encode_min_ms = times_ms(lambda: encode_sensor_data(cloud, **kwargs), repeats)
+    out = encode_sensor_data_buffer(cloud, **kwargs)
+    buffer_ms, buffer_min_ms = times_ms(lambda: encode_sensor_data_buffer(cloud, **kwargs, out=out), repeats)
 
     ref_cloud = random_cloud(n_reference, seed=2)
-    build_ms = median_ms(lambda: build_sensor_data_reference(ref_cloud, **kwargs), 3)
-    ref_msg = build_sensor_data_reference(ref_cloud, **kwargs)
-    serialize_ms = median_ms(ref_msg.SerializeToString, 3)
+    build_ms, _ = times_ms(lambda: build_sensor_data_reference(ref_cloud, **kwargs, atan2=math.atan2), 3)
+    ref_msg = build_sensor_data_reference(ref_cloud, **kwargs, atan2=math.atan2)
+    serialize_ms, _ = times_ms(ref_msg.SerializeToString, 3)
     ref_per_detection_us = (build_ms + serialize_ms) / n_reference * 1e3
     reference_ms = ref_per_detection_us * n / 1e3
     return {
         "n": n,
-        "bytes": nbytes,
+        "bytes": len(out),
         "encode_ms": encode_ms,
+        "encode_min_ms": encode_min_ms,
         "encode_buffer_ms": buffer_ms,
+        "encode_buffer_min_ms": buffer_min_ms,
         "encode_per_detection_us": encode_ms / n * 1e3,
         "reference_n": n_reference,
         "reference_build_ms": build_ms,

@@ -1,0 +1,187 @@
+"""SensorData bytes → lidar detections as arrays, without a Python loop per detection.
+
+The inverse of :mod:`.encode` for the fields this model writes: a compiled
+walk over the protobuf wire format of ``feature_data.lidar_sensor[0].detection``
+that yields the :data:`~lidar_fmu.pointcloud.POINT_DTYPE` record (positions
+from the Spherical3d, elevation positive up). Normals are not part of OSI and
+come back as zeros.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..pointcloud import POINT_DTYPE, PointCloud
+
+_FEATURE_DATA, _LIDAR_SENSOR, _DETECTION = 26, 3, 2
+
+
+@njit(cache=True, nogil=True)
+def _varint(buf, pos):
+    value = np.uint64(0)
+    shift = np.uint64(0)
+    while True:
+        if pos >= buf.shape[0]:
+            return np.uint64(0), -1
+        b = buf[pos]
+        pos += 1
+        value |= np.uint64(b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += np.uint64(7)
+        if shift > np.uint64(63):
+            return np.uint64(0), -1
+
+
+@njit(cache=True, nogil=True)
+def _skip(buf, pos, wire):
+    if wire == 0:
+        _, pos = _varint(buf, pos)
+        return pos
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    if wire == 2:
+        n, pos = _varint(buf, pos)
+        return -1 if pos < 0 else pos + np.int64(n)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _field(buf, start, end, number):
+    """(start, end) of the first length-delimited field ``number`` in buf[start:end], or (-1, -1)."""
+    pos = start
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        if pos < 0:
+            return -1, -1
+        wire = np.int64(key & np.uint64(7))
+        if np.int64(key >> np.uint64(3)) == number and wire == 2:
+            n, pos = _varint(buf, pos)
+            return pos, pos + np.int64(n)
+        pos = _skip(buf, pos, wire)
+        if pos < 0:
+            return -1, -1
+    return -1, -1
+
+
+@njit(cache=True, nogil=True)
+def _f64(buf, pos):
+    return buf[pos:pos + 8].copy().view(np.float64)[0]
+
+
+@njit(cache=True, nogil=True)
+def _identifier(buf, start, end):
+    pos = start
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        if key == np.uint64(8):
+            v, pos = _varint(buf, pos)
+            return v
+        pos = _skip(buf, pos, np.int64(key & np.uint64(7)))
+        if pos < 0:
+            break
+    return np.uint64(0)
+
+
+@njit(cache=True, nogil=True)
+def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectivity, intensity, existence, object_id, beam_id):
+    pos = start
+    k = 0
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        if pos < 0:
+            return -1
+        wire = np.int64(key & np.uint64(7))
+        if np.int64(key >> np.uint64(3)) != _DETECTION or wire != 2:
+            pos = _skip(buf, pos, wire)
+            if pos < 0:
+                return -1
+            continue
+        n, pos = _varint(buf, pos)
+        d_end = pos + np.int64(n)
+        if pos < 0 or d_end > end:
+            return -1
+        if not count_only:
+            p = pos
+            while p < d_end:
+                fkey, p = _varint(buf, p)
+                fnum = np.int64(fkey >> np.uint64(3))
+                fwire = np.int64(fkey & np.uint64(7))
+                if fwire == 1:
+                    value = _f64(buf, p)
+                    if fnum == 1:
+                        existence[k] = value
+                    elif fnum == 7:
+                        intensity[k] = value
+                    elif fnum == 10:
+                        reflectivity[k] = value
+                    p += 8
+                elif fwire == 2:
+                    m, p = _varint(buf, p)
+                    s_end = p + np.int64(m)
+                    if fnum == 2:
+                        object_id[k] = _identifier(buf, p, s_end)
+                    elif fnum == 13:
+                        beam_id[k] = _identifier(buf, p, s_end)
+                    elif fnum == 3:
+                        q = p
+                        while q < s_end:
+                            skey, q = _varint(buf, q)
+                            snum = np.int64(skey >> np.uint64(3))
+                            if np.int64(skey & np.uint64(7)) != 1:
+                                q = _skip(buf, q, np.int64(skey & np.uint64(7)))
+                                continue
+                            value = _f64(buf, q)
+                            if snum == 1:
+                                distance[k] = value
+                            elif snum == 2:
+                                azimuth[k] = value
+                            elif snum == 3:
+                                elevation[k] = value
+                            q += 8
+                    p = s_end
+                else:
+                    p = _skip(buf, p, fwire)
+                if p < 0:
+                    return -1
+        k += 1
+        pos = d_end
+    return k
+
+
+def decode_detections(sensor_data: bytes) -> dict:
+    """Arrays of the first lidar sensor's detections: distance/azimuth/elevation (m, rad),
+    reflectivity, intensity (%), existence_probability, object_id, beam_id."""
+    buf = np.frombuffer(sensor_data, dtype=np.uint8)
+    start, end = _field(buf, 0, len(buf), _FEATURE_DATA)
+    if start >= 0:
+        start, end = _field(buf, start, end, _LIDAR_SENSOR)
+    names = ("distance", "azimuth", "elevation", "reflectivity", "intensity", "existence_probability")
+    empty = np.zeros(0)
+    if start < 0:
+        return {**{n: empty for n in names}, "object_id": np.zeros(0, np.uint64), "beam_id": np.zeros(0, np.uint64)}
+    n = _decode(buf, start, end, True, empty, empty, empty, empty, empty, empty, np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+    if n < 0:
+        raise ValueError("SensorData lidar detections are truncated or malformed")
+    out = {name: np.zeros(n) for name in names}
+    out["object_id"] = np.zeros(n, np.uint64)
+    out["beam_id"] = np.zeros(n, np.uint64)
+    _decode(buf, start, end, False, *(out[name] for name in names), out["object_id"], out["beam_id"])
+    return out
+
+
+def sensor_data_to_points(sensor_data: bytes) -> PointCloud:
+    """SensorData → :class:`PointCloud` in the sensor frame (x = r·cosE·cosA, y = r·cosE·sinA, z = r·sinE)."""
+    d = decode_detections(sensor_data)
+    points = np.zeros(len(d["distance"]), POINT_DTYPE)
+    r, a, e = d["distance"], d["azimuth"], d["elevation"]
+    points["x"] = r * np.cos(e) * np.cos(a)
+    points["y"] = r * np.cos(e) * np.sin(a)
+    points["z"] = r * np.sin(e)
+    points["range"] = r
+    points["reflectivity"] = d["reflectivity"]
+    points["beam_id"] = d["beam_id"]
+    points["object_id"] = d["object_id"]
+    return PointCloud(points, np.full(len(points), -1, np.int32), 0, 0)

@@ -1,0 +1,178 @@
+"""Replay an OSI scenario through the built FMU, frame by frame, as a master would.
+
+A scenario is a folder with ``scenario.yaml``::
+
+    trace: <SensorView trace: .osi, .osi.xz or .mcap>
+    sensor: <preset name | spec file | mapping of spec keys>
+    assets: <folder where model_reference strings resolve>   (optional)
+    environment: <static world mesh>                          (optional)
+    materials: <material map>                                 (optional)
+    step_size_s: <s>            (optional; default: the trace's timestamp spacing)
+    backend: auto | embree | cuda                             (optional)
+    mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
+    disable_self_hits: true                                   (optional)
+
+Relative paths are relative to the scenario folder. Outputs: per-frame PCDs,
+a SensorData trace, a preview PNG and animated GIF, and ``summary.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from .cli import UserError
+
+SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
+                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice"}
+
+
+def load_scenario(path) -> dict:
+    """Read ``scenario.yaml`` (or a folder holding one) → dict with absolute paths."""
+    import yaml
+
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "scenario.yaml")
+    if not os.path.isfile(path):
+        raise UserError(f"scenario file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            scenario = yaml.safe_load(f)
+    except Exception as exc:
+        raise UserError(f"cannot read scenario {path}: {exc}") from None
+    if not isinstance(scenario, dict) or "trace" not in scenario:
+        raise UserError(f"scenario {path} must be a mapping with at least 'trace'")
+    unknown = set(scenario) - SCENARIO_KEYS
+    if unknown:
+        raise UserError(f"scenario {path}: unknown key(s) {', '.join(sorted(unknown))}")
+    folder = os.path.dirname(os.path.abspath(path))
+    scenario = dict(scenario)
+    scenario["folder"] = folder
+    scenario.setdefault("name", os.path.basename(folder))
+    for key in ("trace", "assets", "environment", "materials"):
+        if scenario.get(key):
+            scenario[key] = os.path.join(folder, scenario[key])
+    sensor = scenario.get("sensor", "ouster_os1_128")
+    if isinstance(sensor, str) and os.path.isfile(os.path.join(folder, sensor)):
+        sensor = os.path.join(folder, sensor)
+    scenario["sensor"] = sensor
+    return scenario
+
+
+def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
+    """FMU parameters for a scenario (a sensor mapping goes in as a JSON spec file)."""
+    sensor = scenario["sensor"]
+    if isinstance(sensor, dict):
+        spec_path = os.path.join(spec_dir, "sensor.json")
+        with open(spec_path, "w", encoding="utf-8") as f:
+            json.dump(sensor, f)
+        sensor = spec_path
+    params = {"sensor": sensor, "assets": scenario.get("assets", "") or "",
+              "environment": scenario.get("environment", "") or "", "materials": scenario.get("materials", "") or "",
+              "backend": scenario.get("backend", "auto"), "disable_self_hits": scenario.get("disable_self_hits", True)}
+    mounting = scenario.get("mounting") or {}
+    for axis, value in zip("xyz", mounting.get("position_m", (0, 0, 0))):
+        params[f"mounting_position_{axis}"] = value
+    for angle, value in zip(("roll", "pitch", "yaw"), mounting.get("orientation_rad", (0, 0, 0))):
+        params[f"mounting_orientation_{angle}"] = value
+    return params
+
+
+def _timestamp_s(sensor_view: bytes) -> float:
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    view = SensorView.FromString(sensor_view)
+    return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
+
+
+def organize(cloud, pattern):
+    """Give a cloud decoded from OSI its ray indices back (nearest pattern ray of the same beam)."""
+    beam = pattern.beam_id.astype(np.float64)
+    azimuth = pattern.azimuth_rad + np.pi  # [0, 2π]
+    key = beam * 8.0 + azimuth
+    order = np.argsort(key)
+    sorted_key = key[order]
+    points = cloud.points
+    query = points["beam_id"].astype(np.float64) * 8.0 + np.arctan2(points["y"], points["x"]) + np.pi
+    right = np.clip(np.searchsorted(sorted_key, query), 1, len(sorted_key) - 1)
+    nearest = np.where(np.abs(sorted_key[right] - query) < np.abs(sorted_key[right - 1] - query), right, right - 1)
+    cloud.ray_index = order[nearest].astype(np.int32)
+    cloud.rows, cloud.columns = pattern.rows, pattern.columns
+    return cloud
+
+
+def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
+           write_pcd_every: int = 1) -> dict:
+    """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``."""
+    from PIL import Image
+
+    from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
+    from .fmu_host import SensorFMU
+    from .io import bev_image, write_pcd, write_preview
+    from .osi.detections import sensor_data_to_points
+    from .osi.trace import TraceWriter, read_trace, trace_name
+    from .sensors import load_sensor
+
+    scenario = load_scenario(scenario_path)
+    sensor = load_sensor(scenario["sensor"])  # fail early, with a clear message, on a bad spec
+    fmu_path = fmu_path or DEFAULT_FMU
+    if fmu_path == DEFAULT_FMU and sources_newer_than(DEFAULT_FMU):
+        build_fmu(DEFAULT_FMU)
+    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
+    frames = list(read_trace(scenario["trace"], "SensorView"))
+    if max_frames:
+        frames = frames[:max_frames]
+    if not frames:
+        raise UserError(f"trace {scenario['trace']} holds no SensorView")
+    times = [_timestamp_s(f) for f in frames]
+    step_s = scenario.get("step_size_s") or (float(np.median(np.diff(times))) if len(times) > 1 else sensor.frame_period_s)
+
+    iterator = range(len(frames))
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(iterator, desc=f"replay {scenario['name']}", unit="frame")
+    gif_frames, returns, step_ms, object_ids = [], [], [], []
+    name = scenario["name"]
+    sd_path = os.path.join(out_dir, "sensordata.osi.tmp")
+    extent_m = min(sensor.max_range_m, 60.0)
+    with SensorFMU(fmu_path, fmu_parameters(scenario, out_dir)) as fmu, TraceWriter(sd_path) as trace:
+        for k in iterator:
+            t0 = time.perf_counter()
+            out = fmu.step(frames[k], times[k] - step_s, step_s)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            trace.write(out.sensor_data)
+            cloud = sensor_data_to_points(out.sensor_data)
+            cloud.sensor_name, cloud.timestamp_s = sensor.name, times[k]
+            returns.append(len(cloud))
+            object_ids.append(sorted(set(np.unique(cloud.points["object_id"]).tolist()) - {2**64 - 1}))
+            if k % write_pcd_every == 0:
+                write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud)
+            gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=extent_m, resolution_m=0.2)))
+        messages = list(fmu.messages)
+    final = os.path.join(out_dir, trace_name("sd", len(frames), name))
+    for old in os.listdir(out_dir):
+        if old.endswith(f"_sd_{name}.osi") or (old.endswith(f"_{name}.osi") and "_sd_" in old):
+            os.remove(os.path.join(out_dir, old))
+    os.replace(sd_path, final)
+    write_preview(os.path.join(out_dir, "preview.png"), organize(cloud, sensor.pattern),
+                  max_range_m=extent_m, pattern=sensor.pattern)
+    gif_frames[0].save(os.path.join(out_dir, "preview.gif"), save_all=True, append_images=gif_frames[1:],
+                       duration=int(step_s * 1000), loop=0)
+    summary = {
+        "scenario": name,
+        "frames": len(frames),
+        "sensor": sensor.name,
+        "rays_per_frame": len(sensor.pattern),
+        "returns_per_frame": returns,
+        "objects_per_frame": object_ids,
+        "step_ms": {p: float(np.percentile(step_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(step_ms)},
+        "sensordata_trace": os.path.basename(final),
+        "fmu_messages": [f"[{status}] {text}" for status, text in messages],
+    }
+    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    return summary
