@@ -83,15 +83,14 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
         build_s = time.perf_counter() - t0
         origin, directions = lidar.world_rays(sensor_pose)
         n = len(directions)
-        rays_ms = median_ms(lambda: lidar.world_rays(sensor_pose), repeat)
-        hits = lidar.backend.cast(origin, directions, lidar.sensor.max_range_m)
-        cast_ms = median_ms(lambda: lidar.backend.cast(origin, directions, lidar.sensor.max_range_m), repeat)
+        hits = lidar.cast(sensor_pose)
+        cast_ms = median_ms(lambda: lidar.cast(sensor_pose), repeat)
         points_ms = median_ms(lambda: hits_to_points(hits, lidar.sensor.pattern, sensor_pose, lidar.sensor.min_range_m), repeat)
         cloud = hits_to_points(hits, lidar.sensor.pattern, sensor_pose, lidar.sensor.min_range_m)
         pack_ms = median_ms(lambda: pcd_bytes(cloud.points), repeat)
         row = dict(
             scene=scene_name, sensor=label, rays=n, triangles=scene.triangle_count, build_s=build_s,
-            rays_ms=rays_ms, cast_ms=cast_ms, points_ms=points_ms, pack_ms=pack_ms, returns=len(cloud),
+            cast_ms=cast_ms, points_ms=points_ms, pack_ms=pack_ms, returns=len(cloud),
             mrays_s=n / cast_ms / 1e3,
         )
         if reference is not None:
@@ -100,7 +99,7 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
             ref_hits = ref.cast_rays(tensor)["t_hit"].numpy()
             ref_ms = median_ms(lambda: ref.cast_rays(tensor), repeat)
             # re-measure ours right after, so both see the same machine state
-            cast_ms = min(cast_ms, median_ms(lambda: lidar.backend.cast(origin, directions, lidar.sensor.max_range_m), repeat))
+            cast_ms = min(cast_ms, median_ms(lambda: lidar.cast(sensor_pose), repeat))
             ours = np.where(hits.hit, hits.range_m, np.inf)
             theirs = np.where(ref_hits <= lidar.sensor.max_range_m, ref_hits, np.inf)
             agree = np.mean((np.isinf(ours) == np.isinf(theirs)))

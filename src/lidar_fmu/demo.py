@@ -53,7 +53,7 @@ def sensor_views(layout: dict, frames: int, step_s: float):
 
     from .osi.encode import default_interface_version
 
-    dims = {c["mesh"]: c["dimension_m"] for c in layout["cars"]}
+    dims = {f"{stem}.obj": model["dimension_m"] for stem, model in layout["car_models"].items()}
     traffic = _traffic()
     for k in range(frames):
         t = (k + 1) * step_s

@@ -567,6 +567,7 @@ def _add_furniture(parts: Parts, rng, grass: dict) -> None:
 
 
 def _street_parts(rng) -> Parts:
+    """The static world, by material; the road goes last so it can top up the triangle count."""
     parts: Parts = {}
     grass = {side: _grass_intervals(rng) for side in (-1.0, 1.0)}
     _add_markings(parts)

@@ -100,8 +100,12 @@ class SensorFMU:
         return self.get_binary("OSMPSensorViewInConfigRequest")
 
     def step(self, sensor_view: bytes | None, time_s: float, step_s: float | None = None) -> FMUOutput:
+        """Point the input at ``sensor_view``, do one step from ``time_s``, copy the outputs."""
         self.set_binary("OSMPSensorViewIn", sensor_view)
         self.fmu.doStep(time_s, step_s if step_s is not None else self.default_step_s)
+        return self.outputs()
+
+    def outputs(self) -> FMUOutput:
         valid = bool(self.fmu.getBoolean([self.vr["valid"].valueReference])[0])
         count = int(self.fmu.getInteger([self.vr["count"].valueReference])[0])
         return FMUOutput(self.get_binary("OSMPSensorDataOut"), valid, count)

@@ -90,7 +90,7 @@ class LidarSensorModel:
             vehicle = np.eye(4)  # no host: the mounting pose is a world pose
         sensor_pose = vehicle @ mounting
         t2 = time.perf_counter()
-        hits = self.lidar.backend.cast(*self.lidar.world_rays(sensor_pose), self.sensor.max_range_m)
+        hits = self.lidar.cast(sensor_pose)
         t3 = time.perf_counter()
         cloud = self.lidar.returns(hits, sensor_pose, frame.timestamp_s)
         t4 = time.perf_counter()

@@ -7,6 +7,7 @@ roll), i.e. ``R = Rz(yaw) · Ry(pitch) · Rx(roll)`` and
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def rotation_matrix(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
@@ -73,3 +74,23 @@ def parse_pose_deg(text: str) -> np.ndarray:
     xyz = values[:3]
     rpy = np.radians(values[3:]) if len(values) == 6 else (0.0, 0.0, 0.0)
     return pose_matrix(xyz, rpy)
+
+
+@njit(cache=True, nogil=True)
+def _rotate(vectors, rotation, out):
+    for i in range(vectors.shape[0]):
+        x, y, z = vectors[i, 0], vectors[i, 1], vectors[i, 2]
+        for r in range(3):
+            out[i, r] = rotation[r, 0] * x + rotation[r, 1] * y + rotation[r, 2] * z
+    return out
+
+
+def rotate(vectors: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    """``rotation @ v`` for each row of (N, 3) float32 ``vectors``.
+
+    A compiled loop: numpy would hand this (N×3)·(3×3) product to a threaded
+    BLAS, whose thread wake-ups cost more than the arithmetic and fight the
+    ray caster's threads for the cores.
+    """
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    return _rotate(vectors, np.ascontiguousarray(rotation, dtype=np.float32), np.empty_like(vectors))

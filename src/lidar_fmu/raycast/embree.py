@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..transforms import rotate
 from . import Hits, as_rays
 from .instancing import (
     N_AZIMUTH_CELLS,
@@ -59,7 +60,7 @@ class EmbreeBackend:
         self._mesh_scenes: dict[int, object] = {}  # id(mesh) → EmbreeScene
         self._revision = -1
         self._pose_revision = -1
-        self._arange = np.zeros(0, np.int32)
+        self._bins_for = None
         self.update()
 
     # -- scene following ------------------------------------------------------
@@ -84,70 +85,101 @@ class EmbreeBackend:
             self._pose_revision = scene.pose_revision
 
     # -- casting ----------------------------------------------------------------
-    def _run(self, escene, lo, ld, tfar):
-        """embreex ``run`` over a batch, split across threads when it pays."""
-        n = len(ld)
-        parts = min(4 * self.threads, n // MIN_RAYS_PER_THREAD) if self.threads > 1 else 1
-        if parts <= 1:
-            return [(slice(0, n), escene.run(lo, ld, dists=tfar.copy(), output=1))]
-        bounds = np.linspace(0, n, parts + 1).astype(int)
-        slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        futures = [_pool().submit(escene.run, lo[s], ld[s], tfar[s].copy(), "INTERSECT", 1) for s in slices]
-        return [(s, f.result()) for s, f in zip(slices, futures)]
-
-    def _all_rays(self, slot, origin, directions, best_t):
-        n = len(directions)
-        if len(self._arange) < n:
-            self._arange = np.arange(n, dtype=np.int32)
-        M = self._table.local_from_world[slot]
+    def _all_rays(self, table, slot, origin, rays, directions, best_t):
+        """Every ray of ``rays`` (an index slice) as a candidate of instance ``slot``."""
+        M = table.local_from_frame[slot]
+        ld = directions[rays]
         if np.array_equal(M, np.eye(3, 4)):
-            lo, ld = origin, directions
+            lo = origin
         else:
             lo = (M[:, :3] @ origin + M[:, 3]).astype(np.float32)
-            ld = directions @ M[:, :3].T.astype(np.float32)
+            ld = rotate(ld, M[:, :3])
+        n = len(ld)
+        ray = np.arange(rays.start, rays.start + n * rays.step, rays.step, dtype=np.int32)
         lo = np.broadcast_to(lo, (n, 3))  # embreex reads strided arrays; no copy
-        return self._arange[:n], np.full(n, slot, np.int32), lo, ld, best_t
+        return ray, np.full(n, slot, np.int32), lo, ld, best_t[rays].copy()
+
+    def _bins(self, directions, cache: bool):
+        """Angular buckets of the rays (kept while the same pattern array is cast)."""
+        if cache and self._bins_for is directions:
+            return self._bins_cached
+        bins = bin_directions(directions, N_AZIMUTH_CELLS, N_Z_CELLS)
+        if cache:
+            self._bins_for, self._bins_cached = directions, bins
+        return bins
+
+    def _cast_part(self, table, origins, directions, bins, best, part, parts):
+        """Cast the rays ``i % parts == part`` through every mesh; writes only their entries of ``best``."""
+        best_t, best_prim, best_inst, best_u, best_v, best_normal = best
+        single_origin = origins.ndim == 1
+        origins2d = origins[None, :] if single_origin else origins
+        for mesh_slot, slots in self._groups:
+            if single_origin and len(slots) == 1 and table.contains(slots[0], origins):
+                # The sensor sits inside this instance's bounds (the world mesh):
+                # every ray is a candidate, so move them all at once.
+                ray, inst, lo, ld, tfar = self._all_rays(
+                    table, slots[0], origins, slice(part, len(directions), parts), directions, best_t)
+            else:
+                ray, inst, lo, ld, tfar = gather_candidates(
+                    origins2d, directions, best_t, single_origin, bins[0], bins[1],
+                    N_AZIMUTH_CELLS, N_Z_CELLS, slots, table.local_from_frame,
+                    table.box_lo, table.box_hi, table.center, table.radius, part, parts,
+                )
+            if len(ray) == 0:
+                continue
+            escene = self._mesh_scenes[id(self.scene.meshes[mesh_slot])]
+            res = escene.run(lo, ld, dists=tfar, output=1)  # overwrites tfar: it is ours
+            merge_hits(
+                ray, inst, res["tfar"], res["primID"], res["geomID"], res["u"], res["v"],
+                res["Ng"], table.normal_from_local, directions,
+                best_t, best_prim, best_inst, best_u, best_v, best_normal,
+            )
+
+    def _cast(self, table, origins, directions, max_range_m, cache_bins=False):
+        """Closest hits with rays and instances expressed in one frame (normals in that frame).
+
+        The rays are dealt out to the threads interleaved (ray i to thread
+        i mod T), so neighbouring beams share the work evenly and each thread
+        runs gather → Embree → merge on its own rays without locks.
+        """
+        n = len(directions)
+        limit = np.float32(min(max_range_m, 3.0e38))
+        best = (np.full(n, limit, np.float32), np.full(n, -1, np.int32), np.full(n, -1, np.int32),
+                np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32))
+        if origins.ndim == 1:
+            bins = self._bins(directions, cache_bins)
+        else:
+            bins = (np.zeros(1, np.int64), np.zeros(0, np.int32))
+        parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
+        futures = [_pool().submit(self._cast_part, table, origins, directions, bins, best, p, parts)
+                   for p in range(1, parts)]
+        self._cast_part(table, origins, directions, bins, best, 0, parts)
+        for future in futures:
+            future.result()
+        best_t, best_prim, best_inst, best_u, best_v, best_normal = best
+        hit = best_inst >= 0
+        best_t[~hit] = np.inf
+        ids = self._instance_ids
+        instance_id = ids[np.maximum(best_inst, 0)] if len(ids) else np.zeros(n, np.int64)
+        instance_id = np.where(hit, instance_id, -1).astype(np.int64)
+        return Hits(best_t, hit, best_normal, instance_id, best_prim, best_u, best_v)
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""
         origins, directions = as_rays(origins, directions)
         self.update()
-        n = len(directions)
-        single_origin = origins.ndim == 1
-        origins2d = origins[None, :] if single_origin else origins
-        if single_origin:
-            cell_start, order = bin_directions(directions, N_AZIMUTH_CELLS, N_Z_CELLS)
-        else:
-            cell_start, order = np.zeros(1, np.int64), np.zeros(0, np.int32)
-        limit = np.float32(min(max_range_m, 3.0e38))
-        best_t = np.full(n, limit, np.float32)
-        best_prim = np.full(n, -1, np.int32)
-        best_inst = np.full(n, -1, np.int32)
-        best_u = np.zeros(n, np.float32)
-        best_v = np.zeros(n, np.float32)
-        best_normal = np.zeros((n, 3), np.float32)
-        table = self._table
-        for mesh_slot, slots in self._groups:
-            if single_origin and len(slots) == 1 and table.contains(slots[0], origins):
-                # The sensor sits inside this instance's bounds (the world mesh):
-                # every ray is a candidate, so move them all at once.
-                ray, inst, lo, ld, tfar = self._all_rays(slots[0], origins, directions, best_t)
-            else:
-                ray, inst, lo, ld, tfar = gather_candidates(
-                    origins2d, directions, best_t, single_origin, cell_start, order,
-                    N_AZIMUTH_CELLS, N_Z_CELLS, slots, table.local_from_world,
-                    table.box_lo, table.box_hi, table.center, table.radius,
-                )
-            if len(ray) == 0:
-                continue
-            escene = self._mesh_scenes[id(self.scene.meshes[mesh_slot])]
-            for part, res in self._run(escene, lo, ld, tfar):
-                merge_hits(
-                    ray[part], inst[part], res["tfar"], res["primID"], res["geomID"], res["u"], res["v"],
-                    res["Ng"], table.normal_from_local, directions,
-                    best_t, best_prim, best_inst, best_u, best_v, best_normal,
-                )
-        hit = best_inst >= 0
-        best_t[~hit] = np.inf
-        instance_id = np.where(hit, self._instance_ids[np.maximum(best_inst, 0)], -1) if len(self._instance_ids) else np.full(n, -1, np.int64)
-        return Hits(best_t, hit, best_normal, instance_id.astype(np.int64), best_prim, best_u, best_v)
+        return self._cast(self._table, origins, directions, max_range_m)
+
+    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf) -> Hits:
+        """Cast unit ``directions`` given in a sensor frame from its origin.
+
+        The instances are moved into the sensor frame instead of the rays into
+        the world, and the rays' angular buckets are kept between calls with
+        the same ``directions`` array, so a lidar frame costs only its hits.
+        Hits are returned in the world frame like :meth:`cast`.
+        """
+        self.update()
+        pose = np.asarray(world_from_sensor, dtype=np.float64)
+        hits = self._cast(self._table.seen_from(pose), np.zeros(3, np.float32), directions, max_range_m, cache_bins=True)
+        hits.normal = rotate(hits.normal, pose[:3, :3])
+        return hits

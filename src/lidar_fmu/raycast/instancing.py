@@ -135,11 +135,13 @@ def _slab(ox, oy, oz, dx, dy, dz, lo, hi, tmax):
 @njit(cache=True, nogil=True)
 def gather_candidates(
     origins, directions, t_best, single_origin, cell_start, order, n_az, n_z,
-    slots, local_from_world, box_lo, box_hi, center, radius,
+    slots, local_from_frame, box_lo, box_hi, center, radius, part, parts,
 ):
     """Rays that may hit instances ``slots`` → rays in each instance's frame.
 
-    Returns (ray index, instance slot, local origin, local direction, t_far).
+    Only rays with ``index % parts == part`` are considered, so threads can
+    split a cast without sharing output. Returns (ray index, instance slot,
+    local origin, local direction, t_far).
     Local directions are not renormalised, so the ray parameter — and
     ``t_far`` — means the same in both frames, scale included.
     """
@@ -170,7 +172,7 @@ def gather_candidates(
         m = -1
         if single_origin:
             m = _cone_cells(center[k], radius[k], origins[0], n_az, n_z, cells)
-        M = local_from_world[k]
+        M = local_from_frame[k]
         for r in range(1 if m < 0 else m):
             if m < 0:
                 first, last, z0, z1 = 0, n, 0, 0
@@ -183,6 +185,8 @@ def gather_candidates(
                     last = cell_start[row + cells[r, 3] + 1]
                 for j in range(first, last):
                     i = order[j] if m >= 0 else j
+                    if i % parts != part:
+                        continue
                     io = 0 if single_origin else i
                     wx, wy, wz = origins[io, 0], origins[io, 1], origins[io, 2]
                     vx, vy, vz = directions[i, 0], directions[i, 1], directions[i, 2]
@@ -237,10 +241,15 @@ def merge_hits(
 
 
 class InstanceTable:
-    """Per-instance arrays the kernels read, refreshed from a scene's poses.
+    """Per-instance arrays the kernels read, in some ray frame.
 
-    ``local_from_world`` (K,3,4), ``normal_from_local`` (K,3,3), the mesh's
-    local box (K,3)×2 and a world bounding sphere (K,3), (K,).
+    ``local_from_frame`` (K,3,4) moves rays into each instance's frame,
+    ``normal_from_local`` (K,3,3) turns local normals back into the ray frame
+    (inverse transpose), ``box_lo``/``box_hi`` (K,3) are the mesh's local
+    bounds, ``center`` (K,3) / ``radius`` (K,) a bounding sphere in the ray
+    frame. :meth:`refresh` fills it in the world frame; :meth:`seen_from`
+    re-expresses it in another frame (a sensor's), so rays never need to be
+    rotated into the world first.
     """
 
     def __init__(self, mesh_bounds: list[np.ndarray]):
@@ -256,7 +265,7 @@ class InstanceTable:
         self.box_lo = np.ascontiguousarray(bounds[:, 0] - pad)
         self.box_hi = np.ascontiguousarray(bounds[:, 1] + pad)
         inverse = np.linalg.inv(poses) if k else np.zeros((0, 4, 4))
-        self.local_from_world = np.ascontiguousarray(inverse[:, :3, :4])
+        self.local_from_frame = np.ascontiguousarray(inverse[:, :3, :4])
         self.normal_from_local = np.ascontiguousarray(np.transpose(inverse[:, :3, :3], (0, 2, 1)))
         local_center = 0.5 * (self.box_lo + self.box_hi)
         self.center = np.einsum("kij,kj->ki", poses[:, :3, :3], local_center) + poses[:, :3, 3]
@@ -264,6 +273,19 @@ class InstanceTable:
         scale = np.linalg.norm(poses[:, :3, :3], ord=2, axis=(1, 2)) if k else np.zeros(0)
         self.radius = half_diagonal * scale
 
+    def seen_from(self, world_from_frame: np.ndarray) -> "InstanceTable":
+        """The same instances with rays given in another frame (rigid ``world_from_frame``)."""
+        view = InstanceTable.__new__(InstanceTable)
+        view.mesh_bounds, view.box_lo, view.box_hi, view.radius = self.mesh_bounds, self.box_lo, self.box_hi, self.radius
+        rotation, origin = world_from_frame[:3, :3], world_from_frame[:3, 3]
+        local = self.local_from_frame
+        view.local_from_frame = np.empty_like(local)
+        view.local_from_frame[:, :, :3] = local[:, :, :3] @ rotation
+        view.local_from_frame[:, :, 3] = local[:, :, :3] @ origin + local[:, :, 3]
+        view.normal_from_local = rotation.T @ self.normal_from_local
+        view.center = (self.center - origin) @ rotation
+        return view
+
     def contains(self, slot: int, point) -> bool:
-        """Is ``point`` (world) inside instance ``slot``'s bounding sphere?"""
+        """Is ``point`` (ray frame) inside instance ``slot``'s bounding sphere?"""
         return bool(np.linalg.norm(self.center[slot] - point) <= self.radius[slot])

@@ -1,0 +1,300 @@
+"""The built LidarSensor.fmu, driven through FMPy (and a C master) with real OSMP pointers."""
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+import sysconfig
+import xml.etree.ElementTree as ET
+import zipfile
+
+import numpy as np
+import pytest
+import trimesh
+from osi3.osi_featuredata_pb2 import SensorDetectionHeader
+from osi3.osi_sensordata_pb2 import SensorData
+from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
+
+from lidar_fmu.fmu_build import build_fmu, validate
+from lidar_fmu.fmu_host import SensorFMU
+from lidar_fmu.osi.detections import sensor_data_to_points
+from lidar_fmu.transforms import pose_matrix
+from osi_views import HOST_ID, sensor_view
+
+OSMP_NS = "{http://xsd.pmsf.net/OSISensorModelPackaging}"
+NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
+SHARED_TRACE = pathlib.Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal" / (
+    "20240618T122540Z_sv_370_244_20_minimal_valid_example.osi")
+SMALL_SENSOR = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 360,
+                "horizontal_fov_deg": [180, -180], "max_range_m": 100}
+
+
+@pytest.fixture(scope="session")
+def fmu_path(tmp_path_factory):
+    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
+
+
+@pytest.fixture(scope="session")
+def small_sensor(tmp_path_factory):
+    import json
+
+    path = tmp_path_factory.mktemp("spec") / "small.json"
+    path.write_text(json.dumps(SMALL_SENSOR))
+    return str(path)
+
+
+def lidar(fmu_path, **parameters):
+    return SensorFMU(fmu_path, parameters)
+
+
+def world_points(sensor_data: bytes, sensor_pose):
+    cloud = sensor_data_to_points(sensor_data)
+    xyz = np.stack([cloud.points[c] for c in "xyz"], axis=1).astype(np.float64)
+    return xyz @ sensor_pose[:3, :3].T + sensor_pose[:3, 3], cloud.points["object_id"]
+
+
+def box_distance(points, pose, dims):
+    """Distance of world points to the surface of a box (bbox-centre pose, dims l,w,h)."""
+    local = (points - pose[:3, 3]) @ pose[:3, :3]
+    q = np.abs(local) - 0.5 * np.asarray(dims)
+    outside = np.linalg.norm(np.maximum(q, 0), axis=1)
+    inside = np.minimum(q.max(axis=1), 0)
+    return np.abs(outside + inside)
+
+
+# -- packaging -----------------------------------------------------------------------------
+def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
+    assert validate(fmu_path) == []
+    with zipfile.ZipFile(fmu_path) as z:
+        names = z.namelist()
+        root = ET.fromstring(z.read("modelDescription.xml"))
+    assert "resources/lidar_fmu/lidar.py" in names and "resources/LidarSensor.py" in names
+    assert "binaries/linux64/LidarSensor.so" in names
+    assert root.find("CoSimulation").get("needsExecutionTool") == "false"
+    assert root.get("variableNamingConvention") == "structured"
+    osmp = root.find("VendorAnnotations/Tool[@name='net.pmsf.osmp']/" + OSMP_NS + "osmp")
+    assert osmp.get("version") == "1.6.0" and osmp.get("osi-version").startswith("3.")
+    step = float(root.find("DefaultExperiment").get("stepSize"))
+    assert step == pytest.approx(0.1)  # OS1-128 at 10 Hz, the default sensor
+    variables = {v.get("name"): v for v in root.find("ModelVariables")}
+    expect = {
+        "OSMPSensorViewIn": ("input", "discrete", None, "SensorView"),
+        "OSMPSensorDataOut": ("output", "discrete", "exact", "SensorData"),
+        "OSMPSensorViewInConfigRequest": ("calculatedParameter", "fixed", "calculated", "SensorViewConfiguration"),
+        "OSMPSensorViewInConfig": ("parameter", "fixed", None, "SensorViewConfiguration"),
+    }
+    for prefix, (causality, variability, initial, kind) in expect.items():
+        for role in ("base.lo", "base.hi", "size"):
+            v = variables[f"{prefix}.{role}"]
+            assert (v.get("causality"), v.get("variability"), v.get("initial")) == (causality, variability, initial)
+            assert v.find("Integer") is not None
+            note = v.find("Annotations/Tool[@name='net.pmsf.osmp']/" + OSMP_NS + "osmp-binary-variable")
+            assert note.get("name") == prefix and note.get("role") == role
+            assert note.get("mime-type").startswith(f"application/x-open-simulation-interface; type={kind}; version=3.")
+    for name in ("sensor", "assets", "environment", "materials", "backend", "mounting_position_x",
+                 "mounting_orientation_yaw", "disable_self_hits"):
+        assert variables[name].get("causality") == "parameter"
+    assert variables["valid"].get("causality") == "output" and variables["count"].get("causality") == "output"
+
+
+def test_config_request_describes_the_rays(fmu_path):
+    with lidar(fmu_path, sensor="velodyne_vlp16", mounting_position_z=1.8) as fmu:
+        config = SensorViewConfiguration.FromString(fmu.config_request())
+    view = config.lidar_sensor_view_configuration[0]
+    assert (view.number_of_rays_vertical, view.number_of_rays_horizontal) == (16, 900)
+    assert view.num_of_pixels == 14_400 == len(view.directions) == len(view.timings)
+    d = np.array([[v.x, v.y, v.z] for v in view.directions])
+    np.testing.assert_allclose(np.linalg.norm(d, axis=1), 1.0, atol=1e-9)
+    assert view.field_of_view_horizontal == pytest.approx(2 * math.pi)
+    assert view.field_of_view_vertical == pytest.approx(math.radians(30))
+    assert view.mounting_position.position.z == pytest.approx(1.8)
+    assert max(view.timings) < 50_000  # µs within one 20 Hz frame
+    assert config.range == pytest.approx(100.0)
+
+
+# -- stepping ------------------------------------------------------------------------------
+def test_objects_are_added_moved_and_removed(fmu_path, small_sensor):
+    car = (4.0, 1.8, 1.5)
+    with lidar(fmu_path, sensor=small_sensor) as fmu:
+        first = fmu.step(sensor_view([(10, (12, 0, 0.75), (0, 0, 0), car, ""), (11, (0, -9, 0.75), (0, 0, 0), car, "")]), 0, 0.1)
+        assert first.valid and first.count > 0
+        ids = set(sensor_data_to_points(first.sensor_data).points["object_id"].tolist())
+        assert ids == {10, 11}  # the host's own box is not seen
+        second = fmu.step(sensor_view([(10, (0, 12, 0.75), (0, 0, 0), car, ""), (12, (-15, 0, 0.75), (0, 0, 0), car, "")], 0.2), 0.1, 0.1)
+        cloud = sensor_data_to_points(second.sensor_data)
+        assert set(cloud.points["object_id"].tolist()) == {10, 12}
+        ten = cloud.points[cloud.points["object_id"] == 10]
+        # moved from ahead to the left (the sensor sits at the rear axle, 1.4 m behind the host centre)
+        assert np.all(ten["y"] > 10) and np.all(np.abs(ten["x"] - 1.4) < 2.01)
+        third = fmu.step(sensor_view([], 0.3), 0.2, 0.1)
+        assert third.valid and third.count == 0
+
+
+def test_pose_conventions_on_an_asymmetric_scene(fmu_path, small_sensor):
+    """A yawed car seen by a sensor mounted with an offset and pitch: every point lies on the car."""
+    host_pos, host_yaw = np.array([5.0, -3.0, 0.75]), math.radians(30)
+    mounting = ((1.2, 0.3, 1.6), (0.0, math.radians(5), math.radians(-10)))
+    car_pose = pose_matrix((18.0, 6.0, 0.9), (0.0, 0.0, math.radians(40)))
+    car_dims = (4.6, 1.9, 1.8)
+    view = sensor_view([(20, car_pose[:3, 3], (0, 0, math.radians(40)), car_dims, "")],
+                       host=(HOST_ID, host_pos, host_yaw), mounting=mounting)
+    with lidar(fmu_path, sensor=small_sensor) as fmu:
+        out = fmu.step(view, 0, 0.1)
+    vehicle = pose_matrix(host_pos, (0, 0, host_yaw))
+    vehicle[:3, 3] += vehicle[:3, :3] @ np.array([-1.4, 0.0, -0.45])  # bbcenter_to_rear
+    sensor_pose = vehicle @ pose_matrix(*mounting)
+    points, object_id = world_points(out.sensor_data, sensor_pose)
+    assert out.valid and np.count_nonzero(object_id == 20) > 20
+    assert box_distance(points[object_id == 20], car_pose, car_dims).max() < 1e-3
+    data = SensorData.FromString(out.sensor_data)
+    assert data.mounting_position.orientation.pitch == pytest.approx(math.radians(5))
+    assert data.feature_data.lidar_sensor[0].header.number_of_valid_detections == out.count
+
+
+def test_model_references_and_their_failures(fmu_path, small_sensor, tmp_path):
+    sphere = trimesh.creation.icosphere(subdivisions=3, radius=1.0)
+    sphere.export(tmp_path / "ball.stl")
+    (tmp_path / "broken.obj").write_text("v 0 0 nonsense\nf 1 2 3\n")
+    objects = [
+        (30, (10, 0, 1.0), (0, 0, 0), (2.0, 2.0, 2.0), "ball.stl"),
+        (31, (0, 10, 1.0), (0, 0, 0), (3.0, 2.0, 2.0), "missing_model.glb"),
+        (32, (-10, 0, 1.0), (0, 0, 0), (3.0, 2.0, 2.0), "broken.obj"),
+    ]
+    with lidar(fmu_path, sensor=small_sensor, assets=str(tmp_path)) as fmu:
+        for k in range(3):
+            out = fmu.step(sensor_view(objects, 0.1 * (k + 1)), 0.1 * k, 0.1)
+            assert out.valid
+        cloud = sensor_data_to_points(out.sensor_data)
+        warnings = [text for status, text in fmu.messages if status == "WARNING"]
+    ids = cloud.points["object_id"]
+    ball = np.stack([cloud.points[c][ids == 30] for c in "xyz"], axis=1)
+    sensor_z = 0.75 - 0.45  # rear axle height: the sensor sits there with no mounting given
+    centre = np.array([10 + 1.4, 0, 1.0 - sensor_z])
+    assert np.abs(np.linalg.norm(ball - centre, axis=1) - 1.0).max() < 0.03  # the sphere, not its box
+    assert {31, 32} <= set(ids.tolist())  # both fell back to their boxes
+    assert sum("missing_model.glb" in w for w in warnings) == 1  # warned once, not per step
+    assert sum("broken.obj" in w for w in warnings) == 1
+
+
+@pytest.mark.parametrize("bad", ["null", "size0", "truncated", "garbage", "nan_pose", "inf_mounting"])
+def test_bad_input_gives_invalid_output_and_the_next_step_works(fmu_path, small_sensor, bad):
+    good = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")])
+    with lidar(fmu_path, sensor=small_sensor) as fmu:
+        if bad == "null":
+            out = fmu.step(None, 0, 0.1)
+        elif bad == "size0":
+            fmu.set_binary("OSMPSensorViewIn", b"", address=0x1000)  # non-null address, size 0
+            fmu.fmu.doStep(0, 0.1)
+            out = fmu.outputs()
+        elif bad == "truncated":
+            out = fmu.step(good[: len(good) // 2], 0, 0.1)
+        elif bad == "garbage":
+            out = fmu.step(bytes(range(256)) * 4, 0, 0.1)
+        elif bad == "nan_pose":
+            out = fmu.step(sensor_view([(10, (float("nan"), 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")]), 0, 0.1)
+        else:
+            out = fmu.step(sensor_view([], mounting=((0, 0, float("inf")), (0, 0, 0))), 0, 0.1)
+        assert not out.valid and out.count == 0
+        data = SensorData.FromString(out.sensor_data)
+        header = data.feature_data.lidar_sensor[0].header
+        assert header.data_qualifier == NOT_AVAILABLE and len(data.feature_data.lidar_sensor[0].detection) == 0
+        assert any(status == "WARNING" for status, _ in fmu.messages)
+        if bad in ("nan_pose", "inf_mounting"):
+            assert any("NaN or infinite" in text for _, text in fmu.messages)
+        recovered = fmu.step(good, 0.1, 0.1)
+        assert recovered.valid and recovered.count > 0
+
+
+def test_two_instances_with_different_sensors_in_one_process(fmu_path, small_sensor):
+    view = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")])
+    with lidar(fmu_path, sensor=small_sensor) as a, SensorFMU(fmu_path, {"sensor": "ibeo_lux"}, instance_name="b") as b:
+        out_a, out_b = a.step(view, 0, 0.1), b.step(view, 0, 0.1)
+        beams_a = set(sensor_data_to_points(out_a.sensor_data).points["beam_id"].tolist())
+        beams_b = set(sensor_data_to_points(out_b.sensor_data).points["beam_id"].tolist())
+    assert out_a.valid and out_b.valid and out_a.count != out_b.count
+    assert beams_b <= {0, 1, 2, 3} and max(beams_a) > 3  # the LUX has 4 layers, the other 16 beams
+
+
+def test_terminate_and_reinstantiate(fmu_path, small_sensor):
+    view = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")])
+    counts = []
+    for _ in range(3):
+        with lidar(fmu_path, sensor=small_sensor) as fmu:
+            counts.append(fmu.step(view, 0, 0.1).count)
+    assert counts[0] > 0 and len(set(counts)) == 1
+
+
+def test_output_buffer_is_double_buffered(fmu_path, small_sensor):
+    view = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")])
+    with lidar(fmu_path, sensor=small_sensor) as fmu:
+        addresses = []
+        for k in range(4):
+            fmu.step(view, 0.1 * k, 0.1)
+            lo, hi = fmu.fmu.getInteger([fmu.vr["OSMPSensorDataOut.base.lo"].valueReference,
+                                         fmu.vr["OSMPSensorDataOut.base.hi"].valueReference])
+            addresses.append((lo, hi))
+    # a buffer is reused no earlier than two steps later
+    assert addresses[0] != addresses[1] and addresses[1] != addresses[2]
+
+
+def test_unknown_preset_is_reported_not_crashed(fmu_path):
+    with lidar(fmu_path, sensor="velodyne_vlp61") as fmu:
+        out = fmu.step(sensor_view([]), 0, 0.1)
+        assert not out.valid
+        assert any("did you mean velodyne_vlp16" in text for _, text in fmu.messages)
+
+
+# -- a trace nobody here wrote ---------------------------------------------------------------------
+def test_shared_trace_car_250_lies_on_its_box(fmu_path):
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    from lidar_fmu.osi.trace import read_trace
+
+    frames = list(read_trace(SHARED_TRACE))
+    assert len(frames) == 20
+    with lidar(fmu_path, sensor="ouster_os1_128") as fmu:
+        for k, data in enumerate(frames):
+            out = fmu.step(data, 0.1 * k, 0.1)
+            view = SensorView.FromString(data)
+            objects = {o.id.value: o for o in view.global_ground_truth.moving_object}
+            host, car = objects[113], objects[250]
+            vehicle = pose_matrix([host.base.position.x, host.base.position.y, host.base.position.z],
+                                  [host.base.orientation.roll, host.base.orientation.pitch, host.base.orientation.yaw])
+            rear = host.vehicle_attributes.bbcenter_to_rear
+            vehicle[:3, 3] += vehicle[:3, :3] @ np.array([rear.x, rear.y, rear.z])
+            points, ids = world_points(out.sensor_data, vehicle)  # mounting_position is zero
+            assert out.valid and np.count_nonzero(ids == 250) > 50, f"frame {k}"
+            car_pose = pose_matrix([car.base.position.x, car.base.position.y, car.base.position.z], [0, 0, 0])
+            assert box_distance(points[ids == 250], car_pose, (5, 2, 1.5)).max() < 0.01, f"frame {k}"
+
+
+# -- a C master --------------------------------------------------------------------------------
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_c_master_drives_the_fmu(fmu_path, tmp_path):
+    import fmpy
+    from fmpy import extract, read_model_description
+
+    headers = pathlib.Path(fmpy.__file__).parent / "c-code"
+    host = tmp_path / "osmp_host"
+    source = pathlib.Path(__file__).parent / "c_host" / "osmp_host.c"
+    subprocess.run(["cc", "-O1", "-Wall", f"-I{headers}", str(source), "-ldl", "-o", str(host)], check=True)
+    md = read_model_description(str(fmu_path))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    unzipped = pathlib.Path(extract(str(fmu_path), str(tmp_path / "fmu")))
+    out_trace = tmp_path / "sd.osi"
+    names = ["OSMPSensorViewIn.base.lo", "OSMPSensorViewIn.base.hi", "OSMPSensorViewIn.size",
+             "OSMPSensorDataOut.base.lo", "OSMPSensorDataOut.base.hi", "OSMPSensorDataOut.size", "valid", "count", "sensor"]
+    args = [str(host), str(unzipped / "binaries" / "linux64" / "LidarSensor.so"), (unzipped / "resources").as_uri(),
+            md.guid, str(SHARED_TRACE), str(out_trace), "velodyne_vlp16"] + [str(vr[n]) for n in names] + ["0.1"]
+    # the README's recipe for non-Python masters on Linux
+    libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
+    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"])
+    run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = [line for line in run.stdout.splitlines() if line.startswith("frame ")]
+    assert len(lines) == 20 and all(" valid 1 " in line and " status 0" in line for line in lines)
+    from lidar_fmu.osi.trace import read_trace
+
+    outputs = list(read_trace(out_trace))
+    assert len(outputs) == 20
+    assert all(250 in set(sensor_data_to_points(o).points["object_id"].tolist()) for o in outputs)
