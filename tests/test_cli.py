@@ -1,0 +1,120 @@
+"""The command line: scans that write files, and one clear line (exit 2) for every user error."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import trimesh
+
+from lidar_fmu.cli import main
+from lidar_fmu.io import read_pcd
+
+
+@pytest.fixture
+def room(tmp_path):
+    box = trimesh.creation.box(extents=(30, 20, 8))
+    box.apply_translation((0, 0, 3))
+    path = tmp_path / "room.stl"
+    box.export(path)
+    return str(path)
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_scan_writes_cloud_and_preview(room, tmp_path, capsys):
+    out = tmp_path / "scan.pcd"
+    png = tmp_path / "scan.png"
+    code, stdout, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--pose", "1,2,1.5,0,0,30",
+                             "-o", str(out), "--preview", str(png), "--backend", "embree"], capsys)
+    assert code == 0, err
+    points = read_pcd(out)
+    assert len(points) == 14_400  # a closed room: every ray returns
+    assert png.stat().st_size > 10_000
+    assert "14400 returns" in stdout.replace(",", "")
+    # the room's walls are at x = ±15, y = ±10 in the mesh frame: check in the sensor frame
+    yaw = np.radians(30)
+    world_x = 1 + points["x"] * np.cos(yaw) - points["y"] * np.sin(yaw)
+    world_y = 2 + points["x"] * np.sin(yaw) + points["y"] * np.cos(yaw)
+    world_z = 1.5 + points["z"]
+    on_wall = (np.isclose(np.abs(world_x), 15, atol=2e-3) | np.isclose(np.abs(world_y), 10, atol=2e-3)
+               | np.isclose(world_z, -1, atol=2e-3) | np.isclose(world_z, 7, atol=2e-3))
+    assert on_wall.all()
+
+
+@pytest.mark.parametrize("ext", ["ply", "ptx"])
+def test_scan_other_formats(room, tmp_path, capsys, ext):
+    out = tmp_path / f"scan.{ext}"
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "ibeo_lux", "-o", str(out)], capsys)
+    assert code == 0, err and out.stat().st_size > 1000
+
+
+def test_presets_lists_the_sensors(capsys):
+    code, stdout, _ = run(["presets"], capsys)
+    assert code == 0
+    for name in ("velodyne_vlp16", "ouster_os1_128", "ibeo_lux", "velodyne_hdl64e"):
+        assert name in stdout
+    assert "131072" in stdout
+
+
+def bad_sensor_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "case, expect",
+    [
+        ("unknown_preset", "did you mean velodyne_vlp16"),
+        ("missing_mesh", "mesh file not found"),
+        ("empty_mesh", "no triangles"),
+        ("garbage_mesh", "cannot"),
+        ("bad_pose", "pose"),
+        ("nan_pose", "NaN"),
+        ("bad_sensor_file", "bad.json"),
+        ("bad_extension", "must end in .pcd, .ply or .ptx"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(case, expect, room, tmp_path, capsys):
+    args = {"sensor": "velodyne_vlp16", "mesh": room, "pose": "0,0,1", "out": str(tmp_path / "o.pcd")}
+    if case == "unknown_preset":
+        args["sensor"] = "velodyne_vlp61"
+    elif case == "missing_mesh":
+        args["mesh"] = str(tmp_path / "nope.obj")
+    elif case == "empty_mesh":
+        (tmp_path / "empty.obj").write_text("# nothing here\n")
+        args["mesh"] = str(tmp_path / "empty.obj")
+    elif case == "garbage_mesh":
+        (tmp_path / "garbage.glb").write_bytes(b"\x00\x01garbage" * 50)
+        args["mesh"] = str(tmp_path / "garbage.glb")
+    elif case == "bad_pose":
+        args["pose"] = "1,2"
+    elif case == "nan_pose":
+        args["pose"] = "nan,0,0"
+    elif case == "bad_sensor_file":
+        args["sensor"] = bad_sensor_file(tmp_path)
+    elif case == "bad_extension":
+        args["out"] = str(tmp_path / "o.xyz")
+    code, _, err = run(["scan", "--mesh", args["mesh"], "--sensor", args["sensor"], "--pose", args["pose"],
+                        "-o", args["out"]], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lidar-fmu: error:") and expect in lines[0]
+    assert "Traceback" not in err
+
+
+def test_console_script_error_has_no_traceback(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "lidar_fmu.cli", "scan", "--mesh", str(tmp_path / "x.obj"),
+                          "--sensor", "ouster_os1_128", "-o", str(tmp_path / "x.pcd")], capture_output=True, text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "not found" in run.stderr
+
+
+def test_replay_of_a_bad_scenario_is_a_user_error(tmp_path, capsys):
+    (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": "missing.osi", "sensor": "ouster_os1_128"}))
+    code, _, err = run(["replay", str(tmp_path), "-o", str(tmp_path / "out"), "-q"], capsys)
+    assert code == 2 and "missing.osi" in err
