@@ -82,11 +82,23 @@ def cuda_available() -> bool:
 
 
 def make_backend(name: str, scene):
-    """Backend ``'auto' | 'embree' | 'cuda'`` over ``scene``."""
+    """Backend ``'auto' | 'embree' | 'embreex' | 'cuda'`` over ``scene``.
+
+    ``embree`` calls the Embree 4 library of the embreex wheel directly (native
+    instancing, ray packets) and falls back to ``embreex``, the same casts
+    through embreex's Python API, where that library cannot be loaded.
+    """
     name = (name or "auto").lower()
     if name == "auto":
         name = "cuda" if _has_cuda_backend() and cuda_available() else "embree"
     if name == "embree":
+        from .embree_native import NativeEmbreeBackend, NativeEmbreeUnavailable
+
+        try:
+            return NativeEmbreeBackend(scene)
+        except NativeEmbreeUnavailable:
+            name = "embreex"
+    if name == "embreex":
         from .embree import EmbreeBackend
 
         return EmbreeBackend(scene)
@@ -100,7 +112,7 @@ def make_backend(name: str, scene):
         from .cuda import CudaBackend
 
         return CudaBackend(scene)
-    raise BackendError(f"unknown backend {name!r}; choose auto, embree or cuda")
+    raise BackendError(f"unknown backend {name!r}; choose auto, embree, embreex or cuda")
 
 
 def _has_cuda_backend() -> bool:

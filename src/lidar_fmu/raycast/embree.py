@@ -50,9 +50,9 @@ def build_mesh_scene(mesh):
 
 
 class EmbreeBackend:
-    """Two-level Embree caster over a :class:`~lidar_fmu.scene.Scene`."""
+    """Two-level Embree caster over a :class:`~lidar_fmu.scene.Scene` through embreex's Python API."""
 
-    name = "embree"
+    name = "embreex"
 
     def __init__(self, scene, threads: int | None = None):
         self.scene = scene
