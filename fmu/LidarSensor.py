@@ -224,7 +224,7 @@ class LidarSensor(Fmi2Slave):
             except ValueError as exc:
                 data, message = None, str(exc)
                 self._log(f"OSMPSensorViewIn: {message}")
-            result = model.step(data, current_time + step_size)
+            result = model.step(data, current_time + step_size, out=self._output.next())
             if result.message:
                 self._log(f"t={current_time + step_size:.6f}s: {result.message}")
             self.valid, self.count = result.valid, result.count

@@ -10,15 +10,21 @@ from lidar_fmu.transforms import pose_matrix
 from conftest import to_mesh
 
 
+@pytest.fixture(params=["embree", "embreex"])
+def backend(request):
+    """Both CPU casters: Embree 4 native (instancing, packets) and the embreex-API two-level path."""
+    return request.param
+
+
 def world_copy(mesh: Mesh, pose) -> Mesh:
     pose = np.asarray(pose)
     return Mesh(mesh.vertices @ pose[:3, :3].T + pose[:3, 3], mesh.faces, mesh.face_material, mesh.material_names)
 
 
-def test_plane_at_known_distance(plane_mesh):
+def test_plane_at_known_distance(plane_mesh, backend):
     spec = {"horizontal_fov_deg": [-45, 45], "horizontal_resolution_deg": 1.0,
             "vertical_fov_deg": [-30, 30], "channels": 16, "max_range_m": 100}
-    lidar = Lidar(Scene.from_meshes([plane_mesh]), spec, backend="embree")
+    lidar = Lidar(Scene.from_meshes([plane_mesh]), spec, backend=backend)
     cloud = lidar.scan(np.eye(4))
     assert len(cloud) == 91 * 16  # every ray hits
     assert np.abs(cloud.points["x"] - 10.0).max() < 1e-3
@@ -27,8 +33,8 @@ def test_plane_at_known_distance(plane_mesh):
     np.testing.assert_allclose(cloud.points["range"], expected_range, rtol=1e-5)
 
 
-def test_plane_seen_by_spinning_sensor(plane_mesh):
-    lidar = Lidar(Scene.from_meshes([plane_mesh]), "velodyne_vlp16", backend="embree")
+def test_plane_seen_by_spinning_sensor(plane_mesh, backend):
+    lidar = Lidar(Scene.from_meshes([plane_mesh]), "velodyne_vlp16", backend=backend)
     cloud = lidar.scan(np.eye(4))
     d = lidar.sensor.pattern.directions
     # the rays that point forward and reach the wall within 100 m, no others
@@ -39,10 +45,10 @@ def test_plane_seen_by_spinning_sensor(plane_mesh):
     assert np.abs(cloud.points["x"] - 10.0).max() < 1e-3
 
 
-def test_sphere_from_inside():
+def test_sphere_from_inside(backend):
     radius = 12.0
     sphere = to_mesh(trimesh.creation.icosphere(subdivisions=6, radius=radius))
-    lidar = Lidar(Scene.from_meshes([sphere]), "ouster_os1_64", backend="embree")
+    lidar = Lidar(Scene.from_meshes([sphere]), "ouster_os1_64", backend=backend)
     cloud = lidar.scan(np.eye(4))
     assert len(cloud) == len(lidar.sensor.pattern)
     # flat facets sit at most the sagitta inside the true sphere
@@ -50,7 +56,7 @@ def test_sphere_from_inside():
     assert np.all(cloud.points["range"] >= radius * (1 - 1e-3))
 
 
-def test_moved_instances_equal_a_mesh_placed_at_that_pose():
+def test_moved_instances_equal_a_mesh_placed_at_that_pose(backend):
     car = box_mesh(4.5, 1.8, 1.5, material="paint")
     ground = to_mesh(trimesh.creation.box(extents=(200, 200, 0.2)), "asphalt")
     ground_pose = pose_matrix((0, 0, -0.85))
@@ -59,19 +65,19 @@ def test_moved_instances_equal_a_mesh_placed_at_that_pose():
     poses = {10 + k: pose_matrix((8 + 3 * k, -6 + 4 * k, 0), (0, 0, 0.3 * k)) for k in range(4)}
     for instance_id, pose in poses.items():
         scene.add_instance(instance_id, car, pose)
-    backend = make_backend("embree", scene)
+    caster = make_backend(backend, scene)
     lidar_pattern = load_sensor("ouster_os1_64").pattern
     origin = np.array([0, 0, 1.0], np.float32)
-    backend.cast(origin, lidar_pattern.directions, 120)  # build, then move
+    caster.cast(origin, lidar_pattern.directions, 120)  # build, then move
     moved = {k: pose_matrix((10 + 2 * k, 5 - 3 * k, 0.1), (0.05, -0.02, 1.0 + 0.4 * k)) for k in range(4)}
     for k, pose in moved.items():
         scene.set_pose(10 + k, pose)
-    hits = backend.cast(origin, lidar_pattern.directions, 120)
+    hits = caster.cast(origin, lidar_pattern.directions, 120)
 
     reference = Scene.from_meshes(
         [world_copy(ground, ground_pose)] + [world_copy(car, pose) for pose in moved.values()]
     )
-    ref = make_backend("embree", reference).cast(origin, lidar_pattern.directions, 120)
+    ref = make_backend(backend, reference).cast(origin, lidar_pattern.directions, 120)
     np.testing.assert_array_equal(hits.hit, ref.hit)
     np.testing.assert_allclose(hits.range_m[hits.hit], ref.range_m[ref.hit], atol=1e-4)
     np.testing.assert_allclose(hits.normal[hits.hit], ref.normal[ref.hit], atol=1e-4)
@@ -82,32 +88,32 @@ def test_moved_instances_equal_a_mesh_placed_at_that_pose():
     assert len(set(hit_cars.tolist())) == 4
 
 
-def test_remove_and_readd_instances():
+def test_remove_and_readd_instances(backend):
     car = box_mesh(4.0, 2.0, 1.5)
     scene = Scene()
     scene.add_instance(5, car, pose_matrix((10, 0, 0)))
-    backend = make_backend("embree", scene)
+    caster = make_backend(backend, scene)
     d = np.array([[1.0, 0, 0]], np.float32)
-    assert backend.cast(np.zeros(3), d).range_m[0] == pytest.approx(8.0)
+    assert caster.cast(np.zeros(3), d).range_m[0] == pytest.approx(8.0)
     scene.remove_instance(5)
-    assert not backend.cast(np.zeros(3), d).hit[0]
+    assert not caster.cast(np.zeros(3), d).hit[0]
     scene.add_instance(6, car, pose_matrix((20, 0, 0)))
-    hits = backend.cast(np.zeros(3), d)
+    hits = caster.cast(np.zeros(3), d)
     assert hits.range_m[0] == pytest.approx(18.0) and hits.instance_id[0] == 6
 
 
-def test_scaled_instance_poses_are_honoured():
+def test_scaled_instance_poses_are_honoured(backend):
     unit = box_mesh(1.0, 1.0, 1.0)
     scene = Scene()
     pose = pose_matrix((10, 0, 0))
     pose[:3, :3] *= 4.0  # a 4 m cube
     scene.add_instance(1, unit, pose)
-    hits = make_backend("embree", scene).cast(np.zeros(3), np.array([[1.0, 0, 0], [0.0, 1, 0]], np.float32))
+    hits = make_backend(backend, scene).cast(np.zeros(3), np.array([[1.0, 0, 0], [0.0, 1, 0]], np.float32))
     assert hits.range_m[0] == pytest.approx(8.0, abs=1e-5) and not hits.hit[1]
     np.testing.assert_allclose(hits.normal[0], [-1, 0, 0], atol=1e-6)
 
 
-def test_cross_check_with_trimesh_intersector():
+def test_cross_check_with_trimesh_intersector(backend):
     rng = np.random.default_rng(1)
     knot = trimesh.creation.torus(major_radius=5, minor_radius=1.5, major_sections=48, minor_sections=24)
     box = trimesh.creation.box(extents=(3, 3, 3))
@@ -120,7 +126,7 @@ def test_cross_check_with_trimesh_intersector():
     origins = rng.uniform(-12, 12, (1000, 3)).astype(np.float32)
     targets = rng.uniform(-4, 4, (1000, 3))
     d = (targets - origins) / np.linalg.norm(targets - origins, axis=1, keepdims=True)
-    hits = make_backend("embree", scene).cast(origins, d.astype(np.float32))
+    hits = make_backend(backend, scene).cast(origins, d.astype(np.float32))
 
     world = tm.copy()
     world.apply_transform(pose)
@@ -140,42 +146,42 @@ def test_cross_check_with_trimesh_intersector():
 
 
 @pytest.mark.parametrize("samples, expected", [(512, 7), (1024, 14), (2048, 28)])
-def test_limox_pattern_validation_car_columns(samples, expected):
+def test_limox_pattern_validation_car_columns(samples, expected, backend):
     """LiMOX: a 1.72 m wide car 20 m ahead spans 7/14/28 columns of an OS1-128."""
     car = box_mesh(4.2, 1.72, 1.5)
     scene = Scene()
     scene.add_instance(7, car, pose_matrix((20 + 2.1, 0, 0)))  # rear face 20 m ahead
-    lidar = Lidar(scene, {"preset": "ouster_os1_128", "horizontal_samples": samples}, backend="embree")
+    lidar = Lidar(scene, {"preset": "ouster_os1_128", "horizontal_samples": samples}, backend=backend)
     cloud = lidar.scan(np.eye(4))
     columns = np.unique(lidar.sensor.pattern.column[cloud.ray_index])
     assert abs(len(columns) - expected) <= 1
 
 
-def test_max_range_and_min_range_cut(plane_mesh):
+def test_max_range_and_min_range_cut(plane_mesh, backend):
     near = Lidar(Scene.from_meshes([plane_mesh]), {"vertical_angles_deg": [0], "horizontal_fov_deg": [-10, 10],
-                                                    "horizontal_samples": 11, "max_range_m": 9.0}, backend="embree")
+                                                    "horizontal_samples": 11, "max_range_m": 9.0}, backend=backend)
     assert len(near.scan(np.eye(4))) == 0
     blind = Lidar(Scene.from_meshes([plane_mesh]), {"vertical_angles_deg": [0], "horizontal_fov_deg": [-10, 10],
-                                                     "horizontal_samples": 11, "min_range_m": 11.0}, backend="embree")
+                                                     "horizontal_samples": 11, "min_range_m": 11.0}, backend=backend)
     assert len(blind.scan(np.eye(4))) == 0
 
 
-def test_bad_rays_and_backends(plane_mesh):
-    backend = make_backend("embree", Scene.from_meshes([plane_mesh]))
+def test_bad_rays_and_backends(plane_mesh, backend):
+    caster = make_backend(backend, Scene.from_meshes([plane_mesh]))
     with pytest.raises(ValueError, match="NaN"):
-        backend.cast(np.zeros(3), np.array([[np.nan, 0, 0]], np.float32))
+        caster.cast(np.zeros(3), np.array([[np.nan, 0, 0]], np.float32))
     with pytest.raises(ValueError, match="origins"):
-        backend.cast(np.zeros((2, 3)), np.ones((3, 3), np.float32))
+        caster.cast(np.zeros((2, 3)), np.ones((3, 3), np.float32))
     with pytest.raises(BackendError, match="unknown backend"):
         make_backend("optix", Scene())
 
 
-def test_empty_scene_returns_nothing():
-    hits = make_backend("embree", Scene()).cast(np.zeros(3), np.eye(3, dtype=np.float32))
+def test_empty_scene_returns_nothing(backend):
+    hits = make_backend(backend, Scene()).cast(np.zeros(3), np.eye(3, dtype=np.float32))
     assert not hits.hit.any() and np.all(np.isinf(hits.range_m)) and np.all(hits.instance_id == -1)
 
 
-def test_world_mesh_with_many_car_instances_matches_merged_mesh():
+def test_world_mesh_with_many_car_instances_matches_merged_mesh(backend):
     """Single-origin angular culling must not lose hits: compare against one merged mesh."""
     rng = np.random.default_rng(4)
     ground = to_mesh(trimesh.creation.box(extents=(120, 120, 0.2)))
@@ -189,7 +195,7 @@ def test_world_mesh_with_many_car_instances_matches_merged_mesh():
         placed.append(world_copy(car, pose))
     pattern = load_sensor("ouster_os1_64").pattern
     origin = np.array([0.3, -0.2, 1.8], np.float32)
-    ours = make_backend("embree", scene).cast(origin, pattern.directions, 120)
-    ref = make_backend("embree", Scene.from_meshes([concatenate(placed)])).cast(origin, pattern.directions, 120)
+    ours = make_backend(backend, scene).cast(origin, pattern.directions, 120)
+    ref = make_backend(backend, Scene.from_meshes([concatenate(placed)])).cast(origin, pattern.directions, 120)
     np.testing.assert_array_equal(ours.hit, ref.hit)
     np.testing.assert_allclose(ours.range_m[ours.hit], ref.range_m[ref.hit], atol=1e-4)

@@ -33,7 +33,7 @@ def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
     """A closed UV sphere of ~``triangles`` faces, radius 20 m, sensor inside."""
     import trimesh
 
-    count = int(np.sqrt(triangles / 2)) + 1
+    count = int(np.sqrt(triangles / 4)) + 1  # a UV sphere of count×count has ≈ 4·count² faces
     tm = trimesh.creation.uv_sphere(radius=20.0, count=[count, count])
     mesh = Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
     return Scene.from_meshes([mesh]), pose_matrix((1.0, 2.0, 0.5))
@@ -43,7 +43,7 @@ def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:
     """The generated demo street with its parked cars; sensor on a car roof."""
     from .demo_scene import ensure_street, load_street_scene
 
-    work_dir = work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu", "street")
+    work_dir = os.path.join(work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu"), "street")
     ensure_street(work_dir)
     scene, _ = load_street_scene(work_dir)
     return scene, pose_matrix((0.0, -2.0, 1.9))
@@ -122,6 +122,52 @@ def print_table(rows) -> None:
         )
 
 
+def bench_step(work_dir: str | None, frames: int = 20) -> dict:
+    """doStep of the demo scenario (OS1-128×1024 on the street): stage medians in-process, and through the FMU."""
+    import glob
+
+    from .demo import make_demo_scenario
+    from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
+    from .fmu_host import SensorFMU
+    from .osi.trace import read_trace
+    from .replay import fmu_parameters, load_scenario
+    from .sensor_model import STAGES, LidarSensorModel
+
+    folder = os.path.join(work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu"), "demo_scenario")
+    traces = glob.glob(os.path.join(folder, "*_sv_*_demo.osi"))
+    if not traces:
+        make_demo_scenario(folder, frames=frames)
+    scenario = load_scenario(folder)
+    views = list(read_trace(scenario["trace"]))[:frames]
+    model = LidarSensorModel(scenario["sensor"], assets_dir=scenario["assets"], backend="auto")
+    model.step(views[0], 0.0)  # loads meshes, builds, compiles
+    stages = {name: [] for name in STAGES}
+    totals = []
+    for k, view in enumerate(views):
+        t0 = time.perf_counter()
+        result = model.step(view, 0.1 * k)
+        totals.append(time.perf_counter() - t0)
+        for name in STAGES:
+            stages[name].append(result.timings_s[name])
+    if sources_newer_than(DEFAULT_FMU):
+        build_fmu(DEFAULT_FMU)
+    fmu_ms = []
+    with SensorFMU(DEFAULT_FMU, fmu_parameters(scenario, folder)) as fmu:
+        fmu.step(views[0], 0.0, 0.1)
+        for k, view in enumerate(views):
+            t0 = time.perf_counter()
+            fmu.step(view, 0.1 * k, 0.1)
+            fmu_ms.append(time.perf_counter() - t0)
+    return {
+        "stages_ms": {name: float(np.median(v) * 1e3) for name, v in stages.items()},
+        "model_step_ms": float(np.median(totals) * 1e3),
+        "fmu_step_ms": float(np.median(fmu_ms) * 1e3),
+        "fmu_step_p90_ms": float(np.percentile(fmu_ms, 90) * 1e3),
+        "returns": int(result.count),
+        "frames": len(views),
+    }
+
+
 def run_bench(args) -> list[dict]:
     import platform
 
@@ -136,4 +182,16 @@ def run_bench(args) -> list[dict]:
             raise ValueError(f"unknown bench scene {name!r}; choose street or sphere")
         rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
     print_table(rows)
+    if not args.skip_step:
+        from .osi.encode import bench_encode
+
+        enc = bench_encode()
+        print(f"\nOSI encode, 131,072 detections: {enc['encode_ms']:.2f} ms (official osi3 classes in a Python loop: "
+              f"{enc['reference_extrapolated_ms']:.0f} ms extrapolated, {enc['speedup']:.0f}× slower)")
+        step = bench_step(args.work_dir)
+        stages = " | ".join(f"{v:.2f}" for v in step["stages_ms"].values())
+        print("\n| doStep, demo street, OS1-128×1024 | " + " | ".join(step["stages_ms"]) + " | model step | FMU doStep (FMPy) | FMU p90 |")
+        print("|" + "---|" * (len(step["stages_ms"]) + 4))
+        print(f"| median ms over {step['frames']} frames ({step['returns']:,} returns) | {stages} | "
+              f"{step['model_step_ms']:.2f} | {step['fmu_step_ms']:.2f} | {step['fmu_step_p90_ms']:.2f} |")
     return rows

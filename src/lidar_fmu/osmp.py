@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
+
 
 def _signed32(value: int) -> int:
     value &= 0xFFFFFFFF
@@ -47,25 +49,37 @@ class DoubleBuffer:
 
     A published buffer must live from the end of the ``fmi2DoStep`` that made it
     until the start of the second ``fmi2DoStep`` after that, so two buffers
-    alternate and each is overwritten only every other step.
+    alternate and each is rewritten only every other step. Writers can encode
+    straight into :meth:`next` (no copy); anything else is copied in.
     """
 
     def __init__(self):
-        self._buffers: list = [None, None]
+        self._buffers = [np.zeros(0, np.uint8), np.zeros(0, np.uint8)]
         self._next = 0
         self.lo = self.hi = self.size = 0
 
-    def publish(self, data: bytes) -> tuple[int, int, int]:
-        buffer = ctypes.create_string_buffer(data, len(data)) if data else None
-        self._buffers[self._next] = buffer
+    def next(self) -> np.ndarray:
+        """The buffer the coming :meth:`publish` will hand out (write into it)."""
+        return self._buffers[self._next]
+
+    def publish(self, data) -> tuple[int, int, int]:
+        """Hand out ``data`` (bytes, or a view at the start of :meth:`next`) → (lo, hi, size)."""
+        size = len(data)
+        buffer = self._buffers[self._next]
+        in_place = isinstance(data, np.ndarray) and size and data.ctypes.data == buffer.ctypes.data
+        if not in_place and size:
+            if len(buffer) < size:
+                buffer = np.zeros(int(size * 1.25), np.uint8)  # headroom: scans vary in size
+                self._buffers[self._next] = buffer
+            buffer[:size] = np.frombuffer(data, np.uint8)
         self._next ^= 1
-        if buffer is None:
+        if size == 0:
             self.lo = self.hi = self.size = 0
         else:
-            self.lo, self.hi = split_address(ctypes.addressof(buffer))
-            self.size = len(data)
+            self.lo, self.hi = split_address(buffer.ctypes.data)
+            self.size = size
         return self.lo, self.hi, self.size
 
     def clear(self) -> None:
-        self._buffers = [None, None]
+        self._buffers = [np.zeros(0, np.uint8), np.zeros(0, np.uint8)]
         self.lo = self.hi = self.size = 0

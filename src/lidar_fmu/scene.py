@@ -255,6 +255,17 @@ class Scene:
         self._poses[slot] = check_pose(pose, f"pose of instance {instance_id}")
         self.pose_revision += 1
 
+    def set_poses(self, instance_ids, poses) -> None:
+        """Move many existing instances at once ((K,) ids, (K, 4, 4) rigid or affine poses)."""
+        poses = np.asarray(poses, dtype=np.float64)
+        slots = [self._slot.get(int(i)) for i in instance_ids]
+        if None in slots:
+            raise KeyError(f"no instance with id {list(instance_ids)[slots.index(None)]}")
+        if poses.shape != (len(slots), 4, 4) or not np.isfinite(poses).all():
+            raise ValueError("poses must be finite (K, 4, 4) matrices, one per id")
+        self._poses[slots] = poses
+        self.pose_revision += 1
+
     def remove_instance(self, instance_id) -> None:
         slot = self._slot.pop(int(instance_id))
         last = self._count - 1

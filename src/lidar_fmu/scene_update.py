@@ -15,6 +15,7 @@ import numpy as np
 from .osi.decode import SensorViewFrame
 from .pointcloud import ENVIRONMENT_ID_BASE
 from .scene import Mesh, MeshError, Scene, box_mesh, load_mesh
+from .transforms import pose_matrices
 
 
 class SceneUpdater:
@@ -70,6 +71,10 @@ class SceneUpdater:
                 self._set_environment(ref, mesh)
             self._environment_ref = ref
         seen = set()
+        placed = [o for o in frame.objects if o.id < ENVIRONMENT_ID_BASE]
+        poses = pose_matrices([o.position_m for o in placed], [o.orientation_rad for o in placed]) if placed else []
+        pose_of = dict(zip((o.id for o in placed), poses))
+        moved_ids, moved_poses = [], []
         for obj in frame.objects:
             if obj.id >= ENVIRONMENT_ID_BASE:
                 self.warn(f"object id {obj.id} is beyond the supported range; ignored")
@@ -81,16 +86,19 @@ class SceneUpdater:
                 continue
             mesh = self.mesh_for_reference(obj.model_reference) if obj.model_reference else None
             if mesh is None:
-                if not np.all(obj.dimension_m > 0):
+                if not min(obj.dimension_m) > 0:
                     self.warn(f"object {obj.id} has no usable model and no positive dimension; ignored")
                     continue
                 mesh = self.box_for(obj.dimension_m)
             seen.add(obj.id)
             if self._object_mesh.get(obj.id) is mesh:
-                scene.set_pose(obj.id, obj.pose)
+                moved_ids.append(obj.id)
+                moved_poses.append(pose_of[obj.id])
             else:
-                scene.add_instance(obj.id, mesh, obj.pose)
+                scene.add_instance(obj.id, mesh, pose_of[obj.id])
                 self._object_mesh[obj.id] = mesh
+        if moved_ids:
+            scene.set_poses(moved_ids, moved_poses)
         for gone in set(self._object_mesh) - seen:
             scene.remove_instance(gone)
             del self._object_mesh[gone]

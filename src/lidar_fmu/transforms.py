@@ -34,6 +34,20 @@ def pose_matrix(
     return pose
 
 
+def pose_matrices(positions_m, orientations_rad) -> np.ndarray:
+    """(K, 4, 4) poses from (K, 3) positions (m) and (K, 3) roll, pitch, yaw (rad), vectorized."""
+    p = np.asarray(positions_m, dtype=np.float64).reshape(-1, 3)
+    roll, pitch, yaw = np.asarray(orientations_rad, dtype=np.float64).reshape(-1, 3).T
+    cr, sr, cp, sp, cy, sy = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
+    poses = np.zeros((len(p), 4, 4))
+    poses[:, 0, 0], poses[:, 0, 1], poses[:, 0, 2] = cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr
+    poses[:, 1, 0], poses[:, 1, 1], poses[:, 1, 2] = sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr
+    poses[:, 2, 0], poses[:, 2, 1], poses[:, 2, 2] = -sp, cp * sr, cp * cr
+    poses[:, :3, 3] = p
+    poses[:, 3, 3] = 1.0
+    return poses
+
+
 def roll_pitch_yaw(rotation: np.ndarray) -> tuple[float, float, float]:
     """Inverse of :func:`rotation_matrix` (pitch in [-π/2, π/2])."""
     pitch = float(np.arcsin(np.clip(-rotation[2, 0], -1.0, 1.0)))

@@ -8,6 +8,7 @@ sensor's ``mounting_position`` is given in that vehicle frame.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,12 +25,12 @@ class ObjectState:
     """One OSI object this step (SI units, world frame)."""
 
     id: int
-    position_m: np.ndarray  # (3,) bounding-box centre
-    orientation_rad: np.ndarray  # (3,) roll, pitch, yaw
-    dimension_m: np.ndarray  # (3,) length, width, height
+    position_m: tuple  # (x, y, z) bounding-box centre
+    orientation_rad: tuple  # (roll, pitch, yaw)
+    dimension_m: tuple  # (length, width, height)
     model_reference: str = ""
     moving: bool = True
-    bbcenter_to_rear_m: np.ndarray | None = None  # vehicles only
+    bbcenter_to_rear_m: tuple | None = None  # vehicles only
 
     @property
     def pose(self) -> np.ndarray:
@@ -57,14 +58,14 @@ class SensorViewFrame:
             return None
         pose = host.pose
         if host.bbcenter_to_rear_m is not None:
-            pose[:3, 3] += pose[:3, :3] @ host.bbcenter_to_rear_m
+            pose[:3, 3] += pose[:3, :3] @ np.asarray(host.bbcenter_to_rear_m)
         return pose
 
 
-def _vector(msg, names, what: str) -> np.ndarray:
-    values = np.array([getattr(msg, n) for n in names], dtype=np.float64)
-    if not np.all(np.isfinite(values)):
-        raise SensorViewError(f"{what} contains NaN or infinite values: {values.tolist()}")
+def _vector(msg, names, what: str) -> tuple:
+    values = tuple(getattr(msg, n) for n in names)
+    if not all(map(math.isfinite, values)):
+        raise SensorViewError(f"{what} contains NaN or infinite values: {list(values)}")
     return values
 
 
