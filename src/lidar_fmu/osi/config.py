@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .encode import default_interface_version, set_mounting_position
+from .encode import _varint, default_interface_version, set_mounting_position
 
 _VECTOR3D_DTYPE = np.dtype(
     [("tag", "u1"), ("length", "u1"),
@@ -16,16 +16,6 @@ _VECTOR3D_DTYPE = np.dtype(
 )
 _DIRECTIONS_FIELD = 11
 _LIDAR_CONFIGURATION_FIELD = 1002
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def _length_delimited(field_number: int, payload: bytes) -> bytes:
