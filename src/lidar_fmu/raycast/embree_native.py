@@ -9,9 +9,9 @@ Embree 4 library, so this backend calls it directly:
   transforms are rewritten when poses change. Embree moves rays into each
   instance's frame and culls them by instance bounds in its top-level BVH, so
   cost follows the rays that reach an instance, not instances × rays;
-* rays cast in packets of :data:`PACKET` neighbouring beams
-  (``rtcIntersect8``) from Numba loops that release the GIL, dealt out
-  packet-wise to a thread per core.
+* rays cast in packets of :data:`PACKET` angular neighbours
+  (``rtcIntersect8``) from a Numba ``prange`` over the cores (packets dealt
+  out interleaved, so every thread gets a fair share of sky and street).
 
 Struct layouts are Embree 4's public ``RTCRayHit`` / ``RTCRayHitN`` (SoA);
 the library is located next to the embreex package.
@@ -21,13 +21,18 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import warnings
 
 import numpy as np
-from numba import njit
+import numba
+from numba import njit, prange
 
 from . import Hits, as_rays
 
 PACKET = 8
+# embreex ships an older TBB than numba's TBB layer wants; numba then says so
+# once and uses OpenMP or its own workqueue, which is what we want anyway.
+warnings.filterwarnings("ignore", message="The TBB threading layer requires")
 _RTC_GEOMETRY_TYPE_TRIANGLE = 0
 _RTC_GEOMETRY_TYPE_INSTANCE = 121
 _RTC_BUFFER_TYPE_INDEX, _RTC_BUFFER_TYPE_VERTEX = 0, 1
@@ -188,7 +193,15 @@ def _make_kernel(intersect):
                 slot[i] = k
             first += parts * W
 
-    return cast_packets
+    @njit(parallel=True, nogil=True)
+    def cast_parallel(static_scene, dynamic_scene, static_slot, dynamic_slot, normal_from_local, origins,
+                      directions, order, rotation, tmax, parts, range_m, prim, slot, u, v, normal):
+        # one share of interleaved packets per Numba worker thread
+        for part in prange(parts):
+            cast_packets(static_scene, dynamic_scene, static_slot, dynamic_slot, normal_from_local, origins,
+                         directions, order, rotation, tmax, part, parts, range_m, prim, slot, u, v, normal)
+
+    return cast_parallel
 
 
 def kernel():
@@ -261,7 +274,7 @@ class NativeEmbreeBackend:
         embree()
         kernel()
         self.scene = scene
-        self.threads = max(1, threads or os.cpu_count() or 1)
+        self.threads = max(1, threads or numba.get_num_threads())
         self._meshes: dict[int, _MeshData] = {}
         self._static = self._dynamic = None
         self._static_mask = None
@@ -362,7 +375,7 @@ class NativeEmbreeBackend:
         return order
 
     def _cast(self, origins, directions, rotation, max_range_m, cache_order=False) -> Hits:
-        from .embree import _pool, MIN_RAYS_PER_THREAD
+        from .embree import MIN_RAYS_PER_THREAD
 
         self.update()
         n = len(directions)
@@ -379,12 +392,8 @@ class NativeEmbreeBackend:
                 self._normal_from_local, origins2d, directions, self._packet_order(directions, cache_order),
                 rotation, tmax)
         outputs = (range_m, prim, slot, u, v, normal)
-        cast = kernel()
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
-        futures = [_pool().submit(cast, *args, p, parts, *outputs) for p in range(1, parts)]
-        cast(*args, 0, parts, *outputs)
-        for future in futures:
-            future.result()
+        kernel()(*args, parts, *outputs)
         hit = slot >= 0
         ids = self._instance_ids
         instance_id = np.where(hit, ids[np.maximum(slot, 0)] if len(ids) else 0, -1).astype(np.int64)
