@@ -298,3 +298,33 @@ def test_c_master_drives_the_fmu(fmu_path, tmp_path):
     outputs = list(read_trace(out_trace))
     assert len(outputs) == 20
     assert all(250 in set(sensor_data_to_points(o).points["object_id"].tolist()) for o in outputs)
+
+
+def test_materials_and_range_limit_apply_in_the_fmu(fmu_path, tmp_path):
+    """The same physics as `scan`: a 10 % wall returns at 50 m, not at 70 m, with ρ = 0.1·cos θ."""
+    import json
+
+    (tmp_path / "panel.mtl").write_text("newmtl wall\nKd 0.5 0.5 0.5\n")
+    (tmp_path / "panel.obj").write_text(
+        "mtllib panel.mtl\nv 0 -30 -20\nv 0 30 -20\nv 0 30 20\nv 0 -30 20\nusemtl wall\nf 1 2 3\nf 1 3 4\n")
+    (tmp_path / "map.json").write_text(json.dumps({"default": "lambertian_95", "materials": {"wall": "lambertian_10"}}))
+    spec = tmp_path / "narrow.json"
+    spec.write_text(json.dumps({"horizontal_fov_deg": [-8, 8], "horizontal_resolution_deg": 1.0,
+                                "vertical_fov_deg": [-4, 4], "channels": 9, "max_range_m": 150.0,
+                                "range_reflectivity": {"pairs": [[0.10, 60.0], [0.80, 120.0]], "fit": "log"}}))
+    counts = {}
+    with lidar(fmu_path, sensor=str(spec), assets=str(tmp_path), materials=str(tmp_path / "map.json")) as fmu:
+        for k, distance in enumerate((50.0, 70.0)):
+            # no host: the sensor stands at the world origin, the panel faces it
+            view = sensor_view([(40, (distance, 0, 0), (0, 0, 0), (0.1, 60, 40), "panel.obj")], 0.1 * (k + 1), host=None)
+            out = fmu.step(view, 0.1 * k, 0.1)
+            cloud = sensor_data_to_points(out.sensor_data)
+            counts[distance] = len(cloud)
+            if len(cloud):
+                cos_incidence = distance / cloud.points["range"]
+                np.testing.assert_allclose(cloud.points["reflectivity"], 0.1 * cos_incidence, atol=1e-4)
+                data = SensorData.FromString(bytes(out.sensor_data))
+                intensity = np.array([d.intensity for d in data.feature_data.lidar_sensor[0].detection])
+                np.testing.assert_allclose(intensity, 100 * 0.1 * cos_incidence * (10 / cloud.points["range"]) ** 2,
+                                           atol=1e-3)
+    assert counts == {50.0: 17 * 9, 70.0: 0}

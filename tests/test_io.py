@@ -66,9 +66,9 @@ def test_pcd_round_trip_is_exact(cloud, tmp_path):
     header = {line.split()[0]: line.split()[1:] for line in lines if not line.startswith("#")}
     assert header["VERSION"] == [".7"]
     assert header["FIELDS"] == list(POINT_DTYPE.names)
-    assert header["SIZE"] == ["4"] * 9 + ["8"]
-    assert header["TYPE"] == ["F"] * 8 + ["U", "U"]
-    assert header["COUNT"] == ["1"] * 10
+    assert header["SIZE"] == ["4"] * 9 + ["8", "1"]
+    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U"]
+    assert header["COUNT"] == ["1"] * 11
     assert header["WIDTH"] == [str(len(cloud))] and header["HEIGHT"] == ["1"]
     assert header["POINTS"] == [str(len(cloud))]
     assert header["VIEWPOINT"] == ["0", "0", "0", "1", "0", "0", "0"]
@@ -82,7 +82,7 @@ def test_pcd_round_trip_is_exact(cloud, tmp_path):
 
 def test_pcd_header_follows_the_dtype(cloud, tmp_path):
     """A field added later (a saturation flag, a 3-vector) needs no change to the writer or reader."""
-    dtype = np.dtype(POINT_DTYPE.descr + [("saturated", "u1"), ("rgb", "<f4", (3,)), ("t", "<f8"), ("d", "<i2")])
+    dtype = np.dtype(POINT_DTYPE.descr + [("rgb", "<f4", (3,)), ("t", "<f8"), ("d", "<i2")])
     points = np.zeros(len(cloud), dtype)
     for name in POINT_DTYPE.names:
         points[name] = cloud.points[name]

@@ -74,7 +74,6 @@ def open3d_reference(scene: Scene):
 
 def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
     from .io.pcd import pcd_bytes
-    from .pointcloud import hits_to_points
 
     rows = []
     for label, preset in SENSORS:
@@ -85,8 +84,8 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
         n = len(directions)
         hits = lidar.cast(sensor_pose)
         cast_ms = median_ms(lambda: lidar.cast(sensor_pose), repeat)
-        points_ms = median_ms(lambda: hits_to_points(hits, lidar.sensor.pattern, sensor_pose, lidar.sensor.min_range_m), repeat)
-        cloud = hits_to_points(hits, lidar.sensor.pattern, sensor_pose, lidar.sensor.min_range_m)
+        points_ms = median_ms(lambda: lidar.returns(hits, sensor_pose), repeat)
+        cloud = lidar.returns(hits, sensor_pose)
         pack_ms = median_ms(lambda: pcd_bytes(cloud.points), repeat)
         row = dict(
             scene=scene_name, sensor=label, rays=n, triangles=scene.triangle_count, build_s=build_s,

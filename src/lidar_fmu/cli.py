@@ -36,7 +36,8 @@ def cmd_scan(args) -> None:
     scene = Scene()
     for i, path in enumerate(args.mesh):
         scene.add_instance(i, load_mesh(path))
-    lidar = Lidar(scene, args.sensor, backend=args.backend)
+    lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials,
+                  warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
     cloud = lidar.scan(pose)
     write_point_cloud(args.output, cloud)
     if args.preview:
@@ -99,6 +100,37 @@ def cmd_build(args) -> None:
     print(f"built {path} (FMPy validation: no problems)")
 
 
+def cmd_figures(args) -> None:
+    """LiMOX Fig. 7/8/9 equivalents: limit curves, the demo street by reflectivity with and without the limit."""
+    import os
+    from importlib import resources
+
+    from .demo_scene import ensure_street, load_street_scene
+    from .figures import plot_range_limits, plot_reflectivity_bev
+    from .lidar import Lidar
+    from .transforms import pose_matrix
+
+    os.makedirs(args.output, exist_ok=True)
+    pairs = ((0.10, 60.0), (0.80, 120.0))
+    plot_range_limits(os.path.join(args.output, "range_limits.png"), pairs=pairs, max_range_m=150.0)
+    street = os.path.join(args.work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu"), "street")
+    ensure_street(street)
+    scene, _ = load_street_scene(street)
+    street_map = str(resources.files("lidar_fmu.materials").joinpath("data", "street_map.yaml"))
+    limit = {"pairs": [list(p) for p in pairs], "fit": "log"}
+    pose = pose_matrix((0.0, -1.75, 1.9))
+    panels = []
+    for title, spec, materials in (
+        ("IR materials, no range limit", {"preset": "ouster_os1_128", "range_reflectivity": None}, street_map),
+        ("IR materials, log-fit limit (10 %, 60 m), (80 %, 120 m)", {"preset": "ouster_os1_128", "range_reflectivity": limit}, street_map),
+        ("all lambertian_10, same limit", {"preset": "ouster_os1_128", "range_reflectivity": limit}, {"default": "lambertian_10"}),
+    ):
+        cloud = Lidar(scene, spec, materials=materials).scan(pose)
+        panels.append((f"{title}: {len(cloud):,} returns", cloud.points))
+    plot_reflectivity_bev(os.path.join(args.output, "street_reflectivity.png"), panels, extent_m=70.0)
+    print(f"wrote range_limits.png and street_reflectivity.png to {args.output}")
+
+
 def cmd_bench(args) -> None:
     from .bench import run_bench
 
@@ -115,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pose", default="0,0,0", help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees (mesh frame)")
     p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply or .ptx")
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "cuda"])
+    p.add_argument("--materials", default=None, help="visual → IR material map (JSON/YAML); default: everything default_grey")
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"])
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
@@ -136,11 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None, help="FMU path")
     p.set_defaults(func=cmd_build)
 
+    p = sub.add_parser("figures", help="draw the range-limit curves and the demo street coloured by reflectivity")
+    p.add_argument("-o", "--output", default="docs", help="folder for the PNGs (default: docs)")
+    p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
+    p.set_defaults(func=cmd_figures)
+
     p = sub.add_parser("presets", help="list predefined sensors")
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser("bench", help="measure cast and point-record speed against Open3D")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "cuda"])
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"])
     p.add_argument("--repeat", type=int, default=15, help="timed repetitions per case (median reported)")
     p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")

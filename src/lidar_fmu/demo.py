@@ -98,12 +98,20 @@ def make_demo_scenario(out_dir, frames: int = 40, step_s: float = 0.1, seed: int
     with TraceWriter(os.path.join(out_dir, trace)) as writer:
         for data in sensor_views(layout, frames, step_s):
             writer.write(data)
+    # the street's visual materials → infrared materials, shipped with the scenario
+    from importlib import resources
+
+    import shutil
+
+    with resources.as_file(resources.files("lidar_fmu.materials").joinpath("data", "street_map.yaml")) as src:
+        shutil.copyfile(src, os.path.join(out_dir, "materials.yaml"))
     scenario = {
         "name": "demo",
         "description": "Generated street, host car with a roof lidar driving through traffic and parked cars",
         "trace": trace,
         "sensor": sensor,
         "assets": "assets",
+        "materials": "materials.yaml",
         "step_size_s": step_s,
         "backend": "auto",
         "disable_self_hits": True,

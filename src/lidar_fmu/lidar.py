@@ -12,17 +12,21 @@ import time
 
 import numpy as np
 
-from .pointcloud import PointCloud, hits_to_points
+from .physics import Materials, classify_hits, continue_through_transparent, hits_to_returns
+from .pointcloud import PointCloud
 from .raycast import make_backend
 from .sensors import Sensor, load_sensor
 from .transforms import check_pose, rotate
 
 
 class Lidar:
-    def __init__(self, scene, sensor, backend: str = "auto"):
+    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map."""
+
+    def __init__(self, scene, sensor, backend: str = "auto", materials=None, warn=None):
         self.scene = scene
         self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
         self.backend = make_backend(backend, scene)
+        self.materials = Materials(self.sensor.wavelength_nm, materials, warn=warn)
         #: seconds spent per stage in the last scan
         self.last_timings: dict[str, float] = {}
 
@@ -37,11 +41,25 @@ class Lidar:
         return self.backend.cast_frame(pose, self.sensor.pattern.directions, self.sensor.max_range_m)
 
     def returns(self, hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
-        """Hits of this sensor's pattern cast from ``sensor_pose`` → returns in the sensor frame."""
-        return hits_to_points(
-            hits, self.sensor.pattern, sensor_pose, self.sensor.min_range_m,
-            timestamp_s=timestamp_s, sensor_name=self.sensor.name,
-        )
+        """Hits of this sensor's pattern cast from ``sensor_pose`` → returns in the sensor frame.
+
+        Applies the materials (rays through transparent surfaces are cast on,
+        in place on ``hits``), the incidence angle and the range limit.
+        """
+        pose = np.asarray(sensor_pose, dtype=np.float64)
+        triangles, offsets = self.materials.per_instance(self.scene)
+        class_code = self.materials.class_code
+
+        def classes(h):
+            return classify_hits(h.instance_index, h.primitive_id, triangles, offsets, class_code)
+
+        if self.sensor.max_transparent_layers and (class_code == 1).any():
+            continue_through_transparent(
+                self.backend, hits, pose[:3, 3], rotate(self.sensor.pattern.directions, pose[:3, :3]), classes,
+                self.sensor.max_transparent_layers, self.sensor.max_range_m,
+            )
+        return hits_to_returns(hits, self.sensor.pattern, pose, self.sensor, self.materials, self.scene,
+                               timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
     def scan(self, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
         pose = check_pose(sensor_pose, "sensor pose")

@@ -44,7 +44,7 @@ class LidarSensorModel:
         self.materials = materials
         self.scene = Scene()
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn)
-        self.lidar = Lidar(self.scene, sensor, backend=backend)
+        self.lidar = Lidar(self.scene, sensor, backend=backend, materials=materials or None, warn=self.warn)
         self.default_mounting_pose = check_pose(
             pose_matrix() if default_mounting_pose is None else default_mounting_pose, "mounting pose"
         )
@@ -108,6 +108,7 @@ class LidarSensorModel:
             cycle_counter=self.cycle_counter,
             measurement_time_s=frame.timestamp_s,
             last_measurement_time_s=frame.timestamp_s,
+            intensity_percent=cloud.intensity_percent,
         )
         t5 = time.perf_counter()
         self.last_cloud = cloud

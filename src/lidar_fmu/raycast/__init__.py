@@ -31,7 +31,8 @@ class Hits:
     (zero on a miss); ``instance_id`` the scene instance hit (``-1`` on a miss);
     ``primitive_id`` the triangle index in that instance's mesh (``-1`` on a
     miss); ``u``, ``v`` the barycentric coordinates of the hit in that
-    triangle.
+    triangle; ``instance_index`` the instance's position in the scene's
+    instance arrays at cast time (``-1`` on a miss), for per-instance lookups.
     """
 
     range_m: np.ndarray  # (N,) float32
@@ -41,9 +42,22 @@ class Hits:
     primitive_id: np.ndarray  # (N,) int32
     u: np.ndarray  # (N,) float32
     v: np.ndarray  # (N,) float32
+    instance_index: np.ndarray  # (N,) int32
 
     def __len__(self) -> int:
         return len(self.range_m)
+
+    def replace(self, rays: np.ndarray, other: "Hits", range_m: np.ndarray) -> None:
+        """Overwrite rays ``rays`` with ``other``'s hits (``range_m`` their new ranges; misses where ``other`` missed)."""
+        hit = other.hit & np.isfinite(range_m)
+        self.range_m[rays] = np.where(hit, range_m, np.inf)
+        self.hit[rays] = hit
+        self.normal[rays] = other.normal
+        self.instance_id[rays] = np.where(hit, other.instance_id, -1)
+        self.instance_index[rays] = np.where(hit, other.instance_index, -1)
+        self.primitive_id[rays] = np.where(hit, other.primitive_id, -1)
+        self.u[rays] = other.u
+        self.v[rays] = other.v
 
 
 def as_rays(origins, directions):

@@ -162,7 +162,7 @@ class EmbreeBackend:
         ids = self._instance_ids
         instance_id = ids[np.maximum(best_inst, 0)] if len(ids) else np.zeros(n, np.int64)
         instance_id = np.where(hit, instance_id, -1).astype(np.int64)
-        return Hits(best_t, hit, best_normal, instance_id, best_prim, best_u, best_v)
+        return Hits(best_t, hit, best_normal, instance_id, best_prim, best_u, best_v, np.where(hit, best_inst, -1))
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""

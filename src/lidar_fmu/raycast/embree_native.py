@@ -397,7 +397,7 @@ class NativeEmbreeBackend:
         hit = slot >= 0
         ids = self._instance_ids
         instance_id = np.where(hit, ids[np.maximum(slot, 0)] if len(ids) else 0, -1).astype(np.int64)
-        return Hits(range_m, hit, normal, instance_id, prim, u, v)
+        return Hits(range_m, hit, normal, instance_id, prim, u, v, slot)
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""

@@ -12,6 +12,9 @@ Spec keys (a contract; units in the names):
 ``angle_pairs_deg``          [[azimuth, elevation], …] arbitrary directions
 ``pinhole``                  {width_px, height_px, horizontal_fov_deg}: a depth camera
 ``min_range_m``, ``max_range_m``, ``wavelength_nm``, ``frame_rate_hz``, ``firing_interval_s``
+``range_reflectivity``       {pairs: [[reflectivity, range_m], …], fit: linear|root2|root3|root4|log|blensor|constant}:
+                             a return is kept only within r_L(reflectivity) (:mod:`lidar_fmu.range_limit`)
+``max_transparent_layers``   transparent surfaces a ray passes before it gives up (default 4)
 ``name``, ``description``    free text
 
 Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
@@ -37,6 +40,7 @@ KNOWN_KEYS = {
     "vertical_angles_deg", "vertical_fov_deg", "channels", "calibration",
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
+    "range_reflectivity", "max_transparent_layers",
 }
 
 
@@ -55,6 +59,8 @@ class Sensor:
     wavelength_nm: float
     frame_rate_hz: float
     spec: dict = field(default_factory=dict)  # the resolved spec it was made from
+    range_limit: object | None = None  # RangeReflectivityLimit, or None: every reflectivity reaches max_range_m
+    max_transparent_layers: int = 4
 
     @property
     def frame_period_s(self) -> float:
@@ -236,6 +242,17 @@ def load_sensor(spec) -> Sensor:
     max_range_m = _number(spec, "max_range_m", 120.0)
     if not 0 <= min_range_m < max_range_m:
         raise SensorSpecError(f"need 0 ≤ min_range_m < max_range_m, got {min_range_m}, {max_range_m}")
+    range_limit = None
+    if spec.get("range_reflectivity") is not None:
+        from ..range_limit import parse_range_reflectivity
+
+        try:
+            range_limit = parse_range_reflectivity(spec["range_reflectivity"], max_range_m)
+        except (ValueError, TypeError) as exc:
+            raise SensorSpecError(f"range_reflectivity: {exc}") from None
+    layers = spec.get("max_transparent_layers", 4)
+    if not isinstance(layers, (int, np.integer)) or isinstance(layers, bool) or not 0 <= layers <= 64:
+        raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {layers!r}")
     return Sensor(
         name=str(spec.get("name", "custom")),
         pattern=_pattern(spec, 1.0 / frame_rate_hz),
@@ -244,4 +261,6 @@ def load_sensor(spec) -> Sensor:
         wavelength_nm=_number(spec, "wavelength_nm", 905.0),
         frame_rate_hz=frame_rate_hz,
         spec=spec,
+        range_limit=range_limit,
+        max_transparent_layers=int(layers),
     )

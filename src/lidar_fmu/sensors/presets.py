@@ -5,6 +5,13 @@ Beam elevations come from the sensors' calibration files where we have them
 otherwise (nominal, evenly spaced). Spinning sensors sweep clockwise seen from
 above, as Velodyne and Ouster units do, so ``horizontal_fov_deg`` runs from
 +180° down to −180°.
+
+``range_reflectivity`` pairs are datasheet values (REFERENCE.md §4): HDL-64E
+50 m at 10 % and 120 m at 80 %; Ouster OS1 (gen 1) 40 m at 10 % and 120 m at
+80 %; Ibeo LUX 50 m at 10 % (one pair: a root-2 fit, extended targets). Two
+pairs use the logarithmic fit, which passes through both. Velodyne's VLP-16,
+Puck Hi-Res and HDL-32E datasheets give 100 m without a reflectivity, so those
+presets have no limit below max_range_m.
 """
 from __future__ import annotations
 
@@ -56,6 +63,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.9,
         "max_range_m": 120.0,
         "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_16": {
         "description": "Ouster OS1-16 (gen 1), 16 beams ±16.6°, 1024 columns at 10 Hz",
@@ -67,6 +75,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.8,
         "max_range_m": 120.0,
         "wavelength_nm": 850.0,
+        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_64": {
         "description": "Ouster OS1-64 (gen 1), 64 beams ±16.6°, 1024 columns at 10 Hz",
@@ -78,6 +87,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.8,
         "max_range_m": 120.0,
         "wavelength_nm": 850.0,
+        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128": {
         "description": "Ouster OS1-128, 128 beams ±22.5°, 1024 columns at 10 Hz (512/2048 via horizontal_samples)",
@@ -89,6 +99,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.3,
         "max_range_m": 120.0,
         "wavelength_nm": 865.0,
+        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ibeo_lux": {
         "description": "Ibeo LUX, 4 layers over 3.2°, 110° horizontal at 0.25°, 12.5 Hz",
@@ -99,6 +110,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.3,
         "max_range_m": 200.0,
         "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 50.0]], "fit": "root2"},
     },
 }
 

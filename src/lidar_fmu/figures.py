@@ -1,0 +1,180 @@
+"""Figures in the manner of LiMOX (Rott et al.), written straight to PNG.
+
+* :func:`plot_range_limits` — Fig. 7: the range–reflectivity limit r_L(R) of
+  every fit through the datasheet pairs.
+* :func:`plot_reflectivity_bev` — Fig. 8/9: bird's-eye views of point clouds
+  side by side, coloured by reflectivity.
+
+Figures are built on :class:`matplotlib.figure.Figure` and saved with the Agg
+canvas, never through ``pyplot``: no global figure state leaks into callers
+(an FMU, a test run) and no display is needed.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+
+from .range_limit import FITS, RangeReflectivityLimit, fit_range_limit
+
+#: Datasheet pairs LiMOX uses in Fig. 7–9: [10 %, 60 m] and [80 %, 120 m].
+LIMOX_PAIRS = ((0.10, 60.0), (0.80, 120.0))
+#: Fields a point array needs for a bird's-eye view (see pointcloud.POINT_DTYPE).
+BEV_FIELDS = ("x", "y", "z", "reflectivity")
+REFLECTIVITY_CMAP = "viridis"  # perceptually uniform, readable in grey and by colour-blind readers
+DPI = 150
+
+# One fixed colour per fit, so a fit keeps its colour whichever subset is drawn.
+_FIT_COLORS = {
+    "linear": "#1f77b4", "root2": "#2ca02c", "root3": "#17becf", "root4": "#9467bd",
+    "log": "#d62728", "blensor": "#ff7f0e", "constant": "#7f7f7f",
+}
+# BlenSor equals the linear fit above the first pair: dashes keep both visible.
+_LINE_STYLES = {
+    "blensor": {"linewidth": 2.0, "linestyle": (0, (5, 3)), "zorder": 3},
+    "constant": {"linewidth": 1.6, "linestyle": "--"},
+}
+_ROOT_TARGET = {"root2": "extended target", "root3": "line target", "root4": "point target"}
+
+
+# ----------------------------------------------------------- helpers
+
+
+def _new_figure(width_in: float, height_in: float) -> Figure:
+    figure = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)  # attach Agg explicitly: savefig then never consults pyplot's backend
+    return figure
+
+
+def _save(figure: Figure, path) -> None:
+    figure.savefig(path, dpi=DPI, facecolor="white")
+
+
+# ------------------------------------------------ Fig. 7: r_L(R) curves
+
+
+def _fit_label(limit: RangeReflectivityLimit) -> str:
+    """Legend text: the fit's name and its fitted closed form (r_L in m, R in 0–1)."""
+    a, b, c = limit.coefficients
+    fit = limit.fit
+    if fit == "linear":
+        return rf"linear: ${a:.1f} + {b:.1f}\,R$"
+    if fit in _ROOT_TARGET:
+        n = fit[-1]
+        return rf"root {n} ({_ROOT_TARGET[fit]}): ${a:.1f}\,R^{{1/{n}}}$"
+    if fit == "log":
+        return rf"log: ${a:.1f} + {b:.1f}\,\ln R$"
+    if fit == "blensor":
+        return rf"BlenSor: $\max({c:.0f},\ {a:.1f} + {b:.1f}\,R)$"
+    return "constant: sensor max range"
+
+
+def _draw_pairs(ax, pairs) -> None:
+    refl_pct = [100.0 * r for r, _ in pairs]
+    ranges = [d for _, d in pairs]
+    ax.plot(refl_pct, ranges, linestyle="none", marker="o", markersize=8, markerfacecolor="white",
+            markeredgecolor="black", markeredgewidth=1.8, zorder=5, label="datasheet pairs")
+    for r, d in zip(refl_pct, ranges):
+        ax.annotate(f"{r:.0f} %, {d:.0f} m", (r, d), xytext=(8, -14), textcoords="offset points",
+                    fontsize=8.5, zorder=6)
+
+
+def plot_range_limits(path, pairs=LIMOX_PAIRS, max_range_m: float = 150.0, fits: Sequence[str] = FITS) -> None:
+    """LiMOX Fig. 7: r_L (m) against reflectivity (0–100 %) for each fit, pairs marked, to a PNG at ``path``."""
+    limits = [fit_range_limit(pairs, fit, max_range_m) for fit in fits]
+    # Start just above 0: r_L(0) = 0 by definition, which would draw a vertical
+    # drop at the axis for the fits with an offset (linear, BlenSor).
+    reflectivity = np.linspace(1e-3, 1.0, 1000)
+
+    figure = _new_figure(7.5, 5.0)
+    ax = figure.add_subplot()
+    for limit in limits:
+        ax.plot(100.0 * reflectivity, limit.max_range_m_for(reflectivity), color=_FIT_COLORS[limit.fit],
+                label=_fit_label(limit), **_LINE_STYLES.get(limit.fit, {"linewidth": 2.0}))
+    _draw_pairs(ax, limits[0].pairs if limits else pairs)
+
+    if np.isfinite(max_range_m):
+        ax.set_ylim(0.0, 1.1 * max_range_m)
+    ax.set_xlim(0.0, 100.0)
+    ax.set_xlabel("target reflectivity R (%)")
+    ax.set_ylabel(r"range limit $r_L(R)$ (m)")
+    ax.set_title(rf"Range–reflectivity limit $r_L(R)$, sensor max range {max_range_m:g} m")
+    ax.grid(True, color="0.88", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower right", fontsize=8.5, framealpha=0.95)
+    _save(figure, path)
+
+
+# ------------------------------------------- Fig. 8/9: bird's-eye views
+
+
+def _points_of(cloud) -> np.ndarray:
+    """The structured point array of a cloud (an array or anything with ``.points``)."""
+    points = getattr(cloud, "points", cloud)
+    names = getattr(getattr(points, "dtype", None), "names", None) or ()
+    missing = [name for name in BEV_FIELDS if name not in names]
+    if missing:
+        raise ValueError(f"point cloud lacks field(s) {', '.join(missing)}; need {', '.join(BEV_FIELDS)}")
+    return points
+
+
+def _auto_point_size(count: int) -> float:
+    """Marker area (pt²): dense clouds need fine dots, sparse ones visible ones."""
+    return float(np.clip(3.0e4 / max(count, 1), 0.25, 6.0))
+
+
+def _draw_bev(ax, title: str, points: np.ndarray, extent_m: float, norm, cmap, point_size) -> None:
+    x = np.asarray(points["x"], dtype=np.float64)
+    y = np.asarray(points["y"], dtype=np.float64)
+    z = np.asarray(points["z"], dtype=np.float64)
+    refl = np.asarray(points["reflectivity"], dtype=np.float64)
+    shown = np.isfinite(x) & np.isfinite(y) & (np.abs(x) <= extent_m) & (np.abs(y) <= extent_m)
+    # Draw low points first: seen from above, roofs and walls cover the ground.
+    visible = np.flatnonzero(shown)
+    order = visible[np.argsort(z[visible], kind="stable")]
+    size = _auto_point_size(len(order)) if point_size is None else point_size
+    ax.scatter(y[order], x[order], c=refl[order], cmap=cmap, norm=norm, s=size, linewidths=0, rasterized=True)
+    # The sensor: a triangle pointing forward (+x, up in the panel).
+    ax.plot([0.0], [0.0], marker="^", markersize=8, color="#e8402a", markeredgecolor="black", zorder=4)
+    ax.set_title(f"{title}\n{len(points):,} points", fontsize=10)
+    ax.set_xlim(extent_m, -extent_m)  # +y (left) to the left: x-axis runs from +extent to −extent
+    ax.set_ylim(-extent_m, extent_m)
+    ax.set_aspect("equal")
+    ax.set_xlabel("y (m), left ←")
+    ax.grid(True, color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    if not len(points):
+        ax.text(0.5, 0.5, "no points", transform=ax.transAxes, ha="center", va="center", color="0.5")
+
+
+def plot_reflectivity_bev(path, clouds: Sequence[tuple[str, np.ndarray]], extent_m: float = 60.0,
+                          point_size: float | None = None) -> None:
+    """LiMOX Fig. 8/9: one bird's-eye panel per ``(title, points)``, coloured by reflectivity.
+
+    ``points`` is a structured array with at least x, y, z (m, sensor frame)
+    and reflectivity (0–1), e.g. ``PointCloud.points``. Panels show x forward
+    (up) and y left (to the left) over ±``extent_m``, equal aspect, one shared
+    0–1 colour bar. ``point_size`` is the marker area (pt²), automatic if None.
+    """
+    clouds = [(str(title), _points_of(points)) for title, points in clouds]
+    if not clouds:
+        raise ValueError("plot_reflectivity_bev needs at least one (title, points) cloud")
+    if not extent_m > 0.0:
+        raise ValueError(f"extent_m must be positive, got {extent_m}")
+    norm = Normalize(vmin=0.0, vmax=1.0)
+    cmap = colormaps[REFLECTIVITY_CMAP]
+
+    figure = _new_figure(4.4 * len(clouds) + 1.0, 5.0)
+    figure.get_layout_engine().set(wspace=0.06)  # room between panels for the ±extent tick labels
+    axes = figure.subplots(1, len(clouds), sharex=True, sharey=True, squeeze=False)[0]
+    for ax, (title, points) in zip(axes, clouds):
+        _draw_bev(ax, title, points, extent_m, norm, cmap, point_size)
+    axes[0].set_ylabel("x (m), forward ↑")
+    figure.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes), label="reflectivity (0–1)",
+                    shrink=0.85, pad=0.02)
+    _save(figure, path)

@@ -1,0 +1,28 @@
+"""Infrared materials: the database of lidar-wavelength reflectances and the visual → IR mapping.
+
+    db = load_database(905.0)                         # built-ins (+ user files) at the sensor wavelength
+    ids = resolve_mesh_materials(mesh, street_material_map(), db)   # (F,) int16 IR id per triangle
+    class_code, table = db.arrays()                   # (M,) int8, (M, 10) float32 ρ at 0…90°
+
+Built-in values and their sources: ``data/ir_materials.yaml``; ASTER spectra
+(JPL) in ``data/spectra/`` (see its NOTICE.md).
+"""
+from .database import (
+    ANGLES_DEG,
+    MATERIAL_CLASSES,
+    TABLE_ANGLES_DEG,
+    IRMaterial,
+    MaterialDatabase,
+    MaterialError,
+    load_database,
+    read_material_file,
+)
+from .mapping import DEFAULT_MAP, MaterialMap, check_map, load_material_map, resolve_mesh_materials, street_material_map
+from .spectra import read_angle_table_csv, read_aster_spectrum, spectrum_reflectance
+
+__all__ = [
+    "ANGLES_DEG", "MATERIAL_CLASSES", "TABLE_ANGLES_DEG", "IRMaterial", "MaterialDatabase", "MaterialError",
+    "load_database", "read_material_file", "DEFAULT_MAP", "MaterialMap", "check_map", "load_material_map",
+    "resolve_mesh_materials", "street_material_map", "read_angle_table_csv", "read_aster_spectrum",
+    "spectrum_reflectance",
+]

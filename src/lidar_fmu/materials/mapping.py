@@ -1,0 +1,169 @@
+"""Visual → IR material maps: which infrared material a mesh's visual material stands for.
+
+A map file (YAML or JSON) or dict::
+
+    default: default_grey            # IR material for names nothing else matches
+    materials:
+      asphalt: asphalt               # exact visual name → IR name
+      car_paint_*: metal_painted     # keys with * ? [ are fnmatch globs, tried in file order
+
+Lookup order: exact name, then the first matching glob, then ``default``.
+Matching is case-sensitive (mesh files keep their material names verbatim).
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import warnings
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from .database import MaterialDatabase, MaterialError, _load_document
+
+__all__ = ["MaterialMap", "load_material_map", "resolve_mesh_materials", "DEFAULT_MAP", "street_material_map",
+           "PACKAGED_MAPS"]
+
+_GLOB_CHARS = set("*?[")
+_MAP_KEYS = {"default", "materials", "description"}
+#: IR material of the default map (a neutral grey, see ``data/ir_materials.yaml``).
+DEFAULT_IR_MATERIAL = "default_grey"
+#: Map names that ``load_material_map`` accepts instead of a path → packaged file.
+PACKAGED_MAPS = {"street": "street_map.yaml"}
+
+# Visual names already reported as falling to the default: once per process,
+# however many meshes (and Lidar instances) use them.
+_reported_unmapped: set[str] = set()
+
+
+@dataclass(frozen=True)
+class MaterialMap:
+    """Visual name → IR name: ``exact`` first, then the first matching glob, then ``default``."""
+
+    default: str = DEFAULT_IR_MATERIAL
+    exact: dict[str, str] = field(default_factory=dict)
+    globs: tuple[tuple[str, str], ...] = ()  # (fnmatch pattern, IR name) in file order
+    origin: str = "<dict>"  # file the map came from, for messages
+
+    def __hash__(self):  # the dict field would make the generated hash fail
+        return hash((self.default, tuple(sorted(self.exact.items())), self.globs, self.origin))
+
+    def match(self, visual_name: str) -> tuple[str, str | None]:
+        """(IR name, map key that matched: the exact name or glob; None for the default)."""
+        ir = self.exact.get(visual_name)
+        if ir is not None:
+            return ir, visual_name
+        for pattern, ir in self.globs:
+            if fnmatch.fnmatchcase(visual_name, pattern):
+                return ir, pattern
+        return self.default, None
+
+    def ir_name(self, visual_name: str) -> tuple[str, bool]:
+        """(IR name, mapped explicitly?) for a visual material name."""
+        ir, key = self.match(visual_name)
+        return ir, key is not None
+
+    def entries(self):
+        """(label, IR name) of every entry, the default included (for validation messages)."""
+        yield "default", self.default
+        for key, ir in self.exact.items():
+            yield repr(key), ir
+        for key, ir in self.globs:
+            yield repr(key), ir
+
+
+DEFAULT_MAP = MaterialMap(DEFAULT_IR_MATERIAL, {}, (), "<default map>")
+
+
+def _map_from_dict(data, origin: str) -> MaterialMap:
+    if not isinstance(data, dict):
+        raise MaterialError(f"material map {origin}: expected a mapping with 'default' and 'materials', "
+                            f"got {type(data).__name__}")
+    unknown = set(data) - _MAP_KEYS
+    if unknown:
+        raise MaterialError(f"material map {origin}: unknown keys {sorted(unknown)} (known: {sorted(_MAP_KEYS)})")
+    default = data.get("default", DEFAULT_IR_MATERIAL)
+    entries = data.get("materials") or {}
+    if not isinstance(default, str) or not default:
+        raise MaterialError(f"material map {origin}: 'default' must be an IR material name, got {default!r}")
+    if not isinstance(entries, dict):
+        raise MaterialError(f"material map {origin}: 'materials' must map visual names to IR names, "
+                            f"got {type(entries).__name__}")
+    exact, globs = {}, []
+    for key, ir in entries.items():
+        if not isinstance(key, str) or not isinstance(ir, str) or not key or not ir:
+            raise MaterialError(f"material map {origin}: entry {key!r}: {ir!r} must map a name to an IR name")
+        if _GLOB_CHARS & set(key):
+            globs.append((key, ir))
+        else:
+            exact[key] = ir
+    return MaterialMap(default, exact, tuple(globs), origin)
+
+
+def _packaged_path(file_name: str) -> str:
+    return str(resources.files(__package__).joinpath("data", file_name))
+
+
+def load_material_map(source) -> MaterialMap:
+    """A :class:`MaterialMap` from a map file path (YAML/JSON), a dict, a packaged map name
+    (``"street"``) or a MaterialMap (returned as is).
+
+    Raises :class:`MaterialError` (a ValueError) naming the file on unreadable or malformed input.
+    """
+    if isinstance(source, MaterialMap):
+        return source
+    if isinstance(source, dict):
+        return _map_from_dict(source, "<dict>")
+    if not isinstance(source, (str, os.PathLike)):
+        raise MaterialError(f"material map must be a file path, dict or MaterialMap, got {type(source).__name__}")
+    path = os.fspath(source)
+    if not os.path.exists(path) and path in PACKAGED_MAPS:
+        path = _packaged_path(PACKAGED_MAPS[path])
+    if not os.path.isfile(path):
+        raise MaterialError(f"material map file not found: {path}")
+    return _map_from_dict(_load_document(path), path)
+
+
+def street_material_map() -> MaterialMap:
+    """The packaged map for the demo street and car models (``data/street_map.yaml``)."""
+    return load_material_map(_packaged_path(PACKAGED_MAPS["street"]))
+
+
+def check_map(material_map: MaterialMap, database: MaterialDatabase) -> None:
+    """Raise :class:`MaterialError` naming the first map entry whose IR material is not in ``database``."""
+    for label, ir in material_map.entries():
+        if ir not in database:
+            close = database.close_names(ir)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise MaterialError(f"material map {material_map.origin}, entry {label}: "
+                                f"unknown IR material {ir!r}{hint}")
+
+
+def resolve_mesh_materials(mesh, material_map, database: MaterialDatabase, warn=None) -> np.ndarray:
+    """(F,) int16 IR material id of every triangle of ``mesh``.
+
+    Each distinct visual name is looked up once and the ids are spread over
+    the faces through ``mesh.face_material``. Every map entry must name an IR
+    material of ``database`` (:class:`MaterialError` naming the entry). A used
+    visual name that falls to the map's default is reported once per process
+    through ``warn(message)`` (``warnings.warn`` when ``warn`` is None).
+    """
+    material_map = load_material_map(material_map)
+    check_map(material_map, database)
+    names = mesh.material_names
+    lut = np.empty(len(names), dtype=np.int16)
+    # Only names some face uses are worth a warning.
+    used = np.bincount(mesh.face_material, minlength=len(names)) > 0
+    for i, visual in enumerate(names):
+        ir, explicit = material_map.ir_name(visual)
+        lut[i] = database.index(ir)
+        if not explicit and used[i] and visual not in _reported_unmapped:
+            _reported_unmapped.add(visual)
+            message = (f"visual material {visual!r} (mesh {mesh.name!r}) is not in material map "
+                       f"{material_map.origin}; using default IR material {ir!r}")
+            if warn is None:
+                warnings.warn(message, stacklevel=2)
+            else:
+                warn(message)
+    return lut[mesh.face_material]

@@ -1,0 +1,119 @@
+"""LiMOX's experiments: materials, incidence angle and range–reflectivity limits on returns."""
+import math
+
+import numpy as np
+import pytest
+import trimesh
+
+from lidar_fmu import Lidar, Scene
+from lidar_fmu.scene import Mesh, concatenate
+from lidar_fmu.transforms import pose_matrix
+
+LIMOX_LIMIT = {"pairs": [[0.10, 60.0], [0.80, 120.0]], "fit": "log"}
+
+
+def quad(x_m, half_size_m, material, tilt_rad=0.0):
+    """A square facing -x at distance x_m, optionally rotated about z by tilt_rad around its centre."""
+    h = half_size_m
+    v = np.array([[0, -h, -h], [0, h, -h], [0, h, h], [0, -h, h]], float)
+    c, s = math.cos(tilt_rad), math.sin(tilt_rad)
+    v = v @ np.array([[c, s, 0], [-s, c, 0], [0, 0, 1]]) + [x_m, 0, 0]
+    return Mesh(v, [[0, 1, 2], [0, 2, 3]], [0, 0], (material,), material)
+
+
+def narrow_sensor(**extra):
+    spec = {"horizontal_fov_deg": [-8, 8], "horizontal_resolution_deg": 1.0, "vertical_fov_deg": [-4, 4],
+            "channels": 9, "max_range_m": 150.0}
+    return spec | extra
+
+
+def scan(meshes, sensor, materials, pose=None):
+    scene = Scene.from_meshes(meshes)
+    return Lidar(scene, sensor, backend="embree", materials=materials).scan(np.eye(4) if pose is None else pose)
+
+
+def street_like():
+    """Ground and walls at many distances: surfaces at every range and incidence."""
+    ground = trimesh.creation.box(extents=(400, 400, 0.1))
+    ground.apply_translation((0, 0, -1.8))
+    parts = [Mesh(ground.vertices, ground.faces, np.zeros(len(ground.faces)), ("ground",))]
+    for k, x in enumerate(range(15, 140, 12)):
+        for side in (-1, 1):
+            wall = trimesh.creation.box(extents=(8, 1, 12))
+            wall.apply_translation((x, side * (6 + k % 3), 4))
+            parts.append(Mesh(wall.vertices, wall.faces, np.zeros(len(wall.faces)), ("wall",)))
+    return concatenate(parts)
+
+
+def test_brighter_surfaces_give_a_superset_of_returns():
+    sensor = {"preset": "ouster_os1_64", "range_reflectivity": LIMOX_LIMIT, "max_range_m": 150.0}
+    world = street_like()
+    dark = scan([world], sensor, {"default": "lambertian_10"})
+    bright = scan([world], sensor, {"default": "lambertian_50"})
+    assert set(dark.ray_index.tolist()) < set(bright.ray_index.tolist())
+    assert dark.points["range"].max() <= 60.0 + 1e-3  # r_L(10 %) = 60 m, and cos θ only lowers ρ
+    assert bright.points["range"].max() > 80.0
+
+
+@pytest.mark.parametrize("distance_m, expect_all", [(70.0, False), (50.0, True)])
+def test_dark_wall_vanishes_beyond_its_limit(distance_m, expect_all):
+    sensor = narrow_sensor(range_reflectivity=LIMOX_LIMIT)
+    cloud = scan([quad(distance_m, 40, "wall")], sensor, {"materials": {"wall": "lambertian_10"}})
+    rays = 17 * 9
+    assert len(cloud) == (rays if expect_all else 0)
+
+
+def test_reflectivity_follows_lambert_on_a_tilted_plane():
+    # one ray along +x hits a plane whose normal is 60° off the ray
+    sensor = {"angle_pairs_deg": [[0, 0]], "max_range_m": 100.0}
+    cloud = scan([quad(10.0, 5, "panel", tilt_rad=math.radians(60))], sensor, {"default": "lambertian_50"})
+    assert len(cloud) == 1
+    assert cloud.points["reflectivity"][0] == pytest.approx(0.5 * math.cos(math.radians(60)), abs=1e-3)
+    # intensity: ρ(θ)·(10 m / r)², here r = 10 m
+    assert cloud.intensity_percent[0] == pytest.approx(100 * 0.25, abs=0.2)
+
+
+def test_transparent_pane_shows_the_wall_behind():
+    sensor = narrow_sensor()
+    pane = quad(5.0, 20, "window_glass")
+    wall = quad(10.0, 30, "wall")
+    cloud = scan([pane, wall], sensor, {"materials": {"window_glass": "glass_clear", "wall": "lambertian_50"}})
+    assert len(cloud) == 17 * 9
+    assert np.allclose(cloud.points["x"], 10.0, atol=2e-3)  # every point on the wall, none on the pane
+    assert np.all(cloud.points["object_id"] == 1)
+
+
+def test_stacked_panes_beyond_the_layer_budget_give_nothing():
+    panes = [quad(3.0 + k, 20, "window_glass") for k in range(3)]
+    wall = quad(10.0, 30, "wall")
+    materials = {"materials": {"window_glass": "glass_clear", "wall": "lambertian_50"}}
+    assert len(scan(panes + [wall], narrow_sensor(max_transparent_layers=3), materials)) == 17 * 9
+    assert len(scan(panes + [wall], narrow_sensor(max_transparent_layers=2), materials)) == 0
+
+
+def test_absorbent_wall_returns_nothing():
+    cloud = scan([quad(10.0, 30, "wall")], narrow_sensor(), {"default": "absorber"})
+    assert len(cloud) == 0
+
+
+def test_retroreflector_saturates():
+    sign = quad(30.0, 2, "sign")
+    wall = quad(40.0, 50, "wall")
+    cloud = scan([sign, wall], narrow_sensor(range_reflectivity=LIMOX_LIMIT),
+                 {"materials": {"sign": "retroreflector", "wall": "lambertian_50"}})
+    on_sign = cloud.points["object_id"] == 0
+    assert on_sign.any() and (~on_sign).any()
+    assert np.all(cloud.points["saturated"][on_sign] == 1) and np.all(cloud.points["saturated"][~on_sign] == 0)
+    assert np.all(cloud.intensity_percent[on_sign] == 100)
+    assert np.all(cloud.points["reflectivity"][on_sign] == 1.0)  # full scale
+    assert cloud.points["reflectivity"][~on_sign].max() < 0.5
+
+
+def test_unmapped_visual_materials_use_the_default_and_are_reported_once():
+    messages = []
+    scene = Scene.from_meshes([quad(10.0, 30, "mystery_paint_xyz")])
+    lidar = Lidar(scene, narrow_sensor(), backend="embree", materials={"default": "lambertian_95"}, warn=messages.append)
+    cloud = lidar.scan(np.eye(4))
+    lidar.scan(np.eye(4))
+    assert np.allclose(cloud.points["reflectivity"].max(), 0.95, atol=0.01)
+    assert sum("mystery_paint_xyz" in m for m in messages) == 1
