@@ -118,3 +118,25 @@ def test_replay_of_a_bad_scenario_is_a_user_error(tmp_path, capsys):
     (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": "missing.osi", "sensor": "ouster_os1_128"}))
     code, _, err = run(["replay", str(tmp_path), "-o", str(tmp_path / "out"), "-q"], capsys)
     assert code == 2 and "missing.osi" in err
+
+
+def test_scan_with_a_material_map(room, tmp_path, capsys):
+    import json
+
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"default": "lambertian_10"}))
+    out = tmp_path / "scan.pcd"
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--materials", str(mapping),
+                        "-o", str(out)], capsys)
+    assert code == 0, err
+    points = read_pcd(out)
+    assert 0 < points["reflectivity"].max() <= 0.1 + 1e-6
+    assert "saturated" in points.dtype.names
+
+
+def test_scan_with_a_bad_material_map_is_a_user_error(room, tmp_path, capsys):
+    mapping = tmp_path / "map.yaml"
+    mapping.write_text("default: not_a_material\n")
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--materials", str(mapping),
+                        "-o", str(tmp_path / "o.pcd")], capsys)
+    assert code == 2 and "not_a_material" in err and "Traceback" not in err

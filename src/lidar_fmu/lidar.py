@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .physics import Materials, classify_hits, continue_through_transparent, hits_to_returns
+from .physics import TRANSPARENT, Materials, classify_hits, continue_through_transparent, hits_to_returns
 from .pointcloud import PointCloud
 from .raycast import make_backend
 from .sensors import Sensor, load_sensor
@@ -35,10 +35,21 @@ class Lidar:
         pose = np.asarray(sensor_pose, dtype=np.float64)
         return pose[:3, 3].astype(np.float32), rotate(self.sensor.pattern.directions, pose[:3, :3])
 
+    def _see_through(self):
+        """What a backend needs to pass rays through transparent surfaces itself (or None)."""
+        if not self.sensor.max_transparent_layers or not (self.materials.class_code == TRANSPARENT).any():
+            return None
+        triangles, offsets = self.materials.per_instance(self.scene)
+        return (self.sensor.max_transparent_layers, triangles, offsets, self.materials.class_code)
+
     def cast(self, sensor_pose):
-        """Raw :class:`~lidar_fmu.raycast.Hits` (world frame) of the pattern from ``sensor_pose``."""
+        """Raw :class:`~lidar_fmu.raycast.Hits` (world frame) of the pattern from ``sensor_pose``.
+
+        Backends that can continue rays through transparent surfaces do so here.
+        """
         pose = check_pose(sensor_pose, "sensor pose")
-        return self.backend.cast_frame(pose, self.sensor.pattern.directions, self.sensor.max_range_m)
+        see_through = self._see_through() if getattr(self.backend, "sees_through", False) else None
+        return self.backend.cast_frame(pose, self.sensor.pattern.directions, self.sensor.max_range_m, see_through)
 
     def returns(self, hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
         """Hits of this sensor's pattern cast from ``sensor_pose`` → returns in the sensor frame.
@@ -53,7 +64,7 @@ class Lidar:
         def classes(h):
             return classify_hits(h.instance_index, h.primitive_id, triangles, offsets, class_code)
 
-        if self.sensor.max_transparent_layers and (class_code == 1).any():
+        if not getattr(self.backend, "sees_through", False) and self._see_through() is not None:
             continue_through_transparent(
                 self.backend, hits, pose[:3, 3], rotate(self.sensor.pattern.directions, pose[:3, :3]), classes,
                 self.sensor.max_transparent_layers, self.sensor.max_range_m,
@@ -64,7 +75,7 @@ class Lidar:
     def scan(self, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
         pose = check_pose(sensor_pose, "sensor pose")
         t0 = time.perf_counter()
-        hits = self.backend.cast_frame(pose, self.sensor.pattern.directions, self.sensor.max_range_m)
+        hits = self.cast(pose)
         t1 = time.perf_counter()
         cloud = self.returns(hits, pose, timestamp_s)
         t2 = time.perf_counter()

@@ -94,8 +94,8 @@ def classify_hits(hit_slot, primitive_id, triangles, slot_offset, class_code):
 @njit(cache=True, nogil=True)
 def _fill_returns(
     range_m, normal_world, instance_id, hit_slot, primitive_id, directions, beam_id, sensor_from_world,
-    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, triangles, slot_offset, class_code, reflectance_table,
-    lambertian_rho0, env_base, no_object, reference_range_m, count_only,
+    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m, triangles, slot_offset, class_code, reflectance_table,
+    lambertian_rho0, env_base, no_object, reference_range_m,
     x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
 ):
     R = sensor_from_world
@@ -124,25 +124,28 @@ def _fill_returns(
             f = angle_deg / 10.0 - b
             rho = (1.0 - f) * reflectance_table[material, b] + f * reflectance_table[material, b + 1]
         is_saturated = kind == 3
-        if r > range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, rho) and not is_saturated:
-            continue
-        if not count_only:
-            x[count] = r * dx
-            y[count] = r * dy
-            z[count] = r * dz
-            rng[count] = r
-            # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
-            refl[count] = min(rho, 1.0) if is_saturated else rho
-            nx[count] = sx
-            ny[count] = sy
-            nz[count] = sz
-            beam[count] = beam_id[i]
-            iid = instance_id[i]
-            obj[count] = no_object if iid >= env_base else np.uint64(iid)
-            saturated[count] = 1 if is_saturated else 0
-            ray_index[count] = i
-            scale = reference_range_m / max(r, reference_range_m)
-            intensity[count] = 100.0 if is_saturated else 100.0 * min(1.0, rho * scale * scale)
+        # r_L is monotonic in ρ: limit_floor_m[q] = r_L(q / Q) bounds it from
+        # below on each bin, so most returns pass without evaluating r_L
+        q = int(rho * (limit_floor_m.shape[0] - 1))
+        if not is_saturated and not (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q]):
+            if r > range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, rho):
+                continue
+        x[count] = r * dx
+        y[count] = r * dy
+        z[count] = r * dz
+        rng[count] = r
+        # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
+        refl[count] = min(rho, 1.0) if is_saturated else rho
+        nx[count] = sx
+        ny[count] = sy
+        nz[count] = sz
+        beam[count] = beam_id[i]
+        iid = instance_id[i]
+        obj[count] = no_object if iid >= env_base else np.uint64(iid)
+        saturated[count] = 1 if is_saturated else 0
+        ray_index[count] = i
+        scale = reference_range_m / max(r, reference_range_m)
+        intensity[count] = 100.0 if is_saturated else 100.0 * min(1.0, rho * scale * scale)
         count += 1
     return count
 
@@ -175,22 +178,38 @@ def hits_to_returns(hits, pattern, sensor_pose, sensor, materials: Materials, sc
     sensor_from_world = np.ascontiguousarray(np.asarray(sensor_pose, np.float64)[:3, :3].T)
     limit = sensor.range_limit
     code, a, b, c, limit_max = limit.kernel_params() if limit is not None else (FITS.index("constant"), 0.0, 0.0, 0.0, sensor.max_range_m)
-    common = (
+    floor = _limit_floor(limit, sensor.max_range_m)
+    n = len(hits.range_m)
+    # one pass into arrays sized for every ray; the cloud keeps the filled front
+    points = np.empty(n, POINT_DTYPE)
+    ray_index = np.empty(n, np.int32)
+    intensity = np.empty(n, np.float32)
+    m = _fill_returns(
         hits.range_m, hits.normal, hits.instance_id, hits.instance_index, hits.primitive_id, pattern.directions,
         pattern.beam_id, sensor_from_world, np.float32(sensor.min_range_m), np.int64(code), np.float64(a),
-        np.float64(b), np.float64(c), np.float64(limit_max), triangles, slot_offset, materials.class_code, materials.reflectance_table,
-        materials.lambertian_rho0, np.int64(ENVIRONMENT_ID_BASE), NO_OBJECT_ID, np.float64(INTENSITY_REFERENCE_RANGE_M),
+        np.float64(b), np.float64(c), np.float64(limit_max), floor, triangles, slot_offset, materials.class_code,
+        materials.reflectance_table, materials.lambertian_rho0, np.int64(ENVIRONMENT_ID_BASE), NO_OBJECT_ID,
+        np.float64(INTENSITY_REFERENCE_RANGE_M),
+        *(points[name] for name in POINT_DTYPE.names), ray_index, intensity,
     )
-    m = _fill_returns(*common, True, *_empty_columns())
-    points = np.empty(m, POINT_DTYPE)
-    ray_index = np.empty(m, np.int32)
-    intensity = np.empty(m, np.float32)
-    _fill_returns(*common, False, *(points[name] for name in POINT_DTYPE.names), ray_index, intensity)
-    cloud = PointCloud(points, ray_index, pattern.rows, pattern.columns, sensor_pose=np.asarray(sensor_pose), **meta)
-    cloud.intensity_percent = intensity
+    cloud = PointCloud(points[:m], ray_index[:m], pattern.rows, pattern.columns, sensor_pose=np.asarray(sensor_pose), **meta)
+    cloud.intensity_percent = intensity[:m]
     return cloud
 
 
-def _empty_columns():
-    f4, u4, u8, u1 = (np.empty(0, t) for t in (np.float32, np.uint32, np.uint64, np.uint8))
-    return (f4, f4, f4, f4, f4, f4, f4, f4, u4, u8, u1, np.empty(0, np.int32), f4)
+_FLOOR_BINS = 256
+
+
+def _limit_floor(limit, max_range_m) -> np.ndarray:
+    """r_L at reflectivities 0, 1/256, …, 1 (a per-bin lower bound, r_L being monotonic); cached per limit."""
+    key = (limit, max_range_m)
+    floor = _FLOOR_CACHE.get(key)
+    if floor is None:
+        grid = np.arange(_FLOOR_BINS + 1) / _FLOOR_BINS
+        floor = (np.full(len(grid), max_range_m) if limit is None else limit.max_range_m_for(grid)).astype(np.float64)
+        floor = np.nextafter(floor, -np.inf)  # strictly below, so the exact test decides ties
+        _FLOOR_CACHE[key] = floor
+    return floor
+
+
+_FLOOR_CACHE: dict = {}

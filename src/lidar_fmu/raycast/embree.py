@@ -170,7 +170,10 @@ class EmbreeBackend:
         self.update()
         return self._cast(self._table, origins, directions, max_range_m)
 
-    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf) -> Hits:
+    #: transparent surfaces are handled by the caller, with extra casts
+    sees_through = False
+
+    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf, see_through=None) -> Hits:
         """Cast unit ``directions`` given in a sensor frame from its origin.
 
         The instances are moved into the sensor frame instead of the rays into

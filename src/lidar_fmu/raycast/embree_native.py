@@ -45,6 +45,9 @@ _RTC_BUILD_QUALITY_LOW = 0
 #: float slots of one SoA lane array block we reserve (ray 12 + hit ≥ 8 arrays)
 _SOA_ARRAYS = 32
 _INVALID = -1  # RTC_INVALID_GEOMETRY_ID as int32
+#: how far behind a transparent surface a ray starts again (m)
+_TRANSPARENT_STEP_M = 1e-3
+_NO_SEE_THROUGH = (0, np.zeros(1, np.int16), np.zeros(1, np.int64), np.zeros(1, np.int8))
 
 
 class NativeEmbreeUnavailable(RuntimeError):
@@ -124,8 +127,27 @@ def _make_kernel(intersect):
     W = PACKET
 
     @njit(nogil=True)
+    def intersect_both(valid, lanes, static_scene, dynamic_scene):
+        if static_scene:
+            intersect(valid.ctypes.data, static_scene, lanes.ctypes.data, 0)
+        if dynamic_scene:
+            intersect(valid.ctypes.data, dynamic_scene, lanes.ctypes.data, 0)
+
+    @njit(nogil=True)
+    def hit_slot(ilanes, j, static_slot, dynamic_slot):
+        geom = ilanes[18 * W + j]
+        if geom == _INVALID:
+            return -1
+        inst = ilanes[19 * W + j]
+        return dynamic_slot[inst] if inst != _INVALID else static_slot[geom]
+
+    @njit(nogil=True)
     def cast_packets(static_scene, dynamic_scene, static_slot, dynamic_slot, normal_from_local, origins,
-                     directions, order, rotation, tmax, part, parts, range_m, prim, slot, u, v, normal):
+                     directions, order, rotation, tmax, see_through, part, parts,
+                     range_m, prim, slot, u, v, normal):
+        # see_through = (layers, per-triangle IR ids, first triangle per slot, class per IR id):
+        # rays that hit a transparent surface go on behind it within the same packet
+        layers, triangles, slot_offset, class_code = see_through
         raw = np.zeros(16 + W * _SOA_ARRAYS, np.float32)
         lanes = raw[(64 - raw.ctypes.data % 64) % 64 // 4:][: W * _SOA_ARRAYS]  # 64-byte aligned
         ilanes = lanes.view(np.int32)
@@ -160,17 +182,31 @@ def _make_kernel(intersect):
                 ilanes[17 * W + j] = _INVALID  # primID
                 ilanes[18 * W + j] = _INVALID  # geomID
                 ilanes[19 * W + j] = _INVALID  # instID[0]
-            if static_scene:
-                intersect(valid.ctypes.data, static_scene, lanes.ctypes.data, 0)
-            if dynamic_scene:
-                intersect(valid.ctypes.data, dynamic_scene, lanes.ctypes.data, 0)
+            intersect_both(valid, lanes, static_scene, dynamic_scene)
+            for _ in range(layers):
+                again = False
+                for j in range(count):
+                    if valid[j] == 0:
+                        continue
+                    k = hit_slot(ilanes, j, static_slot, dynamic_slot)
+                    if k < 0 or class_code[triangles[slot_offset[k] + ilanes[17 * W + j]]] != 1:
+                        valid[j] = 0  # final: a miss or an opaque surface
+                        continue
+                    # start again just behind the pane (Embree measures tnear from the origin)
+                    lanes[3 * W + j] = lanes[8 * W + j] + _TRANSPARENT_STEP_M
+                    lanes[8 * W + j] = tmax
+                    ilanes[17 * W + j] = _INVALID
+                    ilanes[18 * W + j] = _INVALID
+                    ilanes[19 * W + j] = _INVALID
+                    again = True
+                if not again:
+                    break
+                intersect_both(valid, lanes, static_scene, dynamic_scene)
             for j in range(count):
                 i = order[first + j]
-                geom = ilanes[18 * W + j]
-                if geom == _INVALID:
+                k = hit_slot(ilanes, j, static_slot, dynamic_slot)
+                if k < 0:
                     continue
-                inst = ilanes[19 * W + j]
-                k = dynamic_slot[inst] if inst != _INVALID else static_slot[geom]
                 # Embree reports Ng in the instance's frame: back to the world by
                 # the inverse transpose, unit length, turned to face the ray.
                 N = normal_from_local[k]
@@ -195,11 +231,11 @@ def _make_kernel(intersect):
 
     @njit(parallel=True, nogil=True)
     def cast_parallel(static_scene, dynamic_scene, static_slot, dynamic_slot, normal_from_local, origins,
-                      directions, order, rotation, tmax, parts, range_m, prim, slot, u, v, normal):
+                      directions, order, rotation, tmax, see_through, parts, range_m, prim, slot, u, v, normal):
         # one share of interleaved packets per Numba worker thread
         for part in prange(parts):
             cast_packets(static_scene, dynamic_scene, static_slot, dynamic_slot, normal_from_local, origins,
-                         directions, order, rotation, tmax, part, parts, range_m, prim, slot, u, v, normal)
+                         directions, order, rotation, tmax, see_through, part, parts, range_m, prim, slot, u, v, normal)
 
     return cast_parallel
 
@@ -358,7 +394,7 @@ class NativeEmbreeBackend:
         if _EMBREE is not None:
             self._release()
 
-    def _packet_order(self, directions, cache: bool) -> np.ndarray:
+    def _packet_order(self, directions) -> np.ndarray:
         """Ray order that puts angular neighbours into the same packet.
 
         Packets run fastest when their rays travel together; a pattern's own
@@ -366,15 +402,13 @@ class NativeEmbreeBackend:
         rays are sorted by azimuth in 0.2° steps, then by elevation. Kept while
         the same pattern array is cast.
         """
-        if cache and self._order_for is directions:
-            return self._order
-        azimuth_step = np.floor(np.degrees(np.arctan2(directions[:, 1], directions[:, 0])) / 0.2)
-        order = np.lexsort((directions[:, 2], azimuth_step)).astype(np.int64)
-        if cache:
-            self._order_for, self._order = directions, order
-        return order
+        if self._order_for is not directions:
+            azimuth_step = np.floor(np.degrees(np.arctan2(directions[:, 1], directions[:, 0])) / 0.2)
+            self._order = np.lexsort((directions[:, 2], azimuth_step)).astype(np.int64)
+            self._order_for = directions
+        return self._order
 
-    def _cast(self, origins, directions, rotation, max_range_m, cache_order=False) -> Hits:
+    def _cast(self, origins, directions, rotation, max_range_m, cache_order=False, see_through=None) -> Hits:
         from .embree import MIN_RAYS_PER_THREAD
 
         self.update()
@@ -389,8 +423,9 @@ class NativeEmbreeBackend:
         rotation = np.ascontiguousarray(rotation, dtype=np.float32)
         tmax = np.float32(min(max_range_m, 3.0e38))
         args = (self._static or 0, self._dynamic or 0, self._static_slot, self._dynamic_slot,
-                self._normal_from_local, origins2d, directions, self._packet_order(directions, cache_order),
-                rotation, tmax)
+                self._normal_from_local, origins2d, directions,
+                self._packet_order(directions) if cache_order else np.arange(n, dtype=np.int64),
+                rotation, tmax, see_through or _NO_SEE_THROUGH)
         outputs = (range_m, prim, slot, u, v, normal)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
         kernel()(*args, parts, *outputs)
@@ -404,7 +439,16 @@ class NativeEmbreeBackend:
         origins, directions = as_rays(origins, directions)
         return self._cast(origins, directions, np.eye(3), max_range_m)
 
-    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf) -> Hits:
-        """Cast unit ``directions`` given in a sensor frame from its origin; hits in the world frame."""
+    #: this backend continues rays through transparent surfaces inside its packets
+    sees_through = True
+
+    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf, see_through=None) -> Hits:
+        """Cast unit ``directions`` given in a sensor frame from its origin; hits in the world frame.
+
+        ``see_through``: ``(layers, triangle IR ids, first triangle per instance
+        slot, class per IR id)`` — rays pass up to ``layers`` transparent
+        surfaces (class 1) and report what lies behind.
+        """
         pose = np.asarray(world_from_sensor, dtype=np.float64)
-        return self._cast(pose[:3, 3], directions, pose[:3, :3], max_range_m, cache_order=True)
+        return self._cast(pose[:3, 3], directions, pose[:3, :3], max_range_m, cache_order=True,
+                          see_through=see_through)
