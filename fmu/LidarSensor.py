@@ -6,7 +6,11 @@ Everything heavy happens in the ``lidar_fmu`` package shipped in the FMU's
 invalid SensorData plus a message through the FMI logger, because masters
 abort the run on fmi2Discard/Error/Fatal.
 """
+import hashlib
 import os
+import shutil
+import sys
+import tempfile
 import traceback
 import xml.etree.ElementTree as ET
 
@@ -28,6 +32,41 @@ BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
 ROLES = ("base.lo", "base.hi", "size")
 
 
+def _use_cached_package(resources):
+    """Import ``lidar_fmu`` from a per-user copy keyed by its content hash.
+
+    Masters unpack an FMU to a new temporary folder each run, and Numba keys
+    its on-disk cache of compiled kernels by source path, so importing from
+    ``resources/`` would recompile every kernel (seconds) on every run. A copy
+    at a stable path keeps that cache warm. Falls back to ``resources/``
+    silently, and does nothing if the host already imported ``lidar_fmu``.
+    """
+    package = os.path.join(resources or "", "lidar_fmu")
+    if "lidar_fmu" in sys.modules or not os.path.isdir(package):
+        return
+    try:
+        digest = hashlib.sha256()
+        for folder, dirs, files in sorted(os.walk(package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, package).encode())
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+        cache = os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu", "fmu-packages", digest.hexdigest()[:16])
+        if not os.path.isdir(os.path.join(cache, "lidar_fmu")):
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            staging = tempfile.mkdtemp(dir=os.path.dirname(cache))
+            shutil.copytree(package, os.path.join(staging, "lidar_fmu"))
+            try:
+                os.rename(staging, cache)  # atomic: a concurrent instance may have won, which is fine
+            except OSError:
+                shutil.rmtree(staging, ignore_errors=True)
+        sys.path.insert(0, cache)
+    except OSError:
+        pass
+
+
 def _osi_version():
     from lidar_fmu.osi.encode import default_interface_version
 
@@ -43,6 +82,7 @@ class LidarSensor(Fmi2Slave):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        _use_cached_package(self.resources)
         # Parameters (all optional; defaults make a working sensor)
         self.sensor = DEFAULT_SENSOR
         self.assets = ""
