@@ -7,7 +7,6 @@ import trimesh
 
 from lidar_fmu import Lidar, Scene
 from lidar_fmu.scene import Mesh, concatenate
-from lidar_fmu.transforms import pose_matrix
 
 LIMOX_LIMIT = {"pairs": [[0.10, 60.0], [0.80, 120.0]], "fit": "log"}
 

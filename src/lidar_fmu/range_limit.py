@@ -102,7 +102,7 @@ def _check_pairs(pairs, fit: str) -> tuple[tuple[float, float], ...]:
         refl = _as_number(pair[0], f"reflectivity of pair {i}")
         range_m = _as_number(pair[1], f"range of pair {i}")
         if not 0.0 < refl <= MAX_PAIR_REFLECTIVITY:
-            hint = f" (reflectivity is a fraction: 10 % is 0.10)" if refl > MAX_PAIR_REFLECTIVITY else ""
+            hint = " (reflectivity is a fraction: 10 % is 0.10)" if refl > MAX_PAIR_REFLECTIVITY else ""
             raise ValueError(
                 f"reflectivity of pair {i} is {refl:g}, outside (0, {MAX_PAIR_REFLECTIVITY:g}]{hint}"
             )
