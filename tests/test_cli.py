@@ -140,3 +140,15 @@ def test_scan_with_a_bad_material_map_is_a_user_error(room, tmp_path, capsys):
     code, _, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--materials", str(mapping),
                         "-o", str(tmp_path / "o.pcd")], capsys)
     assert code == 2 and "not_a_material" in err and "Traceback" not in err
+
+
+def test_replay_with_a_bad_material_map_is_a_user_error(tmp_path, capsys):
+    import shutil
+
+    from test_fmu import SHARED_TRACE
+
+    shutil.copy(SHARED_TRACE, tmp_path / "trace.osi")
+    (tmp_path / "map.yaml").write_text("default: no_such_material\n")
+    (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": "trace.osi", "materials": "map.yaml"}))
+    code, _, err = run(["replay", str(tmp_path), "-o", str(tmp_path / "out"), "-q"], capsys)
+    assert code == 2 and "no_such_material" in err

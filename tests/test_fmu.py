@@ -328,3 +328,11 @@ def test_materials_and_range_limit_apply_in_the_fmu(fmu_path, tmp_path):
                 np.testing.assert_allclose(intensity, 100 * 0.1 * cos_incidence * (10 / cloud.points["range"]) ** 2,
                                            atol=1e-3)
     assert counts == {50.0: 17 * 9, 70.0: 0}
+
+
+def test_bad_material_map_is_reported_not_crashed(fmu_path, tmp_path):
+    (tmp_path / "map.yaml").write_text("default: no_such_material\n")
+    with lidar(fmu_path, sensor="ibeo_lux", materials=str(tmp_path / "map.yaml")) as fmu:
+        out = fmu.step(sensor_view([]), 0, 0.1)
+        assert not out.valid
+        assert any("no_such_material" in text for _, text in fmu.messages)

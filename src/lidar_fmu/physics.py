@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from .materials import MATERIAL_CLASSES, MaterialDatabase, load_database, load_material_map, resolve_mesh_materials
+from .materials.mapping import check_map
 from .pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
 from .range_limit import FITS, range_limit_m
 
@@ -51,6 +52,8 @@ class Materials:
     def __init__(self, wavelength_nm: float, material_map=None, database: MaterialDatabase | None = None, warn=None):
         self.database = database or load_database(wavelength_nm)
         self.map = load_material_map(material_map) if material_map is not None else None
+        if self.map is not None:
+            check_map(self.map, self.database)  # a wrong IR name fails now, not at the first mesh
         self.warn = warn
         self.class_code, self.reflectance_table = self.database.arrays()
         # Lambertian materials get the exact ρ0·cos θ; NaN marks an angle table

@@ -118,6 +118,11 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
 
     scenario = load_scenario(scenario_path)
     sensor = load_sensor(scenario["sensor"])  # fail early, with a clear message, on a bad spec
+    if scenario.get("materials"):
+        from .materials import load_database, load_material_map
+        from .materials.mapping import check_map
+
+        check_map(load_material_map(scenario["materials"]), load_database(sensor.wavelength_nm))
     fmu_path = fmu_path or DEFAULT_FMU
     if fmu_path == DEFAULT_FMU and sources_newer_than(DEFAULT_FMU):
         build_fmu(DEFAULT_FMU)
