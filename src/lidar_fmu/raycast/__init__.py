@@ -104,7 +104,8 @@ def make_backend(name: str, scene):
     """
     name = (name or "auto").lower()
     if name == "auto":
-        name = "cuda" if _has_cuda_backend() and cuda_available() else "embree"
+        # the CUDA simulator runs ~1k rays/s: only a real GPU makes cuda the default
+        name = "cuda" if _has_cuda_backend() and cuda_available() and not _cuda_simulated() else "embree"
     if name == "embree":
         from .embree_native import NativeEmbreeBackend, NativeEmbreeUnavailable
 
@@ -127,6 +128,12 @@ def make_backend(name: str, scene):
 
         return CudaBackend(scene)
     raise BackendError(f"unknown backend {name!r}; choose auto, embree, embreex or cuda")
+
+
+def _cuda_simulated() -> bool:
+    import os
+
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
 def _has_cuda_backend() -> bool:
