@@ -152,3 +152,13 @@ def test_replay_with_a_bad_material_map_is_a_user_error(tmp_path, capsys):
     (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": "trace.osi", "materials": "map.yaml"}))
     code, _, err = run(["replay", str(tmp_path), "-o", str(tmp_path / "out"), "-q"], capsys)
     assert code == 2 and "no_such_material" in err
+
+
+def test_cuda_backend_without_a_gpu_is_a_clear_error(room, tmp_path, capsys):
+    from lidar_fmu.raycast import cuda_available
+
+    if cuda_available():
+        pytest.skip("a GPU (or the simulator) is present")
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "ibeo_lux", "-o", str(tmp_path / "o.pcd"),
+                        "--backend", "cuda"], capsys)
+    assert code == 2 and "NUMBA_ENABLE_CUDASIM" in err

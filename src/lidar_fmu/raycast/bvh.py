@@ -1,0 +1,555 @@
+# ruff: noqa: FURB136  (builtin min/max on float32 do not compile for numba's CUDA target)
+"""Binned-SAH bounding volume hierarchy of one mesh, flat arrays for GPU traversal.
+
+Layout (one mesh, its own frame, metres):
+
+* ``node_lo``, ``node_hi`` (N, 3) float32: node box corners;
+* ``node_child_or_first`` (N,) int32 and ``node_count`` (N,) int32:
+  ``count == 0`` → inner node, children ``child`` and ``child + 1`` (siblings
+  are always stored next to each other); ``count > 0`` → leaf holding the
+  ``count`` (≤ :data:`LEAF_SIZE`) triangles ``first … first + count - 1`` of the
+  reordered triangle arrays. Node 0 is the root.
+* ``tri_v0``, ``tri_v1``, ``tri_v2`` (F, 3) float32: the corners in leaf
+  order, ``tri_index`` (F,) int32 the original face index of each. Corners,
+  not ``v0, e1, e2``: the watertight test (Woop, Benthin & Wald 2013) must see
+  the very same float32 corners from both triangles of a shared edge, or rays
+  leak through the crack (Möller–Trumbore in float32 loses ~1e-7·range/edge of
+  its barycentrics: on a 1.3 M-triangle sphere 15 of 283 k rays went through
+  the front and hit the back). ``v0 + (v1 - v0)`` does not round back to ``v1``.
+
+When several meshes are concatenated into one set of arrays (the CUDA
+backend), :func:`concatenate` rebases child and first-triangle indices, so a
+traversal only needs the mesh's root node index.
+
+The traversal functions below are plain Python bodies that touch only scalars
+and array elements and allocate nothing (the stack is an argument), so one
+body compiles both with :func:`numba.njit` here and with
+``numba.cuda.jit(device=True)`` in :mod:`.cuda`. Every float constant is a
+float32 global, so nothing is promoted to float64 on a GPU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = [
+    "BINS",
+    "BVH",
+    "LEAF_SIZE",
+    "STACK_SIZE",
+    "build_bvh",
+    "cast_bvh",
+    "cast_instances",
+    "cast_one_bvh",
+    "closest_over_instances",
+    "concatenate",
+    "instance_table",
+    "intersect_closest",
+    "make_closest_over_instances",
+]
+
+BINS = 16
+LEAF_SIZE = 4
+#: traversal stack entries (one pending sibling per tree level)
+STACK_SIZE = 64
+
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+_BIG = np.float32(1e30)  # stands in for 1/0 so 0·(1/d) stays 0, not NaN
+#: widen the slab interval's far end by a few float32 ulp so rounding cannot drop a box the ray
+#: touches (Ize 2013)
+_SLAB_GROW = np.float32(1.0 + 2.0 * 2.0 ** -23 * 3)
+
+
+@dataclass
+class BVH:
+    """Flattened BVH of one mesh (see module docstring for the layout)."""
+
+    node_lo: np.ndarray  # (N, 3) float32, m
+    node_hi: np.ndarray  # (N, 3) float32, m
+    node_child_or_first: np.ndarray  # (N,) int32
+    node_count: np.ndarray  # (N,) int32, 0 = inner node
+    tri_v0: np.ndarray  # (F, 3) float32, m
+    tri_v1: np.ndarray  # (F, 3) float32, m
+    tri_v2: np.ndarray  # (F, 3) float32, m
+    tri_index: np.ndarray  # (F,) int32 original face index
+    depth: int = 0  # levels below the root
+
+    @property
+    def arrays(self):
+        """The arrays :func:`intersect_closest` takes, in its argument order."""
+        return (self.node_lo, self.node_hi, self.node_child_or_first, self.node_count,
+                self.tri_v0, self.tri_v1, self.tri_v2)
+
+
+# --------------------------------------------------------------------------- build
+@njit(cache=True)
+def _node_bounds(tri_lo, tri_hi, centroid, order, start, end, box, cbox):
+    """Box of triangles ``order[start:end]`` into ``box`` (2,3) and of their centroids into ``cbox``."""
+    for a in range(3):
+        box[0, a] = np.inf
+        box[1, a] = -np.inf
+        cbox[0, a] = np.inf
+        cbox[1, a] = -np.inf
+    for i in range(start, end):
+        t = order[i]
+        for a in range(3):
+            box[0, a] = min(box[0, a], tri_lo[t, a])
+            box[1, a] = max(box[1, a], tri_hi[t, a])
+            cbox[0, a] = min(cbox[0, a], centroid[t, a])
+            cbox[1, a] = max(cbox[1, a], centroid[t, a])
+
+
+@njit(cache=True)
+def _bin_of(c, lo, scale):
+    b = int((c - lo) * scale)
+    return min(max(b, 0), BINS - 1)
+
+
+@njit(cache=True)
+def _half_area(lo0, lo1, lo2, hi0, hi1, hi2):
+    dx, dy, dz = hi0 - lo0, hi1 - lo1, hi2 - lo2
+    return dx * dy + dy * dz + dz * dx
+
+
+@njit(cache=True)
+def _best_split(tri_lo, tri_hi, centroid, order, start, end, cbox):
+    """Cheapest SAH plane over 16 bins on each axis → (axis, bin: left = bins < it), or (-1, 0)."""
+    count = np.zeros((3, BINS), np.int64)
+    blo = np.full((3, BINS, 3), np.inf)
+    bhi = np.full((3, BINS, 3), -np.inf)
+    scale = np.zeros(3)
+    for a in range(3):
+        extent = cbox[1, a] - cbox[0, a]
+        scale[a] = BINS * (1.0 - 1e-9) / extent if extent > 0 else 0.0
+    for i in range(start, end):
+        t = order[i]
+        for a in range(3):
+            if scale[a] == 0.0:
+                continue
+            b = _bin_of(centroid[t, a], cbox[0, a], scale[a])
+            count[a, b] += 1
+            for k in range(3):
+                blo[a, b, k] = min(blo[a, b, k], tri_lo[t, k])
+                bhi[a, b, k] = max(bhi[a, b, k], tri_hi[t, k])
+    best_cost, best_axis, best_bin = np.inf, -1, 0
+    right_cost = np.zeros(BINS)
+    for a in range(3):
+        if scale[a] == 0.0:
+            continue
+        # sweep from the right: cost of bins ≥ s
+        lo = np.full(3, np.inf)
+        hi = np.full(3, -np.inf)
+        n = 0
+        for s in range(BINS - 1, 0, -1):
+            for k in range(3):
+                lo[k] = min(lo[k], blo[a, s, k])
+                hi[k] = max(hi[k], bhi[a, s, k])
+            n += count[a, s]
+            right_cost[s] = n * _half_area(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]) if n else 0.0
+        lo[:] = np.inf
+        hi[:] = -np.inf
+        n = 0
+        for s in range(1, BINS):
+            for k in range(3):
+                lo[k] = min(lo[k], blo[a, s - 1, k])
+                hi[k] = max(hi[k], bhi[a, s - 1, k])
+            n += count[a, s - 1]
+            if n == 0 or n == end - start:
+                continue
+            cost = n * _half_area(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]) + right_cost[s]
+            if cost < best_cost:
+                best_cost, best_axis, best_bin = cost, a, s
+    return best_axis, best_bin, scale[max(best_axis, 0)]
+
+
+@njit(cache=True)
+def _partition(centroid, order, start, end, axis, split_bin, lo, scale):
+    """Reorder ``order[start:end]`` so triangles in bins < ``split_bin`` come first → split index."""
+    i, j = start, end - 1
+    while i <= j:
+        if _bin_of(centroid[order[i], axis], lo, scale) < split_bin:
+            i += 1
+        else:
+            order[i], order[j] = order[j], order[i]
+            j -= 1
+    return i
+
+
+@njit(cache=True)
+def _build(tri_lo, tri_hi, centroid):
+    """Top-down binned-SAH build with an explicit work stack → (lo, hi, child, count, order, depth)."""
+    F = tri_lo.shape[0]
+    capacity = max(2 * F - 1, 1)
+    node_lo = np.empty((capacity, 3), np.float32)
+    node_hi = np.empty((capacity, 3), np.float32)
+    node_child = np.zeros(capacity, np.int32)
+    node_count = np.zeros(capacity, np.int32)
+    order = np.arange(F).astype(np.int32)
+    # work items: (node, start, end, depth); a DFS never holds more than F of them
+    work = np.empty((F + 1, 4), np.int64)
+    work[0, 0], work[0, 1], work[0, 2], work[0, 3] = 0, 0, F, 0
+    top, nodes, max_depth = 1, 1, 0
+    box = np.empty((2, 3))
+    cbox = np.empty((2, 3))
+    while top > 0:
+        top -= 1
+        node, start, end, depth = work[top, 0], work[top, 1], work[top, 2], work[top, 3]
+        max_depth = max(max_depth, depth)
+        _node_bounds(tri_lo, tri_hi, centroid, order, start, end, box, cbox)
+        for a in range(3):
+            node_lo[node, a] = box[0, a]
+            node_hi[node, a] = box[1, a]
+        n = end - start
+        if n <= LEAF_SIZE:
+            node_child[node] = start
+            node_count[node] = n
+            continue
+        axis, split_bin, scale = _best_split(tri_lo, tri_hi, centroid, order, start, end, cbox)
+        if axis < 0:
+            mid = (start + end) // 2  # all centroids coincide: any halving is as good
+        else:
+            mid = _partition(centroid, order, start, end, axis, split_bin, cbox[0, axis], scale)
+        left = nodes
+        nodes += 2
+        node_child[node] = left
+        node_count[node] = 0
+        work[top, 0], work[top, 1], work[top, 2], work[top, 3] = left + 1, mid, end, depth + 1
+        work[top + 1, 0], work[top + 1, 1], work[top + 1, 2], work[top + 1, 3] = left, start, mid, depth + 1
+        top += 2
+    return node_lo[:nodes], node_hi[:nodes], node_child[:nodes], node_count[:nodes], order, max_depth
+
+
+def build_bvh(vertices, faces) -> BVH:
+    """Binned-SAH BVH (16 bins, leaves ≤ 4 triangles) of a mesh in its own frame (m)."""
+    v = np.ascontiguousarray(vertices, dtype=np.float32)
+    f = np.ascontiguousarray(faces, dtype=np.int64)
+    if len(f) == 0:
+        raise ValueError("a BVH needs at least one triangle")
+    p0, p1, p2 = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
+    tri_lo = np.minimum(np.minimum(p0, p1), p2)
+    tri_hi = np.maximum(np.maximum(p0, p1), p2)
+    centroid = 0.5 * (tri_lo.astype(np.float64) + tri_hi)  # box centres: what SAH binning wants
+    node_lo, node_hi, child, count, order, depth = _build(tri_lo, tri_hi, centroid)
+    if depth >= STACK_SIZE:
+        raise ValueError(f"BVH depth {depth} exceeds the traversal stack of {STACK_SIZE}")
+    return BVH(node_lo.copy(), node_hi.copy(), child.copy(), count.copy(),
+               np.ascontiguousarray(p0[order]), np.ascontiguousarray(p1[order]),
+               np.ascontiguousarray(p2[order]), order.astype(np.int32), int(depth))
+
+
+def concatenate(bvhs: list[BVH]):
+    """One set of arrays for many BVHs → (arrays as :attr:`BVH.arrays`, tri_index, root node per BVH).
+
+    Child / first-triangle indices are rebased so every root is self-contained.
+    """
+    roots = np.zeros(len(bvhs), np.int32)
+    parts = {k: [] for k in ("lo", "hi", "child", "count", "v0", "v1", "v2", "index")}
+    nodes = tris = 0
+    for i, b in enumerate(bvhs):
+        roots[i] = nodes
+        parts["lo"].append(b.node_lo)
+        parts["hi"].append(b.node_hi)
+        parts["child"].append(b.node_child_or_first + np.where(b.node_count == 0, nodes, tris).astype(np.int32))
+        parts["count"].append(b.node_count)
+        parts["v0"].append(b.tri_v0)
+        parts["v1"].append(b.tri_v1)
+        parts["v2"].append(b.tri_v2)
+        parts["index"].append(b.tri_index)
+        nodes += len(b.node_count)
+        tris += len(b.tri_index)
+    cat = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
+    arrays = (cat["lo"], cat["hi"], cat["child"], cat["count"], cat["v0"], cat["v1"], cat["v2"])
+    return arrays, cat["index"], roots
+
+
+def instance_table(bvhs, mesh_roots, mesh_index, poses):
+    """Per-instance arrays the two-level traversal reads, float32 (m).
+
+    → (root node (K,) int32, local_from_world (K,3,4), normal_to_world (K,3,3)
+    = inverse transpose of the rotation/scale, world box lo (K,3), hi (K,3)).
+    """
+    poses = np.asarray(poses, dtype=np.float64).reshape(-1, 4, 4)
+    mesh_index = np.asarray(mesh_index, dtype=np.int64)
+    inverse = np.linalg.inv(poses)
+    corners = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], np.float64)
+    lo = np.empty((len(poses), 3), np.float32)
+    hi = np.empty((len(poses), 3), np.float32)
+    for k, (m, pose) in enumerate(zip(mesh_index, poses)):
+        b = bvhs[m]
+        box = b.node_lo[0] + corners * (b.node_hi[0].astype(np.float64) - b.node_lo[0])
+        world = box @ pose[:3, :3].T + pose[:3, 3]
+        # one float32 step outward, so rounding to float32 cannot shrink the box
+        lo[k] = np.nextafter(world.min(axis=0).astype(np.float32), np.float32(-np.inf))
+        hi[k] = np.nextafter(world.max(axis=0).astype(np.float32), np.float32(np.inf))
+    return (np.asarray(mesh_roots, np.int32)[mesh_index],
+            np.ascontiguousarray(inverse[:, :3, :4], dtype=np.float32),
+            np.ascontiguousarray(np.transpose(inverse[:, :3, :3], (0, 2, 1)), dtype=np.float32),
+            lo, hi)
+
+
+# --------------------------------------------------------------------------- traversal
+def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, root,
+                          ox, oy, oz, dx, dy, dz, tmax, stack):
+    """Closest triangle along ``o + t·d`` with 0 < t < ``tmax`` → (t, tri, u, v); tri = -1 on a miss.
+
+    Watertight (Woop, Benthin & Wald 2013, in float32 without their float64
+    fallback for exact zeros): a ray through a shared edge hits at least one
+    of its two triangles.
+
+    ``tri`` indexes the (reordered) triangle arrays; ``u``, ``v`` are the
+    barycentrics of the hit (hit = (1-u-v)·v0 + u·v1 + v·v2). ``d`` need not be
+    unit: ``t`` is measured in units of ``d``. ``stack`` is an int32 array of
+    :data:`STACK_SIZE`. No calls, no allocation: compiles on CPU and GPU alike.
+    """
+    best_t = tmax
+    best_tri = -1
+    best_u = _ZERO
+    best_v = _ZERO
+    # 1/d with zero components mapped to a big finite number (avoids 0·inf = NaN in the slabs)
+    ix = _ONE / dx if dx != _ZERO else _BIG
+    iy = _ONE / dy if dy != _ZERO else _BIG
+    iz = _ONE / dz if dz != _ZERO else _BIG
+    # watertight test set-up: kz = dominant axis of d, shear so the ray runs along +z
+    adx = dx if dx >= _ZERO else -dx
+    ady = dy if dy >= _ZERO else -dy
+    adz = dz if dz >= _ZERO else -dz
+    kz = 0 if adx >= ady and adx >= adz else (1 if ady >= adz else 2)
+    kx = kz + 1 if kz < 2 else 0
+    ky = kx + 1 if kx < 2 else 0
+    dkz = dx if kz == 0 else (dy if kz == 1 else dz)
+    if dkz < _ZERO:
+        kx, ky = ky, kx  # keep the winding
+    dkx = dx if kx == 0 else (dy if kx == 1 else dz)
+    dky = dx if ky == 0 else (dy if ky == 1 else dz)
+    okx = ox if kx == 0 else (oy if kx == 1 else oz)
+    oky = ox if ky == 0 else (oy if ky == 1 else oz)
+    okz = ox if kz == 0 else (oy if kz == 1 else oz)
+    shx = dkx / dkz
+    shy = dky / dkz
+    shz = _ONE / dkz
+    sp = 0
+    node = root
+    while True:
+        # slab test of this node's box against [0, best_t]; no min/max: builtin min on float32
+        # does not compile for numba's CUDA target
+        t0 = (node_lo[node, 0] - ox) * ix
+        t1 = (node_hi[node, 0] - ox) * ix
+        tnear = t0 if t0 < t1 else t1
+        tfar = t1 if t0 < t1 else t0
+        t0 = (node_lo[node, 1] - oy) * iy
+        t1 = (node_hi[node, 1] - oy) * iy
+        if t0 > t1:
+            t0, t1 = t1, t0
+        tnear = t0 if t0 > tnear else tnear
+        tfar = t1 if t1 < tfar else tfar
+        t0 = (node_lo[node, 2] - oz) * iz
+        t1 = (node_hi[node, 2] - oz) * iz
+        if t0 > t1:
+            t0, t1 = t1, t0
+        tnear = t0 if t0 > tnear else tnear
+        tfar = t1 if t1 < tfar else tfar
+        tfar = tfar * _SLAB_GROW
+        if tnear <= tfar and tfar >= _ZERO and tnear <= best_t:
+            count = node_count[node]
+            first = node_child[node]
+            if count == 0:
+                # visit the child whose centre lies nearer along the ray first
+                ahead = ((node_lo[first, 0] + node_hi[first, 0] - node_lo[first + 1, 0] - node_hi[first + 1, 0]) * dx
+                         + (node_lo[first, 1] + node_hi[first, 1] - node_lo[first + 1, 1] - node_hi[first + 1, 1]) * dy
+                         + (node_lo[first, 2] + node_hi[first, 2] - node_lo[first + 1, 2] - node_hi[first + 1, 2]) * dz)
+                if ahead > _ZERO:
+                    stack[sp] = first
+                    node = first + 1
+                else:
+                    stack[sp] = first + 1
+                    node = first
+                sp += 1
+                continue
+            for k in range(first, first + count):
+                # watertight ray/triangle test: corners relative to the origin, sheared
+                az = tri_v0[k, kz] - okz
+                bz = tri_v1[k, kz] - okz
+                cz = tri_v2[k, kz] - okz
+                ax = tri_v0[k, kx] - okx - shx * az
+                ay = tri_v0[k, ky] - oky - shy * az
+                bx = tri_v1[k, kx] - okx - shx * bz
+                by = tri_v1[k, ky] - oky - shy * bz
+                cx = tri_v2[k, kx] - okx - shx * cz
+                cy = tri_v2[k, ky] - oky - shy * cz
+                # scaled barycentrics (weights of v0, v1, v2): all one sign ⇔ inside
+                bu = cx * by - cy * bx
+                bv = ax * cy - ay * cx
+                bw = bx * ay - by * ax
+                if (bu < _ZERO or bv < _ZERO or bw < _ZERO) and (bu > _ZERO or bv > _ZERO or bw > _ZERO):
+                    continue
+                det = bu + bv + bw
+                if det == _ZERO:
+                    continue  # ray in the triangle's plane, or a degenerate triangle
+                t = shz * (bu * az + bv * bz + bw * cz) / det
+                if t > _ZERO and t < best_t:
+                    best_t = t
+                    best_tri = k
+                    best_u = bv / det
+                    best_v = bw / det
+        if sp == 0:
+            break
+        sp -= 1
+        node = stack[sp]
+    return best_t, best_tri, best_u, best_v
+
+
+intersect_closest = njit(cache=True, error_model="numpy")(_intersect_closest_py)
+
+
+def make_closest_over_instances(jit, traverse):
+    """Two-level closest hit compiled by ``jit`` around the bottom-level ``traverse`` (same jit kind).
+
+    Built in a factory so the CPU and the GPU version each call their own
+    compiled traversal (a global name could refer to only one of them).
+    """
+
+    def closest_over_instances(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2,
+                               roots, local_from_world, normal_to_world, world_lo, world_hi,
+                               ox, oy, oz, dx, dy, dz, tmax, stack):
+        """Closest hit over all instances → (t, slot, tri, u, v, nx, ny, nz); slot = -1 on a miss.
+
+        Instances are tried in a linear loop, culled by a slab test against
+        their world box (a top-level BVH is the next step). The ray moves into
+        each instance's frame by ``local_from_world`` (K, 3, 4) without
+        renormalising, so ``t`` stays the world range. The normal is the
+        triangle's ``e1 × e2`` taken to the world by ``normal_to_world``
+        (K, 3, 3, inverse transpose), unit length, facing the ray.
+        """
+        best_t = tmax
+        best_slot = -1
+        best_tri = -1
+        best_u = _ZERO
+        best_v = _ZERO
+        ix = _ONE / dx if dx != _ZERO else _BIG
+        iy = _ONE / dy if dy != _ZERO else _BIG
+        iz = _ONE / dz if dz != _ZERO else _BIG
+        for k in range(roots.shape[0]):
+            t0 = (world_lo[k, 0] - ox) * ix
+            t1 = (world_hi[k, 0] - ox) * ix
+            tnear = t0 if t0 < t1 else t1
+            tfar = t1 if t0 < t1 else t0
+            t0 = (world_lo[k, 1] - oy) * iy
+            t1 = (world_hi[k, 1] - oy) * iy
+            if t0 > t1:
+                t0, t1 = t1, t0
+            tnear = t0 if t0 > tnear else tnear
+            tfar = t1 if t1 < tfar else tfar
+            t0 = (world_lo[k, 2] - oz) * iz
+            t1 = (world_hi[k, 2] - oz) * iz
+            if t0 > t1:
+                t0, t1 = t1, t0
+            tnear = t0 if t0 > tnear else tnear
+            tfar = t1 if t1 < tfar else tfar
+            tfar = tfar * _SLAB_GROW
+            if tnear > tfar or tfar < _ZERO or tnear > best_t:
+                continue
+            M = local_from_world
+            lox = M[k, 0, 0] * ox + M[k, 0, 1] * oy + M[k, 0, 2] * oz + M[k, 0, 3]
+            loy = M[k, 1, 0] * ox + M[k, 1, 1] * oy + M[k, 1, 2] * oz + M[k, 1, 3]
+            loz = M[k, 2, 0] * ox + M[k, 2, 1] * oy + M[k, 2, 2] * oz + M[k, 2, 3]
+            ldx = M[k, 0, 0] * dx + M[k, 0, 1] * dy + M[k, 0, 2] * dz
+            ldy = M[k, 1, 0] * dx + M[k, 1, 1] * dy + M[k, 1, 2] * dz
+            ldz = M[k, 2, 0] * dx + M[k, 2, 1] * dy + M[k, 2, 2] * dz
+            t, tri, u, v = traverse(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2,
+                                    roots[k], lox, loy, loz, ldx, ldy, ldz, best_t, stack)
+            if tri >= 0:
+                best_t = t
+                best_slot = k
+                best_tri = tri
+                best_u = u
+                best_v = v
+        nx = _ZERO
+        ny = _ZERO
+        nz = _ZERO
+        if best_slot >= 0:
+            e1x = tri_v1[best_tri, 0] - tri_v0[best_tri, 0]
+            e1y = tri_v1[best_tri, 1] - tri_v0[best_tri, 1]
+            e1z = tri_v1[best_tri, 2] - tri_v0[best_tri, 2]
+            e2x = tri_v2[best_tri, 0] - tri_v0[best_tri, 0]
+            e2y = tri_v2[best_tri, 1] - tri_v0[best_tri, 1]
+            e2z = tri_v2[best_tri, 2] - tri_v0[best_tri, 2]
+            lx = e1y * e2z - e1z * e2y
+            ly = e1z * e2x - e1x * e2z
+            lz = e1x * e2y - e1y * e2x
+            N = normal_to_world
+            k = best_slot
+            nx = N[k, 0, 0] * lx + N[k, 0, 1] * ly + N[k, 0, 2] * lz
+            ny = N[k, 1, 0] * lx + N[k, 1, 1] * ly + N[k, 1, 2] * lz
+            nz = N[k, 2, 0] * lx + N[k, 2, 1] * ly + N[k, 2, 2] * lz
+            norm = math.sqrt(nx * nx + ny * ny + nz * nz)
+            if nx * dx + ny * dy + nz * dz > _ZERO:
+                norm = -norm  # turn it to face the ray
+            if norm != _ZERO:
+                nx = nx / norm
+                ny = ny / norm
+                nz = nz / norm
+        return best_t, best_slot, best_tri, best_u, best_v, nx, ny, nz
+
+    return jit(closest_over_instances)
+
+
+closest_over_instances = make_closest_over_instances(njit(error_model="numpy"), intersect_closest)
+
+
+# --------------------------------------------------------------------------- CPU batch casts
+@njit(parallel=True, cache=True, error_model="numpy")
+def cast_bvh(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, origins, directions, tmax,
+             out_t, out_tri, out_u, out_v):
+    """Reference cast of many rays against one BVH (root 0) on the CPU cores; writes the outputs."""
+    last_origin = origins.shape[0] - 1  # 0: one origin shared by all rays
+    for i in prange(directions.shape[0]):
+        stack = np.empty(STACK_SIZE, np.int32)
+        io = min(np.int64(i), last_origin)
+        t, tri, u, v = intersect_closest(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, 0,
+                                         origins[io, 0], origins[io, 1], origins[io, 2],
+                                         directions[i, 0], directions[i, 1], directions[i, 2], tmax, stack)
+        out_t[i] = t
+        out_tri[i] = tri
+        out_u[i] = u
+        out_v[i] = v
+
+
+def cast_one_bvh(bvh: BVH, origins, directions, tmax=np.inf):
+    """Rays (world = mesh frame) against ``bvh`` → (t (inf on miss), original face index (-1), u, v)."""
+    o = np.ascontiguousarray(np.asarray(origins, np.float32).reshape(-1, 3))
+    d = np.ascontiguousarray(directions, dtype=np.float32)
+    n = len(d)
+    t = np.empty(n, np.float32)
+    tri = np.empty(n, np.int32)
+    u = np.empty(n, np.float32)
+    v = np.empty(n, np.float32)
+    cast_bvh(*bvh.arrays, o, d, np.float32(min(tmax, 3.0e38)), t, tri, u, v)
+    hit = tri >= 0
+    return np.where(hit, t, np.inf).astype(np.float32), np.where(hit, bvh.tri_index[np.maximum(tri, 0)], -1), u, v
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def cast_instances(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
+                   normal_to_world, world_lo, world_hi, origins, directions, tmax,
+                   out_t, out_slot, out_tri, out_u, out_v, out_normal):
+    """CPU twin of the CUDA kernel: two-level closest hits of world rays; writes the outputs (slot -1: miss)."""
+    last_origin = origins.shape[0] - 1  # 0: one origin shared by all rays
+    for i in prange(directions.shape[0]):
+        stack = np.empty(STACK_SIZE, np.int32)
+        io = min(np.int64(i), last_origin)
+        t, slot, tri, u, v, nx, ny, nz = closest_over_instances(
+            node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
+            normal_to_world, world_lo, world_hi, origins[io, 0], origins[io, 1], origins[io, 2],
+            directions[i, 0], directions[i, 1], directions[i, 2], tmax, stack)
+        out_t[i] = t
+        out_slot[i] = slot
+        out_tri[i] = tri
+        out_u[i] = u
+        out_v[i] = v
+        out_normal[i, 0] = nx
+        out_normal[i, 1] = ny
+        out_normal[i, 2] = nz
