@@ -47,6 +47,23 @@ class Hits:
     def __len__(self) -> int:
         return len(self.range_m)
 
+    @classmethod
+    def from_slots(cls, range_m, normal, instance_index, primitive_id, u, v, instance_ids) -> "Hits":
+        """Hits from per-ray instance slots (``-1`` = miss); ``instance_ids`` maps slot → scene instance id."""
+        hit = instance_index >= 0
+        range_m[~hit] = np.inf
+        slot = np.maximum(instance_index, 0)
+        instance_id = np.where(hit, instance_ids[slot] if len(instance_ids) else 0, -1).astype(np.int64)
+        return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index)
+
+    @classmethod
+    def missed(cls, n: int) -> "Hits":
+        """``n`` rays that hit nothing."""
+        slot = np.full(n, -1, np.int32)
+        return cls.from_slots(np.full(n, np.inf, np.float32), np.zeros((n, 3), np.float32), slot,
+                              np.full(n, -1, np.int32), np.zeros(n, np.float32), np.zeros(n, np.float32),
+                              np.zeros(0, np.int64))
+
     def replace(self, rays: np.ndarray, other: "Hits", range_m: np.ndarray) -> None:
         """Overwrite rays ``rays`` with ``other``'s hits (``range_m`` their new ranges; misses where ``other`` missed)."""
         hit = other.hit & np.isfinite(range_m)

@@ -88,12 +88,6 @@ def kernel_signature():
             f1, i1, i1, f1, f1, f2)  # outputs
 
 
-def _all_missed(n: int) -> Hits:
-    return Hits(np.full(n, np.inf, np.float32), np.zeros(n, bool), np.zeros((n, 3), np.float32),
-                np.full(n, -1, np.int64), np.full(n, -1, np.int32), np.zeros(n, np.float32),
-                np.zeros(n, np.float32), np.full(n, -1, np.int32))
-
-
 class CudaBackend:
     """Numba-CUDA closest-hit caster over a :class:`~lidar_fmu.scene.Scene` (BVH per mesh, instance loop)."""
 
@@ -149,7 +143,7 @@ class CudaBackend:
         self.update()
         n = len(directions)
         if not (n and self._count):
-            return _all_missed(n)
+            return Hits.missed(n)
         # every output element is written by the kernel: no upload of initial values
         outputs = (cuda.device_array(n, np.float32), cuda.device_array(n, np.int32), cuda.device_array(n, np.int32),
                    cuda.device_array(n, np.float32), cuda.device_array(n, np.float32),
@@ -162,10 +156,7 @@ class CudaBackend:
         blocks = (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
         _cast_kernel[blocks, THREADS_PER_BLOCK](*self._d_bvh, *self._d_instances, *rays, tmax, *outputs)
         range_m, slot, prim, u, v, normal = (a.copy_to_host() for a in outputs)
-        hit = slot >= 0
-        ids = self._instance_ids
-        instance_id = np.where(hit, ids[np.maximum(slot, 0)] if len(ids) else 0, -1).astype(np.int64)
-        return Hits(range_m, hit, normal, instance_id, prim, u, v, slot)
+        return Hits.from_slots(range_m, normal, slot, prim, u, v, self._instance_ids)
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""

@@ -157,12 +157,7 @@ class EmbreeBackend:
         for future in futures:
             future.result()
         best_t, best_prim, best_inst, best_u, best_v, best_normal = best
-        hit = best_inst >= 0
-        best_t[~hit] = np.inf
-        ids = self._instance_ids
-        instance_id = ids[np.maximum(best_inst, 0)] if len(ids) else np.zeros(n, np.int64)
-        instance_id = np.where(hit, instance_id, -1).astype(np.int64)
-        return Hits(best_t, hit, best_normal, instance_id, best_prim, best_u, best_v, np.where(hit, best_inst, -1))
+        return Hits.from_slots(best_t, best_normal, best_inst, best_prim, best_u, best_v, self._instance_ids)
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""

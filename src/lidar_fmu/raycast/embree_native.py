@@ -429,10 +429,7 @@ class NativeEmbreeBackend:
         outputs = (range_m, prim, slot, u, v, normal)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
         kernel()(*args, parts, *outputs)
-        hit = slot >= 0
-        ids = self._instance_ids
-        instance_id = np.where(hit, ids[np.maximum(slot, 0)] if len(ids) else 0, -1).astype(np.int64)
-        return Hits(range_m, hit, normal, instance_id, prim, u, v, slot)
+        return Hits.from_slots(range_m, normal, slot, prim, u, v, self._instance_ids)
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""
