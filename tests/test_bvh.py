@@ -158,6 +158,34 @@ def two_instance_scene():
 
 def test_two_level_cpu_equals_embree():
     scene, origins, directions = two_instance_scene()
+    t, slot, normal, prim = cast_two_level(scene, origins, directions)
+    ref = make_backend("embree", scene).cast(origins, directions)
+    hit = slot >= 0
+    assert 0.2 < hit.mean() < 0.9 and set(slot[hit]) == {0, 1}
+    np.testing.assert_array_equal(hit, ref.hit)
+    np.testing.assert_allclose(t[hit], ref.range_m[hit], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(slot, ref.instance_index)
+    np.testing.assert_array_equal(prim[hit], ref.primitive_id[hit])
+    np.testing.assert_allclose(normal[hit], ref.normal[hit], atol=1e-4)
+
+
+def many_instance_scene(count=40, seed=5):
+    """``count`` posed, rotated and scaled copies of two small meshes on a 30 m grid."""
+    rng = np.random.default_rng(seed)
+    meshes = [mesh_of(trimesh.creation.icosphere(subdivisions=2)), mesh_of(trimesh.creation.box(extents=(2, 1, 3)))]
+    scene = Scene()
+    for k in range(count):
+        angle = rng.uniform(-np.pi, np.pi)
+        pose = np.eye(4)
+        pose[:3, :3] = np.array([[np.cos(angle), -np.sin(angle), 0], [np.sin(angle), np.cos(angle), 0], [0, 0, 1]]) \
+            * rng.uniform(0.5, 1.5)
+        pose[:3, 3] = rng.uniform(-15, 15, 3)
+        scene.add_instance(100 + k, meshes[k % 2], pose)
+    return scene
+
+
+def cast_two_level(scene, origins, directions):
+    """The CPU twin of the CUDA kernel → (t, instance slot, world normal, original face index)."""
     bvhs = [build_bvh(m.vertices, m.faces) for m in scene.meshes]
     arrays, tri_index, roots = concatenate(bvhs)
     table = instance_table(bvhs, roots, scene.instance_mesh_index, scene.poses)
@@ -165,11 +193,65 @@ def test_two_level_cpu_equals_embree():
     t, slot, tri = np.empty(n, np.float32), np.empty(n, np.int32), np.empty(n, np.int32)
     u, v, normal = np.empty(n, np.float32), np.empty(n, np.float32), np.empty((n, 3), np.float32)
     cast_instances(*arrays, *table, origins, directions, np.float32(1e30), t, slot, tri, u, v, normal)
-    ref = make_backend("embree", scene).cast(origins, directions)
-    hit = slot >= 0
-    assert 0.2 < hit.mean() < 0.9 and set(slot[hit]) == {0, 1}
-    np.testing.assert_array_equal(hit, ref.hit)
-    np.testing.assert_allclose(t[hit], ref.range_m[hit], rtol=1e-5, atol=1e-4)
-    np.testing.assert_array_equal(slot, ref.instance_index)
-    np.testing.assert_array_equal(tri_index[tri[hit]], ref.primitive_id[hit])
-    np.testing.assert_allclose(normal[hit], ref.normal[hit], atol=1e-4)
+    return t, slot, normal, tri_index[tri]
+
+
+def test_top_level_bvh_holds_every_instance_once_in_boxes_that_contain_it():
+    scene = many_instance_scene()
+    bvhs = [build_bvh(m.vertices, m.faces) for m in scene.meshes]
+    _, _, roots = concatenate(bvhs)
+    lo, hi, child, count, instance = instance_table(bvhs, roots, scene.instance_mesh_index, scene.poses)[3:]
+    leaves = np.flatnonzero(count > 0)
+    held = np.concatenate([instance[child[k]:child[k] + count[k]] for k in leaves])
+    np.testing.assert_array_equal(np.sort(held), np.arange(len(scene)))
+    vertices, _ = world_of(scene)
+    for k in leaves:  # each leaf box contains the world vertices of its instances
+        for slot in instance[child[k]:child[k] + count[k]]:
+            corners = vertices[slot]
+            assert np.all(lo[k] <= corners.min(axis=0) + 1e-5) and np.all(hi[k] >= corners.max(axis=0) - 1e-5)
+
+
+def world_of(scene):
+    """Per instance slot its world vertices; and all placed triangles as one soup (vertices, faces, slot)."""
+    per_slot, soup_v, soup_f, soup_slot, offset = [], [], [], [], 0
+    for slot, (mesh_index, pose) in enumerate(zip(scene.instance_mesh_index, scene.poses)):
+        mesh = scene.meshes[mesh_index]
+        world = mesh.vertices.astype(np.float64) @ pose[:3, :3].T + pose[:3, 3]
+        per_slot.append(world)
+        soup_v.append(world)
+        soup_f.append(mesh.faces + offset)
+        soup_slot.append(np.full(len(mesh.faces), slot))
+        offset += len(world)
+    return per_slot, (np.concatenate(soup_v), np.concatenate(soup_f), np.concatenate(soup_slot))
+
+
+def test_two_level_traversal_equals_brute_force_over_many_instances():
+    scene = many_instance_scene()
+    _, (vertices, faces, face_slot) = world_of(scene)
+    origins, directions = rays_at(vertices, 600, seed=7)
+    t, slot, _, _ = cast_two_level(scene, origins, directions)
+    t_ref, face_ref = brute_force(vertices, faces, origins, directions)
+    hit, hit_ref = slot >= 0, np.isfinite(t_ref)
+    assert 0.3 < hit.mean() < 0.95 and len(set(slot[hit])) > 20
+    assert (hit != hit_ref).mean() <= 0.002  # grazing rays only
+    both = hit & hit_ref
+    np.testing.assert_allclose(t[both], t_ref[both], rtol=1e-5, atol=1e-4)
+    assert (slot[both] == face_slot[face_ref[both]]).mean() > 0.998
+
+
+def test_bvh_is_kept_on_disk_per_asset(tmp_path):
+    from lidar_fmu.raycast.bvh import cached_bvh
+
+    vertices, faces = soup(300)
+    first = cached_bvh(vertices, faces, cache_dir=str(tmp_path))
+    files = list(tmp_path.iterdir())
+    assert len(files) == 1 and files[0].suffix == ".npz"
+    again = cached_bvh(vertices, faces, cache_dir=str(tmp_path))
+    for name in ("node_lo", "node_hi", "node_child_or_first", "node_count", "tri_v0", "tri_index"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
+    assert again.depth == first.depth
+    moved = cached_bvh(vertices + 1.0, faces, cache_dir=str(tmp_path))  # other geometry: its own entry
+    assert len(list(tmp_path.iterdir())) == 2 and not np.array_equal(moved.node_lo, first.node_lo)
+    files[0].write_bytes(b"not an npz")  # a broken cache file is rebuilt, not trusted
+    rebuilt = cached_bvh(vertices, faces, cache_dir=str(tmp_path))
+    np.testing.assert_array_equal(rebuilt.node_lo, first.node_lo)

@@ -87,9 +87,11 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
         points_ms = median_ms(lambda: lidar.returns(hits, sensor_pose), repeat)
         cloud = lidar.returns(hits, sensor_pose)
         pack_ms = median_ms(lambda: pcd_bytes(cloud.points), repeat)
+        # the whole frame as the FMU runs it (the CUDA backend: cast, glass and physics in one kernel)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
         row = dict(
             scene=scene_name, sensor=label, rays=n, triangles=scene.triangle_count, build_s=build_s,
-            cast_ms=cast_ms, points_ms=points_ms, pack_ms=pack_ms, returns=len(cloud),
+            cast_ms=cast_ms, points_ms=points_ms, pack_ms=pack_ms, frame_ms=frame_ms, returns=len(cloud),
             mrays_s=n / cast_ms / 1e3,
         )
         if reference is not None:
@@ -108,8 +110,87 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
     return rows
 
 
+def bench_gpu(scene_name, scene, sensor_pose, repeat, poses: int = 10_000,
+              frame_sensor="ouster_os1_128", batch_sensor="velodyne_vlp16") -> dict:
+    """CUDA figures: BVH build, one frame's cast kernel, batched rays/s over ``poses`` sensor poses.
+
+    Kernel times are taken up to a device synchronisation, without copying
+    results back; the frame time with physics and copy-back is ``frame ms``
+    in the main table.
+    """
+    from numba import cuda
+
+    from .raycast import make_backend
+    from .raycast.bvh import build_bvh, cached_bvh, instance_table
+    from .raycast.cuda import CudaBackend
+    from .sensors import load_sensor
+
+    t0 = time.perf_counter()
+    bvhs = [build_bvh(m.vertices, m.faces) for m in scene.meshes]
+    build_s = time.perf_counter() - t0
+    for m in scene.meshes:
+        cached_bvh(m.vertices, m.faces)  # make sure it is on disk, then time the load
+    t0 = time.perf_counter()
+    for m in scene.meshes:
+        cached_bvh(m.vertices, m.faces)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    backend = CudaBackend(scene)
+    setup_s = time.perf_counter() - t0
+    roots = np.zeros(len(bvhs), np.int32)
+    tlas_ms = median_ms(lambda: instance_table(bvhs, roots, scene.instance_mesh_index, scene.poses), repeat)
+    table = instance_table(bvhs, roots, scene.instance_mesh_index, scene.poses)
+    lo, hi = table[3][0], table[4][0]  # the top level's root box: the whole scene
+
+    def kernel_ms(pose_batch, directions):
+        def run():
+            backend.cast_poses(pose_batch, directions, to_host=False)
+            cuda.synchronize()
+        return median_ms(run, repeat)
+
+    frame = load_sensor(frame_sensor).pattern.directions
+    frame_ms = kernel_ms(sensor_pose[None], frame)
+    parity = hit_parity(backend.cast_frame(sensor_pose, frame), make_backend("embree", scene).cast_frame(sensor_pose, frame))
+    # poses spread over the scene's ground plane around the given one, random headings
+    rng = np.random.default_rng(0)
+    batch = np.repeat(np.asarray(sensor_pose, np.float64)[None], poses, axis=0)
+    batch[:, 0, 3] = 0.5 * (lo[0] + hi[0]) + 0.4 * (hi[0] - lo[0]) * rng.uniform(-1, 1, poses)
+    heading = rng.uniform(-np.pi, np.pi, poses)
+    batch[:, 0, 0], batch[:, 0, 1] = np.cos(heading), -np.sin(heading)
+    batch[:, 1, 0], batch[:, 1, 1] = np.sin(heading), np.cos(heading)
+    sweep = load_sensor(batch_sensor).pattern.directions
+    batch_ms = kernel_ms(batch, sweep)
+    rays = poses * len(sweep)
+    return dict(scene=scene_name, triangles=scene.triangle_count, meshes=len(scene.meshes),
+                instances=len(scene), build_s=build_s, load_s=load_s, setup_s=setup_s, tlas_ms=tlas_ms,
+                frame_rays=len(frame), frame_kernel_ms=frame_ms, poses=poses, batch_rays=rays,
+                batch_ms=batch_ms, batch_grays_s=rays / batch_ms / 1e6, **parity)
+
+
+def hit_parity(hits, reference) -> dict:
+    """Agreement of two backends' hits on the same rays: hit/miss, and range within 1e-4 m·(1 + r)."""
+    both = hits.hit & reference.hit
+    close = np.abs(hits.range_m[both] - reference.range_m[both]) <= 1e-4 * (1.0 + reference.range_m[both])
+    far = np.abs(hits.range_m[both] - reference.range_m[both])[~close]
+    return dict(hit_agreement=float(np.mean(hits.hit == reference.hit)), range_agreement=float(close.mean()) if both.any() else 1.0,
+                range_outliers=int((~close).sum()), worst_range_m=float(far.max()) if len(far) else 0.0)
+
+
+def print_gpu_table(rows) -> None:
+    print("\n| scene | triangles | BVH build s (cold) | BVH load s (cached) | backend setup s | top level + table ms "
+          "| frame rays | frame cast kernel ms | batched poses | batched rays | batched ms | G rays/s "
+          "| hit/miss = Embree | range = Embree | worst range difference m |")
+    print("|" + "---|" * 15)
+    for r in rows:
+        print(f"| {r['scene']} | {r['triangles']:,} | {r['build_s']:.2f} | {r['load_s']:.3f} | {r['setup_s']:.2f} | "
+              f"{r['tlas_ms']:.3f} | {r['frame_rays']:,} | {r['frame_kernel_ms']:.3f} | {r['poses']:,} | {r['batch_rays']:,} | "
+              f"{r['batch_ms']:.1f} | {r['batch_grays_s']:.2f} | {100 * r['hit_agreement']:.4f} % | "
+              f"{100 * r['range_agreement']:.4f} % | {r['worst_range_m']:.2e} |")
+
+
 def print_table(rows) -> None:
-    head = "| scene | sensor | rays | triangles | cast ms | Mrays/s | Open3D ms | Open3D Mrays/s | ours/Open3D speed | points ms | PCD pack ms | returns | hit/miss agreement |"
+    head = ("| scene | sensor | rays | triangles | cast ms | Mrays/s | Open3D ms | Open3D Mrays/s | ours/Open3D speed "
+            "| points ms | frame ms | PCD pack ms | returns | hit/miss agreement |")
     print(head)
     print("|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|")
     for r in rows:
@@ -117,11 +198,11 @@ def print_table(rows) -> None:
         agree = f"{100 * r['hit_agreement']:.3f} %" if "hit_agreement" in r else "–"
         print(
             f"| {r['scene']} | {r['sensor']} | {r['rays']:,} | {r['triangles']:,} | {r['cast_ms']:.2f} | {r['mrays_s']:.2f} | "
-            f"{ref} | {r['points_ms']:.2f} | {r['pack_ms']:.2f} | {r['returns']:,} | {agree} |"
+            f"{ref} | {r['points_ms']:.2f} | {r['frame_ms']:.2f} | {r['pack_ms']:.2f} | {r['returns']:,} | {agree} |"
         )
 
 
-def bench_step(work_dir: str | None, frames: int = 20) -> dict:
+def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") -> dict:
     """doStep of the demo scenario (OS1-128×1024 on the street): stage medians in-process, and through the FMU."""
     import glob
 
@@ -138,7 +219,8 @@ def bench_step(work_dir: str | None, frames: int = 20) -> dict:
         make_demo_scenario(folder, frames=frames)
     scenario = load_scenario(folder)
     views = list(read_trace(scenario["trace"]))[:frames]
-    model = LidarSensorModel(scenario["sensor"], assets_dir=scenario["assets"], backend="auto")
+    scenario["backend"] = backend
+    model = LidarSensorModel(scenario["sensor"], assets_dir=scenario["assets"], backend=backend)
     model.step(views[0], 0.0)  # loads meshes, builds, compiles
     stages = {name: [] for name in STAGES}
     totals = []
@@ -170,8 +252,19 @@ def bench_step(work_dir: str | None, frames: int = 20) -> dict:
 def run_bench(args) -> list[dict]:
     import platform
 
-    print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs, backend={args.backend}, median of {args.repeat}")
-    rows = []
+    from .raycast import make_backend
+
+    # resolve 'auto' once, so a missing GPU for --backend cuda is a clear error before any work
+    args.backend = make_backend(args.backend, Scene()).name
+    gpu = args.backend == "cuda"
+    device = ""
+    if gpu:
+        from .raycast.cuda import device_name
+
+        device = f", GPU {device_name()}"
+    print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs{device}, backend={args.backend}, "
+          f"median of {args.repeat}")
+    rows, gpu_rows = [], []
     for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
         if name == "street":
             scene, pose = street_scene(args.work_dir)
@@ -180,14 +273,18 @@ def run_bench(args) -> list[dict]:
         else:
             raise ValueError(f"unknown bench scene {name!r}; choose street or sphere")
         rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
+        if gpu:
+            gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))
     print_table(rows)
+    if gpu_rows:
+        print_gpu_table(gpu_rows)
     if not args.skip_step:
         from .osi.encode import bench_encode
 
         enc = bench_encode()
         print(f"\nOSI encode, 131,072 detections: {enc['encode_ms']:.2f} ms (official osi3 classes in a Python loop: "
               f"{enc['reference_extrapolated_ms']:.0f} ms extrapolated, {enc['speedup']:.0f}× slower)")
-        step = bench_step(args.work_dir)
+        step = bench_step(args.work_dir, backend=args.backend)
         stages = " | ".join(f"{v:.2f}" for v in step["stages_ms"].values())
         print("\n| doStep, demo street, OS1-128×1024 | " + " | ".join(step["stages_ms"]) + " | model step | FMU doStep (FMPy) | FMU p90 |")
         print("|" + "---|" * (len(step["stages_ms"]) + 4))

@@ -184,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
+    p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
     p.set_defaults(func=cmd_bench)
     return parser
 

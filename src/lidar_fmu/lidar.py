@@ -12,7 +12,16 @@ import time
 
 import numpy as np
 
-from .physics import TRANSPARENT, Materials, classify_hits, continue_through_transparent, hits_to_returns
+from .physics import (
+    TRANSPARENT,
+    Materials,
+    ReturnModel,
+    classify_hits,
+    continue_through_transparent,
+    hits_to_returns,
+    return_model,
+    returns_cloud,
+)
 from .pointcloud import PointCloud
 from .raycast import make_backend
 from .sensors import Sensor, load_sensor
@@ -35,12 +44,15 @@ class Lidar:
         pose = np.asarray(sensor_pose, dtype=np.float64)
         return pose[:3, 3].astype(np.float32), rotate(self.sensor.pattern.directions, pose[:3, :3])
 
-    def _see_through(self):
+    def return_model(self) -> ReturnModel:
+        """This sensor's limits and the scene's current materials, as the physics passes read them."""
+        return return_model(self.sensor, self.materials, self.scene)
+
+    def _see_through(self, model: ReturnModel):
         """What a backend needs to pass rays through transparent surfaces itself (or None)."""
-        if not self.sensor.max_transparent_layers or not (self.materials.class_code == TRANSPARENT).any():
+        if not model.max_transparent_layers or not (model.class_code == TRANSPARENT).any():
             return None
-        triangles, offsets = self.materials.per_instance(self.scene)
-        return (self.sensor.max_transparent_layers, triangles, offsets, self.materials.class_code)
+        return (model.max_transparent_layers, model.triangles, model.slot_offset, model.class_code)
 
     def cast(self, sensor_pose):
         """Raw :class:`~lidar_fmu.raycast.Hits` (world frame) of the pattern from ``sensor_pose``.
@@ -48,7 +60,7 @@ class Lidar:
         Backends that can continue rays through transparent surfaces do so here.
         """
         pose = check_pose(sensor_pose, "sensor pose")
-        see_through = self._see_through() if getattr(self.backend, "sees_through", False) else None
+        see_through = self._see_through(self.return_model()) if getattr(self.backend, "sees_through", False) else None
         return self.backend.cast_frame(pose, self.sensor.pattern.directions, self.sensor.max_range_m, see_through)
 
     def returns(self, hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
@@ -58,26 +70,36 @@ class Lidar:
         in place on ``hits``), the incidence angle and the range limit.
         """
         pose = np.asarray(sensor_pose, dtype=np.float64)
-        triangles, offsets = self.materials.per_instance(self.scene)
-        class_code = self.materials.class_code
+        model = self.return_model()
 
         def classes(h):
-            return classify_hits(h.instance_index, h.primitive_id, triangles, offsets, class_code)
+            return classify_hits(h.instance_index, h.primitive_id, model.triangles, model.slot_offset, model.class_code)
 
-        if not getattr(self.backend, "sees_through", False) and self._see_through() is not None:
+        if not getattr(self.backend, "sees_through", False) and self._see_through(model) is not None:
             continue_through_transparent(
                 self.backend, hits, pose[:3, 3], rotate(self.sensor.pattern.directions, pose[:3, :3]), classes,
                 self.sensor.max_transparent_layers, self.sensor.max_range_m,
             )
-        return hits_to_returns(hits, self.sensor.pattern, pose, self.sensor, self.materials, self.scene,
-                               timestamp_s=timestamp_s, sensor_name=self.sensor.name)
+        return hits_to_returns(hits, self.sensor.pattern, pose, model, timestamp_s=timestamp_s,
+                               sensor_name=self.sensor.name)
 
     def scan(self, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
+        """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
+
+        A backend that decides returns itself (the CUDA one: cast, glass,
+        materials and limits in one kernel, only returns copied back) is used
+        whole; otherwise hits are cast, then turned into returns on the CPU.
+        """
         pose = check_pose(sensor_pose, "sensor pose")
         t0 = time.perf_counter()
-        hits = self.cast(pose)
-        t1 = time.perf_counter()
-        cloud = self.returns(hits, pose, timestamp_s)
-        t2 = time.perf_counter()
-        self.last_timings = {"cast": t1 - t0, "points": t2 - t1}
+        if getattr(self.backend, "casts_returns", False):
+            points, ray_index, intensity = self.backend.cast_returns(pose, self.sensor.pattern, self.return_model())
+            t1 = time.perf_counter()
+            cloud = returns_cloud(points, ray_index, intensity, self.sensor.pattern, pose, timestamp_s=timestamp_s,
+                                  sensor_name=self.sensor.name)
+        else:
+            hits = self.cast(pose)
+            t1 = time.perf_counter()
+            cloud = self.returns(hits, pose, timestamp_s)
+        self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return cloud

@@ -1,3 +1,4 @@
+# ruff: noqa: FURB136  (builtin min/max on floats are avoided: this body also compiles for numba's CUDA target)
 """Hits → returns: infrared materials, incidence angle, range–reflectivity limits.
 
 What makes the model more than a depth renderer. For every hit the triangle's
@@ -27,10 +28,19 @@ saturated (retroreflective) returns report 100 %.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
-from .materials import MATERIAL_CLASSES, MaterialDatabase, load_database, load_material_map, resolve_mesh_materials
+from .materials import (
+    MATERIAL_CLASSES,
+    MaterialDatabase,
+    load_database,
+    load_material_map,
+    resolve_mesh_materials,
+)
 from .materials.mapping import check_map
 from .pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
 from .range_limit import FITS, range_limit_m
@@ -94,51 +104,84 @@ def classify_hits(hit_slot, primitive_id, triangles, slot_offset, class_code):
     return out
 
 
-@njit(cache=True, nogil=True)
-def _fill_returns(
-    range_m, normal_world, instance_id, hit_slot, primitive_id, directions, beam_id, sensor_from_world,
-    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m, triangles, slot_offset, class_code, reflectance_table,
-    lambertian_rho0, env_base, no_object, reference_range_m,
-    x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
-):
-    R = sensor_from_world
-    count = 0
-    for i in range(range_m.shape[0]):
-        r = range_m[i]
-        k = hit_slot[i]
-        if k < 0 or not (r >= min_range_m and r < np.inf):
-            continue
-        material = triangles[slot_offset[k] + primitive_id[i]]
-        kind = class_code[material]
-        if kind == 1 or kind == 2:  # transparent left over after the last layer, absorbent
-            continue
-        dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
-        wx, wy, wz = normal_world[i, 0], normal_world[i, 1], normal_world[i, 2]
+_DEG_PER_RAD = 180.0 / np.pi
+
+
+def make_return_of_hit(jit, range_limit):
+    """Per-hit physics compiled by ``jit`` around ``range_limit`` (a :func:`range_limit_m` of the same jit kind).
+
+    One body for the CPU pass (:func:`_fill_returns`) and the CUDA kernel
+    (:mod:`lidar_fmu.raycast.cuda`), so both decide every return alike.
+    """
+
+    def return_of_hit(r, material, wx, wy, wz, dx, dy, dz, R, min_range_m, limit_code, limit_a, limit_b, limit_c,
+                      limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0, reference_range_m):
+        """Hit at range ``r`` (m) on IR ``material``, world normal ``w``, sensor-frame unit ray ``d``.
+
+        ``R``: sensor_from_world (3, 3) float64. → (kept, normal in the sensor
+        frame x, y, z, reflectivity, intensity %, saturated).
+        """
         sx = R[0, 0] * wx + R[0, 1] * wy + R[0, 2] * wz
         sy = R[1, 0] * wx + R[1, 1] * wy + R[1, 2] * wz
         sz = R[2, 0] * wx + R[2, 1] * wy + R[2, 2] * wz
-        cos_incidence = min(max(-(sx * dx + sy * dy + sz * dz), 0.0), 1.0)
+        kind = class_code[material]
+        if not (r >= min_range_m and r < np.inf) or kind == 1 or kind == 2:
+            return False, sx, sy, sz, 0.0, 0.0, False  # transparent left after the last layer, absorbent
+        cos_incidence = -(sx * dx + sy * dy + sz * dz)
+        cos_incidence = 0.0 if cos_incidence < 0.0 else (1.0 if cos_incidence > 1.0 else cos_incidence)
         rho0 = lambertian_rho0[material]
         if rho0 == rho0:  # Lambertian: exact
             rho = rho0 * cos_incidence
         else:  # linear in the 10° table (index 9 = 90°, where every table is 0)
-            angle_deg = np.degrees(np.arccos(cos_incidence))
-            b = min(int(angle_deg / 10.0), 8)
+            angle_deg = math.acos(cos_incidence) * _DEG_PER_RAD
+            b = int(angle_deg / 10.0)
+            b = 8 if b > 8 else b
             f = angle_deg / 10.0 - b
             rho = (1.0 - f) * reflectance_table[material, b] + f * reflectance_table[material, b + 1]
-        is_saturated = kind == 3
+        saturated = kind == 3
         # r_L is monotonic in ρ: limit_floor_m[q] = r_L(q / Q) bounds it from
         # below on each bin, so most returns pass without evaluating r_L
         q = int(rho * (limit_floor_m.shape[0] - 1))
-        if not is_saturated and not (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q]):
-            if r > range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, rho):
-                continue
+        if not saturated and not (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q]):
+            if r > range_limit(limit_code, limit_a, limit_b, limit_c, limit_max, rho):
+                return False, sx, sy, sz, 0.0, 0.0, False
+        if saturated:  # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
+            return True, sx, sy, sz, (rho if rho < 1.0 else 1.0), 100.0, True
+        scale = reference_range_m / (r if r > reference_range_m else reference_range_m)
+        intensity = 100.0 * (rho * scale * scale)
+        return True, sx, sy, sz, rho, (intensity if intensity < 100.0 else 100.0), False
+
+    return jit(return_of_hit)
+
+
+return_of_hit = make_return_of_hit(njit(nogil=True), range_limit_m)
+
+
+@njit(cache=True, nogil=True)
+def _fill_returns(
+    range_m, normal_world, instance_id, hit_slot, primitive_id, directions, beam_id, sensor_from_world,
+    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m, triangles, slot_offset, class_code,
+    reflectance_table, lambertian_rho0, env_base, no_object, reference_range_m,
+    x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
+):
+    count = 0
+    for i in range(range_m.shape[0]):
+        k = hit_slot[i]
+        if k < 0:
+            continue
+        r = range_m[i]
+        dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
+        kept, sx, sy, sz, rho, percent, is_saturated = return_of_hit(
+            r, triangles[slot_offset[k] + primitive_id[i]], normal_world[i, 0], normal_world[i, 1],
+            normal_world[i, 2], dx, dy, dz, sensor_from_world, min_range_m, limit_code, limit_a, limit_b, limit_c,
+            limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0, reference_range_m)
+        if not kept:
+            continue
         x[count] = r * dx
         y[count] = r * dy
         z[count] = r * dz
         rng[count] = r
-        # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
-        refl[count] = min(rho, 1.0) if is_saturated else rho
+        refl[count] = rho
         nx[count] = sx
         ny[count] = sy
         nz[count] = sz
@@ -147,8 +190,7 @@ def _fill_returns(
         obj[count] = no_object if iid >= env_base else np.uint64(iid)
         saturated[count] = 1 if is_saturated else 0
         ray_index[count] = i
-        scale = reference_range_m / max(r, reference_range_m)
-        intensity[count] = 100.0 if is_saturated else 100.0 * min(1.0, rho * scale * scale)
+        intensity[count] = percent
         count += 1
     return count
 
@@ -175,13 +217,44 @@ def continue_through_transparent(backend, hits, origin, world_directions, classe
     return hits
 
 
-def hits_to_returns(hits, pattern, sensor_pose, sensor, materials: Materials, scene, **meta) -> PointCloud:
-    """Hits (with materials and range limit applied) → :class:`PointCloud` of the returns."""
+@dataclass(frozen=True)
+class ReturnModel:
+    """What decides the returns besides the hits: one sensor's limits and one scene's materials, as arrays.
+
+    The CPU pass and the CUDA kernel both read it (see :func:`return_model`).
+    """
+
+    min_range_m: float
+    max_range_m: float
+    limit_params: tuple  # (fit code, a, b, c, max range m) for range_limit_m
+    limit_floor_m: np.ndarray  # (Q+1,) float64, r_L at reflectivity q/Q, just below
+    triangles: np.ndarray  # (T,) int16 IR material of every triangle of every mesh
+    slot_offset: np.ndarray  # (K,) int64 first triangle of each instance slot's mesh in ``triangles``
+    class_code: np.ndarray  # (M,) int8
+    reflectance_table: np.ndarray  # (M, 10) float32
+    lambertian_rho0: np.ndarray  # (M,) float64, NaN for angle tables
+    max_transparent_layers: int
+
+    def kernel_args(self) -> tuple:
+        """The arguments :func:`return_of_hit` takes after the sensor rotation, in order (scalars typed)."""
+        code, a, b, c, limit_max = self.limit_params
+        return (np.float32(self.min_range_m), np.int64(code), np.float64(a), np.float64(b), np.float64(c),
+                np.float64(limit_max), self.limit_floor_m)
+
+
+def return_model(sensor, materials: Materials, scene) -> ReturnModel:
     triangles, slot_offset = materials.per_instance(scene)
-    sensor_from_world = np.ascontiguousarray(np.asarray(sensor_pose, np.float64)[:3, :3].T)
     limit = sensor.range_limit
-    code, a, b, c, limit_max = limit.kernel_params() if limit is not None else (FITS.index("constant"), 0.0, 0.0, 0.0, sensor.max_range_m)
-    floor = _limit_floor(limit, sensor.max_range_m)
+    params = (limit.kernel_params() if limit is not None
+              else (FITS.index("constant"), 0.0, 0.0, 0.0, sensor.max_range_m))
+    return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), params,
+                       _limit_floor(limit, sensor.max_range_m), triangles, slot_offset, materials.class_code,
+                       materials.reflectance_table, materials.lambertian_rho0, int(sensor.max_transparent_layers))
+
+
+def hits_to_returns(hits, pattern, sensor_pose, model: ReturnModel, **meta) -> PointCloud:
+    """Hits (with materials and range limit applied) → :class:`PointCloud` of the returns."""
+    sensor_from_world = np.ascontiguousarray(np.asarray(sensor_pose, np.float64)[:3, :3].T)
     n = len(hits.range_m)
     # one pass into arrays sized for every ray; the cloud keeps the filled front
     points = np.empty(n, POINT_DTYPE)
@@ -189,14 +262,18 @@ def hits_to_returns(hits, pattern, sensor_pose, sensor, materials: Materials, sc
     intensity = np.empty(n, np.float32)
     m = _fill_returns(
         hits.range_m, hits.normal, hits.instance_id, hits.instance_index, hits.primitive_id, pattern.directions,
-        pattern.beam_id, sensor_from_world, np.float32(sensor.min_range_m), np.int64(code), np.float64(a),
-        np.float64(b), np.float64(c), np.float64(limit_max), floor, triangles, slot_offset, materials.class_code,
-        materials.reflectance_table, materials.lambertian_rho0, np.int64(ENVIRONMENT_ID_BASE), NO_OBJECT_ID,
-        np.float64(INTENSITY_REFERENCE_RANGE_M),
+        pattern.beam_id, sensor_from_world, *model.kernel_args(), model.triangles, model.slot_offset,
+        model.class_code, model.reflectance_table, model.lambertian_rho0, np.int64(ENVIRONMENT_ID_BASE),
+        NO_OBJECT_ID, np.float64(INTENSITY_REFERENCE_RANGE_M),
         *(points[name] for name in POINT_DTYPE.names), ray_index, intensity,
     )
-    cloud = PointCloud(points[:m], ray_index[:m], pattern.rows, pattern.columns, sensor_pose=np.asarray(sensor_pose), **meta)
-    cloud.intensity_percent = intensity[:m]
+    return returns_cloud(points[:m], ray_index[:m], intensity[:m], pattern, sensor_pose, **meta)
+
+
+def returns_cloud(points, ray_index, intensity_percent, pattern, sensor_pose, **meta) -> PointCloud:
+    """The :class:`PointCloud` of returns already decided (by the CPU pass or a GPU kernel)."""
+    cloud = PointCloud(points, ray_index, pattern.rows, pattern.columns, sensor_pose=np.asarray(sensor_pose), **meta)
+    cloud.intensity_percent = intensity_percent
     return cloud
 
 

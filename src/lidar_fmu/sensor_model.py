@@ -94,10 +94,9 @@ class LidarSensorModel:
             vehicle = np.eye(4)  # no host: the mounting pose is a world pose
         sensor_pose = vehicle @ mounting
         t2 = time.perf_counter()
-        hits = self.lidar.cast(sensor_pose)
-        t3 = time.perf_counter()
-        cloud = self.lidar.returns(hits, sensor_pose, frame.timestamp_s)
+        cloud = self.lidar.scan(sensor_pose, frame.timestamp_s)
         t4 = time.perf_counter()
+        t3 = t2 + self.lidar.last_timings["cast"]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
         data = encode_sensor_data_buffer(
             cloud,
