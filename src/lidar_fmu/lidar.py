@@ -54,23 +54,26 @@ class Lidar:
             return None
         return (model.max_transparent_layers, model.triangles, model.slot_offset, model.class_code)
 
-    def cast(self, sensor_pose):
+    def cast(self, sensor_pose, model: ReturnModel | None = None):
         """Raw :class:`~lidar_fmu.raycast.Hits` (world frame) of the pattern from ``sensor_pose``.
 
-        Backends that can continue rays through transparent surfaces do so here.
+        Backends that can continue rays through transparent surfaces do so here
+        (``model``: this frame's :meth:`return_model`, made here when not given).
         """
         pose = check_pose(sensor_pose, "sensor pose")
-        see_through = self._see_through(self.return_model()) if getattr(self.backend, "sees_through", False) else None
+        see_through = None
+        if getattr(self.backend, "sees_through", False):
+            see_through = self._see_through(model or self.return_model())
         return self.backend.cast_frame(pose, self.sensor.pattern.directions, self.sensor.max_range_m, see_through)
 
-    def returns(self, hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
+    def returns(self, hits, sensor_pose, timestamp_s: float = 0.0, model: ReturnModel | None = None) -> PointCloud:
         """Hits of this sensor's pattern cast from ``sensor_pose`` → returns in the sensor frame.
 
         Applies the materials (rays through transparent surfaces are cast on,
         in place on ``hits``), the incidence angle and the range limit.
         """
         pose = np.asarray(sensor_pose, dtype=np.float64)
-        model = self.return_model()
+        model = model or self.return_model()
 
         def classes(h):
             return classify_hits(h.instance_index, h.primitive_id, model.triangles, model.slot_offset, model.class_code)
@@ -92,14 +95,15 @@ class Lidar:
         """
         pose = check_pose(sensor_pose, "sensor pose")
         t0 = time.perf_counter()
+        model = self.return_model()
         if getattr(self.backend, "casts_returns", False):
-            points, ray_index, intensity = self.backend.cast_returns(pose, self.sensor.pattern, self.return_model())
+            points, ray_index, intensity = self.backend.cast_returns(pose, self.sensor.pattern, model)
             t1 = time.perf_counter()
             cloud = returns_cloud(points, ray_index, intensity, self.sensor.pattern, pose, timestamp_s=timestamp_s,
                                   sensor_name=self.sensor.name)
         else:
-            hits = self.cast(pose)
+            hits = self.cast(pose, model)
             t1 = time.perf_counter()
-            cloud = self.returns(hits, pose, timestamp_s)
+            cloud = self.returns(hits, pose, timestamp_s, model)
         self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return cloud

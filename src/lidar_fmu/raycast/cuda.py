@@ -27,6 +27,8 @@ CPU twin (:func:`.bvh.cast_instances`) runs:
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numba import cuda
 
@@ -327,14 +329,15 @@ class CudaBackend:
 
     def update(self) -> None:
         """Follow the scene: upload new meshes' BVHs, then this step's instance table and top-level BVH."""
-        import time
-
         scene = self.scene
         if scene.revision == self._revision and scene.pose_revision == self._pose_revision:
             return
         t0 = time.perf_counter()
-        if scene.revision != self._revision:
+        if scene.revision != self._revision:  # meshes or instances added/removed: ids and slots change too
             self._upload_meshes()
+            self._instance_ids = np.asarray(scene.instance_ids, dtype=np.int64).copy()
+            self._d_instance_ids = cuda.to_device(self._instance_ids if len(self._instance_ids)
+                                                  else np.zeros(1, np.int64))
             self._revision = scene.revision
         poses = np.asarray(scene.poses, dtype=np.float64).reshape(-1, 4, 4)
         mesh_index = np.asarray(scene.instance_mesh_index, dtype=np.int64)
@@ -342,8 +345,6 @@ class CudaBackend:
         if self._count:
             table = instance_table(self._mesh_bvhs, self._mesh_roots, mesh_index, poses)
             self._d_instances = tuple(cuda.to_device(a) for a in table)
-        self._instance_ids = np.asarray(scene.instance_ids, dtype=np.int64).copy()
-        self._d_instance_ids = cuda.to_device(self._instance_ids if len(self._instance_ids) else np.zeros(1, np.int64))
         self._pose_revision = scene.pose_revision
         self.build_s = time.perf_counter() - t0
 
