@@ -7,6 +7,7 @@ invalid SensorData plus a message through the FMI logger, because masters
 abort the run on fmi2Discard/Error/Fatal.
 """
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -40,6 +41,8 @@ def _use_cached_package(resources):
     ``resources/`` would recompile every kernel (seconds) on every run. A copy
     at a stable path keeps that cache warm. Falls back to ``resources/``
     silently, and does nothing if the host already imported ``lidar_fmu``.
+    The cache folder comes from the package's own ``cache.py``, loaded from
+    its file: importing ``lidar_fmu`` here would pin it to ``resources/``.
     """
     package = os.path.join(resources or "", "lidar_fmu")
     if "lidar_fmu" in sys.modules or not os.path.isdir(package):
@@ -53,7 +56,10 @@ def _use_cached_package(resources):
                 digest.update(os.path.relpath(path, package).encode())
                 with open(path, "rb") as f:
                     digest.update(f.read())
-        cache = os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu", "fmu-packages", digest.hexdigest()[:16])
+        spec = importlib.util.spec_from_file_location("_lidar_fmu_cache", os.path.join(package, "cache.py"))
+        cache_module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cache_module)
+        cache = str(cache_module.cache_dir("fmu-packages", digest.hexdigest()[:16]))
         if not os.path.isdir(os.path.join(cache, "lidar_fmu")):
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             staging = tempfile.mkdtemp(dir=os.path.dirname(cache))
@@ -63,7 +69,7 @@ def _use_cached_package(resources):
             except OSError:
                 shutil.rmtree(staging, ignore_errors=True)
         sys.path.insert(0, cache)
-    except OSError:
+    except Exception:  # no cached copy: import from resources/
         pass
 
 
@@ -77,8 +83,8 @@ def _osi_version():
 class LidarSensor(Fmi2Slave):
     author = "lidar-fmu"
     description = "Physically grounded lidar sensor model (OSI SensorView in, SensorData point cloud out, OSMP)"
-    version = "0.1.0"
     license = "MPL-2.0"
+    # no version here: to_xml takes lidar_fmu.__version__
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -156,9 +162,11 @@ class LidarSensor(Fmi2Slave):
             return 0.1
 
     def _template(self, template, **values):
-        folder = os.path.join(self.resources or "", "modelDescription")
-        if not os.path.isdir(folder):  # running from a source checkout
-            folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "modelDescription")
+        here = os.path.dirname(os.path.abspath(__file__))
+        # the FMU's resources/, else next to this script (installed package), else the source checkout's
+        candidates = [os.path.join(self.resources or "", "modelDescription"), os.path.join(here, "modelDescription"),
+                      os.path.join(here, os.pardir, "modelDescription")]
+        folder = next((c for c in candidates if os.path.isdir(c)), candidates[-1])
         with open(os.path.join(folder, template), encoding="utf-8") as f:
             element = ET.fromstring(f.read().format(**values))
         for node in element.iter():  # template indentation would otherwise leak into the XML
@@ -166,9 +174,12 @@ class LidarSensor(Fmi2Slave):
             node.tail = None
         return element
 
-    def to_xml(self, model_options=dict()):
+    def to_xml(self, model_options=None):
+        from lidar_fmu import __version__
+
+        self.version = __version__  # one version source: lidar_fmu/__init__.py (pythonfmu reads this attribute)
         ET.register_namespace("osmp", OSMP_NS)
-        root = super().to_xml(model_options)
+        root = super().to_xml(model_options or {})
         osi_version = _osi_version()
         vendor = self._template("osmp_model.xml", osmp_version=OSMP_VERSION, osi_version=osi_version)
         variables = root.find("ModelVariables")
@@ -229,8 +240,8 @@ class LidarSensor(Fmi2Slave):
     def _publish_config_request(self):
         if self._config_request is not None:
             return
-        from lidar_fmu.osmp import DoubleBuffer
         from lidar_fmu.osi.config import sensor_view_configuration
+        from lidar_fmu.osmp import DoubleBuffer
 
         self._config_request = DoubleBuffer()
         model = self._get_model()

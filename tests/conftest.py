@@ -5,6 +5,25 @@ import trimesh
 from lidar_fmu.scene import Mesh
 
 
+def _real_gpu() -> bool:
+    """numba-cuda sees an NVIDIA GPU (the CUDA simulator does not count)."""
+    try:
+        from numba import config, cuda
+
+        return bool(cuda.is_available()) and not config.ENABLE_CUDASIM
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` need a real GPU: skip them without one."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_items and not _real_gpu():
+        skip = pytest.mark.skip(reason="needs a real NVIDIA GPU (numba.cuda.is_available(), not the simulator)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
 def to_mesh(tm: trimesh.Trimesh, material: str = "default", name: str = "mesh") -> Mesh:
     return Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), (material,), name)
 

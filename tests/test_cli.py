@@ -162,3 +162,97 @@ def test_cuda_backend_without_a_gpu_is_a_clear_error(room, tmp_path, capsys):
     code, _, err = run(["scan", "--mesh", room, "--sensor", "ibeo_lux", "-o", str(tmp_path / "o.pcd"),
                         "--backend", "cuda"], capsys)
     assert code == 2 and "NUMBA_ENABLE_CUDASIM" in err
+
+
+# -- the error boundary: LidarFmuError and OSError are the user's, anything else is a bug ---------------------------
+def _scan_raising(exc, room, tmp_path, capsys, monkeypatch):
+    from lidar_fmu.lidar import Lidar
+
+    def broken_scan(self, *args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(Lidar, "scan", broken_scan)
+    return run(["scan", "--mesh", room, "--sensor", "ibeo_lux", "-o", str(tmp_path / "o.pcd"), "--backend", "embree"],
+               capsys)
+
+
+def test_an_unexpected_exception_is_reported_as_a_bug(room, tmp_path, capsys, monkeypatch):
+    code, _, err = _scan_raising(KeyError("cast"), room, tmp_path, capsys, monkeypatch)
+    assert code == 1  # not 2: nothing the user typed is wrong
+    assert "Traceback (most recent call last)" in err and "KeyError: 'cast'" in err and "broken_scan" in err
+    assert "lidar-fmu: error:" not in err
+    last = err.strip().splitlines()
+    assert any("bug in lidar-fmu" in line for line in last[-3:])
+    assert "report" in err and "scan --mesh" in last[-1]  # the command line to report with
+    assert err.index("Traceback") < err.index("bug in lidar-fmu")
+
+
+@pytest.mark.parametrize("exc", [ValueError("bad value"), RuntimeError("boom"), TypeError("x")],
+                         ids=["ValueError", "RuntimeError", "TypeError"])
+def test_other_exceptions_are_bugs_too(exc, room, tmp_path, capsys, monkeypatch):
+    code, _, err = _scan_raising(exc, room, tmp_path, capsys, monkeypatch)
+    assert code == 1 and "Traceback" in err and "bug in lidar-fmu" in err
+
+
+@pytest.mark.parametrize("make", ["LidarFmuError", "UserError", "OSError", "multi_line"])
+def test_a_lidar_fmu_error_is_one_line_exit_2(make, room, tmp_path, capsys, monkeypatch):
+    from lidar_fmu.errors import LidarFmuError, UserError
+
+    exc = {"LidarFmuError": LidarFmuError("the sensor fell off"), "UserError": UserError("the sensor fell off"),
+           "OSError": FileNotFoundError(2, "No such file or directory: the sensor fell off"),
+           "multi_line": LidarFmuError("the sensor\nfell off")}[make]
+    code, _, err = _scan_raising(exc, room, tmp_path, capsys, monkeypatch)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lidar-fmu: error:"), err
+    assert "fell off" in lines[0] and "Traceback" not in err and "bug" not in err
+
+
+def test_user_facing_errors_derive_from_lidar_fmu_error():
+    from lidar_fmu.errors import LidarFmuError, UserError
+    from lidar_fmu.materials.spectra import MaterialError
+    from lidar_fmu.osi.decode import SensorViewError
+    from lidar_fmu.osi.trace import TraceError
+    from lidar_fmu.osmp import OSMPBufferError
+    from lidar_fmu.range_limit import RangeLimitError
+    from lidar_fmu.scene import MeshError
+    from lidar_fmu.sensors import SensorSpecError
+    from lidar_fmu.transforms import PoseError
+
+    assert issubclass(UserError, LidarFmuError)
+    for cls in (MaterialError, SensorViewError, TraceError, OSMPBufferError, RangeLimitError, MeshError,
+                SensorSpecError, PoseError):
+        assert issubclass(cls, LidarFmuError) and issubclass(cls, ValueError), cls  # ValueError kept for callers
+
+
+def test_unknown_bench_scene_is_a_user_error(capsys):
+    code, _, err = run(["bench", "--scenes", "nowhere", "--backend", "embree", "--skip-step"], capsys)
+    assert code == 2 and "unknown bench scene 'nowhere'" in err and "Traceback" not in err
+
+
+def test_replay_and_bench_do_not_import_the_cli():
+    code = ("import sys, lidar_fmu.replay, lidar_fmu.bench; "
+            "sys.exit('lidar_fmu.cli' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_scan_with_a_bad_preview_extension_fails_before_any_work(room, tmp_path, capsys):
+    out = tmp_path / "o.pcd"
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "ibeo_lux", "-o", str(out), "--preview",
+                        str(tmp_path / "p.xyz")], capsys)
+    assert code == 2 and "p.xyz" in err and ".png" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fmu", ["missing.fmu", "not_a_zip.fmu", "zip_without_model.fmu"])
+def test_replay_with_something_that_is_not_an_fmu_is_a_user_error(fmu, tmp_path, capsys):
+    import zipfile
+
+    (tmp_path / "not_a_zip.fmu").write_text("hello")
+    with zipfile.ZipFile(tmp_path / "zip_without_model.fmu", "w") as archive:
+        archive.writestr("readme.txt", "hello")
+    (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": "trace.osi"}))
+    code, _, err = run(["replay", str(tmp_path), "-o", str(tmp_path / "out"), "--fmu", str(tmp_path / fmu), "-q"],
+                       capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and fmu in lines[0] and "FMU" in lines[0]

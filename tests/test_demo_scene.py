@@ -7,7 +7,11 @@ import pytest
 
 from lidar_fmu import demo_scene, load_mesh
 from lidar_fmu.demo_scene import (
-    LAYOUT_FILE, ROAD_HALF_WIDTH_M, ensure_street, generate_street, load_street_scene,
+    LAYOUT_FILE,
+    ROAD_HALF_WIDTH_M,
+    ensure_street,
+    generate_street,
+    load_street_scene,
 )
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE
 from lidar_fmu.transforms import pose_matrix

@@ -269,6 +269,7 @@ def test_shared_trace_car_250_lies_on_its_box(fmu_path):
 
 
 # -- a C master --------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_c_master_drives_the_fmu(fmu_path, tmp_path):
     import fmpy

@@ -6,12 +6,20 @@ import numpy as np
 import pytest
 
 from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh
+from lidar_fmu.errors import LidarFmuError
 from lidar_fmu.io import (
-    bev_image, read_pcd, read_ptx, write_pcd, write_ply, write_point_cloud, write_preview, write_ptx,
+    bev_image,
+    read_pcd,
+    read_ptx,
+    write_pcd,
+    write_ply,
+    write_point_cloud,
+    write_preview,
+    write_ptx,
 )
 from lidar_fmu.io.pcd import pcd_bytes
 from lidar_fmu.io.ptx import row_elevation_rad
-from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
+from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID, NoRayPatternError
 
 CAR_ID = 2**40 + 5  # needs all 64 bits of object_id to survive
 
@@ -277,28 +285,97 @@ def test_ptx_organized_grid(cloud, lidar, tmp_path):
     assert np.allclose(cells[:, 3], np.clip(cloud.points["reflectivity"], 0, 1), atol=5e-7, rtol=0)
 
 
-def test_ptx_row_order_from_pattern_preset_or_points(cloud, lidar, tmp_path):
+def test_ptx_row_order_comes_from_the_cloud_pattern(cloud, lidar, tmp_path):
     exact = row_elevation_rad(cloud, lidar.sensor.pattern)
-    assert np.array_equal(row_elevation_rad(cloud), exact)  # found through cloud.sensor_name
+    assert cloud.pattern is lidar.sensor.pattern
+    assert np.array_equal(row_elevation_rad(cloud), exact)  # the pattern the cloud carries
     write_ptx(tmp_path / "a.ptx", cloud)
     write_ptx(tmp_path / "b.ptx", cloud, pattern=lidar.sensor.pattern)
     assert (tmp_path / "a.ptx").read_bytes() == (tmp_path / "b.ptx").read_bytes()
-    # without a name, rows with returns are still ordered by their measured elevation
-    anonymous = dataclasses.replace(cloud, sensor_name="")
-    estimated = row_elevation_rad(anonymous)
-    has_returns = np.bincount(cloud.ray_index % cloud.rows, minlength=cloud.rows) > 0
-    assert not has_returns.all()  # the sky leaves some beams empty: the hard case
-    assert np.allclose(estimated[has_returns], exact[has_returns], atol=1e-6)
-    write_ptx(tmp_path / "c.ptx", anonymous)
-    _, grid = read_ptx(tmp_path / "c.ptx")
-    elevation = np.where(grid[..., :3].any(axis=2), _elevation_rad(grid), np.nan)
-    per_row = np.nanmax(elevation, axis=1, initial=-np.inf)
-    per_row = per_row[np.isfinite(per_row)]
-    assert len(per_row) == has_returns.sum() and np.all(np.diff(per_row) > 0)
-    # a cloud named after a preset whose returns are not on its rays is not taken for the preset
-    tilted = dataclasses.replace(cloud, points=cloud.points.copy())
-    tilted.points["z"] += 0.5
-    assert not np.array_equal(row_elevation_rad(tilted), exact)
+    # without its pattern a cloud has no grid, whatever its sensor_name says: nothing is guessed
+    assert cloud.sensor_name == "velodyne_vlp16"
+    bare = dataclasses.replace(cloud, pattern=None)
+    with pytest.raises(NoRayPatternError, match="PTX.*ray pattern"):
+        write_ptx(tmp_path / "c.ptx", bare)
+    assert not (tmp_path / "c.ptx").exists()
+    with pytest.raises(NoRayPatternError):
+        row_elevation_rad(bare)
+    assert issubclass(NoRayPatternError, LidarFmuError)
+
+
+#: a sensor no preset is named after, with interleaved beams (beam id ≠ elevation order)
+CUSTOM_SENSOR = {"name": "test_rig_interleaved", "vertical_angles_deg": [-1, -15, 3, -11, 7, -7, 11, -3, 15, 1],
+                 "horizontal_samples": 240, "horizontal_fov_deg": [120, -120], "max_range_m": 60}
+
+
+def test_ptx_of_a_custom_sensor_is_organized_by_its_pattern(scene, tmp_path):
+    from lidar_fmu.sensors import PRESETS
+
+    lidar = Lidar(scene, CUSTOM_SENSOR, backend="embree")
+    cloud = lidar.scan(_pose(0.5, -0.5, 0.1, -0.3))
+    pattern = lidar.sensor.pattern
+    assert cloud.sensor_name == "test_rig_interleaved" and cloud.sensor_name not in PRESETS
+    assert cloud.pattern is pattern and 0 < len(cloud) < len(pattern)
+    rows, columns = pattern.rows, pattern.columns
+    assert (rows, columns) == (10, 240)
+    # the hard case for estimating rows from returns: beams without any return
+    beams_hit = np.unique(cloud.points["beam_id"])
+    assert 0 < len(beams_hit) < rows
+
+    write_ptx(tmp_path / "rig.ptx", cloud)
+    header, grid = read_ptx(tmp_path / "rig.ptx")
+    assert (header["rows"], header["columns"]) == (rows, columns)
+    # PTX row r holds beam order[r] (ascending elevation); each return at (its beam's row, its column)
+    order = np.argsort(CUSTOM_SENSOR["vertical_angles_deg"])
+    rank = np.argsort(order)
+    expected = np.zeros((rows, columns, 4))
+    cell = rank[pattern.beam_id[cloud.ray_index]], pattern.column[cloud.ray_index]
+    expected[cell[0], cell[1], :3] = cloud.xyz
+    expected[cell[0], cell[1], 3] = np.clip(cloud.points["reflectivity"], 0, 1)
+    assert np.allclose(grid, expected, atol=5e-7, rtol=0)
+    # and every return lies on the ray of its cell
+    hit = grid[..., :3].any(axis=2)
+    assert hit.sum() == len(cloud)
+    ray = pattern.directions.reshape(columns, rows, 3)[:, order].transpose(1, 0, 2)  # (PTX row, column, xyz)
+    assert _angle_rad(grid[..., :3][hit], ray[hit]).max() < 1e-5
+
+
+def test_cloud_knows_each_return_s_ray(cloud, lidar):
+    pattern = lidar.sensor.pattern
+    assert np.array_equal(cloud.column, pattern.column[cloud.ray_index])
+    assert np.array_equal(cloud.row, cloud.ray_index % pattern.rows)
+    assert np.array_equal(cloud.points["beam_id"], pattern.beam_id[cloud.ray_index])
+    assert np.array_equal(cloud.time_offset_s, pattern.time_offset_s[cloud.ray_index])
+    assert _angle_rad(cloud.xyz, cloud.direction).max() < 1e-6
+    bare = dataclasses.replace(cloud, pattern=None)
+    with pytest.raises(NoRayPatternError, match="firing column"):
+        _ = bare.column
+    with pytest.raises(ValueError, match="does not match"):
+        dataclasses.replace(cloud, rows=cloud.rows + 1)
+
+
+def test_preview_of_a_cloud_without_pattern_is_the_bird_s_eye_view_alone(cloud, tmp_path):
+    from matplotlib.image import imread
+
+    from lidar_fmu.osi.detections import sensor_data_to_points
+    from lidar_fmu.osi.encode import encode_sensor_data
+
+    write_preview(tmp_path / "grid.png", cloud)
+    write_preview(tmp_path / "bare.png", dataclasses.replace(cloud, pattern=None))
+    with_grid, bare = imread(tmp_path / "grid.png"), imread(tmp_path / "bare.png")
+    assert bare.shape[1] == with_grid.shape[1] and bare.shape[0] < with_grid.shape[0]
+    assert bare[..., :3].std() > 0.05
+    # points decoded from OSI know no grid either (rows = columns = 0) until organized
+    decoded = sensor_data_to_points(encode_sensor_data(
+        cloud, timestamp_s=1.25, sensor_id=1, mounting_position=np.eye(4), cycle_counter=1))
+    write_preview(tmp_path / "decoded.png", decoded)
+    assert imread(tmp_path / "decoded.png").shape == bare.shape
+
+
+def _angle_rad(a, b):
+    """Angle between the rows of ``a`` and ``b`` (rad), accurate for tiny angles."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.arctan2(np.linalg.norm(np.cross(a, b), axis=1), np.einsum("ij,ij->i", a, b))
 
 
 def _elevation_rad(grid):

@@ -2,12 +2,11 @@ import numpy as np
 import pytest
 import trimesh
 
+from conftest import to_mesh
 from lidar_fmu import Lidar, Scene, box_mesh, load_sensor
 from lidar_fmu.raycast import BackendError, make_backend
 from lidar_fmu.scene import Mesh, concatenate
 from lidar_fmu.transforms import pose_matrix
-
-from conftest import to_mesh
 
 
 @pytest.fixture(params=["embree", "embreex"])

@@ -9,7 +9,7 @@ from .pointcloud import POINT_DTYPE, PointCloud
 from .scene import Mesh, MeshError, Scene, box_mesh, load_mesh
 from .sensors import Sensor, SensorSpecError, load_sensor
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version source: pyproject.toml and the FMU's model description read it
 __all__ = [
     "Lidar", "PointCloud", "POINT_DTYPE", "Mesh", "MeshError", "Scene", "box_mesh", "load_mesh",
     "Sensor", "SensorSpecError", "load_sensor",

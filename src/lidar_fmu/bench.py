@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 
+from .cache import cache_dir
+from .errors import UserError
 from .lidar import Lidar
 from .scene import Mesh, Scene
 from .transforms import pose_matrix
@@ -43,7 +45,7 @@ def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:
     """The generated demo street with its parked cars; sensor on a car roof."""
     from .demo_scene import ensure_street, load_street_scene
 
-    work_dir = os.path.join(work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu"), "street")
+    work_dir = os.path.join(work_dir or cache_dir(), "street")
     ensure_street(work_dir)
     scene, _ = load_street_scene(work_dir)
     return scene, pose_matrix((0.0, -2.0, 1.9))
@@ -103,7 +105,7 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
             cast_ms = min(cast_ms, median_ms(lambda: lidar.cast(sensor_pose), repeat))
             ours = np.where(hits.hit, hits.range_m, np.inf)
             theirs = np.where(ref_hits <= lidar.sensor.max_range_m, ref_hits, np.inf)
-            agree = np.mean((np.isinf(ours) == np.isinf(theirs)))
+            agree = np.mean(np.isinf(ours) == np.isinf(theirs))
             row.update(cast_ms=cast_ms, mrays_s=n / cast_ms / 1e3, o3d_ms=ref_ms, o3d_mrays_s=n / ref_ms / 1e3,
                        ratio=ref_ms / cast_ms, hit_agreement=agree)
         rows.append(row)
@@ -120,7 +122,7 @@ def bench_gpu(scene_name, scene, sensor_pose, repeat, poses: int = 10_000,
     """
     from numba import cuda
 
-    from .raycast import make_backend
+    from .raycast import RayBatch, make_backend
     from .raycast.bvh import build_bvh, cached_bvh, instance_table
     from .raycast.cuda import CudaBackend
     from .sensors import load_sensor
@@ -150,7 +152,8 @@ def bench_gpu(scene_name, scene, sensor_pose, repeat, poses: int = 10_000,
 
     frame = load_sensor(frame_sensor).pattern.directions
     frame_ms = kernel_ms(sensor_pose[None], frame)
-    parity = hit_parity(backend.cast_frame(sensor_pose, frame), make_backend("embree", scene).cast_frame(sensor_pose, frame))
+    frame_rays = RayBatch.from_pattern(load_sensor(frame_sensor).pattern, sensor_pose, np.inf)
+    parity = hit_parity(backend.cast_batch(frame_rays), make_backend("embree", scene).cast_batch(frame_rays))
     # poses spread over the scene's ground plane around the given one, random headings
     rng = np.random.default_rng(0)
     batch = np.repeat(np.asarray(sensor_pose, np.float64)[None], poses, axis=0)
@@ -213,7 +216,7 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
     from .replay import fmu_parameters, load_scenario
     from .sensor_model import STAGES, LidarSensorModel
 
-    folder = os.path.join(work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu"), "demo_scenario")
+    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
     traces = glob.glob(os.path.join(folder, "*_sv_*_demo.osi"))
     if not traces:
         make_demo_scenario(folder, frames=frames)
@@ -271,7 +274,7 @@ def run_bench(args) -> list[dict]:
         elif name == "sphere":
             scene, pose = sphere_scene()
         else:
-            raise ValueError(f"unknown bench scene {name!r}; choose street or sphere")
+            raise UserError(f"unknown bench scene {name!r}; choose street or sphere")
         rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
         if gpu:
             gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))

@@ -1,6 +1,8 @@
 """``lidar-fmu`` command line: scan, presets, bench (and the FMU commands).
 
-Every user error ends in one line on stderr and exit code 2, no traceback.
+Every user error (a :class:`~lidar_fmu.errors.LidarFmuError` or an ``OSError``)
+ends in one line on stderr and exit code 2, no traceback. Any other exception
+is a bug in lidar-fmu: its traceback is printed and the exit code is 1.
 """
 from __future__ import annotations
 
@@ -9,19 +11,35 @@ import sys
 
 import numpy as np
 
+from .errors import LidarFmuError, UserError
+
+EXIT_BUG = 1
 EXIT_USAGE = 2
 
 
-class UserError(Exception):
-    """An error the user can fix; printed as one line."""
+def _check_preview_path(path: str) -> None:
+    """A preview path matplotlib can write (``.png``, ``.pdf``, ``.svg``…): checked before any work."""
+    import os
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext and ext not in formats:
+        raise UserError(f"preview {path!r} must end in .png or another image format ({', '.join(sorted(formats))})")
 
 
-def _user_errors():
-    from .raycast import BackendError
-    from .scene import MeshError
-    from .sensors import SensorSpecError
+def _check_fmu_path(path: str) -> None:
+    import os
+    import zipfile
 
-    return (UserError, MeshError, SensorSpecError, BackendError, ValueError, OSError, KeyError)
+    if not os.path.isfile(path):
+        raise UserError(f"FMU not found: {path}")
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"{path} is not an FMU (not a zip archive)")
+    with zipfile.ZipFile(path) as archive:
+        if "modelDescription.xml" not in archive.namelist():
+            raise UserError(f"{path} is not an FMU (no modelDescription.xml)")
 
 
 def cmd_scan(args) -> None:
@@ -32,6 +50,8 @@ def cmd_scan(args) -> None:
 
     if not args.output.lower().endswith((".pcd", ".ply", ".ptx")):
         raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx")
+    if args.preview:
+        _check_preview_path(args.preview)
     pose = parse_pose_deg(args.pose)
     scene = Scene()
     for i, path in enumerate(args.mesh):
@@ -71,6 +91,8 @@ def _print_summary(summary: dict, out_dir: str) -> None:
 def cmd_replay(args) -> None:
     from .replay import replay
 
+    if args.fmu:
+        _check_fmu_path(args.fmu)
     summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames, progress=not args.quiet)
     _print_summary(summary, args.output)
 
@@ -105,6 +127,7 @@ def cmd_figures(args) -> None:
     import os
     from importlib import resources
 
+    from .cache import cache_dir
     from .demo_scene import ensure_street, load_street_scene
     from .figures import plot_range_limits, plot_reflectivity_bev
     from .lidar import Lidar
@@ -113,7 +136,7 @@ def cmd_figures(args) -> None:
     os.makedirs(args.output, exist_ok=True)
     pairs = ((0.10, 60.0), (0.80, 120.0))
     plot_range_limits(os.path.join(args.output, "range_limits.png"), pairs=pairs, max_range_m=150.0)
-    street = os.path.join(args.work_dir or os.path.join(os.path.expanduser("~"), ".cache", "lidar-fmu"), "street")
+    street = os.path.join(args.work_dir or cache_dir(), "street")
     ensure_street(street)
     scene, _ = load_street_scene(street)
     street_map = str(resources.files("lidar_fmu.materials").joinpath("data", "street_map.yaml"))
@@ -155,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
     p.add_argument("scenario", help="scenario folder or scenario.yaml")
     p.add_argument("-o", "--output", required=True, help="output folder")
-    p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu, built if stale)")
+    p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
+                                                "else in the user cache; built if stale)")
     p.add_argument("--frames", type=int, default=None, help="replay only the first N frames")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
@@ -166,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("build", help="build dist/LidarSensor.fmu and validate it")
+    p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
     p.add_argument("-o", "--output", default=None, help="FMU path")
     p.set_defaults(func=cmd_build)
 
@@ -194,13 +218,28 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except _user_errors() as exc:
-        message = str(exc) if not isinstance(exc, KeyError) else f"missing {exc}"
+    except (LidarFmuError, OSError) as exc:
+        message = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
         print(f"lidar-fmu: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Exception:  # anything else is a bug: show where it happened
+        _report_bug(parser.prog, sys.argv[1:] if argv is None else list(argv))
+        return EXIT_BUG
     return 0
+
+
+def _report_bug(prog: str, argv: list[str]) -> None:
+    import shlex
+    import traceback
+
+    from . import __version__
+
+    traceback.print_exc()
+    command = shlex.join([prog, *map(str, argv)])
+    print(f"lidar-fmu: internal error: this is a bug in lidar-fmu {__version__}, not in your input.\n"
+          f"Please report it with the traceback above and the command line:\n  {command}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -99,9 +99,8 @@ def make_demo_scenario(out_dir, frames: int = 40, step_s: float = 0.1, seed: int
         for data in sensor_views(layout, frames, step_s):
             writer.write(data)
     # the street's visual materials → infrared materials, shipped with the scenario
-    from importlib import resources
-
     import shutil
+    from importlib import resources
 
     with resources.as_file(resources.files("lidar_fmu.materials").joinpath("data", "street_map.yaml")) as src:
         shutil.copyfile(src, os.path.join(out_dir, "materials.yaml"))

@@ -129,7 +129,7 @@ def _frozen(*arrays):
     return arrays
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unit_box():
     import trimesh
 
@@ -137,7 +137,7 @@ def _unit_box():
     return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unit_cylinder(sections: int):
     """Radius 1, height 1, axis z, centred at the origin."""
     import trimesh
@@ -146,7 +146,7 @@ def _unit_cylinder(sections: int):
     return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unit_annulus(inner_ratio: float, sections: int):
     """Outer radius 1, height 1, axis z, centred at the origin."""
     import trimesh
@@ -155,7 +155,7 @@ def _unit_annulus(inner_ratio: float, sections: int):
     return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unit_icosphere(subdivisions: int):
     import trimesh
 
@@ -581,7 +581,7 @@ def _street_parts(rng) -> Parts:
 # --------------------------------------------------------------------------
 # cars
 # --------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cube_surface(cells: int):
     """Surface grid of the cube [-1, 1]^3 with ``cells × cells`` quads per side."""
     t = np.linspace(-1.0, 1.0, cells + 1)

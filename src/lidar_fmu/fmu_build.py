@@ -1,26 +1,44 @@
-"""Package ``fmu/LidarSensor.py`` with the ``lidar_fmu`` package into ``LidarSensor.fmu``.
+"""Package the FMU slave with the ``lidar_fmu`` package into ``LidarSensor.fmu``.
 
 The FMU's ``resources/`` holds the slave script, this package (so the FMU
 does not depend on a source checkout) and the OSMP annotation templates.
 Third-party packages (numpy, embreex, numba, osi3, …) come from the Python
 that runs the FMU.
+
+The slave and the templates are edited in the repository's ``fmu/`` and
+``modelDescription/``. A regular install (``pip install .``, a wheel) carries
+them as ``lidar_fmu/_fmu/`` and ``lidar_fmu/_fmu/modelDescription/``
+(``package-dir`` in pyproject.toml maps the two folders there); a source
+checkout, editable install included, reads them where they are.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from .cache import cache_dir
+
 PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent.parent
-SLAVE_SCRIPT = REPO_ROOT / "fmu" / "LidarSensor.py"
-ANNOTATIONS_DIR = REPO_ROOT / "modelDescription"
-DEFAULT_FMU = REPO_ROOT / "dist" / "LidarSensor.fmu"
+_PACKAGED = PACKAGE_DIR / "_fmu"
+if _PACKAGED.is_dir():  # installed: no repository around
+    REPO_ROOT = None
+    SLAVE_SCRIPT = _PACKAGED / "LidarSensor.py"
+    ANNOTATIONS_DIR = _PACKAGED / "modelDescription"
+    # one FMU per installation, in the user cache: sources_newer_than compares it with this installation's files
+    DEFAULT_FMU = cache_dir("fmu", hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:12], "LidarSensor.fmu")
+else:  # a source checkout
+    REPO_ROOT = PACKAGE_DIR.parent.parent
+    SLAVE_SCRIPT = REPO_ROOT / "fmu" / "LidarSensor.py"
+    ANNOTATIONS_DIR = REPO_ROOT / "modelDescription"
+    DEFAULT_FMU = REPO_ROOT / "dist" / "LidarSensor.fmu"
 
 
 def sources_newer_than(fmu_path: Path) -> bool:
     """Does any source that goes into the FMU post-date ``fmu_path``?"""
+    fmu_path = Path(fmu_path)
     if not fmu_path.exists():
         return True
     built = fmu_path.stat().st_mtime
@@ -32,20 +50,28 @@ def sources_newer_than(fmu_path: Path) -> bool:
     return False
 
 
+def _package_files(folder, names):
+    """What of the package goes into ``resources/lidar_fmu``: sources and data, no caches, not ``_fmu``."""
+    ignored = set(shutil.ignore_patterns("__pycache__", "*.pyc")(folder, names))
+    if Path(folder) == PACKAGE_DIR:
+        ignored.add("_fmu")  # the slave and the templates have their own places in resources/
+    return ignored
+
+
 def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
     """Build the FMU (FMI 2.0 co-simulation, no external tool needed) and return its path."""
     from pythonfmu.builder import FmuBuilder
 
     if not SLAVE_SCRIPT.is_file():
-        raise FileNotFoundError(f"FMU slave {SLAVE_SCRIPT} not found: build from a source checkout")
+        raise FileNotFoundError(f"FMU slave {SLAVE_SCRIPT} not found: lidar-fmu is installed incompletely")
     dest = Path(dest).resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lidar_fmu_build_") as staging:
         # copy without caches so the FMU carries sources only
         package = Path(staging) / "lidar_fmu"
-        shutil.copytree(PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(PACKAGE_DIR, package, ignore=_package_files)
         annotations = Path(staging) / "modelDescription"
-        shutil.copytree(ANNOTATIONS_DIR, annotations)
+        shutil.copytree(ANNOTATIONS_DIR, annotations, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         path = FmuBuilder.build_FMU(
             SLAVE_SCRIPT, dest=dest, project_files=[package, annotations], needsExecutionTool="false",
         )

@@ -28,7 +28,7 @@ class SensorFMU:
     def __init__(self, fmu_path, parameters: dict | None = None, instance_name: str = "lidar",
                  unzip_dir: str | None = None, echo_log: bool = False):
         from fmpy import extract, read_model_description
-        from fmpy.fmi2 import FMU2Slave, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE, defaultCallbacks
+        from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
 
         self.messages: list[tuple[str, str]] = []  # (status, message) from the FMI logger
         self._echo = echo_log

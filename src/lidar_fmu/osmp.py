@@ -10,6 +10,8 @@ import ctypes
 
 import numpy as np
 
+from .errors import LidarFmuError
+
 
 def _signed32(value: int) -> int:
     value &= 0xFFFFFFFF
@@ -26,7 +28,7 @@ def join_address(lo: int, hi: int) -> int:
     return ((int(hi) & 0xFFFFFFFF) << 32) | (int(lo) & 0xFFFFFFFF)
 
 
-class OSMPBufferError(ValueError):
+class OSMPBufferError(LidarFmuError, ValueError):
     """An OSMP pointer/size triple that cannot be read."""
 
 

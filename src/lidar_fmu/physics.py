@@ -25,17 +25,24 @@ perfect Lambertian reflector (ρ = 1) facing the sensor at
 :data:`INTENSITY_REFERENCE_RANGE_M` gives 100 %, clipped to 0–100 %:
 ``intensity = 100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)``;
 saturated (retroreflective) returns report 100 %.
+
+Written once: the per-hit rules (:func:`material_of_hit`, :func:`goes_on`,
+:func:`return_of_hit`) are single Numba bodies that the CPU pass inlines, the
+native Embree packet loop inlines, and the CUDA kernels compile as device
+functions; :mod:`lidar_fmu.codes` gives them the class and fit codes.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
+from .codes import ABSORBENT, FIT_CONSTANT, RETROREFLECTIVE, TRANSPARENT
 from .materials import (
-    MATERIAL_CLASSES,
     MaterialDatabase,
     load_database,
     load_material_map,
@@ -43,13 +50,16 @@ from .materials import (
 )
 from .materials.mapping import check_map
 from .pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
-from .range_limit import FITS, range_limit_m
+from .range_limit import range_limit_m
+from .raycast.rays import Continuation
 
+#: range (m) at which a perfect Lambertian reflector facing the sensor reads 100 % intensity
 INTENSITY_REFERENCE_RANGE_M = 10.0
-#: how far beyond a transparent surface its continuation ray starts (m)
-TRANSPARENT_STEP_M = 1e-3
-GENERAL, TRANSPARENT, ABSORBENT, RETROREFLECTIVE, MIRROR = (MATERIAL_CLASSES.index(c) for c in (
-    "general", "transparent", "absorbent", "retroreflective", "mirror"))
+#: how far behind a surface a ray that goes on through it starts again (m). Assumed, not measured: well
+#: above float32 resolution at 300 m (~30 µm), so the ray cannot hit the same surface again, and well
+#: below any glazing's thickness that matters to a return.
+CONTINUATION_STEP_M = 1e-3
+_DEG_PER_RAD = 180.0 / math.pi
 
 
 class Materials:
@@ -83,223 +93,228 @@ class Materials:
         return ids
 
     def per_instance(self, scene):
-        """(triangle IR ids of all meshes concatenated, first-triangle offset per instance slot)."""
+        """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle)."""
         if self._revision != scene.revision:
             per_mesh = [self._triangle_ids(mesh) for mesh in scene.meshes]
             offsets = np.cumsum([0] + [len(ids) for ids in per_mesh])[:-1].astype(np.int64)
-            self._triangles = np.concatenate(per_mesh) if per_mesh else np.zeros(0, np.int16)
-            self._slot_offset = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
+            self._triangle_material = np.concatenate(per_mesh) if per_mesh else np.zeros(0, np.int16)
+            self._first_triangle = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
             self._revision = scene.revision
-        return self._triangles, self._slot_offset
+        return self._triangle_material, self._first_triangle
 
 
-@njit(cache=True, nogil=True)
-def classify_hits(hit_slot, primitive_id, triangles, slot_offset, class_code):
-    """(N,) int8 material class of each hit (-1 for a miss)."""
-    out = np.full(hit_slot.shape[0], -1, np.int8)
-    for i in range(hit_slot.shape[0]):
-        k = hit_slot[i]
-        if k >= 0:
-            out[i] = class_code[triangles[slot_offset[k] + primitive_id[i]]]
-    return out
+# ----------------------------------------------------------------------------- per-hit rules
+# Each is one Python body, made callable from compiled code by register_jitable:
+# the CPU loops below and the casters' loops (raycast.embree's packets) inline
+# it, raycast.cuda registers the same functions with numba-cuda, which compiles
+# them into its kernels, and Numba's CUDA simulator runs them as Python.
+# Integers from lidar_fmu.codes are compile-time constants on both targets.
 
 
-_DEG_PER_RAD = 180.0 / np.pi
+def per_hit(fn):
+    """Mark ``fn`` a per-hit rule: plain Python, inlined into the compiled code that calls it."""
+    # a fresh decorator each time: register_jitable pops `inline` from its options when it first wraps
+    return register_jitable(inline="always")(fn)
 
 
-def make_return_of_hit(jit, range_limit):
-    """Per-hit physics compiled by ``jit`` around ``range_limit`` (a :func:`range_limit_m` of the same jit kind).
 
-    The CUDA kernel's form (:mod:`lidar_fmu.raycast.cuda`) of the loop body
-    of :func:`_fill_returns`. The CPU pass keeps its own loop: called as a
-    function (even IR-inlined) it measured 3× slower (8–11 ms against 2.7 ms
-    for 131k rays). ``tests/test_cuda_sim.py`` holds the two equal: same
-    returning rays, object ids and flags, values within float tolerance.
+@per_hit
+def material_of_hit(instance_index, primitive_id, triangle_material, first_triangle):
+    """IR material of triangle ``primitive_id`` of the instance at ``instance_index`` (≥ 0)."""
+    return triangle_material[first_triangle[instance_index] + primitive_id]
+
+
+@per_hit
+def goes_on(instance_index, primitive_id, surfaces_passed, max_surfaces, triangle_material, first_triangle,
+            class_code):
+    """Does a ray that hit this triangle, having passed ``surfaces_passed`` surfaces, go on behind it?
+
+    Yes for a transparent surface while the budget lasts; a miss
+    (``instance_index < 0``) or any other surface ends the ray.
     """
-
-    def return_of_hit(r, material, wx, wy, wz, dx, dy, dz, R, min_range_m, limit_code, limit_a, limit_b, limit_c,
-                      limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0, reference_range_m):
-        """Hit at range ``r`` (m) on IR ``material``, world normal ``w``, sensor-frame unit ray ``d``.
-
-        ``R``: sensor_from_world (3, 3) float64. → (kept, normal in the sensor
-        frame x, y, z, reflectivity, intensity %, saturated).
-        """
-        sx = R[0, 0] * wx + R[0, 1] * wy + R[0, 2] * wz
-        sy = R[1, 0] * wx + R[1, 1] * wy + R[1, 2] * wz
-        sz = R[2, 0] * wx + R[2, 1] * wy + R[2, 2] * wz
-        kind = class_code[material]
-        kept = False
-        rho = 0.0
-        intensity = 0.0
-        saturated = kind == 3
-        # transparent left after the last layer, and absorbent surfaces give nothing
-        if r >= min_range_m and r < np.inf and kind != 1 and kind != 2:
-            cos_incidence = -(sx * dx + sy * dy + sz * dz)
-            cos_incidence = 0.0 if cos_incidence < 0.0 else (1.0 if cos_incidence > 1.0 else cos_incidence)
-            rho0 = lambertian_rho0[material]
-            if rho0 == rho0:  # Lambertian: exact
-                rho = rho0 * cos_incidence
-            else:  # linear in the 10° table (index 9 = 90°, where every table is 0)
-                angle_deg = math.acos(cos_incidence) * _DEG_PER_RAD
-                b = int(angle_deg / 10.0)
-                b = 8 if b > 8 else b
-                f = angle_deg / 10.0 - b
-                rho = (1.0 - f) * reflectance_table[material, b] + f * reflectance_table[material, b + 1]
-            # r_L is monotonic in ρ: limit_floor_m[q] = r_L(q / Q) bounds it from
-            # below on each bin, so most returns pass without evaluating r_L
-            q = int(rho * (limit_floor_m.shape[0] - 1))
-            kept = (saturated or (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q])
-                    or r <= range_limit(limit_code, limit_a, limit_b, limit_c, limit_max, rho))
-            if saturated:  # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
-                rho = rho if rho < 1.0 else 1.0
-                intensity = 100.0
-            else:
-                scale = reference_range_m / (r if r > reference_range_m else reference_range_m)
-                intensity = 100.0 * (rho * scale * scale)
-                intensity = intensity if intensity < 100.0 else 100.0
-        return kept, sx, sy, sz, rho, intensity, saturated
-
-    return jit(return_of_hit)
+    if instance_index < 0 or surfaces_passed >= max_surfaces:
+        return False
+    return class_code[material_of_hit(instance_index, primitive_id, triangle_material, first_triangle)] == TRANSPARENT
 
 
-@njit(cache=True, nogil=True)
-def _fill_returns(  # the GPU twin: make_return_of_hit, held equal by tests/test_cuda_sim.py
-    range_m, normal_world, instance_id, hit_slot, primitive_id, directions, beam_id, sensor_from_world,
-    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m, triangles, slot_offset, class_code, reflectance_table,
-    lambertian_rho0, env_base, no_object, reference_range_m,
-    x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
-):
-    R = sensor_from_world
+@per_hit
+def object_id_of(instance_id):
+    """OSI object id of a scene instance id (environment geometry has none)."""
+    return NO_OBJECT_ID if instance_id >= ENVIRONMENT_ID_BASE else np.uint64(instance_id)
+
+
+@per_hit
+def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_m, limit_code, limit_a, limit_b,
+                  limit_c, limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0):
+    """The return of one hit, if the sensor sees one: materials, incidence angle, range limit, intensity.
+
+    ``r``: range (m) along the unit ray ``d`` from ``o`` (both in the sensor
+    frame, float32); ``material``: IR material hit; ``w``: world unit normal
+    facing the ray; ``R``: (3, 3) float64 sensor_from_world; the rest: a
+    :class:`ReturnModel`'s :meth:`~ReturnModel.limit_args` and material
+    arrays. → (kept, point x, y, z (float32, sensor frame), normal x, y, z
+    (sensor frame), reflectivity, intensity %, saturated).
+    """
+    kind = class_code[material]
+    # transparent left after the last surface, and absorbent surfaces give nothing
+    if not (r >= min_range_m and r < np.inf) or kind == TRANSPARENT or kind == ABSORBENT:
+        return False, ox, oy, oz, 0.0, 0.0, 0.0, 0.0, 0.0, False
+    sx = R[0, 0] * wx + R[0, 1] * wy + R[0, 2] * wz
+    sy = R[1, 0] * wx + R[1, 1] * wy + R[1, 2] * wz
+    sz = R[2, 0] * wx + R[2, 1] * wy + R[2, 2] * wz
+    cos_incidence = -(sx * dx + sy * dy + sz * dz)
+    cos_incidence = 0.0 if cos_incidence < 0.0 else (1.0 if cos_incidence > 1.0 else cos_incidence)
+    rho0 = lambertian_rho0[material]
+    if rho0 == rho0:  # Lambertian: exact
+        rho = rho0 * cos_incidence
+    else:  # linear in the 10° table (index 9 = 90°, where every table is 0)
+        angle_deg = math.acos(cos_incidence) * _DEG_PER_RAD
+        b = int(angle_deg / 10.0)
+        b = 8 if b > 8 else b
+        f = angle_deg / 10.0 - b
+        rho = (1.0 - f) * reflectance_table[material, b] + f * reflectance_table[material, b + 1]
+    saturated = kind == RETROREFLECTIVE
+    # r_L is monotonic in ρ: limit_floor_m[q] = r_L(q / Q) bounds it from
+    # below on each bin, so most returns pass without evaluating r_L
+    q = int(rho * (limit_floor_m.shape[0] - 1))
+    kept = (saturated or (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q])
+            or r <= range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, rho))
+    if saturated:  # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
+        rho = rho if rho < 1.0 else 1.0
+        intensity = 100.0
+    else:
+        scale = INTENSITY_REFERENCE_RANGE_M / (r if r > INTENSITY_REFERENCE_RANGE_M else INTENSITY_REFERENCE_RANGE_M)
+        intensity = 100.0 * (rho * scale * scale)
+        intensity = intensity if intensity < 100.0 else 100.0
+    return kept, ox + r * dx, oy + r * dy, oz + r * dz, sx, sy, sz, rho, intensity, saturated
+
+
+# _nrt=False: the loop allocates nothing, and without Numba's reference counting the arrays passed
+# into the inlined return_of_hit cost no atomic incref/decref per hit (measured: with them the loop
+# took 1.2–1.6× as long; as a call that is not inlined, 8×). See "One physics path" in README.
+@njit(cache=True, nogil=True, _nrt=False)
+def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,
+                  min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m,
+                  triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
+                  x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity):
+    shared_origin = origins.shape[0] == 1
     count = 0
     for i in range(range_m.shape[0]):
-        r = range_m[i]
-        k = hit_slot[i]
-        if k < 0 or not (r >= min_range_m and r < np.inf):
+        k = instance_index[i]
+        if k < 0:
             continue
-        material = triangles[slot_offset[k] + primitive_id[i]]
-        kind = class_code[material]
-        if kind == 1 or kind == 2:  # transparent left over after the last layer, absorbent
+        o = 0 if shared_origin else i
+        kept, px, py, pz, sx, sy, sz, rho, percent, is_saturated = return_of_hit(
+            range_m[i], material_of_hit(k, primitive_id[i], triangle_material, first_triangle),
+            normal_world[i, 0], normal_world[i, 1], normal_world[i, 2], origins[o, 0], origins[o, 1], origins[o, 2],
+            directions[i, 0], directions[i, 1], directions[i, 2], R, min_range_m, limit_code, limit_a, limit_b,
+            limit_c, limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0)
+        if not kept:
             continue
-        dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
-        wx, wy, wz = normal_world[i, 0], normal_world[i, 1], normal_world[i, 2]
-        sx = R[0, 0] * wx + R[0, 1] * wy + R[0, 2] * wz
-        sy = R[1, 0] * wx + R[1, 1] * wy + R[1, 2] * wz
-        sz = R[2, 0] * wx + R[2, 1] * wy + R[2, 2] * wz
-        cos_incidence = min(max(-(sx * dx + sy * dy + sz * dz), 0.0), 1.0)
-        rho0 = lambertian_rho0[material]
-        if rho0 == rho0:  # Lambertian: exact
-            rho = rho0 * cos_incidence
-        else:  # linear in the 10° table (index 9 = 90°, where every table is 0)
-            angle_deg = np.degrees(np.arccos(cos_incidence))
-            b = min(int(angle_deg / 10.0), 8)
-            f = angle_deg / 10.0 - b
-            rho = (1.0 - f) * reflectance_table[material, b] + f * reflectance_table[material, b + 1]
-        is_saturated = kind == 3
-        # r_L is monotonic in ρ: limit_floor_m[q] = r_L(q / Q) bounds it from
-        # below on each bin, so most returns pass without evaluating r_L
-        q = int(rho * (limit_floor_m.shape[0] - 1))
-        if not is_saturated and not (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q]):
-            if r > range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, rho):
-                continue
-        x[count] = r * dx
-        y[count] = r * dy
-        z[count] = r * dz
-        rng[count] = r
-        # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
-        refl[count] = min(rho, 1.0) if is_saturated else rho
+        x[count] = px
+        y[count] = py
+        z[count] = pz
+        rng[count] = range_m[i]
+        refl[count] = rho
         nx[count] = sx
         ny[count] = sy
         nz[count] = sz
         beam[count] = beam_id[i]
-        iid = instance_id[i]
-        obj[count] = no_object if iid >= env_base else np.uint64(iid)
+        obj[count] = object_id_of(instance_id[i])
         saturated[count] = 1 if is_saturated else 0
         ray_index[count] = i
-        scale = reference_range_m / max(r, reference_range_m)
-        intensity[count] = 100.0 if is_saturated else 100.0 * min(1.0, rho * scale * scale)
+        intensity[count] = percent
         count += 1
     return count
 
 
-def continue_through_transparent(backend, hits, origin, world_directions, classes, max_layers: int,
-                                 max_range_m: float):
-    """Re-cast rays that hit transparent surfaces from just behind them, in place on ``hits``.
+@njit(cache=True, nogil=True)
+def rays_going_on(instance_index, primitive_id, surfaces_passed, max_surfaces, triangle_material, first_triangle,
+                  class_code):
+    """(N,) bool: :func:`goes_on` for every ray of a batch of hits."""
+    out = np.zeros(instance_index.shape[0], np.bool_)
+    for i in range(instance_index.shape[0]):
+        out[i] = goes_on(instance_index[i], primitive_id[i], surfaces_passed, max_surfaces, triangle_material,
+                         first_triangle, class_code)
+    return out
 
-    Rays go on straight, so a continuation starts at ``origin + (r + step)·d``
-    and its range adds to ``r``. ``classes(hits) → (N,) int8`` classifies the
-    current hits. After ``max_layers`` surfaces a still-transparent hit stays
-    (and gives no return).
-    """
-    for _ in range(max_layers):
-        through = np.flatnonzero(classes(hits) == TRANSPARENT)
-        if len(through) == 0:
-            break
-        d = world_directions[through]
-        travelled = (hits.range_m[through] + TRANSPARENT_STEP_M).astype(np.float32)
-        starts = np.asarray(origin, np.float32) + d * travelled[:, None]
-        behind = backend.cast(starts, d, max(max_range_m - float(travelled.min()), 0.0))
-        total = behind.range_m + travelled
-        hits.replace(through, behind, np.where(total <= max_range_m, total, np.inf))
-    return hits
+
+class Returns(NamedTuple):
+    """The returns of a batch of rays, in ray order: what a backend's ``returns`` gives."""
+
+    points: np.ndarray  # (M,) POINT_DTYPE, sensor frame
+    ray_index: np.ndarray  # (M,) int32 ray of the batch
+    intensity_percent: np.ndarray  # (M,) float32
 
 
 @dataclass(frozen=True)
 class ReturnModel:
     """What decides the returns besides the hits: one sensor's limits and one scene's materials, as arrays.
 
-    The CPU pass and the CUDA kernel both read it (see :func:`return_model`).
+    Every backend's ``returns`` reads it (see :func:`return_model`).
     """
 
     min_range_m: float
     max_range_m: float
     limit_params: tuple  # (fit code, a, b, c, max range m) for range_limit_m
     limit_floor_m: np.ndarray  # (Q+1,) float64, r_L at reflectivity q/Q, just below
-    triangles: np.ndarray  # (T,) int16 IR material of every triangle of every mesh
-    slot_offset: np.ndarray  # (K,) int64 first triangle of each instance slot's mesh in ``triangles``
+    triangle_material: np.ndarray  # (T,) int16 IR material of every triangle of every mesh
+    first_triangle: np.ndarray  # (K,) int64 per instance index, its mesh's first triangle in triangle_material
     class_code: np.ndarray  # (M,) int8
     reflectance_table: np.ndarray  # (M, 10) float32
     lambertian_rho0: np.ndarray  # (M,) float64, NaN for angle tables
     max_transparent_layers: int
 
-    def kernel_args(self) -> tuple:
-        """The arguments :func:`return_of_hit` takes after the sensor rotation, in order (scalars typed)."""
+    def limit_args(self) -> tuple:
+        """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
         code, a, b, c, limit_max = self.limit_params
         return (np.float32(self.min_range_m), np.int64(code), np.float64(a), np.float64(b), np.float64(c),
                 np.float64(limit_max), self.limit_floor_m)
 
+    def material_args(self) -> tuple:
+        """The material arrays :func:`return_of_hit` takes, in order."""
+        return self.class_code, self.reflectance_table, self.lambertian_rho0
+
+    def continuation(self) -> Continuation:
+        """Which surfaces rays go on through: transparent ones, up to the sensor's budget."""
+        if not self.max_transparent_layers or not (self.class_code == TRANSPARENT).any():
+            return Continuation.none()
+        return Continuation(self.max_transparent_layers, self.triangle_material, self.first_triangle,
+                            self.class_code)
+
 
 def return_model(sensor, materials: Materials, scene) -> ReturnModel:
-    triangles, slot_offset = materials.per_instance(scene)
+    triangle_material, first_triangle = materials.per_instance(scene)
     limit = sensor.range_limit
-    params = (limit.kernel_params() if limit is not None
-              else (FITS.index("constant"), 0.0, 0.0, 0.0, sensor.max_range_m))
+    params = limit.kernel_params() if limit is not None else (FIT_CONSTANT, 0.0, 0.0, 0.0, sensor.max_range_m)
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), params,
-                       _limit_floor(limit, sensor.max_range_m), triangles, slot_offset, materials.class_code,
-                       materials.reflectance_table, materials.lambertian_rho0, int(sensor.max_transparent_layers))
+                       _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
+                       materials.class_code, materials.reflectance_table, materials.lambertian_rho0,
+                       int(sensor.max_transparent_layers))
 
 
-def hits_to_returns(hits, pattern, sensor_pose, model: ReturnModel, **meta) -> PointCloud:
-    """Hits (with materials and range limit applied) → :class:`PointCloud` of the returns."""
-    sensor_from_world = np.ascontiguousarray(np.asarray(sensor_pose, np.float64)[:3, :3].T)
+def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
+    """Hits of a :class:`~lidar_fmu.raycast.RayBatch` → its :class:`Returns` (in the batch's frame), on the CPU."""
+    sensor_from_world = np.ascontiguousarray(np.asarray(rays.world_from_frame, np.float64)[:3, :3].T)
     n = len(hits.range_m)
-    # one pass into arrays sized for every ray; the cloud keeps the filled front
+    # one pass into arrays sized for every ray; the returns are the filled front
     points = np.empty(n, POINT_DTYPE)
     ray_index = np.empty(n, np.int32)
     intensity = np.empty(n, np.float32)
     m = _fill_returns(
-        hits.range_m, hits.normal, hits.instance_id, hits.instance_index, hits.primitive_id, pattern.directions,
-        pattern.beam_id, sensor_from_world, *model.kernel_args(), model.triangles, model.slot_offset,
-        model.class_code, model.reflectance_table, model.lambertian_rho0, np.int64(ENVIRONMENT_ID_BASE),
-        NO_OBJECT_ID, np.float64(INTENSITY_REFERENCE_RANGE_M),
-        *(points[name] for name in POINT_DTYPE.names), ray_index, intensity,
+        hits.range_m, hits.normal, hits.instance_id, hits.instance_index, rays.origins, rays.directions,
+        rays.beam_id, sensor_from_world, *model.limit_args(), model.triangle_material, model.first_triangle,
+        hits.primitive_id, *model.material_args(), *(points[name] for name in POINT_DTYPE.names), ray_index,
+        intensity,
     )
-    return returns_cloud(points[:m], ray_index[:m], intensity[:m], pattern, sensor_pose, **meta)
+    return Returns(points[:m], ray_index[:m], intensity[:m])
 
 
-def returns_cloud(points, ray_index, intensity_percent, pattern, sensor_pose, **meta) -> PointCloud:
-    """The :class:`PointCloud` of returns already decided (by the CPU pass or a GPU kernel)."""
-    cloud = PointCloud(points, ray_index, pattern.rows, pattern.columns, sensor_pose=np.asarray(sensor_pose), **meta)
-    cloud.intensity_percent = intensity_percent
+def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
+    """The :class:`PointCloud` of a pattern's returns (decided by the CPU pass or a GPU kernel)."""
+    cloud = PointCloud(returns.points, returns.ray_index, pattern.rows, pattern.columns,
+                       sensor_pose=np.asarray(sensor_pose), pattern=pattern, **meta)
+    cloud.intensity_percent = returns.intensity_percent
     return cloud
 
 

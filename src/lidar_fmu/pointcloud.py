@@ -2,13 +2,25 @@
 
 ``PointCloud.points`` is a packed numpy structured array whose layout is the
 binary PCD record, so writing a file is a header plus one ``tobytes()``.
-:mod:`lidar_fmu.physics` fills it from hits in one compiled pass.
+:mod:`lidar_fmu.physics` fills it from hits in one compiled pass, and the
+cloud keeps the ray pattern it was cast with (``pattern``) and each return's
+ray (``ray_index``). Points that lost their rays (read back from OSI
+detections) get them back exactly with :func:`match_rays`.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numba import njit
+
+from .errors import LidarFmuError
+
+if TYPE_CHECKING:
+    from .sensors.pattern import RayPattern
 
 #: object_id reported for returns from the static environment (OSI: no object).
 NO_OBJECT_ID = np.uint64(2**64 - 1)
@@ -27,13 +39,33 @@ POINT_DTYPE = np.dtype(
     ]
 )
 
+#: angle (rad) within which a point must lie of its ray in :func:`match_rays`. A return is
+#: ``range · direction`` in float32 and OSI carries its angles as doubles of those
+#: float32 coordinates, so a round trip through OSI moves it off its ray by at most a few
+#: float32 ulps (~3e-7 rad), while the presets' rays of one beam lie 2.4e-3 rad apart or more
+#: (a 4000-pixel, 90° pinhole's 4e-4 rad). Closer rays are refused as ambiguous, never guessed.
+RAY_MATCH_TOLERANCE_RAD = 2e-6
+
+
+class RayMatchError(LidarFmuError):
+    """Points cannot be given their rays exactly: they were not cast with this pattern, or its rays coincide."""
+
+
+class NoRayPatternError(LidarFmuError):
+    """A cloud without its ray pattern was asked for something only the pattern knows (its scan grid)."""
+
+
 @dataclass
 class PointCloud:
     """Returns of one scan.
 
-    ``points`` (M,) POINT_DTYPE; ``ray_index`` (M,) int32 the pattern ray each
-    return came from (its column and firing time are in the sensor's
-    pattern); ``rows``/``columns`` the pattern's organized grid shape.
+    ``points`` (M,) POINT_DTYPE; ``ray_index`` (M,) int32 the ray of
+    ``pattern`` each return came from; ``pattern`` the
+    :class:`~lidar_fmu.sensors.RayPattern` the returns were cast with (None
+    for points read back from a file or from OSI before
+    :func:`lidar_fmu.replay.organize`); ``rows``/``columns`` its organized
+    grid shape. The per-return :attr:`row`, :attr:`column`,
+    :attr:`direction` and :attr:`time_offset_s` are looked up in the pattern.
     """
 
     points: np.ndarray
@@ -44,6 +76,12 @@ class PointCloud:
     sensor_pose: np.ndarray = field(default_factory=lambda: np.eye(4))  # world_from_sensor
     sensor_name: str = ""
     intensity_percent: np.ndarray | None = None  # (M,) OSI intensity, see lidar_fmu.physics
+    pattern: RayPattern | None = None  # the rays the returns were cast with; ray_index indexes it
+
+    def __post_init__(self):
+        if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
+            raise ValueError(f"pattern grid {self.pattern.rows}×{self.pattern.columns} does not match "
+                             f"the cloud's {self.rows}×{self.columns}")
 
     def __len__(self) -> int:
         return len(self.points)
@@ -52,3 +90,134 @@ class PointCloud:
     def xyz(self) -> np.ndarray:
         """(M, 3) float32 copy of the positions (m, sensor frame)."""
         return np.stack([self.points["x"], self.points["y"], self.points["z"]], axis=1)
+
+    def require_pattern(self, what: str = "this") -> RayPattern:
+        """The cloud's pattern; :class:`NoRayPatternError` naming ``what`` needed it if there is none."""
+        if self.pattern is None:
+            name = f" of {self.sensor_name}" if self.sensor_name else ""
+            raise NoRayPatternError(
+                f"{what} needs the ray pattern the returns were cast with, and this point cloud{name} carries "
+                "none (points read from a file or decoded from OSI know no scan grid)")
+        return self.pattern
+
+    def with_pattern(self, pattern: RayPattern) -> PointCloud:
+        """This cloud organized on ``pattern``: each return's ray found by :func:`match_rays` (exact, or it raises)."""
+        ray_index = match_rays(self.points, pattern)
+        return dataclasses.replace(self, ray_index=ray_index, rows=pattern.rows, columns=pattern.columns,
+                                   pattern=pattern)
+
+    @property
+    def row(self) -> np.ndarray:
+        """(M,) grid row of each return in pattern order (``ray_index % rows``; for a scan grid the beam)."""
+        return np.asarray(self.ray_index, np.int64) % self.require_pattern("the grid row").rows
+
+    @property
+    def column(self) -> np.ndarray:
+        """(M,) uint32 firing column of each return (azimuth step, firing order)."""
+        return self.require_pattern("the firing column").column[self.ray_index]
+
+    @property
+    def direction(self) -> np.ndarray:
+        """(M, 3) float32 unit direction of each return's ray (sensor frame)."""
+        return self.require_pattern("the ray direction").directions[self.ray_index]
+
+    @property
+    def time_offset_s(self) -> np.ndarray:
+        """(M,) float32 firing time of each return's ray after the frame start (s)."""
+        return self.require_pattern("the firing time").time_offset_s[self.ray_index]
+
+
+@njit(cache=True, nogil=True)
+def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, beam, direction, azimuth, cos_elevation,
+                tolerance_rad, out):
+    """out[k] = the one ray of beam ``beam[k]`` within ``tolerance_rad`` of ``direction[k]``; −1 none, −2 several.
+
+    Rays are sorted by (beam, azimuth): beam b's are ``sorted_ray[beam_start[b]:beam_start[b + 1]]``.
+    Only an azimuth window is searched; the test is the full angle between the unit vectors.
+    """
+    sin_tolerance = math.sin(tolerance_rad)
+    for k in range(direction.shape[0]):
+        out[k] = -1
+        b = beam[k]
+        if b >= beam_start.shape[0] - 1:
+            continue
+        lo, hi = beam_start[b], beam_start[b + 1]
+        # rays within the tolerance differ in azimuth by at most this (more near the poles)
+        c = cos_elevation[k]
+        half = 2.0 * tolerance_rad / (c - tolerance_rad) if c > 4.0 * tolerance_rad else 4.0
+        a = azimuth[k]
+        count = 0
+        best = -1
+        # up to three azimuth intervals: the window and its parts wrapped around ±π
+        for w in range(3 if half < np.pi else 1):
+            first = a - half + (0.0 if w == 0 else (2.0 * np.pi if w == 1 else -2.0 * np.pi))
+            last = first + 2.0 * half
+            if half >= np.pi:
+                i0, i1 = lo, hi
+            else:
+                if last < -np.pi or first > np.pi:
+                    continue
+                i0 = lo + np.searchsorted(sorted_azimuth[lo:hi], first)
+                i1 = lo + np.searchsorted(sorted_azimuth[lo:hi], last, side="right")
+            for i in range(i0, i1):
+                r = sorted_ray[i]
+                dx, dy, dz = direction[k, 0], direction[k, 1], direction[k, 2]
+                rx, ry, rz = ray_direction[r, 0], ray_direction[r, 1], ray_direction[r, 2]
+                if dx * rx + dy * ry + dz * rz <= 0.0:
+                    continue
+                cx, cy, cz = dy * rz - dz * ry, dz * rx - dx * rz, dx * ry - dy * rx
+                if math.sqrt(cx * cx + cy * cy + cz * cz) <= sin_tolerance:
+                    count += 1
+                    best = r
+        if count == 1:
+            out[k] = best
+        elif count > 1:
+            out[k] = -2
+
+
+def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = RAY_MATCH_TOLERANCE_RAD) -> np.ndarray:
+    """(M,) int32 index of the ray of ``pattern`` each of ``points`` (POINT_DTYPE, sensor frame) was cast along.
+
+    Exact, not a nearest guess: a return lies on its ray (``range · direction``)
+    up to float32 rounding, so point ``k`` gets ray ``i`` only when ``i`` is
+    the one ray of beam ``points["beam_id"][k]`` within ``tolerance_rad`` of
+    the point's direction, and no ray is given twice. Anything else raises
+    :class:`RayMatchError`: a point on no ray of its beam (the points were not
+    cast with this pattern), on several (the pattern repeats a direction
+    within one beam), or two points on one ray.
+    """
+    points = np.asarray(points)
+    m = len(points)
+    out = np.empty(m, np.int32)
+    if m == 0:
+        return out
+    xyz = np.stack([points["x"], points["y"], points["z"]], axis=1).astype(np.float64)
+    norm = np.linalg.norm(xyz, axis=1)
+    direction = xyz / np.where(norm > 0, norm, 1.0)[:, None]
+    azimuth = np.arctan2(direction[:, 1], direction[:, 0])
+    cos_elevation = np.hypot(direction[:, 0], direction[:, 1])
+    rays = pattern.directions.astype(np.float64)
+    rays /= np.linalg.norm(rays, axis=1, keepdims=True)
+    ray_beam = pattern.beam_id.astype(np.int64)
+    ray_azimuth = np.arctan2(rays[:, 1], rays[:, 0])
+    order = np.lexsort((ray_azimuth, ray_beam))
+    beam_start = np.searchsorted(ray_beam[order], np.arange(int(ray_beam.max()) + 2))
+    beam = points["beam_id"].astype(np.int64)
+    _match_rays(beam_start, ray_azimuth[order], order.astype(np.int64), rays, beam, direction, azimuth,
+                cos_elevation, float(tolerance_rad), out)
+    problems = []
+    off = np.flatnonzero((out == -1) | (norm == 0))
+    if len(off):
+        problems.append(f"{len(off)} lie on no ray of their beam within {tolerance_rad:g} rad (the first: point "
+                        f"{off[0]}, beam {beam[off[0]]}): they were not cast with this pattern")
+    several = np.flatnonzero(out == -2)
+    if len(several):
+        problems.append(f"{len(several)} lie on several rays of their beam (the pattern repeats a direction)")
+    if not problems:
+        given = np.bincount(out, minlength=len(pattern))
+        if given.max() > 1:
+            problems.append(f"{int(np.count_nonzero(given > 1))} rays would carry two points")
+    if problems:
+        raise RayMatchError(f"cannot give {m} points their rays in a {pattern.rows}×{pattern.columns} pattern: "
+                            + "; ".join(problems))
+    return out

@@ -57,10 +57,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-FITS = ("linear", "root2", "root3", "root4", "log", "blensor", "constant")
-_LINEAR, _ROOT2, _ROOT3, _ROOT4, _LOG, _BLENSOR, _CONSTANT = range(len(FITS))
+from .codes import (
+    FIT_BLENSOR,
+    FIT_CONSTANT,
+    FIT_LINEAR,
+    FIT_LOG,
+    FIT_ROOT2,
+    FIT_ROOT3,
+    FIT_ROOT4,
+    RANGE_LIMIT_FITS,
+)
+from .errors import LidarFmuError
+
+FITS = RANGE_LIMIT_FITS
 #: n of the root-n fits, by fit code.
-_ROOT_N = {_ROOT2: 2, _ROOT3: 3, _ROOT4: 4}
+_ROOT_N = {FIT_ROOT2: 2, FIT_ROOT3: 3, FIT_ROOT4: 4}
 #: Fits whose two parameters come from at least two pairs, and need r rising with R.
 _TWO_PAIR_FITS = frozenset({"linear", "log", "blensor"})
 #: Above 1 a surface is brighter than a perfect Lambertian one (retroreflective);
@@ -71,9 +82,13 @@ MAX_PAIR_REFLECTIVITY = 1.5
 # ---------------------------------------------------------------- validation
 
 
+class RangeLimitError(LidarFmuError, ValueError):
+    """A range–reflectivity spec (fit name, pairs, max range) that cannot be used."""
+
+
 def _check_fit(fit) -> str:
     if not isinstance(fit, str):
-        raise ValueError(f"range-reflectivity fit must be a string, one of {', '.join(FITS)}; got {fit!r}")
+        raise RangeLimitError(f"range-reflectivity fit must be a string, one of {', '.join(FITS)}; got {fit!r}")
     name = fit.strip().lower()
     if name in FITS:
         return name
@@ -81,38 +96,38 @@ def _check_fit(fit) -> str:
     close = [f for f in FITS if name and (f.startswith(name) or name.startswith(f))]
     close += [f for f in difflib.get_close_matches(name, FITS, n=3, cutoff=0.6) if f not in close]
     hint = f"; did you mean {' or '.join(repr(f) for f in close)}?" if close else ""
-    raise ValueError(f"unknown range-reflectivity fit {fit!r}: expected one of {', '.join(FITS)}{hint}")
+    raise RangeLimitError(f"unknown range-reflectivity fit {fit!r}: expected one of {', '.join(FITS)}{hint}")
 
 
 def _as_number(value, what: str) -> float:
     # bool is an int subclass: 'true' in a spec is a typo, not 1.0.
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{what} must be a number, got {value!r}")
+        raise RangeLimitError(f"{what} must be a number, got {value!r}")
     return float(value)
 
 
 def _check_pairs(pairs, fit: str) -> tuple[tuple[float, float], ...]:
     """Pairs as sorted ((reflectivity, range_m), ...) after checking each value."""
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Sequence, np.ndarray)):
-        raise ValueError(f"range-reflectivity pairs must be a list of [reflectivity, range_m], got {pairs!r}")
+        raise RangeLimitError(f"range-reflectivity pairs must be a list of [reflectivity, range_m], got {pairs!r}")
     checked = []
     for i, pair in enumerate(pairs):
         if isinstance(pair, (str, bytes)) or not isinstance(pair, (Sequence, np.ndarray)) or len(pair) != 2:
-            raise ValueError(f"range-reflectivity pair {i} must be [reflectivity, range_m], got {pair!r}")
+            raise RangeLimitError(f"range-reflectivity pair {i} must be [reflectivity, range_m], got {pair!r}")
         refl = _as_number(pair[0], f"reflectivity of pair {i}")
         range_m = _as_number(pair[1], f"range of pair {i}")
         if not 0.0 < refl <= MAX_PAIR_REFLECTIVITY:
             hint = " (reflectivity is a fraction: 10 % is 0.10)" if refl > MAX_PAIR_REFLECTIVITY else ""
-            raise ValueError(
+            raise RangeLimitError(
                 f"reflectivity of pair {i} is {refl:g}, outside (0, {MAX_PAIR_REFLECTIVITY:g}]{hint}"
             )
         if not (range_m > 0.0 and math.isfinite(range_m)):
-            raise ValueError(f"range of pair {i} is {range_m:g} m; it must be positive and finite")
+            raise RangeLimitError(f"range of pair {i} is {range_m:g} m; it must be positive and finite")
         checked.append((refl, range_m))
 
     needed = 2 if fit in _TWO_PAIR_FITS else 1
     if len(checked) < needed:
-        raise ValueError(
+        raise RangeLimitError(
             f"range-reflectivity fit {fit!r} needs at least {needed} pair{'s' if needed > 1 else ''} "
             f"[reflectivity, range_m], got {len(checked)}"
         )
@@ -127,7 +142,7 @@ def _check_rising(pairs, fit: str) -> None:
     # brighter surfaces vanish sooner, and r_L would have no inverse.
     for (r0, d0), (r1, d1) in zip(pairs, pairs[1:]):
         if not (r1 > r0 and d1 > d0):
-            raise ValueError(
+            raise RangeLimitError(
                 f"range-reflectivity fit {fit!r} needs ranges that rise strictly with reflectivity; "
                 f"pairs [{r0:g}, {d0:g} m] and [{r1:g}, {d1:g} m] are not monotonic"
             )
@@ -136,7 +151,7 @@ def _check_rising(pairs, fit: str) -> None:
 def _check_max_range(max_range_m) -> float:
     value = _as_number(max_range_m, "max_range_m")
     if not value > 0.0:  # also rejects NaN
-        raise ValueError(f"max_range_m must be positive (np.inf for none), got {value:g}")
+        raise RangeLimitError(f"max_range_m must be positive (np.inf for none), got {value:g}")
     return value
 
 
@@ -204,11 +219,11 @@ class RangeReflectivityLimit:
         safe = np.where(positive, refl, 1.0)  # keeps log and roots quiet where R <= 0
         a, b, c = self.coefficients
         code = self.code
-        if code == _LINEAR or code == _BLENSOR:
+        if code == FIT_LINEAR or code == FIT_BLENSOR:
             limit = a + b * safe
         elif code in _ROOT_N:
             limit = a * safe ** (1.0 / _ROOT_N[code])
-        elif code == _LOG:
+        elif code == FIT_LOG:
             limit = a + b * np.log(safe)
         else:
             limit = np.full_like(safe, self.max_range_m)
@@ -229,11 +244,11 @@ class RangeReflectivityLimit:
         a, b, c = self.coefficients
         code = self.code
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            if code == _LINEAR or code == _BLENSOR:
+            if code == FIT_LINEAR or code == FIT_BLENSOR:
                 refl = (d - a) / b
             elif code in _ROOT_N:
                 refl = (np.maximum(d, 0.0) / a) ** _ROOT_N[code]
-            elif code == _LOG:
+            elif code == FIT_LOG:
                 refl = np.exp((d - a) / b)
             else:
                 refl = np.zeros_like(d)
@@ -266,25 +281,25 @@ def parse_range_reflectivity(value, max_range_m: float) -> RangeReflectivityLimi
     ``fit`` defaults to ``log`` (LiMOX's Fig. 8/9 choice). Errors name the key.
     """
     if not isinstance(value, Mapping):
-        raise ValueError(
+        raise RangeLimitError(
             f"range_reflectivity must be a mapping {{pairs: [[reflectivity, range_m], ...], fit: ...}}, "
             f"got {value!r}"
         )
     unknown = sorted(set(value) - set(SPEC_KEYS), key=str)
     if unknown:
-        raise ValueError(f"range_reflectivity: unknown key(s) {', '.join(map(repr, unknown))}; expected {SPEC_KEYS}")
+        raise RangeLimitError(f"range_reflectivity: unknown key(s) {', '.join(map(repr, unknown))}; expected {SPEC_KEYS}")
     if "pairs" not in value:
-        raise ValueError("range_reflectivity.pairs is missing: give [[reflectivity, range_m], ...]")
+        raise RangeLimitError("range_reflectivity.pairs is missing: give [[reflectivity, range_m], ...]")
     fit = value.get("fit", "log")
     try:
         fit = _check_fit(fit)
     except ValueError as error:
-        raise ValueError(f"range_reflectivity.fit: {error}") from None
+        raise RangeLimitError(f"range_reflectivity.fit: {error}") from None
     try:
         return RangeReflectivityLimit(value["pairs"], fit, max_range_m)
     except ValueError as error:
         key = "max_range_m" if str(error).startswith("max_range_m") else "pairs"
-        raise ValueError(f"range_reflectivity.{key}: {error}") from None
+        raise RangeLimitError(f"range_reflectivity.{key}: {error}") from None
 
 
 # ------------------------------------------------------- compiled r_L
@@ -299,17 +314,17 @@ def range_limit_m(code, a, b, c, max_range_m, reflectivity):
     """
     if not reflectivity > 0.0:  # also NaN
         return 0.0
-    if code == 0 or code == 5:  # linear, blensor
+    if code == FIT_LINEAR or code == FIT_BLENSOR:
         limit = a + b * reflectivity
-    elif code == 1:
+    elif code == FIT_ROOT2:
         limit = a * reflectivity ** (1.0 / 2.0)
-    elif code == 2:
+    elif code == FIT_ROOT3:
         limit = a * reflectivity ** (1.0 / 3.0)
-    elif code == 3:
+    elif code == FIT_ROOT4:
         limit = a * reflectivity ** (1.0 / 4.0)
-    elif code == 4:
+    elif code == FIT_LOG:
         limit = a + b * math.log(reflectivity)
-    elif code == 6:
+    elif code == FIT_CONSTANT:
         limit = max_range_m
     else:
         return 0.0

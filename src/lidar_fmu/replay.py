@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .cli import UserError
+from .errors import UserError
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
                  "step_size_s", "backend", "mounting", "disable_self_hits", "notice"}
@@ -82,26 +82,24 @@ def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
 
 
 def _timestamp_s(sensor_view: bytes) -> float:
-    from osi3.osi_sensorview_pb2 import SensorView
+    from .osi.decode import parse_sensor_view
 
-    view = SensorView.FromString(sensor_view)
+    if not sensor_view:
+        return 0.0  # an empty message parses as an empty SensorView
+    view = parse_sensor_view(sensor_view)  # SensorViewError (a user error) on garbage
     return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
 
 
 def organize(cloud, pattern):
-    """Give a cloud decoded from OSI its ray indices back (nearest pattern ray of the same beam)."""
-    beam = pattern.beam_id.astype(np.float64)
-    azimuth = pattern.azimuth_rad + np.pi  # [0, 2π]
-    key = beam * 8.0 + azimuth
-    order = np.argsort(key)
-    sorted_key = key[order]
-    points = cloud.points
-    query = points["beam_id"].astype(np.float64) * 8.0 + np.arctan2(points["y"], points["x"]) + np.pi
-    right = np.clip(np.searchsorted(sorted_key, query), 1, len(sorted_key) - 1)
-    nearest = np.where(np.abs(sorted_key[right] - query) < np.abs(sorted_key[right - 1] - query), right, right - 1)
-    cloud.ray_index = order[nearest].astype(np.int32)
-    cloud.rows, cloud.columns = pattern.rows, pattern.columns
-    return cloud
+    """A cloud decoded from the FMU's OSI SensorData, given back its pattern and each detection's ray.
+
+    OSI LidarDetections carry ``beam_id`` and the direction of the return
+    (``position``), not the ray index; a return lies on its ray up to float32
+    rounding, so :meth:`~lidar_fmu.pointcloud.PointCloud.with_pattern` finds
+    every detection's ray exactly — the one ray of its beam in that direction
+    — or raises :class:`~lidar_fmu.pointcloud.RayMatchError`.
+    """
+    return cloud.with_pattern(pattern)
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
@@ -114,6 +112,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     from .io import bev_image, write_pcd, write_preview
     from .osi.detections import sensor_data_to_points
     from .osi.trace import TraceWriter, read_trace, trace_name
+    from .pointcloud import RayMatchError
     from .sensors import load_sensor
 
     scenario = load_scenario(scenario_path)
@@ -163,8 +162,11 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         if old.endswith(f"_sd_{name}.osi") or (old.endswith(f"_{name}.osi") and "_sd_" in old):
             os.remove(os.path.join(out_dir, old))
     os.replace(sd_path, final)
-    write_preview(os.path.join(out_dir, "preview.png"), organize(cloud, sensor.pattern),
-                  max_range_m=extent_m, pattern=sensor.pattern)
+    try:
+        preview_cloud, preview_note = organize(cloud, sensor.pattern), None
+    except RayMatchError as exc:  # the pattern repeats a direction within a beam: no exact grid to draw
+        preview_cloud, preview_note = cloud, f"preview.png has no range image: {exc}"
+    write_preview(os.path.join(out_dir, "preview.png"), preview_cloud, max_range_m=extent_m)
     gif_frames[0].save(os.path.join(out_dir, "preview.gif"), save_all=True, append_images=gif_frames[1:],
                        duration=int(step_s * 1000), loop=0)
     summary = {
@@ -178,6 +180,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         "sensordata_trace": os.path.basename(final),
         "fmu_messages": [f"[{status}] {text}" for status, text in messages],
     }
+    if preview_note:
+        summary["preview_note"] = preview_note
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
     return summary

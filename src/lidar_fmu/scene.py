@@ -14,13 +14,14 @@ from functools import cached_property
 
 import numpy as np
 
+from .errors import LidarFmuError
 from .transforms import check_pose
 
 #: Material name given to triangles whose file names none (PLY, STL, bare OBJ).
 DEFAULT_MATERIAL = "default"
 
 
-class MeshError(ValueError):
+class MeshError(LidarFmuError, ValueError):
     """A mesh file could not be read or holds no usable triangles."""
 
 
@@ -72,10 +73,6 @@ class Mesh:
         """(F, 3, 3) float32 triangle corners."""
         return self.vertices[self.faces]
 
-    def face_material_names(self) -> np.ndarray:
-        """(F,) array of each triangle's visual material name."""
-        return np.asarray(self.material_names, dtype=object)[self.face_material]
-
 
 def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
     """Merge meshes into one, unifying material names."""
@@ -109,10 +106,6 @@ def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "
         ]
     )
     return Mesh(corners, faces, np.zeros(12, np.int32), (material,), name)
-
-
-def _trimesh_to_mesh(tm, material: str, name: str) -> Mesh:
-    return Mesh(np.asarray(tm.vertices), np.asarray(tm.faces), np.zeros(len(tm.faces), np.int32), (material,), name)
 
 
 def _material_name(geometry) -> str:
@@ -170,8 +163,8 @@ class Scene:
 
     def __init__(self):
         self.meshes: list[Mesh] = []
-        self._mesh_slot: dict[int, int] = {}
-        self._slot: dict[int, int] = {}
+        self._mesh_position: dict[int, int] = {}
+        self._index_of: dict[int, int] = {}
         self._ids = np.empty(0, np.int64)
         self._mesh_index = np.empty(0, np.int32)
         self._poses = np.empty((0, 4, 4))
@@ -183,24 +176,24 @@ class Scene:
     def mesh_index(self, mesh: Mesh) -> int:
         """Index of ``mesh`` in :attr:`meshes`, adding it on first use."""
         key = id(mesh)
-        slot = self._mesh_slot.get(key)
-        if slot is None or self.meshes[slot] is not mesh:
-            slot = len(self.meshes)
+        index = self._mesh_position.get(key)
+        if index is None or self.meshes[index] is not mesh:
+            index = len(self.meshes)
             self.meshes.append(mesh)
-            self._mesh_slot[key] = slot
+            self._mesh_position[key] = index
             self.revision += 1
-        return slot
+        return index
 
     # -- instances ----------------------------------------------------------
     def __len__(self) -> int:
         return self._count
 
     def __contains__(self, instance_id) -> bool:
-        return int(instance_id) in self._slot
+        return int(instance_id) in self._index_of
 
     @property
     def instance_ids(self) -> np.ndarray:
-        """(K,) int64 ids in slot order (read-only view)."""
+        """(K,) int64 ids in instance-index order (read-only view)."""
         view = self._ids[: self._count]
         view.flags.writeable = False
         return view
@@ -213,16 +206,16 @@ class Scene:
 
     @property
     def poses(self) -> np.ndarray:
-        """(K, 4, 4) world-from-mesh poses in slot order (read-only view)."""
+        """(K, 4, 4) world-from-mesh poses in instance-index order (read-only view)."""
         view = self._poses[: self._count]
         view.flags.writeable = False
         return view
 
     def mesh_of(self, instance_id) -> Mesh:
-        return self.meshes[self._mesh_index[self._slot[int(instance_id)]]]
+        return self.meshes[self._mesh_index[self._index_of[int(instance_id)]]]
 
     def pose_of(self, instance_id) -> np.ndarray:
-        return self._poses[self._slot[int(instance_id)]].copy()
+        return self._poses[self._index_of[int(instance_id)]].copy()
 
     def add_instance(self, instance_id, mesh: Mesh, pose=None) -> None:
         """Place ``mesh`` as ``instance_id`` (replacing any instance of that id)."""
@@ -230,50 +223,50 @@ class Scene:
         if not 0 <= instance_id < 2**63:
             raise ValueError(f"instance id {instance_id} must be in [0, 2**63)")
         pose = np.eye(4) if pose is None else check_pose(pose, f"pose of instance {instance_id}")
-        mesh_slot = self.mesh_index(mesh)
-        slot = self._slot.get(instance_id)
-        if slot is None:
+        mesh_position = self.mesh_index(mesh)
+        index = self._index_of.get(instance_id)
+        if index is None:
             if self._count == len(self._ids):
                 grow = max(8, 2 * self._count)
                 self._ids = np.resize(self._ids, grow)
                 self._mesh_index = np.resize(self._mesh_index, grow)
                 self._poses = np.resize(self._poses, (grow, 4, 4))
-            slot = self._count
+            index = self._count
             self._count += 1
-            self._slot[instance_id] = slot
-            self._ids[slot] = instance_id
-        self._mesh_index[slot] = mesh_slot
-        self._poses[slot] = pose
+            self._index_of[instance_id] = index
+            self._ids[index] = instance_id
+        self._mesh_index[index] = mesh_position
+        self._poses[index] = pose
         self.revision += 1
         self.pose_revision += 1
 
     def set_pose(self, instance_id, pose) -> None:
         """Move an existing instance; no geometry is touched."""
-        slot = self._slot.get(int(instance_id))
-        if slot is None:
+        index = self._index_of.get(int(instance_id))
+        if index is None:
             raise KeyError(f"no instance with id {instance_id}")
-        self._poses[slot] = check_pose(pose, f"pose of instance {instance_id}")
+        self._poses[index] = check_pose(pose, f"pose of instance {instance_id}")
         self.pose_revision += 1
 
     def set_poses(self, instance_ids, poses) -> None:
         """Move many existing instances at once ((K,) ids, (K, 4, 4) rigid or affine poses)."""
         poses = np.asarray(poses, dtype=np.float64)
-        slots = [self._slot.get(int(i)) for i in instance_ids]
-        if None in slots:
-            raise KeyError(f"no instance with id {list(instance_ids)[slots.index(None)]}")
-        if poses.shape != (len(slots), 4, 4) or not np.isfinite(poses).all():
+        indices = [self._index_of.get(int(i)) for i in instance_ids]
+        if None in indices:
+            raise KeyError(f"no instance with id {list(instance_ids)[indices.index(None)]}")
+        if poses.shape != (len(indices), 4, 4) or not np.isfinite(poses).all():
             raise ValueError("poses must be finite (K, 4, 4) matrices, one per id")
-        self._poses[slots] = poses
+        self._poses[indices] = poses
         self.pose_revision += 1
 
     def remove_instance(self, instance_id) -> None:
-        slot = self._slot.pop(int(instance_id))
+        index = self._index_of.pop(int(instance_id))
         last = self._count - 1
-        if slot != last:  # keep slots dense: move the last instance into the hole
-            self._ids[slot] = self._ids[last]
-            self._mesh_index[slot] = self._mesh_index[last]
-            self._poses[slot] = self._poses[last]
-            self._slot[int(self._ids[slot])] = slot
+        if index != last:  # keep indices dense: move the last instance into the hole
+            self._ids[index] = self._ids[last]
+            self._mesh_index[index] = self._mesh_index[last]
+            self._poses[index] = self._poses[last]
+            self._index_of[int(self._ids[index])] = index
         self._count = last
         self.revision += 1
         self.pose_revision += 1
@@ -285,7 +278,7 @@ class Scene:
         return int(sizes[self.instance_mesh_index].sum()) if self._count else 0
 
     @classmethod
-    def from_meshes(cls, meshes: list[Mesh]) -> "Scene":
+    def from_meshes(cls, meshes: list[Mesh]) -> Scene:
         """A scene placing each mesh once at identity, instance ids 0, 1, …"""
         scene = cls()
         for i, mesh in enumerate(meshes):

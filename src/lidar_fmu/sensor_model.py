@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import LidarFmuError
 from .lidar import Lidar
-from .osi.decode import SensorViewError, decode_sensor_view
+from .osi.decode import decode_sensor_view
 from .osi.encode import encode_empty_sensor_data, encode_sensor_data_buffer
 from .scene import Scene
 from .scene_update import SceneUpdater
@@ -76,9 +77,9 @@ class LidarSensorModel:
             return self._empty(time_s, "no SensorView input (null pointer or size 0)")
         try:
             return self._step(sensor_view, time_s, out)
-        except SensorViewError as exc:
+        except LidarFmuError as exc:  # the input's fault (SensorView, poses, meshes): one line names it
             return self._empty(time_s, f"SensorView rejected: {exc}")
-        except Exception as exc:  # never let a step take the co-simulation down
+        except Exception as exc:  # a bug; still never let a step take the co-simulation down
             return self._empty(time_s, f"step failed: {exc!r}\n{traceback.format_exc()}")
 
     def _step(self, sensor_view: bytes, time_s: float, out) -> StepResult:

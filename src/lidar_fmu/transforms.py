@@ -9,6 +9,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .errors import LidarFmuError
+
+
+class PoseError(LidarFmuError, ValueError):
+    """A pose (4×4 matrix or ``x,y,z[,roll,pitch,yaw]`` text) that cannot be used."""
+
 
 def rotation_matrix(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
     """3×3 rotation ``Rz(yaw) · Ry(pitch) · Rx(roll)``."""
@@ -56,22 +62,17 @@ def roll_pitch_yaw(rotation: np.ndarray) -> tuple[float, float, float]:
     return roll, pitch, yaw
 
 
-def invert_pose(pose: np.ndarray) -> np.ndarray:
-    """Inverse of an affine 4×4 pose (rigid or with scale)."""
-    return np.linalg.inv(pose)
-
-
 def check_pose(pose, what: str = "pose") -> np.ndarray:
-    """Validate a 4×4 pose; raise ``ValueError`` naming ``what`` if it is malformed."""
+    """Validate a 4×4 pose; raise :class:`PoseError` (a ``ValueError``) naming ``what`` if it is malformed."""
     pose = np.asarray(pose, dtype=np.float64)
     if pose.shape != (4, 4):
-        raise ValueError(f"{what} must be a 4x4 matrix, got shape {pose.shape}")
+        raise PoseError(f"{what} must be a 4x4 matrix, got shape {pose.shape}")
     if not np.all(np.isfinite(pose)):
-        raise ValueError(f"{what} contains NaN or infinite values")
+        raise PoseError(f"{what} contains NaN or infinite values")
     if not np.allclose(pose[3], (0.0, 0.0, 0.0, 1.0)):
-        raise ValueError(f"{what} last row must be (0, 0, 0, 1)")
+        raise PoseError(f"{what} last row must be (0, 0, 0, 1)")
     if abs(np.linalg.det(pose[:3, :3])) < 1e-12:
-        raise ValueError(f"{what} has a singular rotation/scale part")
+        raise PoseError(f"{what} has a singular rotation/scale part")
     return pose
 
 
@@ -80,11 +81,11 @@ def parse_pose_deg(text: str) -> np.ndarray:
     try:
         values = [float(v) for v in text.split(",")]
     except ValueError:
-        raise ValueError(f"pose {text!r} is not a comma-separated list of numbers") from None
+        raise PoseError(f"pose {text!r} is not a comma-separated list of numbers") from None
     if len(values) not in (3, 6):
-        raise ValueError(f"pose {text!r} needs 3 (x,y,z) or 6 (x,y,z,roll,pitch,yaw) values, got {len(values)}")
+        raise PoseError(f"pose {text!r} needs 3 (x,y,z) or 6 (x,y,z,roll,pitch,yaw) values, got {len(values)}")
     if not all(np.isfinite(values)):
-        raise ValueError(f"pose {text!r} contains NaN or infinite values")
+        raise PoseError(f"pose {text!r} contains NaN or infinite values")
     xyz = values[:3]
     rpy = np.radians(values[3:]) if len(values) == 6 else (0.0, 0.0, 0.0)
     return pose_matrix(xyz, rpy)

@@ -39,7 +39,7 @@ def _packed_little_endian(points: np.ndarray) -> np.ndarray:
     fields = []
     for name in points.dtype.names:
         dt = points.dtype.fields[name][0]
-        base, shape = (dt.subdtype if dt.subdtype else (dt, ()))
+        base, shape = (dt.subdtype or (dt, ()))
         if base.kind not in _PCD_TYPE:
             raise ValueError(f"field {name!r} has dtype {base}, which PCD cannot store (only float, int, uint, bool)")
         fields.append((name, base.newbyteorder("<") if base.itemsize > 1 else base, shape))
@@ -57,7 +57,7 @@ def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary") -> str:
     names, sizes, types, counts = [], [], [], []
     for name in dtype.names:
         dt = dtype.fields[name][0]
-        base, shape = (dt.subdtype if dt.subdtype else (dt, ()))
+        base, shape = (dt.subdtype or (dt, ()))
         if " " in name:
             raise ValueError(f"PCD field names cannot contain spaces: {name!r}")
         names.append(name)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .ptx import _matching_pattern, grid_index, row_elevation_rad
+from .ptx import cloud_pattern, grid_index, row_elevation_rad
 
 # Range colour map, near → far: indigo, blue, cyan, green, yellow, orange, red.
 # Kept as data so numpy renderers and matplotlib colour bars agree.
@@ -145,7 +145,10 @@ def bev_image(
 
 
 def range_grid(cloud, pattern=None) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, columns) range (m, NaN for misses) with rows sorted top = highest elevation, and their elevations (rad)."""
+    """(rows, columns) range (m, NaN for misses) with rows sorted top = highest elevation, and their elevations (rad).
+
+    The grid is ``pattern``'s, by default the one the cloud carries.
+    """
     elevation = row_elevation_rad(cloud, pattern)
     order = np.argsort(-elevation, kind="stable")
     index = grid_index(cloud)[order]
@@ -158,29 +161,11 @@ def range_grid(cloud, pattern=None) -> tuple[np.ndarray, np.ndarray]:
 def column_azimuth_rad(cloud, pattern=None) -> np.ndarray:
     """(columns,) azimuth of each grid column (rad), circular mean over its rays.
 
-    From ``pattern``, the preset named by ``cloud.sensor_name`` (as in
-    :func:`~lidar_fmu.io.ptx.row_elevation_rad`) or else the returns.
-
-    Columns without a return get the azimuth interpolated from their
-    neighbours (after unwrapping), NaN if the cloud has no returns at all.
+    From ``pattern``, by default the one the cloud carries.
     """
-    rows, columns = cloud.rows, cloud.columns
-    if pattern is None and len(cloud.points):
-        pattern = _matching_pattern(cloud)
-    if pattern is not None:
-        az = pattern.azimuth_rad.reshape(columns, rows)
-        return np.arctan2(np.sin(az).mean(axis=1), np.cos(az).mean(axis=1))
-    points = cloud.points
-    column = np.asarray(cloud.ray_index, np.int64) // rows
-    az = np.arctan2(points["y"].astype(np.float64), points["x"].astype(np.float64))
-    s = np.bincount(column, np.sin(az), minlength=columns)
-    c = np.bincount(column, np.cos(az), minlength=columns)
-    seen = np.bincount(column, minlength=columns) > 0
-    if not seen.any():
-        return np.full(columns, np.nan)
-    known = np.unwrap(np.arctan2(s[seen], c[seen]))
-    filled = np.interp(np.arange(columns), np.flatnonzero(seen), known)
-    return np.arctan2(np.sin(filled), np.cos(filled))
+    pattern = cloud_pattern(cloud, pattern, "the column azimuths")
+    az = pattern.azimuth_rad.reshape(pattern.columns, pattern.rows)
+    return np.arctan2(np.sin(az).mean(axis=1), np.cos(az).mean(axis=1))
 
 
 def _nice_extent_m(rng: np.ndarray) -> float:
@@ -197,15 +182,17 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
 
     ``max_range_m`` sets the BEV half-width and the top of the range colour
     scale (default: a round number just above the 99.5th percentile of the
-    ranges). ``pattern`` gives exact beam elevations for ordering the range
-    image rows (otherwise from the preset named by the cloud's
-    ``sensor_name``, or estimated from the returns).
+    ranges). The range image is the grid of ``pattern``, by default the ray
+    pattern the cloud carries; a cloud without one (points read from a file
+    or decoded from OSI) gets the bird's-eye view alone.
     """
     # a bare Figure renders with Agg and never touches pyplot or the user's backend
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.figure import Figure
 
+    if pattern is not None or cloud.pattern is not None:
+        pattern = cloud_pattern(cloud, pattern)
     points = cloud.points
     rng = points["range"].astype(np.float64)
     extent = float(max_range_m) if max_range_m else _nice_extent_m(rng)
@@ -214,12 +201,15 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
     norm = Normalize(0.0, extent)
 
     # figure size in inches at ``dpi``: the BEV axes come out ~780 px square
-    fig = Figure(figsize=(9.0, 11.6), dpi=dpi)
-    grid = fig.add_gridspec(2, 2, height_ratios=[4.0, 1.05], width_ratios=[30, 1],
-                            left=0.09, right=0.9, top=0.955, bottom=0.055, hspace=0.36, wspace=0.04)
+    if pattern is None:
+        fig = Figure(figsize=(9.0, 9.2), dpi=dpi)
+        grid = fig.add_gridspec(1, 2, width_ratios=[30, 1], left=0.09, right=0.9, top=0.94, bottom=0.07, wspace=0.04)
+    else:
+        fig = Figure(figsize=(9.0, 11.6), dpi=dpi)
+        grid = fig.add_gridspec(2, 2, height_ratios=[4.0, 1.05], width_ratios=[30, 1],
+                                left=0.09, right=0.9, top=0.955, bottom=0.055, hspace=0.36, wspace=0.04)
     ax_bev = fig.add_subplot(grid[0, 0])
     ax_bar = fig.add_subplot(grid[0, 1])
-    ax_rng = fig.add_subplot(grid[1, :])
 
     bev_px = 800
     resolution = 2 * extent / bev_px
@@ -232,29 +222,32 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
     ax_bev.set_ylabel("x (m), forward")
     ax_bev.set_aspect("equal")
     name = cloud.sensor_name or "lidar"
-    n_rays = cloud.rows * cloud.columns
-    ax_bev.set_title(f"{name} — bird's-eye view, {len(points):,} returns of {n_rays:,} rays"
+    of_rays = f" of {len(pattern):,} rays" if pattern is not None else " (no ray pattern: no range image)"
+    ax_bev.set_title(f"{name} — bird's-eye view, {len(points):,} returns{of_rays}"
                      f" (t = {cloud.timestamp_s:.3f} s)", fontsize=11)
     ax_bev.grid(color="white", alpha=0.12, linewidth=0.6)
     colorbar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=ax_bar)
     colorbar.set_label("range (m)")
+    if pattern is None:
+        fig.savefig(path, dpi=dpi)
+        return
 
+    ax_rng = fig.add_subplot(grid[1, :])
     ranges, elevation = range_grid(cloud, pattern)
     elevation_deg = np.degrees(elevation)
     ax_rng.imshow(np.ma.masked_invalid(ranges), cmap=cmap, norm=norm, aspect="auto",
-                  interpolation="nearest", extent=(0, cloud.columns, cloud.rows, 0))
-    ax_rng.set_title(f"range image: {cloud.rows} rows (by elevation) × {cloud.columns} columns,"
+                  interpolation="nearest", extent=(0, pattern.columns, pattern.rows, 0))
+    ax_rng.set_title(f"range image: {pattern.rows} rows (by elevation) × {pattern.columns} columns,"
                      f" misses black", fontsize=10, pad=26)
     ax_rng.set_xlabel("column (firing order)")
-    ticks = np.unique(np.linspace(0, cloud.rows - 1, min(cloud.rows, 5)).round().astype(int))
+    ticks = np.unique(np.linspace(0, pattern.rows - 1, min(pattern.rows, 5)).round().astype(int))
     ax_rng.set_yticks(ticks + 0.5)
     ax_rng.set_yticklabels([f"{elevation_deg[t]:+.1f}°" for t in ticks])
     ax_rng.set_ylabel("elevation")
     azimuth_deg = np.degrees(column_azimuth_rad(cloud, pattern))
-    if np.isfinite(azimuth_deg).all():
-        top = ax_rng.secondary_xaxis("top")
-        col_ticks = np.unique(np.linspace(0, cloud.columns - 1, min(cloud.columns, 9)).round().astype(int))
-        top.set_xticks(col_ticks + 0.5)
-        top.set_xticklabels([f"{int(round(azimuth_deg[c])):+d}°" for c in col_ticks], fontsize=8)
-        top.set_xlabel("azimuth (counter-clockwise from forward)", fontsize=8)
+    top = ax_rng.secondary_xaxis("top")
+    col_ticks = np.unique(np.linspace(0, pattern.columns - 1, min(pattern.columns, 9)).round().astype(int))
+    top.set_xticks(col_ticks + 0.5)
+    top.set_xticklabels([f"{round(float(azimuth_deg[c])):+d}°" for c in col_ticks], fontsize=8)
+    top.set_xlabel("azimuth (counter-clockwise from forward)", fontsize=8)
     fig.savefig(path, dpi=dpi)

@@ -19,11 +19,15 @@ Points are in the sensor frame (m); intensity is the reflectivity clipped to
 always ``rows × columns`` lines. Within a column the lines run from the lowest
 to the highest beam (ascending elevation), whatever the emitter order of the
 sensor (Velodyne interleaves its lasers); columns are in firing order.
+
+The grid is the cloud's ray pattern (``PointCloud.pattern``, the rays the
+returns were cast with): its rows, columns and beam elevations, never guessed
+from the returns or the sensor's name. A cloud without one cannot be written
+as PTX.
 """
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 
 import numpy as np
 
@@ -43,72 +47,27 @@ def grid_index(cloud) -> np.ndarray:
     return index.reshape(cloud.columns, cloud.rows).T
 
 
-@lru_cache(maxsize=8)
-def _preset_pattern(name: str):
-    from ..sensors import PRESETS, load_sensor
+def cloud_pattern(cloud, pattern=None, what: str = "this"):
+    """``pattern``, else the one the cloud carries (:class:`~lidar_fmu.pointcloud.NoRayPatternError` if none).
 
-    return load_sensor(name).pattern if name in PRESETS else None
-
-
-def _matching_pattern(cloud):
-    """The preset pattern named by ``cloud.sensor_name`` if the returns lie on its rays, else None."""
-    try:
-        pattern = _preset_pattern(str(cloud.sensor_name))
-    except Exception:  # an unloadable preset only costs us the exact elevations
-        return None
-    if pattern is None or (pattern.rows, pattern.columns) != (cloud.rows, cloud.columns):
-        return None
-    # a preset with overridden angles keeps its name: check a sample of returns against the rays
-    sample = np.linspace(0, len(cloud.points) - 1, min(len(cloud.points), 512)).astype(np.int64)
-    points = cloud.points[sample]
-    xyz = np.stack([points["x"], points["y"], points["z"]], axis=1).astype(np.float64)
-    rays = pattern.directions[cloud.ray_index[sample]].astype(np.float64)
-    # the sine (cross product) resolves small angles; a cosine near 1 drowns them in rounding
-    sine = np.linalg.norm(np.cross(xyz, rays), axis=1) / np.maximum(
-        np.linalg.norm(xyz, axis=1) * np.linalg.norm(rays, axis=1), 1e-12)
-    along = np.einsum("ij,ij->i", xyz, rays) > 0
-    return pattern if np.all((sine < np.radians(0.01)) & along) else None
+    A pattern given explicitly must have the cloud's grid shape.
+    """
+    if pattern is None:
+        return cloud.require_pattern(what)
+    if (pattern.rows, pattern.columns) != (cloud.rows, cloud.columns):
+        raise ValueError(f"pattern grid {pattern.rows}×{pattern.columns} does not match "
+                         f"the cloud's {cloud.rows}×{cloud.columns}")
+    return pattern
 
 
 def row_elevation_rad(cloud, pattern=None) -> np.ndarray:
-    """(rows,) elevation of each pattern row (rad).
+    """(rows,) elevation of each pattern row (rad): the median over its columns.
 
-    From ``pattern`` if given, else from the preset named by
-    ``cloud.sensor_name`` when the returns lie on its rays, else estimated
-    from the returns. A row's elevation is the median over its columns (a
-    scan grid has one elevation per beam; a pinhole's rows bend slightly).
-    When estimating, rows with no return at all get one interpolated (or
-    extrapolated) from their neighbours in row order: their place among the
-    other rows is a guess, right for evenly stacked beams and pinholes, not for
-    interleaved Velodyne lasers, though all their cells are misses anyway.
+    A scan grid has one elevation per beam; a pinhole's rows bend slightly.
+    From ``pattern``, by default the one the cloud carries.
     """
-    rows, columns = cloud.rows, cloud.columns
-    if pattern is None and len(cloud.points):
-        pattern = _matching_pattern(cloud)
-    if pattern is not None:
-        if (pattern.rows, pattern.columns) != (rows, columns):
-            raise ValueError(f"pattern grid {pattern.rows}×{pattern.columns} does not match "
-                             f"the cloud's {rows}×{columns}")
-        return np.median(pattern.elevation_rad.reshape(columns, rows), axis=0)
-    points = cloud.points
-    row = np.asarray(cloud.ray_index, np.int64) % rows
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sin_el = np.clip(points["z"].astype(np.float64) / points["range"], -1.0, 1.0)
-    valid = np.isfinite(sin_el)
-    count = np.bincount(row[valid], minlength=rows)
-    mean = np.bincount(row[valid], weights=np.arcsin(sin_el[valid]), minlength=rows) / np.maximum(count, 1)
-    known = np.flatnonzero(count > 0)
-    if len(known) == 0:
-        return np.zeros(rows)
-    elevation = np.interp(np.arange(rows), known, mean[known])
-    if len(known) > 1:
-        # continue the end slopes past the outermost rows with returns (sky above a pinhole, say)
-        below, above = np.arange(known[0]), np.arange(known[-1] + 1, rows)
-        slope_lo = (mean[known[1]] - mean[known[0]]) / (known[1] - known[0])
-        slope_hi = (mean[known[-1]] - mean[known[-2]]) / (known[-1] - known[-2])
-        elevation[below] = mean[known[0]] + (below - known[0]) * slope_lo
-        elevation[above] = mean[known[-1]] + (above - known[-1]) * slope_hi
-    return elevation
+    pattern = cloud_pattern(cloud, pattern, "ordering the grid rows by elevation")
+    return np.median(pattern.elevation_rad.reshape(pattern.columns, pattern.rows), axis=0)
 
 
 def row_order(cloud, pattern=None) -> np.ndarray:
@@ -173,11 +132,11 @@ def _format_header_numbers(rows_of_numbers) -> str:
 def write_ptx(path, cloud, pattern=None) -> None:
     """Write ``cloud`` as a PTX file of its organized ``rows × columns`` grid (see the module docstring).
 
-    ``pattern`` (the sensor's :class:`~lidar_fmu.sensors.RayPattern`) gives
-    exact beam elevations for ordering the rows; without it they come from
-    the preset named by ``cloud.sensor_name`` or are estimated from the
-    returns (see :func:`row_elevation_rad`).
+    The grid is the ray pattern's: ``pattern``, by default the one the cloud
+    carries (a scan does; points read from a file or decoded from OSI do not,
+    and then this raises :class:`~lidar_fmu.pointcloud.NoRayPatternError`).
     """
+    pattern = cloud_pattern(cloud, pattern, "a PTX file (an organized scan grid)")
     pose = np.asarray(cloud.sensor_pose, np.float64)
     if pose.shape != (4, 4):
         raise ValueError(f"sensor_pose must be 4×4, got {pose.shape}")

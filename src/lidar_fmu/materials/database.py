@@ -38,6 +38,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..codes import MATERIAL_CLASSES
 from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_reflectance
 
 __all__ = [
@@ -49,7 +50,7 @@ __all__ = [
 #: general: return with ρ(θ); transparent: the ray passes on; absorbent: the ray
 #: ends without a return; retroreflective: a very strong (saturating) return;
 #: mirror: reserved (accepted, treated like general for now).
-MATERIAL_CLASSES = ("general", "transparent", "absorbent", "retroreflective", "mirror")
+# (the tuple lives in lidar_fmu.codes, where the kernels read the codes from)
 
 #: Table columns of :meth:`MaterialDatabase.arrays`: 0, 10, …, 90° (ρ(90°) = 0).
 TABLE_ANGLES_DEG = ANGLES_DEG + (90,)
@@ -137,11 +138,6 @@ class IRMaterial:
         # np.interp holds the last value (0 at 90°) beyond the grid.
         return np.interp(degrees, TABLE_ANGLES_DEG, self.table_row())
 
-    def describe(self) -> str:
-        value = f"ρ0 = {self.reflectance:.3f}" if self.angle_table is None else (
-            "table " + " ".join(f"{v:.3g}" for v in self.angle_table))
-        return f"{self.name} ({self.material_class}, {value}{', assumed' if self.assumed else ''})"
-
 
 class MaterialDatabase:
     """IR materials by id (list position) and name, evaluated at one wavelength (nm)."""
@@ -201,7 +197,7 @@ class MaterialDatabase:
         self.materials.append(material)
         return self._ids[material.name]
 
-    def merge(self, other) -> "MaterialDatabase":
+    def merge(self, other) -> MaterialDatabase:
         """Add every material of ``other`` (a database or iterable), same-named ones replaced; returns self."""
         for material in other:
             self.add(material)

@@ -14,11 +14,13 @@ import os
 
 import numpy as np
 
+from ..errors import LidarFmuError
+
 #: Angle-table bins (deg of incidence from the surface normal); a table holds ρ at each.
 ANGLES_DEG = (0, 10, 20, 30, 40, 50, 60, 70, 80)
 
 
-class MaterialError(ValueError):
+class MaterialError(LidarFmuError, ValueError):
     """A material, spectrum, angle table or material map is unknown, unreadable or inconsistent."""
 
 

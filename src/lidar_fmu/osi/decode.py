@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import LidarFmuError
 from ..transforms import pose_matrix
 
 
-class SensorViewError(ValueError):
+class SensorViewError(LidarFmuError, ValueError):
     """The SensorView bytes cannot be used (malformed, truncated, NaN poses…)."""
 
 

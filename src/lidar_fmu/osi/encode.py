@@ -25,10 +25,19 @@ Detection fields written per point (all in the sensor frame):
   left), ``elevation = atan2(z, sqrt(x² + y²))``: **positive elevation is up**,
   so ``x = r·cos(el)·cos(az)``, ``y = r·cos(el)·sin(az)``, ``z = r·sin(el)``
   (OSI's text leaves the sign open, OSI #148; this matches the openMSL models).
-* ``intensity`` — percent; ``intensity_percent`` per point if given, else
-  ``reflectivity · 100`` until a physical intensity model exists.
+* ``intensity`` — percent; ``intensity_percent`` per point if given (what
+  :mod:`lidar_fmu.physics` computes for every scan, the lidar equation for
+  a Lambertian target), else ``reflectivity · 100`` (a cloud without it,
+  e.g. read back from a file).
 * ``reflectivity`` — the point's Lambertian-equivalent reflectivity (0–1).
 * ``beam_id`` — the point's emitter index.
+
+OSI 3.8's ``LidarDetection`` has no field for the ray (pattern index) a
+return came from, and none is invented here. It is not lost: a return lies on
+its ray up to float32 rounding, so ``beam_id`` plus the ``position`` direction
+name exactly one ray of the sensor's pattern
+(:func:`lidar_fmu.pointcloud.match_rays`, used by the replay's preview).
+Detections are written in the cloud's order, which for a scan is ray order.
 
 Doubles are computed from the float32 point fields promoted to float64; the
 elevation uses ``sqrt(x*x + y*y)`` rather than ``hypot`` because it is
@@ -46,7 +55,6 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
-
 from osi3.osi_common_pb2 import Identifier, MountingPosition, Spherical3d, Timestamp
 from osi3.osi_featuredata_pb2 import FeatureData, LidarDetection, LidarDetectionData, SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData

@@ -11,10 +11,12 @@ import lzma
 import os
 import struct
 
+from ..errors import LidarFmuError
+
 _LENGTH = struct.Struct("<I")
 
 
-class TraceError(ValueError):
+class TraceError(LidarFmuError, ValueError):
     """A trace file is missing, truncated or of an unknown kind."""
 
 

@@ -249,12 +249,10 @@ _CACHE_FORMAT = 1
 
 
 def bvh_cache_dir() -> str:
-    """Where built BVHs are kept across runs: ``$LIDAR_FMU_CACHE`` or ``~/.cache/lidar-fmu``, then ``bvh/``."""
-    import os
+    """Where built BVHs are kept across runs: ``bvh/`` in :func:`lidar_fmu.cache.cache_dir`."""
+    from ..cache import cache_dir
 
-    root = os.environ.get("LIDAR_FMU_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lidar-fmu")
-    return os.path.join(root, "bvh")
+    return str(cache_dir("bvh"))
 
 
 def cached_bvh(vertices, faces, cache_dir: str | None = None) -> BVH:
@@ -320,7 +318,7 @@ def build_tlas(world_lo, world_hi):
 
     The same binned-SAH build as a mesh's, with instances in place of
     triangles; a leaf's entries ``first … first + count - 1`` index
-    ``instance``, which holds instance slots. Rebuilt every step (only poses
+    ``instance``, which holds instance indices. Rebuilt every step (only poses
     change): ~0.1 ms for a hundred instances.
     """
     lo = np.ascontiguousarray(world_lo, np.float32)
@@ -483,7 +481,7 @@ def make_closest_over_instances(jit, traverse):
                                roots, local_from_world, normal_to_world,
                                tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
                                ox, oy, oz, dx, dy, dz, tmax, stack, top_stack):
-        """Closest hit over all instances → (t, slot, tri, u, v, nx, ny, nz); slot = -1 on a miss.
+        """Closest hit over all instances → (t, instance_index, tri, u, v, nx, ny, nz); -1 on a miss.
 
         Walks the top-level BVH over the instances' world boxes (nearer child
         first, boxes beyond the closest hit so far skipped); at a leaf the ray
@@ -495,7 +493,7 @@ def make_closest_over_instances(jit, traverse):
         :data:`STACK_SIZE` for the two levels.
         """
         best_t = tmax
-        best_slot = -1
+        best_index = -1
         best_tri = -1
         best_u = _ZERO
         best_v = _ZERO
@@ -550,7 +548,7 @@ def make_closest_over_instances(jit, traverse):
                                             roots[k], lox, loy, loz, ldx, ldy, ldz, best_t, stack)
                     if tri >= 0:
                         best_t = t
-                        best_slot = k
+                        best_index = k
                         best_tri = tri
                         best_u = u
                         best_v = v
@@ -561,7 +559,7 @@ def make_closest_over_instances(jit, traverse):
         nx = _ZERO
         ny = _ZERO
         nz = _ZERO
-        if best_slot >= 0:
+        if best_index >= 0:
             e1x = tri_v1[best_tri, 0] - tri_v0[best_tri, 0]
             e1y = tri_v1[best_tri, 1] - tri_v0[best_tri, 1]
             e1z = tri_v1[best_tri, 2] - tri_v0[best_tri, 2]
@@ -572,7 +570,7 @@ def make_closest_over_instances(jit, traverse):
             ly = e1z * e2x - e1x * e2z
             lz = e1x * e2y - e1y * e2x
             N = normal_to_world
-            k = best_slot
+            k = best_index
             nx = N[k, 0, 0] * lx + N[k, 0, 1] * ly + N[k, 0, 2] * lz
             ny = N[k, 1, 0] * lx + N[k, 1, 1] * ly + N[k, 1, 2] * lz
             nz = N[k, 2, 0] * lx + N[k, 2, 1] * ly + N[k, 2, 2] * lz
@@ -583,7 +581,7 @@ def make_closest_over_instances(jit, traverse):
                 nx = nx / norm
                 ny = ny / norm
                 nz = nz / norm
-        return best_t, best_slot, best_tri, best_u, best_v, nx, ny, nz
+        return best_t, best_index, best_tri, best_u, best_v, nx, ny, nz
 
     return jit(closest_over_instances)
 
@@ -626,20 +624,20 @@ def cast_one_bvh(bvh: BVH, origins, directions, tmax=np.inf):
 @njit(parallel=True, cache=True, error_model="numpy")
 def cast_instances(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
                    normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance, origins, directions, tmax,
-                   out_t, out_slot, out_tri, out_u, out_v, out_normal):
-    """CPU twin of the CUDA kernel: two-level closest hits of world rays; writes the outputs (slot -1: miss)."""
+                   out_t, out_instance_index, out_tri, out_u, out_v, out_normal):
+    """CPU twin of the CUDA kernel: two-level closest hits of world rays; writes the outputs (instance index -1: miss)."""
     last_origin = origins.shape[0] - 1  # 0: one origin shared by all rays
     for i in prange(directions.shape[0]):
         stack = np.empty(STACK_SIZE, np.int32)
         top_stack = np.empty(STACK_SIZE, np.int32)
         io = min(np.int64(i), last_origin)
-        t, slot, tri, u, v, nx, ny, nz = closest_over_instances(
+        t, index, tri, u, v, nx, ny, nz = closest_over_instances(
             node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
             normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
             origins[io, 0], origins[io, 1], origins[io, 2],
             directions[i, 0], directions[i, 1], directions[i, 2], tmax, stack, top_stack)
         out_t[i] = t
-        out_slot[i] = slot
+        out_instance_index[i] = index
         out_tri[i] = tri
         out_u[i] = u
         out_v[i] = v

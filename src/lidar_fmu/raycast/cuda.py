@@ -5,8 +5,9 @@ Resident on the device:
 * every mesh's BVH (:mod:`.bvh`, built on the CPU, cached on disk per asset)
   concatenated into single node and triangle arrays, each mesh found by its
   root node index; uploaded when the set of meshes changes;
-* the sensor pattern's directions and beam ids, and the scene's per-triangle
-  IR materials, uploaded once;
+* a batch's origins, directions and beam ids, and the scene's per-triangle
+  IR materials, uploaded when a different array comes (a sensor's pattern:
+  once);
 * per step (when ``scene.pose_revision`` changes): per instance its root node,
   ``local_from_world`` (3×4) and ``normal_to_world`` (3×3), plus a top-level
   BVH over the instances' world boxes, rebuilt on the CPU (only poses change).
@@ -14,14 +15,14 @@ Resident on the device:
 Kernels, one thread per ray, all walking the same two-level traversal the
 CPU twin (:func:`.bvh.cast_instances`) runs:
 
-* :func:`_returns_kernel`: a frame from a sensor pose (only the 3×4 pose goes
-  up; rays are made on the GPU from the resident pattern), cast on through
-  transparent surfaces, and the per-hit physics of
-  :func:`lidar_fmu.physics.return_of_hit` (materials, incidence angle, range
-  limit); :func:`_compact_kernel` then packs the returns in ray order, so only
-  returns come back;
-* :func:`_cast_kernel`: plain closest hits (:class:`~lidar_fmu.raycast.Hits`),
-  the interface every backend shares;
+* :func:`_cast_kernel` (:meth:`CudaBackend.cast_batch`): a
+  :class:`~.rays.RayBatch` (only its 3×4 pose goes up; a pattern's rays stay
+  resident) → closest hits, going on through the surfaces a
+  :class:`~.rays.Continuation` names (:func:`_closest_through`);
+* :func:`_returns_kernel` (:meth:`CudaBackend.returns`): the same cast, then
+  the per-hit physics, :func:`lidar_fmu.physics.return_of_hit` itself
+  (materials, incidence angle, range limit); :func:`_compact_kernel` then
+  packs the returns in ray order, so only returns come back;
 * :func:`_ranges_kernel`: many sensor poses in one launch → a range image per
   pose (batched casting).
 """
@@ -31,16 +32,18 @@ import time
 
 import numpy as np
 from numba import cuda
+from numba.cuda.extending import register_jitable
 
 from ..physics import (
-    INTENSITY_REFERENCE_RANGE_M,
-    TRANSPARENT,
-    TRANSPARENT_STEP_M,
-    make_return_of_hit,
+    CONTINUATION_STEP_M,
+    Returns,
+    goes_on,
+    material_of_hit,
+    object_id_of,
+    return_of_hit,
 )
-from ..pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE
-from ..range_limit import range_limit_m
-from . import Hits, as_rays
+from ..pointcloud import POINT_DTYPE
+from .backend import Backend
 from .bvh import (
     STACK_SIZE,
     _intersect_closest_py,
@@ -49,11 +52,12 @@ from .bvh import (
     instance_table,
     make_closest_over_instances,
 )
+from .hits import Hits
+from .rays import Continuation, RayBatch
 
 THREADS_PER_BLOCK = 128
 _INF = np.float32(np.inf)  # float32 globals: a literal would be float64 on the GPU
-_STEP = np.float32(TRANSPARENT_STEP_M)
-_TRANSPARENT = np.int8(TRANSPARENT)
+_STEP = np.float32(CONTINUATION_STEP_M)
 #: per-ray record of a return before packing: x, y, z, range, reflectivity, normal x, y, z (sensor frame),
 #: intensity %, beam id, saturated, ray index (integers exact in float32 below 2**24)
 RECORD_FIELDS = ("x", "y", "z", "range", "reflectivity", "normal_x", "normal_y", "normal_z", "intensity", "beam_id",
@@ -62,39 +66,70 @@ _WIDTH = len(RECORD_FIELDS)
 
 _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)
-_return_of_hit = make_return_of_hit(cuda.jit(device=True), cuda.jit(device=True)(range_limit_m.py_func))
+# the CPU pass's own per-hit functions, compiled into these kernels (numba-cuda keeps its own registry)
+for _per_hit in (material_of_hit, goes_on, object_id_of, return_of_hit):
+    register_jitable(inline="always")(_per_hit)
+
+
+@cuda.jit(device=True)
+def _to_world(P, x, y, z, w):
+    """``P[:, :3]·(x, y, z) + w·P[:, 3]`` for a 3×4 pose: a point (w = 1) or a direction (w = 0)."""
+    return (P[0, 0] * x + P[0, 1] * y + P[0, 2] * z + w * P[0, 3],
+            P[1, 0] * x + P[1, 1] * y + P[1, 2] * z + w * P[1, 3],
+            P[2, 0] * x + P[2, 1] * y + P[2, 2] * z + w * P[2, 3])
+
+
+@cuda.jit(device=True)
+def _closest_through(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index,
+                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
+                     ox, oy, oz, dx, dy, dz, tmax, max_surfaces, triangle_material, first_triangle, class_code,
+                     stack, top_stack):
+    """Closest hit of a world ray, going on through the surfaces :func:`goes_on` passes.
+
+    → (range from the origin, instance index (-1: miss), BVH triangle, u, v,
+    world normal); behind a surface the ray starts again ``travelled`` along
+    itself, as :func:`~.backend.continue_by_recasting` does on the CPU. Zeros
+    but the range (inf) on a miss.
+    """
+    travelled = np.float32(0.0)
+    for surfaces_passed in range(max_surfaces + 1):
+        t, index, tri, u, v, nx, ny, nz = _closest(
+            node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
+            normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
+            ox + dx * travelled, oy + dy * travelled, oz + dz * travelled, dx, dy, dz, tmax - travelled,
+            stack, top_stack)
+        t = t + travelled
+        if index < 0 or t > tmax:
+            break
+        if not goes_on(index, tri_index[tri], surfaces_passed, max_surfaces, triangle_material, first_triangle,
+                       class_code):
+            return t, index, tri, u, v, nx, ny, nz
+        travelled = t + _STEP
+    zero = np.float32(0.0)
+    return _INF, -1, -1, zero, zero, zero, zero, zero
 
 
 @cuda.jit
 def _cast_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index,
                  roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                 origins, rotation, directions, tmax,
-                 out_range, out_slot, out_prim, out_u, out_v, out_normal):
-    """Closest hit of ray ``i`` = ``origins[i or 0] + t·rotation·directions[i]`` (world, m)."""
+                 world_from_frame, origins, directions, tmax, max_surfaces, triangle_material, first_triangle,
+                 class_code, out_range, out_instance_index, out_prim, out_u, out_v, out_normal):
+    """Closest hit of ray ``i`` = ``origins[i or 0] + t·directions[i]`` (a frame placed by the 3×4 ``world_from_frame``)."""
     i = cuda.grid(1)
     if i >= directions.shape[0]:
         return
     stack = cuda.local.array(STACK_SIZE, np.int32)
     top_stack = cuda.local.array(STACK_SIZE, np.int32)
-    io = i if origins.shape[0] > 1 else 0
-    R = rotation
-    sx, sy, sz = directions[i, 0], directions[i, 1], directions[i, 2]
-    dx = R[0, 0] * sx + R[0, 1] * sy + R[0, 2] * sz
-    dy = R[1, 0] * sx + R[1, 1] * sy + R[1, 2] * sz
-    dz = R[2, 0] * sx + R[2, 1] * sy + R[2, 2] * sz
-    t, slot, tri, u, v, nx, ny, nz = _closest(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2,
-                                              roots, local_from_world, normal_to_world,
-                                              tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                                              origins[io, 0], origins[io, 1], origins[io, 2], dx, dy, dz,
-                                              tmax, stack, top_stack)
-    out_slot[i] = slot
-    if slot >= 0:
-        out_range[i] = t
-        out_prim[i] = tri_index[tri]
-    else:
-        out_range[i] = _INF
-        out_prim[i] = -1
-    # zeros on a miss (what the closest-hit search returns then)
+    o = i if origins.shape[0] > 1 else 0
+    ox, oy, oz = _to_world(world_from_frame, origins[o, 0], origins[o, 1], origins[o, 2], np.float32(1.0))
+    dx, dy, dz = _to_world(world_from_frame, directions[i, 0], directions[i, 1], directions[i, 2], np.float32(0.0))
+    t, index, tri, u, v, nx, ny, nz = _closest_through(
+        node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index, roots, local_from_world,
+        normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance, ox, oy, oz, dx, dy, dz, tmax,
+        max_surfaces, triangle_material, first_triangle, class_code, stack, top_stack)
+    out_instance_index[i] = index
+    out_range[i] = t
+    out_prim[i] = tri_index[tri] if index >= 0 else -1
     out_u[i] = u
     out_v[i] = v
     out_normal[i, 0] = nx
@@ -105,12 +140,11 @@ def _cast_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v
 @cuda.jit
 def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index,
                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                    world_from_sensor, sensor_from_world, directions, beam_id, instance_ids, tmax, max_layers,
-                    triangles, slot_offset, class_code, reflectance_table, lambertian_rho0,
+                    world_from_frame, origins, directions, tmax, max_surfaces, triangle_material, first_triangle,
+                    class_code, frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0,
                     min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m,
-                    env_base, no_object, reference_range_m,
                     record, object_id, keep, block_count):
-    """Ray ``i`` of the pattern from ``world_from_sensor`` (3×4, float32) → its return, if any.
+    """Ray ``i`` of a batch → its return, if any: the cast of :func:`_cast_kernel`, then :func:`return_of_hit`.
 
     Writes ``record[i]`` (:data:`RECORD_FIELDS`), ``object_id[i]`` and
     ``keep[i]``, and per block the number of returns (for packing).
@@ -120,43 +154,25 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
     if i < directions.shape[0]:
         stack = cuda.local.array(STACK_SIZE, np.int32)
         top_stack = cuda.local.array(STACK_SIZE, np.int32)
-        P = world_from_sensor
-        sx, sy, sz = directions[i, 0], directions[i, 1], directions[i, 2]
-        dx = P[0, 0] * sx + P[0, 1] * sy + P[0, 2] * sz
-        dy = P[1, 0] * sx + P[1, 1] * sy + P[1, 2] * sz
-        dz = P[2, 0] * sx + P[2, 1] * sy + P[2, 2] * sz
-        # behind a transparent surface the ray goes on straight from just past it: the same starts
-        # (origin + travelled·d) and ranges (travelled + t) as the CPU re-cast
-        travelled = np.float32(0.0)
-        slot = -1
-        t = travelled
-        material = 0
-        nx = ny = nz = travelled
-        for layer in range(max_layers + 1):
-            t, slot, tri, _u, _v, nx, ny, nz = _closest(
-                node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
-                normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                P[0, 3] + dx * travelled, P[1, 3] + dy * travelled, P[2, 3] + dz * travelled, dx, dy, dz,
-                tmax - travelled, stack, top_stack)
-            if slot < 0:
-                break
-            t = t + travelled
-            if t > tmax:
-                slot = -1
-                break
-            material = triangles[slot_offset[slot] + tri_index[tri]]
-            if class_code[material] != _TRANSPARENT or layer == max_layers:
-                break
-            travelled = t + _STEP
-        if slot >= 0:
-            ok, nsx, nsy, nsz, rho, percent, saturated = _return_of_hit(
-                t, material, nx, ny, nz, sx, sy, sz, sensor_from_world, min_range_m, limit_code, limit_a, limit_b,
-                limit_c, limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0, reference_range_m)
+        o = i if origins.shape[0] > 1 else 0
+        fox, foy, foz = origins[o, 0], origins[o, 1], origins[o, 2]
+        fdx, fdy, fdz = directions[i, 0], directions[i, 1], directions[i, 2]
+        ox, oy, oz = _to_world(world_from_frame, fox, foy, foz, np.float32(1.0))
+        dx, dy, dz = _to_world(world_from_frame, fdx, fdy, fdz, np.float32(0.0))
+        t, index, tri, _u, _v, nx, ny, nz = _closest_through(
+            node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index, roots, local_from_world,
+            normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance, ox, oy, oz, dx, dy, dz, tmax,
+            max_surfaces, triangle_material, first_triangle, class_code, stack, top_stack)
+        if index >= 0:
+            ok, px, py, pz, nsx, nsy, nsz, rho, percent, saturated = return_of_hit(
+                t, material_of_hit(index, tri_index[tri], triangle_material, first_triangle), nx, ny, nz,
+                fox, foy, foz, fdx, fdy, fdz, frame_from_world, min_range_m, limit_code, limit_a, limit_b, limit_c,
+                limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0)
             if ok:
                 kept = True
-                record[i, 0] = t * sx
-                record[i, 1] = t * sy
-                record[i, 2] = t * sz
+                record[i, 0] = px
+                record[i, 1] = py
+                record[i, 2] = pz
                 record[i, 3] = t
                 record[i, 4] = rho
                 record[i, 5] = nsx
@@ -166,8 +182,7 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                 record[i, 9] = beam_id[i]
                 record[i, 10] = 1 if saturated else 0
                 record[i, 11] = i
-                iid = instance_ids[slot]
-                object_id[i] = no_object if iid >= env_base else np.uint64(iid)
+                object_id[i] = object_id_of(instance_ids[index])
         keep[i] = 1 if kept else 0
     count = cuda.syncthreads_count(1 if kept else 0)
     if cuda.threadIdx.x == 0:
@@ -230,11 +245,11 @@ def _ranges_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri
     dx = P[p, 0, 0] * sx + P[p, 0, 1] * sy + P[p, 0, 2] * sz
     dy = P[p, 1, 0] * sx + P[p, 1, 1] * sy + P[p, 1, 2] * sz
     dz = P[p, 2, 0] * sx + P[p, 2, 1] * sy + P[p, 2, 2] * sz
-    t, slot, _tri, _u, _v, _nx, _ny, _nz = _closest(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1,
+    t, index, _tri, _u, _v, _nx, _ny, _nz = _closest(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1,
                                                     tri_v2, roots, local_from_world, normal_to_world,
                                                     tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
                                                     P[p, 0, 3], P[p, 1, 3], P[p, 2, 3], dx, dy, dz, tmax, stack, top_stack)
-    out_range[p, j] = t if slot >= 0 else _INF
+    out_range[p, j] = t if index >= 0 else _INF
 
 
 def kernel_signatures() -> dict:
@@ -245,14 +260,13 @@ def kernel_signatures() -> dict:
     i1 = T.int32[::1]
     bvh = (f2, f2, i1, i1, f2, f2, f2)
     instances = (i1, f3, f3, f2, f2, i1, i1, i1)
-    physics = (T.int16[::1], T.int64[::1], T.int8[::1], f2, T.float64[::1],
-               T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64[::1],
-               T.int64, T.uint64, T.float64)
+    # world_from_frame, origins, directions, tmax, then the Continuation
+    rays = (f2, f2, f2, T.float32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1])
+    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1],
+               T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
     return {
-        "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + (f2, f2, f2, T.float32) + (f1, i1, i1, f1, f1, f2)),
-        "_returns_kernel": (_returns_kernel, bvh + (i1,) + instances
-                            + (f2, T.float64[:, ::1], f2, T.uint32[::1], T.int64[::1], T.float32, T.int32)
-                            + physics + (f2, T.uint64[::1], i1, i1)),
+        "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2)),
+        "_returns_kernel": (_returns_kernel, bvh + (i1,) + instances + rays + physics + (f2, T.uint64[::1], i1, i1)),
         "_compact_kernel": (_compact_kernel, (f2, T.uint64[::1], i1, i1, f2, T.uint64[::1])),
         "_ranges_kernel": (_ranges_kernel, bvh + instances + (f3, f2, T.float32, f2)),
     }
@@ -267,19 +281,19 @@ def _tmax(max_range_m: float) -> np.float32:
     return np.float32(min(max_range_m, 3.0e38))
 
 
-class CudaBackend:
-    """Numba-CUDA caster over a :class:`~lidar_fmu.scene.Scene`: BVH per mesh, top-level BVH over instances."""
+class CudaBackend(Backend):
+    """Numba-CUDA caster over a :class:`~lidar_fmu.scene.Scene`: BVH per mesh, top-level BVH over instances.
+
+    :meth:`returns` runs a whole batch on the GPU (cast, continuation,
+    :func:`~lidar_fmu.physics.return_of_hit`) and copies back only returns.
+    """
 
     name = "cuda"
-    #: :meth:`cast` / :meth:`cast_frame` return closest hits; glass is handled in :meth:`cast_returns`
-    sees_through = False
-    #: :meth:`cast_returns` runs the whole frame (cast, glass, physics) on the GPU
-    casts_returns = True
     #: poses per batched launch at most rays × poses ≤ this (bounds the device range image, 4 B per ray)
     BATCH_RAYS = 1 << 27
 
     def __init__(self, scene):
-        self.scene = scene
+        super().__init__(scene)
         self._bvhs: dict[int, tuple] = {}  # id(mesh) → (mesh, BVH); the mesh keeps its id unique
         self._resident: dict[str, tuple] = {}  # name → (host array, device array)
         self._buffers: dict[str, object] = {}
@@ -333,7 +347,7 @@ class CudaBackend:
         if scene.revision == self._revision and scene.pose_revision == self._pose_revision:
             return
         t0 = time.perf_counter()
-        if scene.revision != self._revision:  # meshes or instances added/removed: ids and slots change too
+        if scene.revision != self._revision:  # meshes or instances added/removed: ids and instance indices change too
             self._upload_meshes()
             self._instance_ids = np.asarray(scene.instance_ids, dtype=np.int64).copy()
             self._d_instance_ids = cuda.to_device(self._instance_ids if len(self._instance_ids)
@@ -348,52 +362,38 @@ class CudaBackend:
         self._pose_revision = scene.pose_revision
         self.build_s = time.perf_counter() - t0
 
-    # ------------------------------------------------------------------ closest hits
-    def _cast(self, origins, directions, rotation, max_range_m) -> Hits:
+    # ------------------------------------------------------------------ the contract
+    def _ray_args(self, rays: RayBatch, through: Continuation) -> tuple:
+        """The kernels' ray and continuation arguments; the pattern's arrays stay resident between frames."""
+        return (cuda.to_device(np.ascontiguousarray(rays.world_from_frame[:3, :4], np.float32)),
+                self._on_device("origins", rays.origins), self._on_device("directions", rays.directions),
+                _tmax(rays.max_range_m), np.int32(through.max_surfaces),
+                self._on_device("triangle_material", through.triangle_material),
+                self._on_device("first_triangle", through.first_triangle),
+                self._on_device("class_code", through.class_code))
+
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
         self.update()
-        n = len(directions)
+        n = len(rays)
         if not (n and self._count):
             return Hits.missed(n)
         # every output element is written by the kernel: no upload of initial values
         outputs = (cuda.device_array(n, np.float32), cuda.device_array(n, np.int32), cuda.device_array(n, np.int32),
                    cuda.device_array(n, np.float32), cuda.device_array(n, np.float32),
                    cuda.device_array((n, 3), np.float32))
-        rays = (cuda.to_device(np.ascontiguousarray(origins.reshape(-1, 3), dtype=np.float32)),
-                cuda.to_device(np.ascontiguousarray(rotation, dtype=np.float32)),
-                cuda.to_device(np.ascontiguousarray(directions, dtype=np.float32)))
-        _cast_kernel[_blocks(n), THREADS_PER_BLOCK](*self._d_bvh, self._d_tri_index, *self._d_instances, *rays,
-                                                    _tmax(max_range_m), *outputs)
-        range_m, slot, prim, u, v, normal = (a.copy_to_host() for a in outputs)
-        return Hits.from_slots(range_m, normal, slot, prim, u, v, self._instance_ids)
+        _cast_kernel[_blocks(n), THREADS_PER_BLOCK](*self._d_bvh, self._d_tri_index, *self._d_instances,
+                                                    *self._ray_args(rays, through or Continuation.none()), *outputs)
+        range_m, instance_index, prim, u, v, normal = (a.copy_to_host() for a in outputs)
+        return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids)
 
-    def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
-        """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""
-        origins, directions = as_rays(origins, directions)
-        return self._cast(origins, directions, np.eye(3), max_range_m)
-
-    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf, see_through=None) -> Hits:
-        """Cast unit ``directions`` given in a sensor frame from its origin; hits in the world frame.
-
-        ``see_through`` is ignored (``sees_through = False``): :meth:`cast_returns` handles glass.
-        """
-        pose = np.asarray(world_from_sensor, dtype=np.float64)
-        directions = np.ascontiguousarray(directions, dtype=np.float32)
-        return self._cast(pose[:3, 3], directions, pose[:3, :3], max_range_m)
-
-    # ------------------------------------------------------------------ whole frames
-    def cast_returns(self, world_from_sensor, pattern, model):
-        """One frame of ``pattern`` from ``world_from_sensor`` (4×4, m) → (points, ray index, intensity %).
-
-        Cast, transparent layers and :class:`~lidar_fmu.physics.ReturnModel`
-        on the GPU; ``points`` is a :data:`~lidar_fmu.pointcloud.POINT_DTYPE`
-        array of the returns in ray order, sensor frame, as the CPU pass
-        (:func:`~lidar_fmu.physics.hits_to_returns`) gives them.
-        """
+    def returns(self, rays: RayBatch, model) -> Returns:
+        """The whole batch on the GPU; equal to the CPU pass over :meth:`cast`'s hits (the simulator test holds it)."""
+        t0 = time.perf_counter()
         self.update()
-        n = len(pattern.directions)
+        n = len(rays)
         if not (n and self._count):
-            return np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), np.zeros(0, np.float32)
-        pose = np.asarray(world_from_sensor, np.float64)
+            self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
+            return Returns(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), np.zeros(0, np.float32))
         blocks = _blocks(n)
         record = self._buffer("record", (n, _WIDTH), np.float32)
         object_id = self._buffer("object_id", (n,), np.uint64)
@@ -401,18 +401,14 @@ class CudaBackend:
         block_count = self._buffer("block_count", (blocks,), np.int32)
         out_record = self._buffer("out_record", (n, _WIDTH), np.float32)
         out_object_id = self._buffer("out_object_id", (n,), np.uint64)
+        min_range_m, *limit, limit_floor_m = model.limit_args()
         _returns_kernel[blocks, THREADS_PER_BLOCK](
-            *self._d_bvh, self._d_tri_index, *self._d_instances,
-            cuda.to_device(np.ascontiguousarray(pose[:3, :4], np.float32)),
-            cuda.to_device(np.ascontiguousarray(pose[:3, :3].T)),
-            self._on_device("directions", pattern.directions), self._on_device("beam_id", pattern.beam_id),
-            self._d_instance_ids, _tmax(model.max_range_m), np.int32(model.max_transparent_layers),
-            self._on_device("triangles", model.triangles), self._on_device("slot_offset", model.slot_offset),
-            self._on_device("class_code", model.class_code),
+            *self._d_bvh, self._d_tri_index, *self._d_instances, *self._ray_args(rays, model.continuation()),
+            cuda.to_device(np.ascontiguousarray(rays.world_from_frame[:3, :3].T, np.float64)),
+            self._on_device("beam_id", rays.beam_id), self._d_instance_ids,
             self._on_device("reflectance_table", model.reflectance_table),
             self._on_device("lambertian_rho0", model.lambertian_rho0),
-            *model.kernel_args()[:-1], self._on_device("limit_floor_m", model.limit_floor_m),
-            np.int64(ENVIRONMENT_ID_BASE), NO_OBJECT_ID, np.float64(INTENSITY_REFERENCE_RANGE_M),
+            min_range_m, *limit, self._on_device("limit_floor_m", limit_floor_m),
             record, object_id, keep, block_count)
         _compact_kernel[blocks, THREADS_PER_BLOCK](record, object_id, keep[:n], block_count[:blocks],
                                                    out_record, out_object_id)
@@ -424,7 +420,8 @@ class CudaBackend:
         points["beam_id"] = packed[:, 9]
         points["saturated"] = packed[:, 10]
         points["object_id"] = out_object_id[:m].copy_to_host() if m else np.zeros(0, np.uint64)
-        return points, packed[:, 11].astype(np.int32), np.ascontiguousarray(packed[:, 8])
+        self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
+        return Returns(points, packed[:, 11].astype(np.int32), np.ascontiguousarray(packed[:, 8]))
 
     def cast_poses(self, world_from_sensor, directions, max_range_m: float = np.inf, to_host: bool = True):
         """Batched casting: ``directions`` (N, 3, sensor frame) from each of ``world_from_sensor`` (P, 4, 4).

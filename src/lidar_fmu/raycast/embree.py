@@ -1,183 +1,436 @@
-"""Embree (``embreex``) backend: the CPU caster and default without a GPU.
+"""The ``embree`` backend: Embree 4 through the library the ``embreex`` wheel ships, called from compiled loops.
 
-embreex offers one triangle scene per ``EmbreeScene``, single rays, float32,
-no instancing, and ignores geometry added after the first ``run``. So each
-distinct mesh gets one Embree scene in its own frame, built once; instances
-are handled by moving candidate rays into their frames
-(:mod:`.instancing`). ``run`` releases the GIL, so big batches are split
-over a thread pool.
+embreex's Python API has no instancing and no ray packets, and every ``run``
+goes through Python-level buffers. Its wheel, however, carries the complete
+Embree 4 library, so this backend calls it directly:
+
+* one Embree scene per distinct mesh, in the mesh's own frame, built once;
+* a top-level scene of Embree *instances* (one per scene instance) whose
+  transforms are rewritten when poses change. Embree moves rays into each
+  instance's frame and culls them by instance bounds in its top-level BVH, so
+  cost follows the rays that reach an instance, not instances × rays;
+* rays cast in packets of :data:`PACKET` angular neighbours
+  (``rtcIntersect8``) from a Numba ``prange`` over the cores (packets dealt
+  out interleaved, so every thread gets a fair share of sky and street);
+* rays that go on through a surface (:func:`lidar_fmu.physics.goes_on`) are
+  intersected again inside their packet, from just behind it.
+
+Where this library cannot be loaded, :mod:`.embreex` casts the same rays
+through embreex's Python API.
+
+Struct layouts are Embree 4's public ``RTCRayHit`` / ``RTCRayHitN`` (SoA);
+the library is located next to the embreex package.
 """
 from __future__ import annotations
 
+import ctypes
+import glob
 import os
-from concurrent.futures import ThreadPoolExecutor
+import warnings
 
+import numba
 import numpy as np
+from numba import njit, prange
 
-from ..transforms import rotate
-from . import Hits, as_rays
-from .instancing import (
-    N_AZIMUTH_CELLS,
-    N_Z_CELLS,
-    InstanceTable,
-    bin_directions,
-    gather_candidates,
-    merge_hits,
-)
+from ..physics import CONTINUATION_STEP_M, goes_on
+from .backend import MIN_RAYS_PER_THREAD, Backend
+from .hits import Hits
+from .rays import Continuation, RayBatch
 
-#: Rays per thread below which splitting a batch costs more than it saves.
-MIN_RAYS_PER_THREAD = 2048
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="embree")
-    return _POOL
-
-
-def build_mesh_scene(mesh):
-    """One committed Embree scene for a mesh in its own frame."""
-    from embreex import rtcore_scene
-    from embreex.mesh_construction import TriangleMesh
-
-    escene = rtcore_scene.EmbreeScene()
-    TriangleMesh(escene, mesh.vertices, mesh.faces)
-    # embreex commits on the first run; do it now so the build is paid here.
-    escene.run(np.zeros((1, 3), np.float32), np.array([[1.0, 0.0, 0.0]], np.float32))
-    return escene
+PACKET = 8
+# embreex ships an older TBB than numba's TBB layer wants; numba then says so
+# once and uses OpenMP or its own workqueue, which is what we want anyway.
+warnings.filterwarnings("ignore", message="The TBB threading layer requires")
+_RTC_GEOMETRY_TYPE_TRIANGLE = 0
+_RTC_GEOMETRY_TYPE_INSTANCE = 121
+_RTC_BUFFER_TYPE_INDEX, _RTC_BUFFER_TYPE_VERTEX = 0, 1
+_RTC_FORMAT_UINT3, _RTC_FORMAT_FLOAT3 = 0x5003, 0x9003
+_RTC_FORMAT_FLOAT3X4_ROW_MAJOR = 0x9134
+_RTC_SCENE_FLAG_DYNAMIC = 1
+#: watertight traversal: a closed mesh must not leak rays between its triangles
+_RTC_SCENE_FLAG_ROBUST = 4
+_RTC_BUILD_QUALITY_LOW = 0
+#: float slots of one SoA lane array block we reserve (ray 12 + hit ≥ 8 arrays)
+_SOA_ARRAYS = 32
+_INVALID = -1  # RTC_INVALID_GEOMETRY_ID as int32
 
 
-class EmbreeBackend:
-    """Two-level Embree caster over a :class:`~lidar_fmu.scene.Scene` through embreex's Python API."""
+class EmbreeUnavailable(RuntimeError):
+    """The Embree library cannot be loaded here (``make_backend`` then uses embreex)."""
 
-    name = "embreex"
+
+def _find_library() -> str:
+    try:
+        import embreex
+    except ImportError as exc:
+        raise EmbreeUnavailable(f"embreex is not installed: {exc}") from None
+    site = os.path.dirname(os.path.dirname(os.path.abspath(embreex.__file__)))
+    for pattern in ("embreex.libs/libembree4*.so*", "embreex/.dylibs/libembree4*.dylib", "embreex.libs/embree4*.dll"):
+        found = sorted(glob.glob(os.path.join(site, pattern)))
+        if found:
+            return found[0]
+    raise EmbreeUnavailable("no Embree 4 library found next to embreex")
+
+
+class _Embree:
+    """The few Embree 4 entry points we use, typed for ctypes."""
+
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        vp, u32, i32, size = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
+        signatures = {
+            "rtcNewDevice": (vp, [ctypes.c_char_p]),
+            "rtcGetDeviceError": (i32, [vp]),
+            "rtcNewScene": (vp, [vp]),
+            "rtcSetSceneFlags": (None, [vp, i32]),
+            "rtcSetSceneBuildQuality": (None, [vp, i32]),
+            "rtcCommitScene": (None, [vp]),
+            "rtcReleaseScene": (None, [vp]),
+            "rtcNewGeometry": (vp, [vp, i32]),
+            "rtcSetSharedGeometryBuffer": (None, [vp, i32, u32, i32, vp, size, size, size]),
+            "rtcSetGeometryInstancedScene": (None, [vp, vp]),
+            "rtcSetGeometryTransform": (None, [vp, u32, i32, vp]),
+            "rtcCommitGeometry": (None, [vp]),
+            "rtcAttachGeometry": (u32, [vp, vp]),
+            "rtcReleaseGeometry": (None, [vp]),
+        }
+        for name, (restype, argtypes) in signatures.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+        self.lib = lib
+        self.intersect = ctypes.CFUNCTYPE(None, vp, vp, vp, vp)(
+            ctypes.cast(getattr(lib, f"rtcIntersect{PACKET}"), vp).value)
+        self.device = lib.rtcNewDevice(None)
+        if not self.device:
+            raise EmbreeUnavailable("rtcNewDevice failed")
+
+    def check(self, what: str) -> None:
+        code = self.lib.rtcGetDeviceError(self.device)
+        if code:
+            raise RuntimeError(f"Embree error {code} in {what}")
+
+
+_EMBREE: _Embree | None = None
+_KERNEL = None
+
+
+def embree() -> _Embree:
+    global _EMBREE
+    if _EMBREE is None:
+        _EMBREE = _Embree(_find_library())
+    return _EMBREE
+
+
+def _make_kernel(intersect):
+    """Compile the packet loop against this process's ``rtcIntersect8`` (not cacheable: an address).
+
+    Each packet is intersected with the static scene (meshes placed at
+    identity, attached directly) and then, with ``tfar`` already cut to the
+    static hit, with the scene of moving instances. A hit in the second keeps
+    ``instID[0]``; one from the first has only its ``geomID``.
+    """
+    W = PACKET
+
+    @njit(nogil=True)
+    def intersect_both(valid, lanes, static_scene, dynamic_scene):
+        if static_scene:
+            intersect(valid.ctypes.data, static_scene, lanes.ctypes.data, 0)
+        if dynamic_scene:
+            intersect(valid.ctypes.data, dynamic_scene, lanes.ctypes.data, 0)
+
+    @njit(nogil=True)
+    def instance_index_of(ilanes, j, static_index, dynamic_index):
+        geom = ilanes[18 * W + j]
+        if geom == _INVALID:
+            return -1
+        inst = ilanes[19 * W + j]
+        return dynamic_index[inst] if inst != _INVALID else static_index[geom]
+
+    @njit(nogil=True)
+    def cast_packets(static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
+                     directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle, class_code,
+                     part, parts, range_m, prim, instance_index, u, v, normal):
+        raw = np.zeros(16 + W * _SOA_ARRAYS, np.float32)
+        lanes = raw[(64 - raw.ctypes.data % 64) % 64 // 4:][: W * _SOA_ARRAYS]  # 64-byte aligned
+        ilanes = lanes.view(np.int32)
+        valid_raw = np.zeros(W + 16, np.int32)
+        valid = valid_raw[(64 - valid_raw.ctypes.data % 64) % 64 // 4:][:W]
+        n = directions.shape[0]
+        single = origins.shape[0] == 1
+        R = rotation
+        first = part * W
+        while first < n:
+            count = min(W, n - first)
+            for j in range(W):
+                if j >= count:
+                    valid[j] = 0
+                    continue
+                i = order[first + j]
+                io = 0 if single else i
+                dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
+                valid[j] = -1
+                lanes[0 * W + j] = origins[io, 0]
+                lanes[1 * W + j] = origins[io, 1]
+                lanes[2 * W + j] = origins[io, 2]
+                lanes[3 * W + j] = 0.0  # tnear
+                lanes[4 * W + j] = R[0, 0] * dx + R[0, 1] * dy + R[0, 2] * dz
+                lanes[5 * W + j] = R[1, 0] * dx + R[1, 1] * dy + R[1, 2] * dz
+                lanes[6 * W + j] = R[2, 0] * dx + R[2, 1] * dy + R[2, 2] * dz
+                lanes[7 * W + j] = 0.0  # time
+                lanes[8 * W + j] = tmax  # tfar
+                ilanes[9 * W + j] = -1  # mask
+                ilanes[10 * W + j] = 0  # id
+                ilanes[11 * W + j] = 0  # flags
+                ilanes[17 * W + j] = _INVALID  # primID
+                ilanes[18 * W + j] = _INVALID  # geomID
+                ilanes[19 * W + j] = _INVALID  # instID[0]
+            intersect_both(valid, lanes, static_scene, dynamic_scene)
+            for surfaces_passed in range(max_surfaces):
+                again = False
+                for j in range(count):
+                    if valid[j] == 0:
+                        continue
+                    if not goes_on(instance_index_of(ilanes, j, static_index, dynamic_index), ilanes[17 * W + j],
+                                   surfaces_passed, max_surfaces, triangle_material, first_triangle, class_code):
+                        valid[j] = 0  # final: a miss or a surface that ends the ray
+                        continue
+                    # start again just behind the surface (Embree measures tnear from the origin)
+                    lanes[3 * W + j] = lanes[8 * W + j] + CONTINUATION_STEP_M
+                    lanes[8 * W + j] = tmax
+                    ilanes[17 * W + j] = _INVALID
+                    ilanes[18 * W + j] = _INVALID
+                    ilanes[19 * W + j] = _INVALID
+                    again = True
+                if not again:
+                    break
+                intersect_both(valid, lanes, static_scene, dynamic_scene)
+            for j in range(count):
+                i = order[first + j]
+                k = instance_index_of(ilanes, j, static_index, dynamic_index)
+                if k < 0:
+                    continue
+                # Embree reports Ng in the instance's frame: back to the world by
+                # the inverse transpose, unit length, turned to face the ray.
+                N = normal_from_local[k]
+                lx, ly, lz = lanes[12 * W + j], lanes[13 * W + j], lanes[14 * W + j]
+                nx = N[0, 0] * lx + N[0, 1] * ly + N[0, 2] * lz
+                ny = N[1, 0] * lx + N[1, 1] * ly + N[1, 2] * lz
+                nz = N[2, 0] * lx + N[2, 1] * ly + N[2, 2] * lz
+                norm = np.sqrt(nx * nx + ny * ny + nz * nz)
+                if norm == 0.0:
+                    continue  # degenerate triangle
+                if nx * lanes[4 * W + j] + ny * lanes[5 * W + j] + nz * lanes[6 * W + j] > 0.0:
+                    norm = -norm
+                normal[i, 0] = nx / norm
+                normal[i, 1] = ny / norm
+                normal[i, 2] = nz / norm
+                range_m[i] = lanes[8 * W + j]
+                u[i] = lanes[15 * W + j]
+                v[i] = lanes[16 * W + j]
+                prim[i] = ilanes[17 * W + j]
+                instance_index[i] = k
+            first += parts * W
+
+    @njit(parallel=True, nogil=True)
+    def cast_parallel(static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
+                      directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle, class_code,
+                      parts, range_m, prim, instance_index, u, v, normal):
+        # one share of interleaved packets per Numba worker thread
+        for part in prange(parts):
+            cast_packets(static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
+                         directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle,
+                         class_code, part, parts, range_m, prim, instance_index, u, v, normal)
+
+    return cast_parallel
+
+
+def kernel():
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _make_kernel(embree().intersect)
+    return _KERNEL
+
+
+def _triangle_geometry(buffers):
+    """A committed Embree triangle geometry over ``buffers`` (vertices padded, faces uint32)."""
+    e = embree()
+    vertices, faces = buffers
+    geometry = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_TRIANGLE)
+    e.lib.rtcSetSharedGeometryBuffer(geometry, _RTC_BUFFER_TYPE_VERTEX, 0, _RTC_FORMAT_FLOAT3,
+                                     vertices.ctypes.data, 0, 12, len(vertices) - 1)
+    e.lib.rtcSetSharedGeometryBuffer(geometry, _RTC_BUFFER_TYPE_INDEX, 0, _RTC_FORMAT_UINT3,
+                                     faces.ctypes.data, 0, 12, len(faces))
+    e.lib.rtcCommitGeometry(geometry)
+    return geometry
+
+
+def _new_scene(flags: int):
+    e = embree()
+    scene = e.lib.rtcNewScene(e.device)
+    e.lib.rtcSetSceneFlags(scene, flags)
+    return scene
+
+
+class _MeshData:
+    """What Embree reads of one mesh (kept alive here) and, once needed, its own-frame scene."""
+
+    def __init__(self, mesh):
+        # Embree may read 16 bytes from the last vertex: pad one spare vertex.
+        vertices = np.zeros((len(mesh.vertices) + 1, 3), np.float32)
+        vertices[:-1] = mesh.vertices
+        self.buffers = (vertices, np.ascontiguousarray(mesh.faces, dtype=np.uint32))
+        self.name = mesh.name
+        self._scene = None
+
+    @property
+    def scene(self):
+        """The mesh alone in its own frame, for instancing (built on first use)."""
+        if self._scene is None:
+            e = embree()
+            self._scene = _new_scene(_RTC_SCENE_FLAG_ROBUST)
+            geometry = _triangle_geometry(self.buffers)
+            e.lib.rtcAttachGeometry(self._scene, geometry)
+            e.lib.rtcReleaseGeometry(geometry)
+            e.lib.rtcCommitScene(self._scene)
+            e.check(f"building mesh {self.name!r}")
+        return self._scene
+
+    def __del__(self):
+        if _EMBREE is not None and getattr(self, "_scene", None):
+            _EMBREE.lib.rtcReleaseScene(self._scene)
+
+
+class EmbreeBackend(Backend):
+    """Embree 4 with native instancing and 8-ray packets over a :class:`~lidar_fmu.scene.Scene`.
+
+    Instances at identity (the static world) are attached directly to a static
+    scene built once; the others are Embree instances in a small dynamic
+    scene whose transforms are rewritten each step.
+    """
+
+    name = "embree"
 
     def __init__(self, scene, threads: int | None = None):
-        self.scene = scene
-        self.threads = max(1, threads or os.cpu_count() or 1)
-        self._mesh_scenes: dict[int, object] = {}  # id(mesh) → EmbreeScene
+        embree()
+        kernel()
+        super().__init__(scene)
+        self.threads = max(1, threads or numba.get_num_threads())
+        self._meshes: dict[int, _MeshData] = {}
+        self._static = self._dynamic = None
+        self._static_mask = None
+        self._order_for = None
         self._revision = -1
         self._pose_revision = -1
-        self._bins_for = None
         self.update()
 
-    # -- scene following ------------------------------------------------------
-    def update(self) -> None:
-        """Build scenes for new meshes and re-read instance poses."""
+    def _release(self):
+        for handle in (self._static, self._dynamic):
+            if handle:
+                embree().lib.rtcReleaseScene(handle)
+        self._static = self._dynamic = None
+
+    def _rebuild(self, static_mask) -> None:
+        """New static and dynamic top-level scenes for the current instance list."""
+        e = embree()
         scene = self.scene
-        if scene.revision != self._revision:
-            for mesh in scene.meshes:
-                if id(mesh) not in self._mesh_scenes:
-                    self._mesh_scenes[id(mesh)] = build_mesh_scene(mesh)
-            self._table = InstanceTable([m.bounds for m in scene.meshes])
-            mesh_index = np.asarray(scene.instance_mesh_index)
-            # Big meshes first: the world usually occludes most rays, and its
-            # hits shorten every later candidate test.
-            by_size = sorted(set(mesh_index.tolist()), key=lambda m: -scene.meshes[m].triangle_count)
-            self._groups = [(m, np.flatnonzero(mesh_index == m).astype(np.int32)) for m in by_size]
-            self._revision = scene.revision
-            self._pose_revision = -1
-        if scene.pose_revision != self._pose_revision:
-            self._table.refresh(scene)
-            self._instance_ids = np.asarray(scene.instance_ids).copy()
-            self._pose_revision = scene.pose_revision
-
-    # -- casting ----------------------------------------------------------------
-    def _all_rays(self, table, slot, origin, rays, directions, best_t):
-        """Every ray of ``rays`` (an index slice) as a candidate of instance ``slot``."""
-        M = table.local_from_frame[slot]
-        ld = directions[rays]
-        if np.array_equal(M, np.eye(3, 4)):
-            lo = origin
-        else:
-            lo = (M[:, :3] @ origin + M[:, 3]).astype(np.float32)
-            ld = rotate(ld, M[:, :3])
-        n = len(ld)
-        ray = np.arange(rays.start, rays.start + n * rays.step, rays.step, dtype=np.int32)
-        lo = np.broadcast_to(lo, (n, 3))  # embreex reads strided arrays; no copy
-        return ray, np.full(n, slot, np.int32), lo, ld, best_t[rays].copy()
-
-    def _bins(self, directions, cache: bool):
-        """Angular buckets of the rays (kept while the same pattern array is cast)."""
-        if cache and self._bins_for is directions:
-            return self._bins_cached
-        bins = bin_directions(directions, N_AZIMUTH_CELLS, N_Z_CELLS)
-        if cache:
-            self._bins_for, self._bins_cached = directions, bins
-        return bins
-
-    def _cast_part(self, table, origins, directions, bins, best, part, parts):
-        """Cast the rays ``i % parts == part`` through every mesh; writes only their entries of ``best``."""
-        best_t, best_prim, best_inst, best_u, best_v, best_normal = best
-        single_origin = origins.ndim == 1
-        origins2d = origins[None, :] if single_origin else origins
-        for mesh_slot, slots in self._groups:
-            if single_origin and len(slots) == 1 and table.contains(slots[0], origins):
-                # The sensor sits inside this instance's bounds (the world mesh):
-                # every ray is a candidate, so move them all at once.
-                ray, inst, lo, ld, tfar = self._all_rays(
-                    table, slots[0], origins, slice(part, len(directions), parts), directions, best_t)
+        self._release()
+        for mesh in scene.meshes:
+            if id(mesh) not in self._meshes:
+                self._meshes[id(mesh)] = _MeshData(mesh)
+        static_index, dynamic_index, self._instances = [], [], []
+        if static_mask.any():
+            self._static = _new_scene(_RTC_SCENE_FLAG_ROBUST)
+        if (~static_mask).any():
+            self._dynamic = _new_scene(_RTC_SCENE_FLAG_DYNAMIC | _RTC_SCENE_FLAG_ROBUST)
+            e.lib.rtcSetSceneBuildQuality(self._dynamic, _RTC_BUILD_QUALITY_LOW)
+        for index, (mesh_index, static) in enumerate(zip(scene.instance_mesh_index, static_mask)):
+            data = self._meshes[id(scene.meshes[mesh_index])]
+            if static:
+                geometry = _triangle_geometry(data.buffers)
+                geom_id = e.lib.rtcAttachGeometry(self._static, geometry)
+                e.lib.rtcReleaseGeometry(geometry)
+                static_index.append((geom_id, index))
             else:
-                ray, inst, lo, ld, tfar = gather_candidates(
-                    origins2d, directions, best_t, single_origin, bins[0], bins[1],
-                    N_AZIMUTH_CELLS, N_Z_CELLS, slots, table.local_from_frame,
-                    table.box_lo, table.box_hi, table.center, table.radius, part, parts,
-                )
-            if len(ray) == 0:
-                continue
-            escene = self._mesh_scenes[id(self.scene.meshes[mesh_slot])]
-            res = escene.run(lo, ld, dists=tfar, output=1)  # overwrites tfar: it is ours
-            merge_hits(
-                ray, inst, res["tfar"], res["primID"], res["geomID"], res["u"], res["v"],
-                res["Ng"], table.normal_from_local, directions,
-                best_t, best_prim, best_inst, best_u, best_v, best_normal,
-            )
+                instance = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
+                e.lib.rtcSetGeometryInstancedScene(instance, data.scene)
+                geom_id = e.lib.rtcAttachGeometry(self._dynamic, instance)
+                dynamic_index.append((geom_id, index))
+                self._instances.append((instance, index))
+        if self._static:
+            e.lib.rtcCommitScene(self._static)
+            e.check("building the static scene")
+        self._static_index = self._index_table(static_index)
+        self._dynamic_index = self._index_table(dynamic_index)
+        self._static_mask = static_mask
 
-    def _cast(self, table, origins, directions, max_range_m, cache_bins=False):
-        """Closest hits with rays and instances expressed in one frame (normals in that frame).
+    @staticmethod
+    def _index_table(pairs):
+        """Embree geometry id → instance index."""
+        table = np.full(max((g for g, _ in pairs), default=-1) + 1, -1, np.int32)
+        for geom_id, index in pairs:
+            table[geom_id] = index
+        return table
 
-        The rays are dealt out to the threads interleaved (ray i to thread
-        i mod T), so neighbouring beams share the work evenly and each thread
-        runs gather → Embree → merge on its own rays without locks.
+    def update(self) -> None:
+        """Follow the scene: rebuild when instances come or go (or leave identity), else rewrite transforms."""
+        scene = self.scene
+        if scene.revision == self._revision and scene.pose_revision == self._pose_revision:
+            return
+        poses = np.asarray(scene.poses, dtype=np.float64)
+        static_mask = np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool)
+        if (scene.revision != self._revision or self._static_mask is None
+                or not np.array_equal(static_mask, self._static_mask)):
+            self._rebuild(static_mask)
+            self._revision = scene.revision
+        e = embree()
+        transforms = np.ascontiguousarray(poses[:, :3, :4], dtype=np.float32)  # row-major 3×4
+        for instance, index in self._instances:
+            e.lib.rtcSetGeometryTransform(instance, 0, _RTC_FORMAT_FLOAT3X4_ROW_MAJOR, transforms[index].ctypes.data)
+            e.lib.rtcCommitGeometry(instance)
+        if self._dynamic:
+            e.lib.rtcCommitScene(self._dynamic)
+            e.check("committing instances")
+        inverse = np.linalg.inv(poses) if len(poses) else np.zeros((0, 4, 4))
+        self._normal_from_local = np.ascontiguousarray(np.transpose(inverse[:, :3, :3], (0, 2, 1)))
+        self._instance_ids = np.asarray(scene.instance_ids).copy()
+        self._pose_revision = scene.pose_revision
+
+    def __del__(self):
+        if _EMBREE is not None:
+            self._release()
+
+    def _packet_order(self, directions) -> np.ndarray:
+        """Ray order that puts angular neighbours into the same packet.
+
+        Packets run fastest when their rays travel together; a pattern's own
+        order may interleave beams (the VLP-16 fires −15°, +1°, −13°, …), so
+        rays are sorted by azimuth in 0.2° steps, then by elevation. Kept while
+        the same pattern array is cast.
         """
-        n = len(directions)
-        limit = np.float32(min(max_range_m, 3.0e38))
-        best = (np.full(n, limit, np.float32), np.full(n, -1, np.int32), np.full(n, -1, np.int32),
-                np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32))
-        if origins.ndim == 1:
-            bins = self._bins(directions, cache_bins)
-        else:
-            bins = (np.zeros(1, np.int64), np.zeros(0, np.int32))
+        if self._order_for is not directions:
+            azimuth_step = np.floor(np.degrees(np.arctan2(directions[:, 1], directions[:, 0])) / 0.2)
+            self._order = np.lexsort((directions[:, 2], azimuth_step)).astype(np.int64)
+            self._order_for = directions
+        return self._order
+
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
+        self.update()
+        through = through or Continuation.none()
+        n = len(rays)
+        range_m = np.full(n, np.inf, np.float32)
+        prim = np.full(n, -1, np.int32)
+        instance_index = np.full(n, -1, np.int32)
+        u = np.zeros(n, np.float32)
+        v = np.zeros(n, np.float32)
+        normal = np.zeros((n, 3), np.float32)
+        pose = rays.world_from_frame
+        # origins to the world here (one point for a spinning lidar); directions in the kernel, so the
+        # packet order of a pattern is computed once
+        origins = np.ascontiguousarray((rays.origins @ pose[:3, :3].T + pose[:3, 3]).astype(np.float32))
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
-        futures = [_pool().submit(self._cast_part, table, origins, directions, bins, best, p, parts)
-                   for p in range(1, parts)]
-        self._cast_part(table, origins, directions, bins, best, 0, parts)
-        for future in futures:
-            future.result()
-        best_t, best_prim, best_inst, best_u, best_v, best_normal = best
-        return Hits.from_slots(best_t, best_normal, best_inst, best_prim, best_u, best_v, self._instance_ids)
-
-    def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
-        """Closest hits of rays ``origins + t·directions`` (world frame, m), t ≤ ``max_range_m``."""
-        origins, directions = as_rays(origins, directions)
-        self.update()
-        return self._cast(self._table, origins, directions, max_range_m)
-
-    #: transparent surfaces are handled by the caller, with extra casts
-    sees_through = False
-
-    def cast_frame(self, world_from_sensor, directions, max_range_m: float = np.inf, see_through=None) -> Hits:
-        """Cast unit ``directions`` given in a sensor frame from its origin.
-
-        The instances are moved into the sensor frame instead of the rays into
-        the world, and the rays' angular buckets are kept between calls with
-        the same ``directions`` array, so a lidar frame costs only its hits.
-        Hits are returned in the world frame like :meth:`cast`.
-        """
-        self.update()
-        pose = np.asarray(world_from_sensor, dtype=np.float64)
-        hits = self._cast(self._table.seen_from(pose), np.zeros(3, np.float32), directions, max_range_m, cache_bins=True)
-        hits.normal = rotate(hits.normal, pose[:3, :3])
-        return hits
+        kernel()(self._static or 0, self._dynamic or 0, self._static_index, self._dynamic_index,
+                 self._normal_from_local, origins, rays.directions, self._packet_order(rays.directions),
+                 np.ascontiguousarray(pose[:3, :3], np.float32), np.float32(min(rays.max_range_m, 3.0e38)),
+                 through.max_surfaces, through.triangle_material, through.first_triangle, through.class_code, parts,
+                 range_m, prim, instance_index, u, v, normal)
+        return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids)

@@ -135,12 +135,12 @@ def _slab(ox, oy, oz, dx, dy, dz, lo, hi, tmax):
 @njit(cache=True, nogil=True)
 def gather_candidates(
     origins, directions, t_best, single_origin, cell_start, order, n_az, n_z,
-    slots, local_from_frame, box_lo, box_hi, center, radius, part, parts,
+    instance_indices, local_from_frame, box_lo, box_hi, center, radius, part, parts,
 ):
-    """Rays that may hit instances ``slots`` → rays in each instance's frame.
+    """Rays that may hit instances ``instance_indices`` → rays in each instance's frame.
 
     Only rays with ``index % parts == part`` are considered, so threads can
-    split a cast without sharing output. Returns (ray index, instance slot,
+    split a cast without sharing output. Returns (ray index, instance index,
     local origin, local direction, t_far).
     Local directions are not renormalised, so the ray parameter — and
     ``t_far`` — means the same in both frames, scale included.
@@ -149,8 +149,8 @@ def gather_candidates(
     cells = np.empty((2, 4), np.int64)
     # upper bound of candidates, so the output is allocated once
     capacity = 0
-    for s in range(slots.shape[0]):
-        k = slots[s]
+    for s in range(instance_indices.shape[0]):
+        k = instance_indices[s]
         if not single_origin:
             capacity += n
             continue
@@ -167,8 +167,8 @@ def gather_candidates(
     ld_out = np.empty((capacity, 3), np.float32)
     tfar = np.empty(capacity, np.float32)
     count = 0
-    for s in range(slots.shape[0]):
-        k = slots[s]
+    for s in range(instance_indices.shape[0]):
+        k = instance_indices[s]
         m = -1
         if single_origin:
             m = _cone_cells(center[k], radius[k], origins[0], n_az, n_z, cells)
@@ -273,7 +273,7 @@ class InstanceTable:
         scale = np.linalg.norm(poses[:, :3, :3], ord=2, axis=(1, 2)) if k else np.zeros(0)
         self.radius = half_diagonal * scale
 
-    def seen_from(self, world_from_frame: np.ndarray) -> "InstanceTable":
+    def seen_from(self, world_from_frame: np.ndarray) -> InstanceTable:
         """The same instances with rays given in another frame (rigid ``world_from_frame``)."""
         view = InstanceTable.__new__(InstanceTable)
         view.mesh_bounds, view.box_lo, view.box_hi, view.radius = self.mesh_bounds, self.box_lo, self.box_hi, self.radius
@@ -286,6 +286,6 @@ class InstanceTable:
         view.center = (self.center - origin) @ rotation
         return view
 
-    def contains(self, slot: int, point) -> bool:
-        """Is ``point`` (ray frame) inside instance ``slot``'s bounding sphere?"""
-        return bool(np.linalg.norm(self.center[slot] - point) <= self.radius[slot])
+    def contains(self, index: int, point) -> bool:
+        """Is ``point`` (ray frame) inside instance ``index``'s bounding sphere?"""
+        return bool(np.linalg.norm(self.center[index] - point) <= self.radius[index])

@@ -29,6 +29,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..errors import LidarFmuError
 from .pattern import RayPattern, angle_list, pinhole, scan_grid, spherical_directions
 from .presets import PRESETS, close_names
 
@@ -44,7 +45,7 @@ KNOWN_KEYS = {
 }
 
 
-class SensorSpecError(ValueError):
+class SensorSpecError(LidarFmuError, ValueError):
     """A sensor spec names an unknown preset, is unreadable or inconsistent."""
 
 

@@ -6,9 +6,11 @@ otherwise (nominal, evenly spaced). Spinning sensors sweep clockwise seen from
 above, as Velodyne and Ouster units do, so ``horizontal_fov_deg`` runs from
 +180° down to −180°.
 
-``range_reflectivity`` pairs are datasheet values (REFERENCE.md §4): HDL-64E
-50 m at 10 % and 120 m at 80 %; Ouster OS1 (gen 1) 40 m at 10 % and 120 m at
-80 %; Ibeo LUX 50 m at 10 % (one pair: a root-2 fit, extended targets). Two
+``range_reflectivity`` pairs are datasheet values: HDL-64E 50 m at 10 % and
+120 m at 80 % (Velodyne, HDL-64E S2 datasheet and user's manual, "50 m for
+pavement, 120 m for cars and foliage"); Ouster OS1 (gen 1) 40 m at 10 % and
+120 m at 80 % (Ouster OS1 datasheet, gen 1); Ibeo LUX 50 m at 10 % remission
+(Ibeo LUX datasheet; one pair: a root-2 fit, extended targets). Two
 pairs use the logarithmic fit, which passes through both. Velodyne's VLP-16,
 Puck Hi-Res and HDL-32E datasheets give 100 m without a reflectivity, so those
 presets have no limit below max_range_m.

@@ -1,0 +1,62 @@
+"""What every backend returns: the closest hit per ray, as named arrays."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Hits:
+    """Closest hit per ray, structure of arrays (world frame, metres).
+
+    ``range_m`` is the distance along the unit direction from the ray's
+    origin (``inf`` on a miss; behind transparent surfaces it counts the whole
+    way); ``normal`` is the unit geometric normal turned to face the ray
+    (zero on a miss); ``instance_id`` the scene instance hit (``-1`` on a miss);
+    ``primitive_id`` the triangle index in that instance's mesh (``-1`` on a
+    miss); ``u``, ``v`` the barycentric coordinates of the hit in that
+    triangle; ``instance_index`` the instance's position in the scene's
+    instance arrays at cast time (``-1`` on a miss), for per-instance lookups
+    (every kernel and physics pass calls it the same).
+    """
+
+    range_m: np.ndarray  # (N,) float32
+    hit: np.ndarray  # (N,) bool
+    normal: np.ndarray  # (N, 3) float32
+    instance_id: np.ndarray  # (N,) int64
+    primitive_id: np.ndarray  # (N,) int32
+    u: np.ndarray  # (N,) float32
+    v: np.ndarray  # (N,) float32
+    instance_index: np.ndarray  # (N,) int32
+
+    def __len__(self) -> int:
+        return len(self.range_m)
+
+    @classmethod
+    def from_instance_index(cls, range_m, normal, instance_index, primitive_id, u, v, instance_ids) -> Hits:
+        """Hits from per-ray instance indices (``-1`` = miss); ``instance_ids`` maps index → scene instance id."""
+        hit = instance_index >= 0
+        range_m[~hit] = np.inf
+        index = np.maximum(instance_index, 0)
+        instance_id = np.where(hit, instance_ids[index] if len(instance_ids) else 0, -1).astype(np.int64)
+        return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index)
+
+    @classmethod
+    def missed(cls, n: int) -> Hits:
+        """``n`` rays that hit nothing."""
+        return cls.from_instance_index(
+            np.full(n, np.inf, np.float32), np.zeros((n, 3), np.float32), np.full(n, -1, np.int32),
+            np.full(n, -1, np.int32), np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(0, np.int64))
+
+    def replace(self, rays: np.ndarray, other: Hits, range_m: np.ndarray) -> None:
+        """Overwrite rays ``rays`` with ``other``'s hits (``range_m`` their new ranges; misses where ``other`` missed)."""
+        hit = other.hit & np.isfinite(range_m)
+        self.range_m[rays] = np.where(hit, range_m, np.inf)
+        self.hit[rays] = hit
+        self.normal[rays] = np.where(hit[:, None], other.normal, 0.0)
+        self.instance_id[rays] = np.where(hit, other.instance_id, -1)
+        self.instance_index[rays] = np.where(hit, other.instance_index, -1)
+        self.primitive_id[rays] = np.where(hit, other.primitive_id, -1)
+        self.u[rays] = np.where(hit, other.u, 0.0)
+        self.v[rays] = np.where(hit, other.v, 0.0)

@@ -1,0 +1,135 @@
+"""What every backend takes: a batch of rays, and what to do where a ray meets a surface it passes.
+
+A :class:`RayBatch` gives per-ray origins and unit directions in one frame
+(a sensor's, or the world's), the frame's pose, per-ray firing times and beam
+ids, and a maximum range. Casters place the frame in the world themselves:
+CPU casters rotate the rays (or move the instances into the frame), the CUDA
+one makes the rays on the GPU from directions kept resident there, so a frame
+of a lidar costs one 4×4 upload.
+
+A :class:`Continuation` says which surfaces rays go on through (transparent
+materials now, mirrors next) and how many; every caster applies the same rule,
+:func:`lidar_fmu.physics.goes_on`, inside its own loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LidarFmuError
+
+
+class RayError(LidarFmuError, ValueError):
+    """Rays that cannot be cast: wrong shapes, NaN or infinite values, zero directions."""
+
+
+#: the origin of the frame, for rays that all leave it (a rotating lidar's one centre)
+_AT_FRAME_ORIGIN = np.zeros((1, 3), np.float32)
+_AT_FRAME_ORIGIN.setflags(write=False)
+
+
+@dataclass(frozen=True, eq=False)
+class RayBatch:
+    """Rays of one cast (m, s); arrays are contiguous, ``float32`` unless said.
+
+    ``origins``: ``(N, 3)``, or ``(1, 3)`` when every ray leaves the same
+    point, in the frame. ``directions``: ``(N, 3)`` unit, in the frame.
+    ``world_from_frame``: ``(4, 4)`` float64 pose of the frame. ``time_s``:
+    ``(N,)`` firing time of each ray after the batch's first; casters cast
+    the scene as it is posed now, so a caller that models motion casts a
+    frame in time slices (:meth:`select`). ``beam_id``: ``(N,)`` uint32 emitter
+    of each ray, carried to the returns. ``max_range_m``: nothing farther is hit.
+    """
+
+    origins: np.ndarray
+    directions: np.ndarray
+    world_from_frame: np.ndarray
+    time_s: np.ndarray
+    beam_id: np.ndarray
+    max_range_m: float
+
+    def __len__(self) -> int:
+        return len(self.directions)
+
+    @property
+    def shared_origin(self) -> bool:
+        """Do all rays leave one point (``origins`` is ``(1, 3)``)?"""
+        return self.origins.shape[0] == 1
+
+    @property
+    def in_world_frame(self) -> bool:
+        return bool(np.array_equal(self.world_from_frame, np.eye(4)))
+
+    @classmethod
+    def from_pattern(cls, pattern, world_from_sensor, max_range_m: float) -> RayBatch:
+        """A sensor's pattern (:class:`~lidar_fmu.sensors.RayPattern`) from its pose; no copies of the pattern."""
+        return cls(_AT_FRAME_ORIGIN, np.ascontiguousarray(pattern.directions, np.float32),
+                   np.asarray(world_from_sensor, np.float64), np.ascontiguousarray(pattern.time_offset_s, np.float32),
+                   np.ascontiguousarray(pattern.beam_id, np.uint32), float(max_range_m))
+
+    @classmethod
+    def in_world(cls, origins, directions, max_range_m: float = np.inf) -> RayBatch:
+        """Rays given in the world frame (validated; directions normalised), fired at once, beam 0."""
+        origins, directions = as_rays(origins, directions)
+        n = len(directions)
+        return cls(origins.reshape(-1, 3), directions, np.eye(4), np.zeros(n, np.float32), np.zeros(n, np.uint32),
+                   float(max_range_m))
+
+    def select(self, rays) -> RayBatch:
+        """The rays ``rays`` (indices or mask) of this batch, e.g. one time slice."""
+        origins = self.origins if self.shared_origin else np.ascontiguousarray(self.origins[rays])
+        return RayBatch(origins, np.ascontiguousarray(self.directions[rays]), self.world_from_frame,
+                        np.ascontiguousarray(self.time_s[rays]), np.ascontiguousarray(self.beam_id[rays]),
+                        self.max_range_m)
+
+    def world_rays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(origins (N, 3) or (1, 3), unit directions (N, 3)) in the world frame, float32."""
+        R = self.world_from_frame[:3, :3]
+        origins = (self.origins.astype(np.float64) @ R.T + self.world_from_frame[:3, 3]).astype(np.float32)
+        directions = (self.directions.astype(np.float64) @ R.T).astype(np.float32)
+        return origins, directions
+
+
+@dataclass(frozen=True, eq=False)
+class Continuation:
+    """Surfaces rays go on through: per-triangle material classes and how many such surfaces at most.
+
+    ``triangle_material``: IR material of every triangle of every mesh,
+    concatenated; ``first_triangle``: per instance index, where its mesh
+    starts there; ``class_code``: per IR material, its class
+    (:mod:`lidar_fmu.codes`). A ray passes at most ``max_surfaces``
+    transparent surfaces, going on :data:`~lidar_fmu.physics.CONTINUATION_STEP_M`
+    behind each; a transparent surface after that ends it (and gives no return).
+    """
+
+    max_surfaces: int
+    triangle_material: np.ndarray  # (T,) int16
+    first_triangle: np.ndarray  # (K,) int64
+    class_code: np.ndarray  # (M,) int8
+
+    @classmethod
+    def none(cls) -> Continuation:
+        """Every ray stops at the first surface."""
+        return _NONE
+
+
+_NONE = Continuation(0, np.zeros(1, np.int16), np.zeros(1, np.int64), np.zeros(1, np.int8))
+
+
+def as_rays(origins, directions):
+    """Validate and normalise ray arrays → (origins (N,3) or (3,), unit directions (N,3)) float32."""
+    d = np.asarray(directions, dtype=np.float32)
+    if d.ndim != 2 or d.shape[1] != 3:
+        raise RayError(f"directions must be (N, 3), got {d.shape}")
+    o = np.asarray(origins, dtype=np.float32)
+    if o.shape not in ((3,), (len(d), 3)):
+        raise RayError(f"origins must be (3,) or ({len(d)}, 3), got {o.shape}")
+    if not (np.all(np.isfinite(o)) and np.all(np.isfinite(d))):
+        raise RayError("ray origins/directions contain NaN or infinite values")
+    squared = np.einsum("ij,ij->i", d, d)
+    if np.abs(squared - 1.0).max(initial=0.0) > 1e-5:
+        if np.any(squared == 0):
+            raise RayError("ray directions must be non-zero")
+        d = d / np.sqrt(squared)[:, None]
+    return np.ascontiguousarray(o), np.ascontiguousarray(d)
