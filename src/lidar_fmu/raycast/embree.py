@@ -30,7 +30,9 @@ import warnings
 
 import numba
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from ..physics import CONTINUATION_STEP_M, goes_on
 from .backend import MIN_RAYS_PER_THREAD, Backend
@@ -98,8 +100,8 @@ class _Embree:
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = restype, argtypes
         self.lib = lib
-        self.intersect = ctypes.CFUNCTYPE(None, vp, vp, vp, vp)(
-            ctypes.cast(getattr(lib, f"rtcIntersect{PACKET}"), vp).value)
+        #: address of rtcIntersect8, passed to the compiled loops as an argument (so they can be cached)
+        self.intersect_address = ctypes.cast(getattr(lib, f"rtcIntersect{PACKET}"), vp).value
         self.device = lib.rtcNewDevice(None)
         if not self.device:
             raise EmbreeUnavailable("rtcNewDevice failed")
@@ -111,7 +113,6 @@ class _Embree:
 
 
 _EMBREE: _Embree | None = None
-_KERNEL = None
 
 
 def embree() -> _Embree:
@@ -121,134 +122,141 @@ def embree() -> _Embree:
     return _EMBREE
 
 
-def _make_kernel(intersect):
-    """Compile the packet loop against this process's ``rtcIntersect8`` (not cacheable: an address).
+@intrinsic
+def _call_intersect(typingctx, function, valid, scene, rayhit):
+    """``function(valid, scene, rayhit, NULL)`` for an ``rtcIntersect8`` address given at run time.
 
-    Each packet is intersected with the static scene (meshes placed at
-    identity, attached directly) and then, with ``tfar`` already cut to the
-    static hit, with the scene of moving instances. A hit in the second keeps
-    ``instID[0]``; one from the first has only its ``geomID``.
+    Numba cannot cache code that holds a ctypes function (its address is a
+    constant of one process); an address argument keeps the loops cacheable.
     """
-    W = PACKET
+    sig = types.void(types.intp, types.intp, types.intp, types.intp)
 
-    @njit(nogil=True)
-    def intersect_both(valid, lanes, static_scene, dynamic_scene):
-        if static_scene:
-            intersect(valid.ctypes.data, static_scene, lanes.ctypes.data, 0)
-        if dynamic_scene:
-            intersect(valid.ctypes.data, dynamic_scene, lanes.ctypes.data, 0)
+    def codegen(context, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        callee = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [pointer] * 4).as_pointer())
+        builder.call(callee, [builder.inttoptr(a, pointer) for a in args[1:]] + [pointer(None)])
+        return context.get_dummy_value()
 
-    @njit(nogil=True)
-    def instance_index_of(ilanes, j, static_index, dynamic_index):
-        geom = ilanes[18 * W + j]
-        if geom == _INVALID:
-            return -1
-        inst = ilanes[19 * W + j]
-        return dynamic_index[inst] if inst != _INVALID else static_index[geom]
+    return sig, codegen
 
-    @njit(nogil=True)
-    def cast_packets(static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
-                     directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle, class_code,
-                     part, parts, range_m, prim, instance_index, u, v, normal):
-        raw = np.zeros(16 + W * _SOA_ARRAYS, np.float32)
-        lanes = raw[(64 - raw.ctypes.data % 64) % 64 // 4:][: W * _SOA_ARRAYS]  # 64-byte aligned
-        ilanes = lanes.view(np.int32)
-        valid_raw = np.zeros(W + 16, np.int32)
-        valid = valid_raw[(64 - valid_raw.ctypes.data % 64) % 64 // 4:][:W]
-        n = directions.shape[0]
-        single = origins.shape[0] == 1
-        R = rotation
-        first = part * W
-        while first < n:
-            count = min(W, n - first)
-            for j in range(W):
-                if j >= count:
-                    valid[j] = 0
-                    continue
-                i = order[first + j]
-                io = 0 if single else i
-                dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
-                valid[j] = -1
-                lanes[0 * W + j] = origins[io, 0]
-                lanes[1 * W + j] = origins[io, 1]
-                lanes[2 * W + j] = origins[io, 2]
-                lanes[3 * W + j] = 0.0  # tnear
-                lanes[4 * W + j] = R[0, 0] * dx + R[0, 1] * dy + R[0, 2] * dz
-                lanes[5 * W + j] = R[1, 0] * dx + R[1, 1] * dy + R[1, 2] * dz
-                lanes[6 * W + j] = R[2, 0] * dx + R[2, 1] * dy + R[2, 2] * dz
-                lanes[7 * W + j] = 0.0  # time
-                lanes[8 * W + j] = tmax  # tfar
-                ilanes[9 * W + j] = -1  # mask
-                ilanes[10 * W + j] = 0  # id
-                ilanes[11 * W + j] = 0  # flags
-                ilanes[17 * W + j] = _INVALID  # primID
-                ilanes[18 * W + j] = _INVALID  # geomID
-                ilanes[19 * W + j] = _INVALID  # instID[0]
-            intersect_both(valid, lanes, static_scene, dynamic_scene)
-            for surfaces_passed in range(max_surfaces):
-                again = False
-                for j in range(count):
-                    if valid[j] == 0:
-                        continue
-                    if not goes_on(instance_index_of(ilanes, j, static_index, dynamic_index), ilanes[17 * W + j],
-                                   surfaces_passed, max_surfaces, triangle_material, first_triangle, class_code):
-                        valid[j] = 0  # final: a miss or a surface that ends the ray
-                        continue
-                    # start again just behind the surface (Embree measures tnear from the origin)
-                    lanes[3 * W + j] = lanes[8 * W + j] + CONTINUATION_STEP_M
-                    lanes[8 * W + j] = tmax
-                    ilanes[17 * W + j] = _INVALID
-                    ilanes[18 * W + j] = _INVALID
-                    ilanes[19 * W + j] = _INVALID
-                    again = True
-                if not again:
-                    break
-                intersect_both(valid, lanes, static_scene, dynamic_scene)
+
+# The packet loop. Each packet is intersected with the static scene (meshes
+# placed at identity, attached directly) and then, with ``tfar`` already cut to
+# the static hit, with the scene of moving instances. A hit in the second keeps
+# ``instID[0]``; one from the first has only its ``geomID``.
+_W = PACKET
+
+
+@njit(nogil=True, cache=True)
+def _intersect_both(intersect, valid, lanes, static_scene, dynamic_scene):
+    if static_scene:
+        _call_intersect(intersect, valid.ctypes.data, static_scene, lanes.ctypes.data)
+    if dynamic_scene:
+        _call_intersect(intersect, valid.ctypes.data, dynamic_scene, lanes.ctypes.data)
+
+
+@njit(nogil=True, cache=True)
+def _instance_index_of(ilanes, j, static_index, dynamic_index):
+    geom = ilanes[18 * _W + j]
+    if geom == _INVALID:
+        return -1
+    inst = ilanes[19 * _W + j]
+    return dynamic_index[inst] if inst != _INVALID else static_index[geom]
+
+@njit(nogil=True, cache=True)
+def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
+                 directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle, class_code,
+                 part, parts, range_m, prim, instance_index, u, v, normal):
+    raw = np.zeros(16 + _W * _SOA_ARRAYS, np.float32)
+    lanes = raw[(64 - raw.ctypes.data % 64) % 64 // 4:][: _W * _SOA_ARRAYS]  # 64-byte aligned
+    ilanes = lanes.view(np.int32)
+    valid_raw = np.zeros(_W + 16, np.int32)
+    valid = valid_raw[(64 - valid_raw.ctypes.data % 64) % 64 // 4:][:_W]
+    n = directions.shape[0]
+    single = origins.shape[0] == 1
+    R = rotation
+    first = part * _W
+    while first < n:
+        count = min(_W, n - first)
+        for j in range(_W):
+            if j >= count:
+                valid[j] = 0
+                continue
+            i = order[first + j]
+            io = 0 if single else i
+            dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
+            valid[j] = -1
+            lanes[0 * _W + j] = origins[io, 0]
+            lanes[1 * _W + j] = origins[io, 1]
+            lanes[2 * _W + j] = origins[io, 2]
+            lanes[3 * _W + j] = 0.0  # tnear
+            lanes[4 * _W + j] = R[0, 0] * dx + R[0, 1] * dy + R[0, 2] * dz
+            lanes[5 * _W + j] = R[1, 0] * dx + R[1, 1] * dy + R[1, 2] * dz
+            lanes[6 * _W + j] = R[2, 0] * dx + R[2, 1] * dy + R[2, 2] * dz
+            lanes[7 * _W + j] = 0.0  # time
+            lanes[8 * _W + j] = tmax  # tfar
+            ilanes[9 * _W + j] = -1  # mask
+            ilanes[10 * _W + j] = 0  # id
+            ilanes[11 * _W + j] = 0  # flags
+            ilanes[17 * _W + j] = _INVALID  # primID
+            ilanes[18 * _W + j] = _INVALID  # geomID
+            ilanes[19 * _W + j] = _INVALID  # instID[0]
+        _intersect_both(intersect, valid, lanes, static_scene, dynamic_scene)
+        for surfaces_passed in range(max_surfaces):
+            again = False
             for j in range(count):
-                i = order[first + j]
-                k = instance_index_of(ilanes, j, static_index, dynamic_index)
-                if k < 0:
+                if valid[j] == 0:
                     continue
-                # Embree reports Ng in the instance's frame: back to the world by
-                # the inverse transpose, unit length, turned to face the ray.
-                N = normal_from_local[k]
-                lx, ly, lz = lanes[12 * W + j], lanes[13 * W + j], lanes[14 * W + j]
-                nx = N[0, 0] * lx + N[0, 1] * ly + N[0, 2] * lz
-                ny = N[1, 0] * lx + N[1, 1] * ly + N[1, 2] * lz
-                nz = N[2, 0] * lx + N[2, 1] * ly + N[2, 2] * lz
-                norm = np.sqrt(nx * nx + ny * ny + nz * nz)
-                if norm == 0.0:
-                    continue  # degenerate triangle
-                if nx * lanes[4 * W + j] + ny * lanes[5 * W + j] + nz * lanes[6 * W + j] > 0.0:
-                    norm = -norm
-                normal[i, 0] = nx / norm
-                normal[i, 1] = ny / norm
-                normal[i, 2] = nz / norm
-                range_m[i] = lanes[8 * W + j]
-                u[i] = lanes[15 * W + j]
-                v[i] = lanes[16 * W + j]
-                prim[i] = ilanes[17 * W + j]
-                instance_index[i] = k
-            first += parts * W
+                if not goes_on(_instance_index_of(ilanes, j, static_index, dynamic_index), ilanes[17 * _W + j],
+                               surfaces_passed, max_surfaces, triangle_material, first_triangle, class_code):
+                    valid[j] = 0  # final: a miss or a surface that ends the ray
+                    continue
+                # start again just behind the surface (Embree measures tnear from the origin)
+                lanes[3 * _W + j] = lanes[8 * _W + j] + CONTINUATION_STEP_M
+                lanes[8 * _W + j] = tmax
+                ilanes[17 * _W + j] = _INVALID
+                ilanes[18 * _W + j] = _INVALID
+                ilanes[19 * _W + j] = _INVALID
+                again = True
+            if not again:
+                break
+            _intersect_both(intersect, valid, lanes, static_scene, dynamic_scene)
+        for j in range(count):
+            i = order[first + j]
+            k = _instance_index_of(ilanes, j, static_index, dynamic_index)
+            if k < 0:
+                continue
+            # Embree reports Ng in the instance's frame: back to the world by
+            # the inverse transpose, unit length, turned to face the ray.
+            N = normal_from_local[k]
+            lx, ly, lz = lanes[12 * _W + j], lanes[13 * _W + j], lanes[14 * _W + j]
+            nx = N[0, 0] * lx + N[0, 1] * ly + N[0, 2] * lz
+            ny = N[1, 0] * lx + N[1, 1] * ly + N[1, 2] * lz
+            nz = N[2, 0] * lx + N[2, 1] * ly + N[2, 2] * lz
+            norm = np.sqrt(nx * nx + ny * ny + nz * nz)
+            if norm == 0.0:
+                continue  # degenerate triangle
+            if nx * lanes[4 * _W + j] + ny * lanes[5 * _W + j] + nz * lanes[6 * _W + j] > 0.0:
+                norm = -norm
+            normal[i, 0] = nx / norm
+            normal[i, 1] = ny / norm
+            normal[i, 2] = nz / norm
+            range_m[i] = lanes[8 * _W + j]
+            u[i] = lanes[15 * _W + j]
+            v[i] = lanes[16 * _W + j]
+            prim[i] = ilanes[17 * _W + j]
+            instance_index[i] = k
+        first += parts * _W
 
-    @njit(parallel=True, nogil=True)
-    def cast_parallel(static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
-                      directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle, class_code,
-                      parts, range_m, prim, instance_index, u, v, normal):
-        # one share of interleaved packets per Numba worker thread
-        for part in prange(parts):
-            cast_packets(static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
-                         directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle,
-                         class_code, part, parts, range_m, prim, instance_index, u, v, normal)
-
-    return cast_parallel
-
-
-def kernel():
-    global _KERNEL
-    if _KERNEL is None:
-        _KERNEL = _make_kernel(embree().intersect)
-    return _KERNEL
+@njit(parallel=True, nogil=True, cache=True)
+def cast_parallel(intersect, static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
+                  directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle, class_code,
+                  parts, range_m, prim, instance_index, u, v, normal):
+    # one share of interleaved packets per Numba worker thread
+    for part in prange(parts):
+        _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
+                     directions, order, rotation, tmax, max_surfaces, triangle_material, first_triangle,
+                     class_code, part, parts, range_m, prim, instance_index, u, v, normal)
 
 
 def _triangle_geometry(buffers):
@@ -312,7 +320,6 @@ class EmbreeBackend(Backend):
 
     def __init__(self, scene, threads: int | None = None):
         embree()
-        kernel()
         super().__init__(scene)
         self.threads = max(1, threads or numba.get_num_threads())
         self._meshes: dict[int, _MeshData] = {}
@@ -428,9 +435,9 @@ class EmbreeBackend(Backend):
         # packet order of a pattern is computed once
         origins = np.ascontiguousarray((rays.origins @ pose[:3, :3].T + pose[:3, 3]).astype(np.float32))
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
-        kernel()(self._static or 0, self._dynamic or 0, self._static_index, self._dynamic_index,
-                 self._normal_from_local, origins, rays.directions, self._packet_order(rays.directions),
-                 np.ascontiguousarray(pose[:3, :3], np.float32), np.float32(min(rays.max_range_m, 3.0e38)),
-                 through.max_surfaces, through.triangle_material, through.first_triangle, through.class_code, parts,
-                 range_m, prim, instance_index, u, v, normal)
+        cast_parallel(embree().intersect_address, self._static or 0, self._dynamic or 0, self._static_index,
+                      self._dynamic_index, self._normal_from_local, origins, rays.directions,
+                      self._packet_order(rays.directions), np.ascontiguousarray(pose[:3, :3], np.float32),
+                      np.float32(min(rays.max_range_m, 3.0e38)), through.max_surfaces, through.triangle_material,
+                      through.first_triangle, through.class_code, parts, range_m, prim, instance_index, u, v, normal)
         return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids)
