@@ -330,3 +330,21 @@ def test_street_map_covers_every_demo_material(tmp_path, db):
     # the glass and sign materials get their special classes
     assert db[street_map.ir_name("window_glass")[0]].material_class == "transparent"
     assert db[street_map.ir_name("sign_face")[0]].material_class == "retroreflective"
+
+
+def test_without_a_map_nothing_is_reported_and_builtin_names_never_are(db, recwarn):
+    """The default map gives every triangle default_grey by design; our own names need no entry in a user's map."""
+    from lidar_fmu.materials import DEFAULT_MAP
+
+    messages = []
+    name = f"mystery_{uuid.uuid4().hex}"
+    resolve_mesh_materials(multi_material_mesh([name, "asphalt"], "plain"), DEFAULT_MAP, db, messages.append)
+    assert messages == []
+    user_map = MaterialMap("default_grey", {"asphalt": "asphalt"}, ())
+    resolve_mesh_materials(multi_material_mesh(["osi_bounding_box", "default", "asphalt"], "boxes"), user_map, db,
+                           messages.append)
+    assert messages == []
+    names = [f"unmapped_{i}_{uuid.uuid4().hex}" for i in range(3)]
+    resolve_mesh_materials(multi_material_mesh(names, "many"), user_map, db, messages.append)
+    assert len(messages) == 1 and all(n in messages[0] for n in names) and "'many'" in messages[0]
+    assert not [w for w in recwarn if "visual material" in str(w.message)]

@@ -34,6 +34,7 @@ functions; :mod:`lidar_fmu.codes` gives them the class and fit codes.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -74,7 +75,8 @@ class Materials:
         self.map = load_material_map(material_map) if material_map is not None else None
         if self.map is not None:
             check_map(self.map, self.database)  # a wrong IR name fails now, not at the first mesh
-        self.warn = warn
+        # a library caller who gave a map and no callback hears of unmapped names the Python way
+        self.warn = warn if warn is not None else (lambda message: warnings.warn(message, stacklevel=4))
         self.class_code, self.reflectance_table = self.database.arrays()
         # Lambertian materials get the exact ρ0·cos θ; NaN marks an angle table
         self.lambertian_rho0 = np.array(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -32,9 +31,13 @@ DEFAULT_IR_MATERIAL = "default_grey"
 #: Map names that ``load_material_map`` accepts instead of a path → packaged file.
 PACKAGED_MAPS = {"street": "street_map.yaml"}
 
-# Visual names already reported as falling to the default: once per process,
-# however many meshes (and Lidar instances) use them.
+#: Visual names lidar-fmu itself gives triangles (OSI bounding boxes, files without materials): they take the
+#: map's default without a warning — a user's map cannot be expected to name them.
+BUILTIN_VISUAL_NAMES = frozenset({"osi_bounding_box", "default"})
+# Visual names already reported as falling to a map's default: once per process, however many meshes
+# (and Lidar instances) use them; bounded, so hostile input naming endless materials cannot grow it.
 _reported_unmapped: set[str] = set()
+_MAX_REPORTED = 10_000
 
 
 @dataclass(frozen=True)
@@ -145,9 +148,11 @@ def resolve_mesh_materials(mesh, material_map, database: MaterialDatabase, warn=
 
     Each distinct visual name is looked up once and the ids are spread over
     the faces through ``mesh.face_material``. Every map entry must name an IR
-    material of ``database`` (:class:`MaterialError` naming the entry). A used
-    visual name that falls to the map's default is reported once per process
-    through ``warn(message)`` (``warnings.warn`` when ``warn`` is None).
+    material of ``database`` (:class:`MaterialError` naming the entry). With a
+    map given (not :data:`DEFAULT_MAP`, where every name takes the default by
+    design), the used visual names that fall to its default are reported in
+    one line per mesh through ``warn(message)``, each name once per process
+    (nothing when ``warn`` is None).
     """
     material_map = load_material_map(material_map)
     check_map(material_map, database)
@@ -155,15 +160,17 @@ def resolve_mesh_materials(mesh, material_map, database: MaterialDatabase, warn=
     lut = np.empty(len(names), dtype=np.int16)
     # Only names some face uses are worth a warning.
     used = np.bincount(mesh.face_material, minlength=len(names)) > 0
+    unmapped = []
     for i, visual in enumerate(names):
         ir, explicit = material_map.ir_name(visual)
         lut[i] = database.index(ir)
-        if not explicit and used[i] and visual not in _reported_unmapped:
-            _reported_unmapped.add(visual)
-            message = (f"visual material {visual!r} (mesh {mesh.name!r}) is not in material map "
-                       f"{material_map.origin}; using default IR material {ir!r}")
-            if warn is None:
-                warnings.warn(message, stacklevel=2)
-            else:
-                warn(message)
+        if not explicit and used[i] and visual not in BUILTIN_VISUAL_NAMES and visual not in _reported_unmapped:
+            unmapped.append(visual)
+    if unmapped and warn is not None and material_map is not DEFAULT_MAP:
+        if len(_reported_unmapped) + len(unmapped) > _MAX_REPORTED:
+            _reported_unmapped.clear()
+        _reported_unmapped.update(unmapped)
+        shown = ", ".join(map(repr, unmapped[:8])) + (f" and {len(unmapped) - 8} more" if len(unmapped) > 8 else "")
+        warn(f"mesh {mesh.name!r}: {len(unmapped)} visual material(s) not in material map {material_map.origin} "
+             f"take its default {material_map.default!r}: {shown}")
     return lut[mesh.face_material]
