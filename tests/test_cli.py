@@ -256,3 +256,69 @@ def test_replay_with_something_that_is_not_an_fmu_is_a_user_error(fmu, tmp_path,
                        capsys)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and fmu in lines[0] and "FMU" in lines[0]
+
+
+# -- a newcomer's first hour: the checks come before the work -----------------------------------------------------
+def test_a_pose_may_start_with_a_minus_sign(room, tmp_path, capsys):
+    out = tmp_path / "neg.pcd"
+    code, stdout, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--pose", "-3,0,1.5",
+                             "-o", str(out), "--backend", "embree"], capsys)
+    assert code == 0, err
+    points = read_pcd(out)
+    # the room's +x wall (x = 15) seen from x = -3 is 18 m ahead
+    ahead = (np.abs(points["y"]) < 0.2) & (np.abs(points["z"]) < 0.2) & (points["x"] > 0)
+    assert np.allclose(points["x"][ahead], 18.0, atol=0.05)
+
+
+def test_missing_folders_and_folder_meshes_fail_before_any_cast(room, tmp_path, capsys, monkeypatch):
+    from lidar_fmu.lidar import Lidar
+
+    def no_cast(*args, **kwargs):
+        raise AssertionError("the scan ran before the arguments were checked")
+
+    monkeypatch.setattr(Lidar, "scan", no_cast)
+    for argv, needle in (
+        (["--mesh", room, "-o", str(tmp_path / "missing" / "o.pcd")], "does not exist"),
+        (["--mesh", room, "-o", str(tmp_path / "o.pcd"), "--preview", str(tmp_path / "nope" / "p.png")],
+         "does not exist"),
+        (["--mesh", str(tmp_path), "-o", str(tmp_path / "o.pcd")], "is a folder"),
+        (["--mesh", str(tmp_path / "absent.obj"), "-o", str(tmp_path / "o.pcd")], "not found"),
+    ):
+        code, _, err = run(["scan", "--sensor", "velodyne_vlp16", *argv], capsys)
+        assert code == 2 and needle in err and err.count("\n") == 1, err
+
+
+def test_no_point_cloud_is_left_behind_when_the_preview_fails(room, tmp_path, capsys, monkeypatch):
+    import lidar_fmu.io as io
+
+    def broken_preview(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(io, "write_preview", broken_preview)
+    out = tmp_path / "scan.pcd"
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "-o", str(out),
+                        "--preview", str(tmp_path / "p.png"), "--backend", "embree"], capsys)
+    assert code == 2 and "disk full" in err and not out.exists()
+
+
+def test_demo_with_no_frames_is_refused_before_anything_is_written(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--frames", "0", "-o", str(tmp_path / "demo")])
+    assert exit_info.value.code == 2 and "at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
+
+
+def test_help_reads_as_plain_text_with_every_default():
+    from lidar_fmu.cli import _HelpFormatter, build_parser
+
+    parser = build_parser()
+    assert "``" not in parser.format_help()
+    formatter = _HelpFormatter("lidar-fmu")
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        assert "``" not in sub.format_help(), name
+        for action in sub._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, f"{name} {action.option_strings} has no help"
+            if action.default not in (None, False) and not action.required:
+                assert "(default: %(default)s)" in formatter._get_help_string(action), (name, action.option_strings)

@@ -1,4 +1,4 @@
-"""``lidar-fmu`` command line: scan, presets, bench (and the FMU commands).
+"""lidar-fmu command line: scan meshes, replay OSI scenarios through the FMU, benchmark.
 
 Every user error (a :class:`~lidar_fmu.errors.LidarFmuError` or an ``OSError``)
 ends in one line on stderr and exit code 2, no traceback. Any other exception
@@ -42,7 +42,49 @@ def _check_fmu_path(path: str) -> None:
             raise UserError(f"{path} is not an FMU (no modelDescription.xml)")
 
 
+def _check_output_folder(path: str, what: str) -> None:
+    """The folder ``path`` goes into exists and is writable: checked before any work, not after a cast."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{what} {path!r}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{what} {path!r}: folder {folder} is not writable")
+    if os.path.isdir(path):
+        raise UserError(f"{what} {path!r} is a folder; give a file name")
+
+
+def _check_mesh_paths(paths) -> None:
+    import os
+
+    for path in paths:
+        if os.path.isdir(path):
+            raise UserError(f"--mesh {path!r} is a folder; give a mesh file (OBJ, glTF/GLB, PLY, STL)")
+        if not os.path.exists(path):
+            raise UserError(f"mesh file not found: {path}")
+
+
+def _compile_seconds(recorder) -> float:
+    """Seconds Numba spent compiling (outermost compile events only) in a recorded span."""
+    depth, start, total = 0, 0.0, 0.0
+    for timestamp, event in recorder.buffer:
+        if event.is_start:
+            if depth == 0:
+                start = timestamp
+            depth += 1
+        elif event.is_end and depth:
+            depth -= 1
+            if depth == 0:
+                total += timestamp - start
+    return total
+
+
 def cmd_scan(args) -> None:
+    import os
+
+    from numba.core import event
+
     from .io import write_point_cloud, write_preview
     from .lidar import Lidar
     from .scene import Scene, load_mesh
@@ -50,22 +92,38 @@ def cmd_scan(args) -> None:
 
     if not args.output.lower().endswith((".pcd", ".ply", ".ptx")):
         raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx")
+    _check_output_folder(args.output, "output")
     if args.preview:
         _check_preview_path(args.preview)
+        _check_output_folder(args.preview, "preview")
+    _check_mesh_paths(args.mesh)
     pose = parse_pose_deg(args.pose)
     scene = Scene()
     for i, path in enumerate(args.mesh):
         scene.add_instance(i, load_mesh(path))
     lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials,
                   warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
-    cloud = lidar.scan(pose)
-    write_point_cloud(args.output, cloud)
-    if args.preview:
-        write_preview(args.preview, cloud, pattern=lidar.sensor.pattern)
-    timings = " ".join(f"{k}={v * 1e3:.1f}ms" for k, v in lidar.last_timings.items())
+    with event.install_recorder("numba:compile") as compiling:
+        cloud = lidar.scan(pose)
+    written = []
+    try:  # all or nothing: no point cloud left behind when the preview cannot be written
+        write_point_cloud(args.output, cloud)
+        written.append(args.output)
+        if args.preview:
+            write_preview(args.preview, cloud, pattern=lidar.sensor.pattern)
+    except BaseException:
+        for path in written:
+            os.remove(path)
+        raise
+    compile_s = _compile_seconds(compiling)
+    timings = dict(lidar.last_timings)
+    timings["cast"] = max(timings.get("cast", 0.0) - compile_s, 0.0)  # the compile happened inside the first cast
+    text = " ".join(f"{k}={v * 1e3:.1f}ms" for k, v in timings.items())
+    if compile_s > 0.05:
+        text += f" (+{compile_s:.1f} s compiling once; cached for the next run)"
     print(
         f"{lidar.sensor.name}: {len(cloud)} returns of {len(lidar.sensor.pattern)} rays "
-        f"on {scene.triangle_count} triangles [{lidar.backend.name}] {timings} → {args.output}"
+        f"on {scene.triangle_count} triangles [{lidar.backend.name}] {text} → {args.output}"
     )
 
 
@@ -95,6 +153,16 @@ def cmd_replay(args) -> None:
         _check_fmu_path(args.fmu)
     summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames, progress=not args.quiet)
     _print_summary(summary, args.output)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def cmd_demo(args) -> None:
@@ -161,9 +229,43 @@ def cmd_bench(args) -> None:
     run_bench(args)
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default (none for required options and flags)."""
+
+    def _get_help_string(self, action):
+        if action.required or action.default in (None, False) or isinstance(action, argparse._HelpAction):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+#: options whose value may start with "-" (a pose "-3,0,0" is a value, not an option)
+_SIGNED_VALUE_OPTIONS = ("--pose",)
+
+
+def _attach_signed_values(argv: list[str]) -> list[str]:
+    """``--pose -3,0,0`` → ``--pose=-3,0,0``: argparse reads a value starting with '-' as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        if token in _SIGNED_VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1][:2].replace(".", "0") in (
+                f"-{d}" for d in "0123456789"):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lidar-fmu", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
 
     p = sub.add_parser("scan", help="cast one frame of a sensor into meshes and write a point cloud")
     p.add_argument("--mesh", action="append", required=True, help="mesh file (OBJ, glTF/GLB, PLY, STL); repeatable")
@@ -171,8 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pose", default="0,0,0", help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees (mesh frame)")
     p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply or .ptx")
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
-    p.add_argument("--materials", default=None, help="visual → IR material map (JSON/YAML); default: everything default_grey")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"])
+    p.add_argument("--materials", default=None,
+                   help="visual → IR material map (JSON/YAML); without one every triangle is default_grey")
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+                   help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
@@ -180,22 +284,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
                                                 "else in the user cache; built if stale)")
-    p.add_argument("--frames", type=int, default=None, help="replay only the first N frames")
+    p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
-    p.add_argument("-o", "--output", default="out/demo", help="output folder (default: out/demo)")
-    p.add_argument("--frames", type=int, default=40, help="frames of the demo trace (10 Hz)")
+    p.add_argument("-o", "--output", default="out/demo", help="output folder")
+    p.add_argument("--frames", type=_positive_int, default=40, help="frames of the demo trace (10 Hz)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
-    p.add_argument("-o", "--output", default=None, help="FMU path")
+    p.add_argument("-o", "--output", default=None,
+                   help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("figures", help="draw the range-limit curves and the demo street coloured by reflectivity")
-    p.add_argument("-o", "--output", default="docs", help="folder for the PNGs (default: docs)")
+    p.add_argument("-o", "--output", default="docs", help="folder for the PNGs")
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.set_defaults(func=cmd_figures)
 
@@ -203,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser("bench", help="measure cast and point-record speed against Open3D")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"])
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+                   help="ray caster to measure: auto picks cuda on an NVIDIA GPU, else embree")
     p.add_argument("--repeat", type=int, default=15, help="timed repetitions per case (median reported)")
     p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
@@ -215,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_signed_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         args.func(args)
     except (LidarFmuError, OSError) as exc:
