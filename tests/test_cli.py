@@ -322,3 +322,22 @@ def test_help_reads_as_plain_text_with_every_default():
             assert action.help, f"{name} {action.option_strings} has no help"
             if action.default not in (None, False) and not action.required:
                 assert "(default: %(default)s)" in formatter._get_help_string(action), (name, action.option_strings)
+
+
+def test_gltf_stands_up_by_its_specification_and_up_can_be_given(tmp_path, capsys):
+    """A Y-up wall 10 m in front (glTF: +Z is the asset's front, +Y up) is seen 10 m ahead along +x, not below."""
+    wall = trimesh.creation.box(extents=(8, 4, 0.2))  # glTF frame: 8 m wide (x), 4 m tall (y), at z = 10
+    wall.apply_translation((0, 2, 10))
+    gltf = tmp_path / "wall.glb"
+    wall.export(gltf)
+    out = tmp_path / "w.pcd"
+    code, _, err = run(["scan", "--mesh", str(gltf), "--sensor", "velodyne_vlp16", "--pose", "0,0,1",
+                        "-o", str(out), "--backend", "embree"], capsys)
+    assert code == 0, err
+    points = read_pcd(out)
+    assert len(points) and np.allclose(points["x"], 9.9, atol=0.02) and points["z"].max() < 3.01
+    # the same file forced Z-up stands on its side: nothing 10 m ahead at the sensor's height
+    code, _, err = run(["scan", "--mesh", str(gltf), "--sensor", "velodyne_vlp16", "--pose", "0,0,1", "--up", "z",
+                        "-o", str(out), "--backend", "embree"], capsys)
+    assert code == 0, err
+    assert not np.any(np.abs(read_pcd(out)["x"] - 9.9) < 0.05)

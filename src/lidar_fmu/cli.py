@@ -88,7 +88,7 @@ def cmd_scan(args) -> None:
     from .io import write_point_cloud, write_preview
     from .lidar import Lidar
     from .scene import Scene, load_mesh
-    from .transforms import parse_pose_deg
+    from .transforms import parse_pose_deg, up_axis_of, up_axis_pose
 
     if not args.output.lower().endswith((".pcd", ".ply", ".ptx")):
         raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx")
@@ -100,7 +100,7 @@ def cmd_scan(args) -> None:
     pose = parse_pose_deg(args.pose)
     scene = Scene()
     for i, path in enumerate(args.mesh):
-        scene.add_instance(i, load_mesh(path))
+        scene.add_instance(i, load_mesh(path), up_axis_pose(up_axis_of(path, args.up)))
     lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials,
                   warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
     with event.install_recorder("numba:compile") as compiling:
@@ -270,7 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("scan", help="cast one frame of a sensor into meshes and write a point cloud")
     p.add_argument("--mesh", action="append", required=True, help="mesh file (OBJ, glTF/GLB, PLY, STL); repeatable")
     p.add_argument("--sensor", required=True, help="preset name or JSON/YAML sensor spec")
-    p.add_argument("--pose", default="0,0,0", help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees (mesh frame)")
+    p.add_argument("--pose", default="0,0,0",
+                   help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees, in the Z-up world the meshes stand in")
+    p.add_argument("--up", choices=["y", "z"], default=None,
+                   help="the meshes' up axis (default: y for glTF/GLB, as its specification says; z for the rest)")
     p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply or .ptx")
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
     p.add_argument("--materials", default=None,

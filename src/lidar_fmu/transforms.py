@@ -62,6 +62,34 @@ def roll_pitch_yaw(rotation: np.ndarray) -> tuple[float, float, float]:
     return roll, pitch, yaw
 
 
+#: file formats whose specification fixes +Y as up (glTF 2.0, §3.4 "Coordinate System and Units")
+Y_UP_FORMATS = (".gltf", ".glb")
+
+
+def up_axis_pose(up: str) -> np.ndarray:
+    """4×4 pose that stands a mesh authored ``up`` ∈ {"z", "y"} in our Z-up world.
+
+    Y-up follows glTF's axes (+Y up, the asset's front toward +Z, so +X is its
+    left): +Z → our +X (forward), +X → +Y (left), +Y → +Z (up). Many Y-up OBJ
+    exports share it; one whose front faces elsewhere needs a yaw in its pose.
+    Z-up is identity.
+    """
+    if up == "z":
+        return np.eye(4)
+    if up == "y":
+        pose = np.eye(4)
+        pose[:3, :3] = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # columns: images of +X, +Y, +Z
+        return pose
+    raise PoseError(f"up axis must be 'y' or 'z', got {up!r}")
+
+
+def up_axis_of(path: str, up: str | None) -> str:
+    """The up axis to load ``path`` with: ``up`` if given, else its format's (Y for glTF), else Z."""
+    if up:
+        return up.lower()
+    return "y" if str(path).lower().endswith(Y_UP_FORMATS) else "z"
+
+
 def check_pose(pose, what: str = "pose") -> np.ndarray:
     """Validate a 4×4 pose; raise :class:`PoseError` (a ``ValueError``) naming ``what`` if it is malformed."""
     pose = np.asarray(pose, dtype=np.float64)
