@@ -2,9 +2,14 @@
 
 A thin layer: OSMP Integer triples ↔ bytes ↔ :class:`lidar_fmu.sensor_model.LidarSensorModel`.
 Everything heavy happens in the ``lidar_fmu`` package shipped in the FMU's
-``resources/``. No exception leaves a callback: errors become an empty,
-invalid SensorData plus a message through the FMI logger, because masters
-abort the run on fmi2Discard/Error/Fatal.
+``resources/``. No exception leaves a callback: pythonfmu 0.7.0 turns any
+Python exception into fmi2Fatal, and that ends the run. Bad input becomes an
+empty, invalid SensorData plus a warning through the FMI logger; a master's
+misuse (a call in the wrong FMI state, an unknown value reference or a wrong
+type, a write to an output or to a fixed parameter after initialization) is
+refused with an error-level message and changes nothing, so the instance stays
+usable. The call itself still returns fmi2OK: pythonfmu 0.7.0 offers a slave
+no way to return fmi2Error or fmi2Warning.
 """
 import hashlib
 import importlib.util
@@ -31,6 +36,10 @@ BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
     "OSMPSensorViewInConfig": ("SensorViewConfiguration", Fmi2Causality.parameter, Fmi2Variability.fixed, None),
 }
 ROLES = ("base.lo", "base.hi", "size")
+# FMI 2.0 co-simulation states (the calling sequence's state machine)
+INSTANTIATED, INITIALIZATION, STEP, TERMINATED = "Instantiated", "Initialization Mode", "Step Mode", "Terminated"
+PLACEHOLDER = {Integer: 0, Real: 0.0, Boolean: False, String: ""}  # what a refused get returns
+CONVERT = {Integer: int, Real: float, Boolean: bool, String: str}
 
 
 def _use_cached_package(resources):
@@ -110,7 +119,10 @@ class LidarSensor(Fmi2Slave):
         self._model_error = None
         self._output = None
         self._config_request = None
+        self._config_key = None  # the parameters the published config request was computed from
+        self._sensor_cache = (None, None)  # (sensor parameter, loaded Sensor)
         self._warned = set()
+        self._state = INSTANTIATED
         self.default_experiment = DefaultExperiment(start_time=0.0, step_size=self._frame_period_s())
 
         for name in ("sensor", "assets", "environment", "materials", "backend"):
@@ -152,12 +164,89 @@ class LidarSensor(Fmi2Slave):
     def _set_binary(self, prefix, lo, hi, size):
         self._ints[f"{prefix}.base.lo"], self._ints[f"{prefix}.base.hi"], self._ints[f"{prefix}.size"] = lo, hi, size
 
+    # fmi2Get*/fmi2Set*: pythonfmu's own versions raise (→ fmi2Fatal) on an unknown value reference, a
+    # wrong type or a variable without a setter; these refuse with a logged reason instead.
+    def _variable(self, function, vr, kind):
+        var = self.vars.get(vr)
+        if var is None:
+            self._misuse(f"{function} refused: no variable has value reference {vr}")
+            return None
+        if not isinstance(var, kind):
+            self._misuse(f"{function} refused: {var.name} (value reference {vr}) is {type(var).__name__}, "
+                         f"not {kind.__name__}")
+            return None
+        return var
+
+    def _get(self, kind, vrs):
+        function, values = f"fmi2Get{kind.__name__}", []
+        for vr in vrs:
+            var, value = self._variable(function, vr, kind), PLACEHOLDER[kind]
+            if var is not None:
+                try:
+                    value = CONVERT[kind](var.getter())
+                except Exception:
+                    self._log(f"{function}({var.name}) failed:\n{traceback.format_exc()}", Fmi2Status.error)
+            values.append(value)
+        return values
+
+    def _set(self, kind, vrs, values):
+        function = f"fmi2Set{kind.__name__}"
+        for vr, value in zip(vrs, values):
+            var = self._variable(function, vr, kind)
+            if var is None:
+                continue
+            reason = self._refusal(var, value)
+            if reason:
+                self._misuse(f"{function}({var.name}) refused: {reason}")
+                continue
+            try:
+                var.setter(CONVERT[kind](value))
+            except Exception:
+                self._log(f"{function}({var.name}) failed:\n{traceback.format_exc()}", Fmi2Status.error)
+
+    def _refusal(self, var, value):
+        """Why FMI 2.0 does not allow setting ``var`` now (``None``: it does)."""
+        if var.causality not in (Fmi2Causality.input, Fmi2Causality.parameter) or var.setter is None:
+            # (pythonfmu gives every variable backed by an attribute a setter, outputs included)
+            what = "a calculated parameter" if var.causality == Fmi2Causality.calculatedParameter else "an output"
+            return f"{var.name} is {what}, not settable"
+        if value is None:
+            return "NULL string"
+        if self._state == TERMINATED:
+            return "the instance is terminated (fmi2Terminate was called)"
+        if var.variability == Fmi2Variability.fixed and self._state != INSTANTIATED and self._state != INITIALIZATION:
+            return (f"{var.name} is a fixed parameter, settable only before fmi2ExitInitializationMode; "
+                    f"the model keeps {var.getter()!r}")
+        return None
+
+    def get_integer(self, vrs):
+        return self._get(Integer, vrs)
+
+    def get_real(self, vrs):
+        return self._get(Real, vrs)
+
+    def get_boolean(self, vrs):
+        return self._get(Boolean, vrs)
+
+    def get_string(self, vrs):
+        return self._get(String, vrs)
+
+    def set_integer(self, vrs, values):
+        self._set(Integer, vrs, values)
+
+    def set_real(self, vrs, values):
+        self._set(Real, vrs, values)
+
+    def set_boolean(self, vrs, values):
+        self._set(Boolean, vrs, values)
+
+    def set_string(self, vrs, values):
+        self._set(String, vrs, values)
+
     # -- model description ------------------------------------------------------------
     def _frame_period_s(self):
         try:
-            from lidar_fmu.sensors import load_sensor
-
-            return load_sensor(self.sensor).frame_period_s
+            return self._sensor().frame_period_s
         except Exception:
             return 0.1
 
@@ -205,8 +294,16 @@ class LidarSensor(Fmi2Slave):
             if once_key in self._warned:
                 return
             self._warned.add(once_key)
-        category = "logStatusWarning" if status == Fmi2Status.warning else "logAll"
+        category = {Fmi2Status.warning: "logStatusWarning", Fmi2Status.error: "logStatusError"}.get(status, "logAll")
         self.log(message, status, category)
+
+    def _misuse(self, message):
+        """A call FMI 2.0 does not allow here: refused, logged at error level; the instance stays usable."""
+        self._log(message, Fmi2Status.error)
+
+    def _wrong_state(self, function, allowed):
+        self._misuse(f"{function} refused: called in state {self._state}; FMI 2.0 allows it only {allowed}. "
+                     "Nothing changed.")
 
     def _mounting_pose(self):
         from lidar_fmu.transforms import pose_matrix
@@ -215,6 +312,15 @@ class LidarSensor(Fmi2Slave):
             (self.mounting_position_x, self.mounting_position_y, self.mounting_position_z),
             (self.mounting_orientation_roll, self.mounting_orientation_pitch, self.mounting_orientation_yaw),
         )
+
+    def _sensor(self):
+        """The ``sensor`` parameter loaded (once per value)."""
+        name = self.sensor or DEFAULT_SENSOR
+        if self._sensor_cache[0] != name:
+            from lidar_fmu.sensors import load_sensor
+
+            self._sensor_cache = (name, load_sensor(name))
+        return self._sensor_cache[1]
 
     def _get_model(self):
         if self._model is None and self._model_error is None:
@@ -227,7 +333,7 @@ class LidarSensor(Fmi2Slave):
                     inside = os.path.join(self.resources, assets)
                     assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
                 self._model = LidarSensorModel(
-                    sensor=self.sensor or DEFAULT_SENSOR, assets_dir=assets, environment=self.environment,
+                    sensor=self._sensor(), assets_dir=assets, environment=self.environment,
                     materials=self.materials, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
                     warn=lambda message: self._log(message, once_key=message),
@@ -238,17 +344,52 @@ class LidarSensor(Fmi2Slave):
         return self._model
 
     def _publish_config_request(self):
-        if self._config_request is not None:
+        """(Re)compute the SensorViewConfiguration from the parameters it depends on, when they changed.
+
+        Parameters are fixed after initialization (later writes are refused), so
+        from then on the request no longer changes.
+        """
+        mounting = tuple(getattr(self, f"mounting_{name}") for name in (
+            "position_x", "position_y", "position_z", "orientation_roll", "orientation_pitch", "orientation_yaw"))
+        key = (self.sensor or DEFAULT_SENSOR, mounting)
+        if self._config_request is not None and key == self._config_key:
             return
-        from lidar_fmu.osi.config import sensor_view_configuration
         from lidar_fmu.osmp import DoubleBuffer
 
-        self._config_request = DoubleBuffer()
-        model = self._get_model()
-        data = b"" if model is None else sensor_view_configuration(model.sensor, self._mounting_pose())
+        if self._config_request is None:
+            self._config_request = DoubleBuffer()  # the previous request stays valid until the next but one
+        self._config_key = key
+        try:
+            from lidar_fmu.osi.config import sensor_view_configuration
+            from lidar_fmu.osi.decode import check_position
+
+            pose = self._mounting_pose()
+            check_position(pose[:3, 3], "mounting_position_x/y/z")
+            data = sensor_view_configuration(self._sensor(), pose)
+        except Exception as exc:
+            reason = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
+            self._log(f"OSMPSensorViewInConfigRequest cannot be computed for sensor {key[0]!r}: "
+                      f"{type(exc).__name__}: {reason}; publishing none (size 0)", Fmi2Status.error)
+            data = b""
         self._set_binary("OSMPSensorViewInConfigRequest", *self._config_request.publish(data))
 
+    def setup_experiment(self, start_time, stop_time, tolerance):
+        if self._state != INSTANTIATED:
+            self._wrong_state("fmi2SetupExperiment", "after fmi2Instantiate, before fmi2EnterInitializationMode")
+
+    def enter_initialization_mode(self):
+        if self._state != INSTANTIATED:
+            self._wrong_state("fmi2EnterInitializationMode", "once, after fmi2Instantiate")
+            return
+        self._state = INITIALIZATION
+
     def exit_initialization_mode(self):
+        if self._state == INSTANTIATED:
+            self._log("fmi2ExitInitializationMode called without fmi2EnterInitializationMode; initializing anyway")
+        elif self._state != INITIALIZATION:
+            self._wrong_state("fmi2ExitInitializationMode", "in Initialization Mode")
+            return
+        self._state = STEP
         try:
             from lidar_fmu.osmp import DoubleBuffer
 
@@ -258,11 +399,12 @@ class LidarSensor(Fmi2Slave):
             self._log(traceback.format_exc(), Fmi2Status.error)
 
     def do_step(self, current_time, step_size):
+        if self._state != STEP:
+            self._wrong_state("fmi2DoStep", "between fmi2ExitInitializationMode and fmi2Terminate")
+            return True  # False would be fmi2Discard, which ends the run too
         try:
             from lidar_fmu.osmp import read_buffer
 
-            if self._output is None:
-                self.exit_initialization_mode()
             model = self._get_model()
             if model is None:
                 self.valid, self.count = False, 0
@@ -286,6 +428,12 @@ class LidarSensor(Fmi2Slave):
         return True
 
     def terminate(self):
+        if self._state == TERMINATED:
+            self._log("fmi2Terminate called twice; nothing to do")
+            return
+        self._state = TERMINATED
         self._model = None
+        self.valid, self.count = False, 0
         if self._output is not None:
             self._output.clear()
+        self._set_binary("OSMPSensorDataOut", 0, 0, 0)  # the buffer it pointed at is gone

@@ -26,7 +26,8 @@ class FMUOutput:
 
 class SensorFMU:
     def __init__(self, fmu_path, parameters: dict | None = None, instance_name: str = "lidar",
-                 unzip_dir: str | None = None, echo_log: bool = False):
+                 unzip_dir: str | None = None, echo_log: bool = False, initialize: bool = True):
+        """``initialize=False`` stops after ``fmi2Instantiate`` (drive the FMI states through ``.fmu``)."""
         from fmpy import extract, read_model_description
         from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
 
@@ -46,12 +47,17 @@ class SensorFMU:
         self._callbacks.freeMemory = defaultCallbacks.freeMemory
         self.fmu.instantiate(callbacks=self._callbacks, loggingOn=True)
         self._terminated = False
+        self._input = None
+        if initialize:
+            self.initialize(parameters)
+
+    def initialize(self, parameters: dict | None = None) -> None:
+        """setupExperiment, enterInitializationMode, set ``parameters``, exitInitializationMode."""
         self.fmu.setupExperiment(startTime=0.0)
         self.fmu.enterInitializationMode()
         for name, value in (parameters or {}).items():
             self.set(name, value)
         self.fmu.exitInitializationMode()
-        self._input = None
 
     def _log(self, component, instance, status, category, message):
         text = message.decode("utf-8", "replace") if message else ""

@@ -17,11 +17,12 @@ import numpy as np
 
 from .errors import LidarFmuError
 from .lidar import Lidar
-from .osi.decode import decode_sensor_view
+from .osi.decode import check_position, decode_sensor_view
 from .osi.encode import encode_empty_sensor_data, encode_sensor_data_buffer
+from .parallel import serial, serialised, serialised_message, threadsafe_layer
 from .scene import Scene
 from .scene_update import SceneUpdater
-from .transforms import check_pose, pose_matrix
+from .transforms import PoseError, check_pose, pose_matrix
 
 STAGES = ("decode", "scene", "cast", "physics", "encode")
 
@@ -36,12 +37,20 @@ class StepResult:
 
 
 class LidarSensorModel:
-    """The lidar as an OSI sensor model (what the FMU wraps)."""
+    """The lidar as an OSI sensor model (what the FMU wraps).
+
+    Several models may step at once from several threads: Numba's threading
+    layer is a thread-safe one (:mod:`lidar_fmu.parallel`), or else their scans
+    take turns.
+    """
 
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None, disable_self_hits: bool = True,
                  sensor_id: int | None = None, warn=None):
         self.warn = warn or (lambda message: None)
+        threadsafe_layer()  # before the backend starts Numba's threads
+        if serialised():
+            self.warn(serialised_message())
         self.materials = materials
         self.scene = Scene()
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn)
@@ -49,6 +58,10 @@ class LidarSensorModel:
         self.default_mounting_pose = check_pose(
             pose_matrix() if default_mounting_pose is None else default_mounting_pose, "mounting pose"
         )
+        try:
+            check_position(self.default_mounting_pose[:3, 3], "mounting pose position")
+        except LidarFmuError as exc:
+            raise PoseError(str(exc)) from None
         self.sensor_id = sensor_id
         self.cycle_counter = 0
         self.last_measurement_time_s = None
@@ -93,9 +106,13 @@ class LidarSensorModel:
             if frame.host_vehicle_id is not None:
                 return self._empty(frame.timestamp_s, f"host vehicle {frame.host_vehicle_id} is not in the ground truth", mounting)
             vehicle = np.eye(4)  # no host: the mounting pose is a world pose
+        else:
+            check_position(vehicle[:3, 3], f"host vehicle {frame.host_vehicle_id} position")
         sensor_pose = vehicle @ mounting
+        check_position(sensor_pose[:3, 3], "sensor position (host vehicle · mounting_position)")
         t2 = time.perf_counter()
-        cloud = self.lidar.scan(sensor_pose, frame.timestamp_s)
+        with serial():
+            cloud = self.lidar.scan(sensor_pose, frame.timestamp_s)
         t4 = time.perf_counter()
         t3 = t2 + self.lidar.last_timings["cast"]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id

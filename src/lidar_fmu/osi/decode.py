@@ -16,9 +16,22 @@ import numpy as np
 from ..errors import LidarFmuError
 from ..transforms import pose_matrix
 
+#: |coordinate| beyond this (m) is no place in any world: such a position is invalid input, like NaN
+#: (float32 rays there are metres apart, and a pose that far out is a unit or encoding error)
+MAX_POSITION_M = 1e7
+
 
 class SensorViewError(LidarFmuError, ValueError):
     """The SensorView bytes cannot be used (malformed, truncated, NaN poses…)."""
+
+
+def check_position(position, what: str) -> None:
+    """Raise :class:`SensorViewError` if ``position`` (x, y, z in m) is not finite or lies beyond ±MAX_POSITION_M."""
+    values = [float(v) for v in position]
+    if not all(map(math.isfinite, values)):
+        raise SensorViewError(f"{what} contains NaN or infinite values: {values}")
+    if max(map(abs, values)) > MAX_POSITION_M:
+        raise SensorViewError(f"{what} {values} lies beyond ±{MAX_POSITION_M:g} m: no world is that large")
 
 
 @dataclass
@@ -72,6 +85,7 @@ def _vector(msg, names, what: str) -> tuple:
 
 def _mounting_pose(mounting, what: str) -> np.ndarray:
     position = _vector(mounting.position, "xyz", f"{what}.position")
+    check_position(position, f"{what}.position")
     orientation = _vector(mounting.orientation, ("roll", "pitch", "yaw"), f"{what}.orientation")
     return pose_matrix(position, orientation)
 

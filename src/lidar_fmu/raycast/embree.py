@@ -26,7 +26,6 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-import warnings
 
 import numba
 import numpy as np
@@ -34,15 +33,16 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from ..parallel import threadsafe_layer
 from ..physics import CONTINUATION_STEP_M, goes_on
 from .backend import MIN_RAYS_PER_THREAD, Backend
 from .hits import Hits
 from .rays import Continuation, RayBatch
 
 PACKET = 8
-# embreex ships an older TBB than numba's TBB layer wants; numba then says so
-# once and uses OpenMP or its own workqueue, which is what we want anyway.
-warnings.filterwarnings("ignore", message="The TBB threading layer requires")
+# Numba's threads on a layer that several instances casting at once may share (OpenMP or TBB; its
+# fallback, workqueue, would abort the process): chosen before anything here starts them
+threadsafe_layer()
 _RTC_GEOMETRY_TYPE_TRIANGLE = 0
 _RTC_GEOMETRY_TYPE_INSTANCE = 121
 _RTC_BUFFER_TYPE_INDEX, _RTC_BUFFER_TYPE_VERTEX = 0, 1

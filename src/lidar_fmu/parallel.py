@@ -1,0 +1,127 @@
+"""Numba's threading layer, chosen once for the package: one that several threads may enter at once.
+
+Two sensor models (two FMU instances, two :class:`~lidar_fmu.sensor_model.LidarSensorModel`)
+stepped from two host threads run the parallel ``prange`` kernels concurrently.
+Numba's own ``workqueue`` layer does not allow that: it aborts the process
+(SIGABRT, "the workqueue threading layer is not threadsafe"). Numba falls back
+to it silently where neither GNU OpenMP nor TBB loads, so
+:func:`threadsafe_layer` picks the layer before Numba starts its threads:
+
+* ``omp`` where ``libgomp.so.1`` loads (it comes with gcc; Debian/Ubuntu
+  package ``libgomp1``);
+* else ``tbb`` where a TBB 2021.6 or later loads, a PyPI ``tbb`` in
+  ``<prefix>/lib`` included (pip puts it where the loader does not look, so it
+  is loaded from there first);
+* else ``workqueue``, and :func:`serial` then lets one thread at a time into a
+  scan: correct, just not concurrent.
+
+``NUMBA_THREADING_LAYER`` set to anything but ``default`` is respected; if the
+layer it names is not thread-safe, :func:`serial` serialises too. So does a
+process whose threads Numba launched before this module chose.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+import warnings
+
+import numba
+
+#: layers that may be entered from several threads at once (Numba's documentation)
+THREADSAFE_LAYERS = ("omp", "tbb")
+
+_lock = threading.Lock()
+_choice_lock = threading.Lock()
+_layer: str | None = None
+_serialised = False
+
+
+def _loads(layer: str) -> bool:
+    """Can Numba load this layer's library here (without starting it)?"""
+    try:
+        if layer == "omp":
+            from numba.np.ufunc import omppool  # noqa: F401  (ImportError without libgomp)
+        else:
+            from numba.np.ufunc import parallel
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "TBB too old" (embreex ships an older one): we just don't use it
+                parallel._check_tbb_version_compatible()
+            from numba.np.ufunc import tbbpool  # noqa: F401
+        return True
+    except Exception:  # ImportError, OSError: the library is missing or unusable
+        return False
+
+
+def _preload_pip_tbb() -> None:
+    """Load PyPI ``tbb``'s ``libtbb.so.12`` from ``<prefix>/lib`` so that Numba's ``tbbpool`` finds it."""
+    if not sys.platform.startswith("linux"):
+        return
+    for prefix in dict.fromkeys((sys.prefix, sys.exec_prefix, sys.base_prefix)):
+        path = os.path.join(prefix, "lib", "libtbb.so.12")
+        if os.path.isfile(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return
+            except OSError:
+                pass
+
+
+def _automatic() -> str:
+    if _loads("omp"):
+        return "omp"
+    _preload_pip_tbb()
+    return "tbb" if _loads("tbb") else "workqueue"
+
+
+def threadsafe_layer() -> str:
+    """Choose (once) and start Numba's threading layer; returns its name (``numba.threading_layer()``)."""
+    global _layer, _serialised
+    if _layer is not None:
+        return _layer
+    with _choice_lock:
+        if _layer is not None:
+            return _layer
+        from numba.np.ufunc import parallel
+
+        if not parallel._is_initialized:  # nobody has started Numba's threads yet: we choose
+            requested = str(numba.config.THREADING_LAYER).lower()
+            numba.config.THREADING_LAYER = _automatic() if requested == "default" else requested
+            try:
+                numba.get_num_threads()  # starts the threads now: nothing later can change the layer
+            except ValueError as exc:  # the layer NUMBA_THREADING_LAYER names cannot load here
+                numba.config.THREADING_LAYER = _automatic()
+                warnings.warn(f"NUMBA_THREADING_LAYER={requested}: {exc}; using "
+                              f"{numba.config.THREADING_LAYER!r}", RuntimeWarning, stacklevel=2)
+                numba.get_num_threads()
+        _serialised = numba.threading_layer() not in THREADSAFE_LAYERS
+        _layer = numba.threading_layer()
+    return _layer
+
+
+def serialised() -> bool:
+    """Do scans run one at a time (no thread-safe layer here)?"""
+    threadsafe_layer()
+    return _serialised
+
+
+def serialised_message() -> str:
+    return (f"Numba's threading layer here is {threadsafe_layer()!r}, which is not thread-safe: scans of "
+            "several instances run one at a time (install libgomp1, the GNU OpenMP runtime, or `pip install "
+            "tbb` for concurrent scans)")
+
+
+@contextlib.contextmanager
+def serial():
+    """Hold the package's scan lock if the threading layer is not thread-safe (else nothing)."""
+    if serialised():
+        with _lock:
+            yield
+    else:
+        yield
+
+
+__all__ = ["THREADSAFE_LAYERS", "serial", "serialised", "serialised_message", "threadsafe_layer"]

@@ -1,0 +1,289 @@
+"""A master's misuse of the FMU (FMI 2.0 calling sequence, value references, types) and poses beyond any world.
+
+pythonfmu 0.7.0 turns a Python exception in any callback into fmi2Fatal, and
+gives a slave no way to return fmi2Error or fmi2Warning. So the slave refuses
+misuse itself: the call returns fmi2OK, changes nothing, and logs an
+error-level message naming the reason; the instance stays usable. Before,
+five of the seven cases below returned fmi2Fatal, and the other two were
+silently accepted (a fixed parameter "set" after initialization while the model
+kept the old one; a doStep before initialization).
+"""
+import json
+import math
+
+import pytest
+from fmpy.fmi1 import FMICallException
+from fmpy.fmi2 import fmi2Boolean, fmi2Integer, fmi2Real, fmi2String, fmi2True, fmi2ValueReference
+from osi3.osi_featuredata_pb2 import SensorDetectionHeader
+from osi3.osi_sensordata_pb2 import SensorData
+from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
+
+from lidar_fmu.fmu_build import build_fmu
+from lidar_fmu.fmu_host import SensorFMU
+from lidar_fmu.osi.decode import MAX_POSITION_M
+from lidar_fmu.osi.detections import sensor_data_to_points
+from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.transforms import PoseError, pose_matrix
+from osi_views import HOST_ID, sensor_view
+
+STATUS = ["OK", "WARNING", "DISCARD", "ERROR", "FATAL", "PENDING"]
+TYPES = {"Real": fmi2Real, "Integer": fmi2Integer, "Boolean": fmi2Boolean, "String": fmi2String}
+SMALL_SENSOR = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 360,
+                "horizontal_fov_deg": [180, -180], "max_range_m": 100}
+CAR = (4.0, 1.8, 1.5)
+VIEW = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), CAR, ""), (11, (-9, 4, 0.75), (0, 0, 0.3), CAR, "")])
+UNKNOWN_VR = 99_999
+
+
+@pytest.fixture(scope="module")
+def fmu_path(tmp_path_factory):
+    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
+
+
+@pytest.fixture(scope="module")
+def small_sensor(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spec") / "small.json"
+    path.write_text(json.dumps(SMALL_SENSOR))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def glacial_sensor(tmp_path_factory):
+    """frame_rate_hz = 1e-300: a frame period no OSI Duration holds."""
+    path = tmp_path_factory.mktemp("spec") / "glacial.json"
+    path.write_text(json.dumps({**SMALL_SENSOR, "frame_rate_hz": 1e-300}))
+    return str(path)
+
+
+# -- raw FMI calls: the exact status, Warning included (FMPy raises only above Warning) --------------
+def call(fmu: SensorFMU, function: str, *args) -> str:
+    slave = fmu.fmu
+    try:
+        return STATUS[getattr(slave, function)(slave.component, *args)]
+    except FMICallException as exc:
+        return STATUS[exc.status]
+
+
+def vrs_of(fmu, names):
+    refs = [name if isinstance(name, int) else fmu.vr[name].valueReference for name in names]
+    return (fmi2ValueReference * len(refs))(*refs), len(refs)
+
+
+def set_status(fmu, kind: str, names, values) -> str:
+    vr, n = vrs_of(fmu, names)
+    if kind == "String":
+        values = [v.encode() for v in values]
+    return call(fmu, f"fmi2Set{kind}", vr, n, (TYPES[kind] * n)(*values))
+
+
+def get_status(fmu, kind: str, names):
+    vr, n = vrs_of(fmu, names)
+    out = (TYPES[kind] * n)()
+    status = call(fmu, f"fmi2Get{kind}", vr, n, out)
+    return status, [v.decode() if isinstance(v, bytes) else v for v in out]
+
+
+def do_step(fmu, t=0.0, h=0.1) -> str:
+    fmu.set_binary("OSMPSensorViewIn", VIEW)
+    return call(fmu, "fmi2DoStep", t, h, fmi2True)
+
+
+def errors(fmu) -> list[str]:
+    return [text for status, text in fmu.messages if status == "ERROR"]
+
+
+def assert_refused(fmu, status: str, *words):
+    """The call returned fmi2OK (never Fatal) and logged one error naming the reason."""
+    assert status == "OK"
+    assert errors(fmu), fmu.messages
+    assert all(word in errors(fmu)[-1] for word in words), errors(fmu)[-1]
+
+
+def assert_usable(fmu):
+    fmu.messages.clear()
+    out = fmu.step(VIEW, 0.1, 0.1)
+    assert out.valid and out.count > 0, fmu.messages
+    assert not errors(fmu)
+
+
+def config_request(fmu) -> SensorViewConfiguration:
+    return SensorViewConfiguration.FromString(fmu.config_request())
+
+
+# -- the seven cases of issue 10 --------------------------------------------------------------------
+def test_1_config_request_with_an_extreme_frame_rate_is_refused_not_fatal(fmu_path, glacial_sensor, small_sensor):
+    with SensorFMU(fmu_path, initialize=False) as fmu:
+        fmu.fmu.setupExperiment(startTime=0.0)
+        fmu.fmu.enterInitializationMode()
+        fmu.set("sensor", glacial_sensor)
+        status, (lo, hi, size) = get_status(fmu, "Integer", [f"OSMPSensorViewInConfigRequest.{r}"
+                                                             for r in ("base.lo", "base.hi", "size")])
+        assert_refused(fmu, status, "OSMPSensorViewInConfigRequest", "glacial.json")
+        assert size == 0  # no request rather than a wrong one
+        fmu.set("sensor", small_sensor)  # still in Initialization Mode: the instance is usable
+        assert config_request(fmu).lidar_sensor_view_configuration[0].number_of_rays_vertical == 16
+        fmu.fmu.exitInitializationMode()
+        assert_usable(fmu)
+
+
+def test_2_get_of_an_unknown_value_reference(fmu_path, small_sensor):
+    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+        status, values = get_status(fmu, "Integer", ["count", UNKNOWN_VR])
+        assert_refused(fmu, status, "fmi2GetInteger", str(UNKNOWN_VR))
+        assert values == [0, 0]
+        for kind in ("Real", "Boolean", "String"):
+            assert get_status(fmu, kind, [UNKNOWN_VR])[0] == "OK"
+        assert len(errors(fmu)) == 4
+        assert_usable(fmu)
+
+
+def test_3_set_of_an_unknown_value_reference(fmu_path, small_sensor):
+    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+        assert_refused(fmu, set_status(fmu, "Real", [UNKNOWN_VR], [1.0]), "fmi2SetReal", str(UNKNOWN_VR))
+        assert_refused(fmu, set_status(fmu, "String", [UNKNOWN_VR], ["x"]), "fmi2SetString")
+        assert_usable(fmu)
+
+
+def test_4_set_of_an_output_or_a_calculated_parameter(fmu_path, small_sensor):
+    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+        fmu.step(VIEW, 0.0, 0.1)
+        before = fmu.outputs()
+        assert_refused(fmu, set_status(fmu, "Integer", ["OSMPSensorDataOut.size"], [5]), "an output")
+        assert_refused(fmu, set_status(fmu, "Boolean", ["valid"], [False]), "valid", "an output")
+        assert_refused(fmu, set_status(fmu, "Integer", ["OSMPSensorViewInConfigRequest.size"], [1]),
+                       "calculated parameter")
+        after = fmu.outputs()
+        assert after.valid and after.count == before.count and after.sensor_data == before.sensor_data
+        assert_usable(fmu)
+
+
+def test_5_set_with_the_wrong_type(fmu_path, small_sensor):
+    with SensorFMU(fmu_path, initialize=False) as fmu:
+        fmu.fmu.setupExperiment(startTime=0.0)
+        fmu.fmu.enterInitializationMode()
+        assert_refused(fmu, set_status(fmu, "Real", ["sensor"], [1.0]), "sensor", "is String, not Real")
+        assert_refused(fmu, set_status(fmu, "Integer", ["mounting_position_z"], [2]), "is Real, not Integer")
+        assert get_status(fmu, "Real", ["mounting_position_z"]) == ("OK", [0.0])
+        fmu.set("sensor", small_sensor)
+        fmu.fmu.exitInitializationMode()
+        assert_usable(fmu)
+
+
+def test_6_fixed_parameter_after_initialization_is_refused_and_reads_back_the_value_in_use(fmu_path):
+    with SensorFMU(fmu_path, {"sensor": "velodyne_vlp16", "mounting_position_z": 1.5}) as fmu:
+        assert_refused(fmu, set_status(fmu, "String", ["sensor"], ["ouster_os1_128"]),
+                       "sensor is a fixed parameter", "velodyne_vlp16")
+        assert_refused(fmu, set_status(fmu, "Real", ["mounting_position_z"], [3.0]), "mounting_position_z")
+        assert get_status(fmu, "String", ["sensor"]) == ("OK", ["velodyne_vlp16"])
+        assert get_status(fmu, "Real", ["mounting_position_z"]) == ("OK", [1.5])
+        out = fmu.step(VIEW, 0.0, 0.1)
+        assert out.valid and max(sensor_data_to_points(out.sensor_data).points["beam_id"]) < 16  # still a VLP-16
+        data = SensorData.FromString(out.sensor_data)
+        assert data.mounting_position.position.z == pytest.approx(1.5)
+
+
+def test_7_do_step_before_initialization_is_refused(fmu_path, small_sensor):
+    with SensorFMU(fmu_path, initialize=False) as fmu:
+        assert_refused(fmu, do_step(fmu), "fmi2DoStep", "Instantiated")
+        out = fmu.outputs()
+        assert not out.valid and out.count == 0 and out.sensor_data == b""
+        fmu.fmu.setupExperiment(startTime=0.0)
+        fmu.fmu.enterInitializationMode()
+        assert_refused(fmu, do_step(fmu), "fmi2DoStep", "Initialization Mode")
+        fmu.set("sensor", small_sensor)  # the refused steps initialized nothing: parameters still settable
+        fmu.fmu.exitInitializationMode()
+        assert_usable(fmu)
+
+
+# -- more of the calling sequence -------------------------------------------------------------------
+def test_config_request_follows_the_parameters_until_initialization_ends(fmu_path):
+    """Reading the request before ``sensor`` is set must not lock in the default sensor."""
+    with SensorFMU(fmu_path, initialize=False) as early:
+        early.fmu.setupExperiment(startTime=0.0)
+        early.fmu.enterInitializationMode()
+        assert config_request(early).lidar_sensor_view_configuration[0].number_of_rays_vertical == 128  # default
+        early.set("sensor", "velodyne_vlp16")
+        early.set("mounting_position_z", 1.8)
+        lidar = config_request(early).lidar_sensor_view_configuration[0]
+        assert lidar.number_of_rays_vertical == 16 and lidar.mounting_position.position.z == pytest.approx(1.8)
+        early.fmu.exitInitializationMode()
+        assert config_request(early).lidar_sensor_view_configuration[0].number_of_rays_vertical == 16
+        got = early.step(VIEW, 0.0, 0.1)
+    with SensorFMU(fmu_path, {"sensor": "velodyne_vlp16", "mounting_position_z": 1.8}) as direct:
+        want = direct.step(VIEW, 0.0, 0.1)
+    assert got.valid and got.count == want.count and got.sensor_data == want.sensor_data
+
+
+def test_calls_in_the_wrong_state_are_refused_and_never_fatal(fmu_path, small_sensor):
+    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+        assert_refused(fmu, call(fmu, "fmi2EnterInitializationMode"), "fmi2EnterInitializationMode", "Step Mode")
+        assert_refused(fmu, call(fmu, "fmi2ExitInitializationMode"), "fmi2ExitInitializationMode", "Step Mode")
+        assert_refused(fmu, call(fmu, "fmi2SetupExperiment", 0, 0.0, 0.0, 0, 0.0), "fmi2SetupExperiment")
+        assert_usable(fmu)
+        assert call(fmu, "fmi2Terminate") == "OK"
+        assert fmu.get_binary("OSMPSensorDataOut") == b""  # no pointer into a released buffer
+        assert_refused(fmu, do_step(fmu), "fmi2DoStep", "Terminated")
+        assert_refused(fmu, set_status(fmu, "Integer", ["OSMPSensorViewIn.size"], [0]), "terminated")
+        assert call(fmu, "fmi2Terminate") == "OK"
+        assert fmu.messages[-1][0] == "WARNING"
+        assert not any(status == "FATAL" for status, _ in fmu.messages)
+        assert call(fmu, "fmi2Reset") == "OK"  # pythonfmu starts a fresh slave: usable again
+        fmu.messages.clear()
+        fmu.initialize({"sensor": small_sensor})
+        assert_usable(fmu)
+
+
+# -- poses beyond any world are invalid input, like NaN ---------------------------------------------
+FAR = 2 * MAX_POSITION_M
+NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
+
+
+def assert_invalid_then_recovers(fmu, view, *words):
+    fmu.messages.clear()
+    out = fmu.step(view, 0.0, 0.1)
+    assert not out.valid and out.count == 0
+    header = SensorData.FromString(out.sensor_data).feature_data.lidar_sensor[0].header
+    assert header.data_qualifier == NOT_AVAILABLE
+    assert any(status == "WARNING" and all(w in text for w in words) for status, text in fmu.messages), fmu.messages
+    assert fmu.step(VIEW, 0.1, 0.1).valid
+
+
+@pytest.mark.parametrize("where", ["host", "mounting", "sensor"])
+def test_far_poses_in_the_sensor_view_are_invalid(fmu_path, small_sensor, where):
+    car = (10, (FAR + 12 if where == "host" else 12, 0, 0.75), (0, 0, 0), CAR, "")
+    if where == "host":
+        view = sensor_view([car], host=(HOST_ID, (FAR, 0.0, 0.75), 0.0))
+        words = ()  # the host is an object too: which check names it first is not this test's business
+    elif where == "mounting":
+        view = sensor_view([car], mounting=((0.0, -FAR, 1.5), (0.0, 0.0, 0.0)))
+        words = ("mounting_position", "beyond")
+    else:  # each within the limit, their sum beyond it
+        view = sensor_view([car], host=(HOST_ID, (0.6 * MAX_POSITION_M, 0.0, 0.75), 0.0),
+                           mounting=((0.6 * MAX_POSITION_M, 0.0, 1.5), (0.0, 0.0, 0.0)))
+        words = ("sensor position", "beyond")
+    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+        assert_invalid_then_recovers(fmu, view, *words)
+
+
+def test_far_mounting_parameter_is_refused(fmu_path, small_sensor):
+    with pytest.raises(PoseError, match="beyond"):
+        LidarSensorModel(sensor=SMALL_SENSOR, default_mounting_pose=pose_matrix((0, 0, FAR)))
+    with SensorFMU(fmu_path, {"sensor": small_sensor, "mounting_position_x": FAR}) as fmu:
+        assert config_request_size(fmu) == 0
+        assert any("mounting_position" in text and "beyond" in text for text in errors(fmu))
+        out = fmu.step(VIEW, 0.0, 0.1)
+        assert not out.valid and any("cannot start" in text for text in errors(fmu))
+
+
+def config_request_size(fmu) -> int:
+    return fmu.fmu.getInteger([fmu.vr["OSMPSensorViewInConfigRequest.size"].valueReference])[0]
+
+
+def test_model_rejects_far_host_like_nan():
+    model = LidarSensorModel(sensor=SMALL_SENSOR, warn=lambda message: None)
+    for x in (FAR, math.nan):
+        result = model.step(sensor_view([], host=(HOST_ID, (x, 0.0, 0.75), 0.0)), 0.1)
+        assert not result.valid and result.count == 0 and result.message
+    near = model.step(sensor_view([(10, (MAX_POSITION_M - 30, 0, 0.75), (0, 0, 0), CAR, "")],
+                                  host=(HOST_ID, (MAX_POSITION_M - 45, 0.0, 0.75), 0.0)), 0.2)
+    assert near.valid  # within the limit: still a world

@@ -1,0 +1,133 @@
+"""Two sensor models stepped from two threads at once: no abort, and the same data as one thread alone.
+
+Numba's ``workqueue`` threading layer aborts the process (SIGABRT) when two
+threads enter parallel kernels at once, and Numba falls back to it where
+neither GNU OpenMP (libgomp) nor TBB loads. :mod:`lidar_fmu.parallel` picks a
+thread-safe layer, or serialises scans where there is none. Each run is a
+subprocess, so an abort fails the test instead of killing pytest.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lidar_fmu.fmu_build import build_fmu
+
+TESTS = pathlib.Path(__file__).parent
+
+SCRIPT = textwrap.dedent('''
+    import sys, threading
+    if sys.argv[2] == "no-libgomp":  # what Numba sees without libgomp (and without TBB, as here)
+        sys.modules["numba.np.ufunc.omppool"] = None
+        sys.modules["numba.np.ufunc.tbbpool"] = None
+    sys.path.insert(0, sys.argv[3])
+    import numba
+    from osi_views import sensor_view
+
+    FRAMES = 50
+    SPEC = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 720,
+            "horizontal_fov_deg": [180, -180], "max_range_m": 100}
+    CAR = (4.0, 1.8, 1.5)
+
+    def views(k):  # a different street per instance, cars moving every frame
+        return [sensor_view([(10, (12.0 + 0.2 * i, 3.0 * k, 0.75), (0, 0, 0.02 * i), CAR, ""),
+                             (11, (-8.0, 5.0 - 0.1 * i, 0.75), (0, 0, 0), CAR, ""),
+                             (12, (3.0, -7.0 - k, 0.9), (0, 0, 0.5), (4.6, 1.9, 1.8), "")], 0.1 * (i + 1))
+                for i in range(FRAMES)]
+
+    if sys.argv[1] == "models":
+        from lidar_fmu.sensor_model import LidarSensorModel
+
+        def run(k):
+            model = LidarSensorModel(sensor=SPEC, warn=lambda message: None)
+            out = []
+            for i, view in enumerate(views(k)):
+                result = model.step(view, 0.1 * (i + 1))
+                out.append((result.valid, result.count, bytes(result.sensor_data)))
+            return out
+    else:
+        import json, os, tempfile
+        from fmpy import extract
+        from lidar_fmu.fmu_host import SensorFMU
+
+        spec = os.path.join(tempfile.mkdtemp(), "spec.json")
+        with open(spec, "w") as f:
+            json.dump(SPEC, f)
+        unzipped = extract(sys.argv[4])  # one FMU, two instances, as a master loads it
+
+        def run(k):
+            with SensorFMU(sys.argv[4], {"sensor": spec}, instance_name=f"lidar{k}", unzip_dir=unzipped) as fmu:
+                out = []
+                for i, view in enumerate(views(k)):
+                    o = fmu.step(view, 0.1 * i, 0.1)
+                    out.append((o.valid, o.count, o.sensor_data))
+                return out
+
+    alone = [run(0), run(1)]
+    together = [None, None]
+
+    def worker(k):
+        together[k] = run(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(valid and count > 0 for out in alone for valid, count, _ in out)
+    assert alone[0] != alone[1]
+    assert together == alone, "two threads gave other data than one"
+    from lidar_fmu import parallel
+    print("layer", numba.threading_layer(), "serialised", parallel.serialised())
+''')
+
+
+@pytest.fixture(scope="module")
+def fmu_path(tmp_path_factory):
+    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
+
+
+def run_script(what: str, layers: str, fmu_path="", env=None) -> str:
+    result = subprocess.run([sys.executable, "-c", SCRIPT, what, layers, str(TESTS), str(fmu_path)],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def test_two_models_on_two_threads():
+    out = run_script("models", "as-installed")
+    assert "serialised False" in out or "layer workqueue serialised True" in out
+
+
+def test_two_models_on_two_threads_without_a_threadsafe_layer():
+    """No libgomp, no TBB: Numba would pick workqueue and abort; scans take turns instead."""
+    assert "layer workqueue serialised True" in run_script("models", "no-libgomp")
+
+
+def test_two_models_on_two_threads_with_workqueue_requested():
+    """A user's ``NUMBA_THREADING_LAYER=workqueue`` is kept, and made safe by taking turns."""
+    assert "layer workqueue serialised True" in run_script("models", "as-installed",
+                                                           env={"NUMBA_THREADING_LAYER": "workqueue"})
+
+
+def test_two_fmu_instances_on_two_threads(fmu_path):
+    run_script("fmus", "as-installed", fmu_path)
+
+
+def test_two_fmu_instances_on_two_threads_without_a_threadsafe_layer(fmu_path):
+    assert "layer workqueue serialised True" in run_script("fmus", "no-libgomp", fmu_path)
+
+
+def test_threadsafe_layer_is_chosen_where_one_loads():
+    """Here (libgomp present, as gcc brings it) the layer is OpenMP; never workqueue by default."""
+    code = ("from lidar_fmu.parallel import threadsafe_layer, serialised;"
+            "from numba.np.ufunc import omppool;"  # ImportError: no libgomp here, nothing to check
+            "print(threadsafe_layer(), serialised())")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    if result.returncode and "omppool" in result.stderr:
+        pytest.skip("no libgomp here")
+    assert result.stdout.split() == ["omp", "False"], result.stderr
