@@ -453,3 +453,95 @@ def test_write_point_cloud_dispatches_on_extension(cloud, tmp_path):
     assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.points)
     with pytest.raises(ValueError, match=r"'\.xyz'.*\.pcd, \.ply, \.ptx"):
         write_point_cloud(tmp_path / "scan.xyz", cloud)
+
+
+# -- PCD binary_compressed and field selection -----------------------------------------------------
+def test_pcd_binary_compressed_round_trip_is_exact(cloud, tmp_path):
+    pytest.importorskip("lzf")
+    path = tmp_path / "compressed.pcd"
+    write_pcd(path, cloud, compression="binary_compressed")
+    raw = path.read_bytes()
+    head, _, body = raw.partition(b"DATA binary_compressed\n")
+    assert body and b"FIELDS " + " ".join(POINT_DTYPE.names).encode() in head
+    compressed, uncompressed = np.frombuffer(body[:8], "<u4")
+    assert uncompressed == len(cloud) * POINT_DTYPE.itemsize and compressed == len(body) - 8
+    assert compressed < uncompressed  # the columns compress
+    assert np.array_equal(read_pcd(path), cloud.points)
+    assert pcd_bytes(cloud, compression="binary_compressed") == raw
+
+
+def test_pcd_binary_compressed_is_read_exactly_by_pypcd4_and_open3d(cloud, tmp_path):
+    pytest.importorskip("lzf")
+    pypcd4 = pytest.importorskip("pypcd4")
+    o3d = pytest.importorskip("open3d")
+    path = tmp_path / "compressed.pcd"
+    write_pcd(path, cloud, compression="binary_compressed")
+    pc = pypcd4.PointCloud.from_path(path)
+    assert pc.pc_data.dtype == POINT_DTYPE and np.array_equal(pc.pc_data, cloud.points)  # u8 ids in full
+    tensor = o3d.t.io.read_point_cloud(str(path))
+    point = {key: tensor.point[key].numpy() for key in tensor.point}
+    assert np.array_equal(point["positions"], cloud.xyz)
+    normals = np.stack([cloud.points[f"normal_{a}"] for a in "xyz"], axis=1)
+    assert np.array_equal(point["normals"], normals)
+    for name in ("range", "reflectivity", "beam_id", "object_id", "saturated"):
+        assert point[name].dtype == cloud.points.dtype[name], name
+        assert np.array_equal(point[name][:, 0], cloud.points[name]), name
+    legacy = o3d.io.read_point_cloud(str(path))
+    assert np.array_equal(np.asarray(legacy.points), cloud.xyz.astype(np.float64))
+    assert np.array_equal(np.asarray(legacy.normals), normals.astype(np.float64))
+
+
+@pytest.mark.parametrize("compression", ["none", "binary_compressed"])
+def test_pcd_fields_leave_the_others_out(cloud, tmp_path, compression):
+    from lidar_fmu.io import OSI_FIELDS
+
+    pytest.importorskip("lzf")
+    path = tmp_path / "osi.pcd"
+    write_pcd(path, cloud, compression=compression, fields=OSI_FIELDS)
+    back = read_pcd(path)
+    assert back.dtype.names == OSI_FIELDS and "normal_x" not in back.dtype.names
+    for name in OSI_FIELDS:
+        assert np.array_equal(back[name], cloud.points[name]), name
+    # any order, any subset of a structured array
+    write_pcd(path, cloud.points, compression=compression, fields=["object_id", "x"])
+    back = read_pcd(path)
+    assert back.dtype.names == ("object_id", "x") and np.array_equal(back["object_id"], cloud.points["object_id"])
+
+
+def test_pcd_options_are_checked(cloud, tmp_path):
+    from lidar_fmu.io import PointCloudFileError
+
+    for kwargs, message in (({"compression": "gzip"}, "unknown PCD compression 'gzip'"),
+                            ({"fields": ["x", "intensity"]}, "unknown field.*'intensity'"),
+                            ({"fields": []}, "no fields"), ({"fields": ["x", "x"]}, "named twice")):
+        with pytest.raises(PointCloudFileError, match=message):
+            write_pcd(tmp_path / "bad.pcd", cloud, **kwargs)
+        assert issubclass(PointCloudFileError, LidarFmuError)
+    assert not (tmp_path / "bad.pcd").exists()
+
+
+def test_pcd_binary_compressed_empty_and_corrupt(tmp_path):
+    pytest.importorskip("lzf")
+    path = tmp_path / "empty.pcd"
+    write_pcd(path, np.empty(0, POINT_DTYPE), compression="binary_compressed")
+    assert read_pcd(path).dtype == POINT_DTYPE and len(read_pcd(path)) == 0
+    points = np.zeros(500, POINT_DTYPE)
+    points["x"] = np.arange(500)
+    write_pcd(path, points, compression="binary_compressed")
+    raw = bytearray(path.read_bytes())
+    start = raw.index(b"DATA binary_compressed\n") + len(b"DATA binary_compressed\n") + 8
+    raw[start + 4: start + 40] = b"\xff" * 36
+    path.write_bytes(bytes(raw))
+    with pytest.raises(LidarFmuError, match="cannot decompress") as info:
+        read_pcd(path)
+    assert str(path) in str(info.value)
+
+
+def test_write_point_cloud_passes_options_and_writes_las(cloud, tmp_path):
+    pytest.importorskip("lzf")
+    write_point_cloud(tmp_path / "scan.pcd", cloud, compression="binary_compressed")
+    assert b"DATA binary_compressed" in (tmp_path / "scan.pcd").read_bytes()[:600]
+    assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.points)
+    laspy = pytest.importorskip("laspy")
+    write_point_cloud(tmp_path / "scan.LAS", cloud)
+    assert len(laspy.read(tmp_path / "scan.LAS").points) == len(cloud)

@@ -138,3 +138,76 @@ def test_malformed_spec_file(tmp_path):
     path.write_text("preset: [unclosed\n")
     with pytest.raises(SensorSpecError, match="bad.yaml"):
         load_sensor(str(path))
+
+
+# -- limits with clear errors (issue 10, item 6) ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "spec, count",
+    [
+        ({"preset": "velodyne_vlp16", "horizontal_samples": 1_000_000_000}, "1,000,000,000 columns"),
+        ({"preset": "ouster_os1_128", "horizontal_samples": 400_000}, "128 beams × 400,000 columns = 51,200,000 rays"),
+        ({"preset": "velodyne_vlp16", "horizontal_resolution_deg": 1e-9}, "360,000,000,000 columns"),
+        ({"preset": "velodyne_vlp16", "horizontal_resolution_deg": 1e-300}, "3.6e+302 columns"),
+        ({"vertical_fov_deg": [-10, 10], "channels": 10**12, "horizontal_samples": 4}, "1,000,000,000,000 channels"),
+        ({"pinhole": {"width_px": 100_000, "height_px": 100_000, "horizontal_fov_deg": 90}},
+         "100,000 × 100,000 = 10,000,000,000 px"),
+    ],
+)
+def test_too_many_rays_per_frame_is_one_line_before_anything_is_allocated(spec, count):
+    import tracemalloc
+
+    from lidar_fmu.sensors import MAX_RAYS_PER_FRAME
+
+    assert MAX_RAYS_PER_FRAME == 50_000_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(SensorSpecError) as info:
+            load_sensor(spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(info.value)
+    assert "\n" not in message and count in message and "limit of 50,000,000 rays per frame" in message
+    assert peak < 20e6  # nothing the size of the pattern was made
+
+
+def test_the_ray_limit_is_exact_and_covers_every_pattern(monkeypatch):
+    import lidar_fmu.sensors as sensors
+    import lidar_fmu.sensors.pattern as pattern
+
+    monkeypatch.setattr(sensors, "MAX_RAYS_PER_FRAME", 1600)
+    assert len(load_sensor({"vertical_angles_deg": [0] * 16, "horizontal_samples": 100}).pattern) == 1600
+    for spec in ({"vertical_angles_deg": [0] * 16, "horizontal_samples": 101},
+                 {"preset": "velodyne_vlp16", "horizontal_resolution_deg": 0.2},
+                 {"angle_pairs_deg": [[0, 0]] * 1601},
+                 {"pinhole": {"width_px": 41, "height_px": 40, "horizontal_fov_deg": 90}}):
+        with pytest.raises(SensorSpecError, match="limit of 1,600 rays per frame"):
+            load_sensor(spec)
+    # the pattern constructors check too, for callers that skip the spec
+    monkeypatch.setattr(pattern, "MAX_RAYS_PER_FRAME", 1600)
+    with pytest.raises(ValueError, match="over the limit of 1,600"):
+        pattern.pinhole(41, 40, 90.0)
+    with pytest.raises(ValueError, match="over the limit"):
+        pattern.scan_grid(np.zeros(16), np.zeros(101), frame_period_s=0.1)
+    with pytest.raises(ValueError, match="over the limit"):
+        pattern.angle_list(np.zeros(1601), np.zeros(1601), frame_period_s=0.1)
+    assert len(pattern.scan_grid(np.zeros(16), np.zeros(100), frame_period_s=0.1)) == 1600
+
+
+def test_a_pinhole_with_infinite_size_is_a_spec_error():
+    with pytest.raises(SensorSpecError, match="pinhole needs"):
+        load_sensor({"pinhole": {"width_px": float("inf"), "height_px": 1, "horizontal_fov_deg": 90}})
+
+
+def test_cli_with_too_many_rays_is_one_line_exit_2(tmp_path, capsys):
+    import trimesh
+
+    from lidar_fmu.cli import main
+
+    spec = tmp_path / "huge.json"
+    spec.write_text(json.dumps({"preset": "velodyne_vlp16", "horizontal_samples": 1_000_000_000}))
+    trimesh.creation.box().export(tmp_path / "box.stl")
+    code = main(["scan", "--mesh", str(tmp_path / "box.stl"), "--sensor", str(spec), "-o", str(tmp_path / "o.pcd")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "limit of 50,000,000 rays per frame" in err
+    assert "Traceback" not in err and "MemoryError" not in err

@@ -4,7 +4,9 @@ A :class:`Mesh` is plain data (vertices, faces, per-triangle visual material) in
 its own frame. A :class:`Scene` places meshes as instances: ``instance_id →
 (mesh, 4×4 pose)``. One mesh may be placed many times without copies; moving an
 instance only writes its pose, so backends keep their per-mesh acceleration
-structures and only re-read the instance table.
+structures and only re-read the instance table. A mesh no instance uses any
+more leaves the scene, so a long run that goes through many meshes holds only
+those in use (backends drop what they built for it when ``revision`` changes).
 """
 from __future__ import annotations
 
@@ -114,23 +116,39 @@ def _material_name(geometry) -> str:
     return str(name) if name else DEFAULT_MATERIAL
 
 
-def load_mesh(path: str | os.PathLike) -> Mesh:
+def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
     """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame.
 
     Scene-graph files are flattened with their node transforms applied; every
     triangle keeps the name of the visual material it had in the file.
-    Raises :class:`MeshError` naming the file when it cannot be used.
+    Only these formats, uncompressed, are read, at most ``max_bytes`` (default
+    :func:`lidar_fmu.assets.max_mesh_bytes`: ``$LIDAR_FMU_MAX_MESH_MB``, else
+    256 MB) for the file and what it pulls in (MTL, glTF buffers, textures),
+    which must lie in the file's folder (:mod:`lidar_fmu.assets`).
+    Raises :class:`MeshError` naming the file when it cannot be used, and why.
     """
+    import io
+
     import trimesh
+
+    from .assets import AssetError, folder_resolver, max_mesh_bytes, read_mesh_file
 
     path = os.fspath(path)
     name = os.path.basename(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise MeshError(f"mesh file not found: {path}")
     try:
+        limit = max_mesh_bytes() if max_bytes is None else int(max_bytes)
+        data, file_type = read_mesh_file(path, limit)
+        resolver = folder_resolver(os.path.realpath(path), limit - len(data))
+    except (AssetError, OSError) as exc:
+        raise MeshError(f"cannot read mesh {path}: {exc}") from None
+    try:
+        # The bytes and the file type go in explicitly: trimesh never picks a loader (an archive's) by itself.
         # process=False keeps the file's vertices and face order (fast and faithful);
         # group_material keeps one geometry per OBJ material so names survive.
-        loaded = trimesh.load(path, force="scene", process=False, group_material=True)
+        loaded = trimesh.load(io.BytesIO(data), file_type=file_type, resolver=resolver, force="scene",
+                              process=False, group_material=True)
     except Exception as exc:  # trimesh raises many types for bad files
         raise MeshError(f"cannot read mesh {path}: {exc}") from None
     parts = []
@@ -152,17 +170,41 @@ def load_mesh(path: str | os.PathLike) -> Mesh:
     return concatenate(parts, name=name)
 
 
+def check_instance_pose(pose, what: str = "pose") -> np.ndarray:
+    """:func:`~lidar_fmu.transforms.check_pose` for an instance pose, which may scale its mesh.
+
+    The singularity test is made scale-free: each axis of the 3×3 part is
+    measured on its own (it must not be zero) and the test runs on the unit
+    axes, so a small object (a 5 cm box: determinant 1.25e-4) or a unit box
+    stretched to an OSI object's size is accepted, and only collapsed or
+    parallel axes are refused.
+    """
+    pose = np.asarray(pose, dtype=np.float64)
+    if pose.shape == (4, 4) and np.all(np.isfinite(pose)):
+        scale = np.linalg.norm(pose[:3, :3], axis=0)
+        if np.all(scale > 0):
+            unit = pose.copy()
+            unit[:3, :3] /= scale
+            check_pose(unit, what)
+            return pose
+    return check_pose(pose, what)  # raises, naming what is wrong
+
+
 class Scene:
     """Instances of meshes: ``instance_id → (mesh, pose)``.
 
     ``instance_id`` is a non-negative integer below 2**63 (OSI ids fit). Poses
-    are 4×4 world-from-mesh matrices (float64, m). ``revision`` changes when
-    the set of meshes or instances changes, ``pose_revision`` when any pose
-    does; backends use them to refresh only what changed.
+    are 4×4 world-from-mesh matrices (float64, m), rigid or scaling (a shared
+    unit mesh stretched per instance). ``revision`` changes when the set of
+    meshes or instances changes, ``pose_revision`` when any pose does;
+    backends use them to refresh only what changed. :attr:`meshes` holds the
+    meshes instances use: when a mesh's last instance goes (removed, or given
+    another mesh) the mesh leaves the list and the last mesh takes its index.
     """
 
     def __init__(self):
         self.meshes: list[Mesh] = []
+        self._mesh_users: list[int] = []  # per mesh: how many instances use it
         self._mesh_position: dict[int, int] = {}
         self._index_of: dict[int, int] = {}
         self._ids = np.empty(0, np.int64)
@@ -180,9 +222,34 @@ class Scene:
         if index is None or self.meshes[index] is not mesh:
             index = len(self.meshes)
             self.meshes.append(mesh)
+            self._mesh_users.append(0)
             self._mesh_position[key] = index
             self.revision += 1
         return index
+
+    def _release_mesh(self, index: int) -> None:
+        """One instance less uses mesh ``index``; the last one gone, the mesh leaves :attr:`meshes`.
+
+        The last mesh moves into the hole (instances that use it follow), so
+        mesh indices stay dense, and ``revision`` changes: backends and
+        :class:`~lidar_fmu.physics.Materials` re-read the mesh list.
+        """
+        self._mesh_users[index] -= 1
+        if self._mesh_users[index] > 0:
+            return
+        gone = self.meshes[index]
+        last = len(self.meshes) - 1
+        if index != last:
+            moved = self.meshes[last]
+            self.meshes[index] = moved
+            self._mesh_users[index] = self._mesh_users[last]
+            self._mesh_position[id(moved)] = index
+            used = self._mesh_index[: self._count]
+            used[used == last] = index
+        self.meshes.pop()
+        self._mesh_users.pop()
+        del self._mesh_position[id(gone)]  # still alive here: no other mesh can hold its id
+        self.revision += 1
 
     # -- instances ----------------------------------------------------------
     def __len__(self) -> int:
@@ -222,9 +289,10 @@ class Scene:
         instance_id = int(instance_id)
         if not 0 <= instance_id < 2**63:
             raise ValueError(f"instance id {instance_id} must be in [0, 2**63)")
-        pose = np.eye(4) if pose is None else check_pose(pose, f"pose of instance {instance_id}")
+        pose = np.eye(4) if pose is None else check_instance_pose(pose, f"pose of instance {instance_id}")
         mesh_position = self.mesh_index(mesh)
         index = self._index_of.get(instance_id)
+        previous = None if index is None else int(self._mesh_index[index])
         if index is None:
             if self._count == len(self._ids):
                 grow = max(8, 2 * self._count)
@@ -237,6 +305,9 @@ class Scene:
             self._ids[index] = instance_id
         self._mesh_index[index] = mesh_position
         self._poses[index] = pose
+        self._mesh_users[mesh_position] += 1
+        if previous is not None:
+            self._release_mesh(previous)  # after the new mesh counts this instance: it cannot be dropped
         self.revision += 1
         self.pose_revision += 1
 
@@ -245,7 +316,7 @@ class Scene:
         index = self._index_of.get(int(instance_id))
         if index is None:
             raise KeyError(f"no instance with id {instance_id}")
-        self._poses[index] = check_pose(pose, f"pose of instance {instance_id}")
+        self._poses[index] = check_instance_pose(pose, f"pose of instance {instance_id}")
         self.pose_revision += 1
 
     def set_poses(self, instance_ids, poses) -> None:
@@ -261,6 +332,7 @@ class Scene:
 
     def remove_instance(self, instance_id) -> None:
         index = self._index_of.pop(int(instance_id))
+        mesh_position = int(self._mesh_index[index])
         last = self._count - 1
         if index != last:  # keep indices dense: move the last instance into the hole
             self._ids[index] = self._ids[last]
@@ -268,6 +340,7 @@ class Scene:
             self._poses[index] = self._poses[last]
             self._index_of[int(self._ids[index])] = index
         self._count = last
+        self._release_mesh(mesh_position)
         self.revision += 1
         self.pose_revision += 1
 

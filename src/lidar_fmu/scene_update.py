@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .assets import AssetError, resolve_inside
 from .osi.decode import SensorViewFrame
 from .pointcloud import ENVIRONMENT_ID_BASE
 from .scene import Mesh, MeshError, Scene, box_mesh, load_mesh
@@ -30,21 +31,24 @@ class SceneUpdater:
         self._environment_ref = None
         self._fixed_environment = bool(environment)
         if environment:
-            mesh = self.mesh_for_reference(environment)
-            if mesh is None:
-                raise MeshError(f"environment mesh {environment!r} cannot be used")
+            # A configured environment (a parameter, not a SensorView string) may lie anywhere; a relative
+            # one is taken in the assets folder. What it pulls in (MTL, buffers) stays in its own folder.
+            path = environment
+            if not os.path.isabs(path) and self.assets_dir:
+                path = os.path.join(self.assets_dir, path)
+            mesh = load_mesh(path)  # MeshError naming the file and why
             self._set_environment(environment, mesh)
 
     def resolve(self, reference: str) -> str:
-        return reference if os.path.isabs(reference) else os.path.join(self.assets_dir, reference)
+        """The real path of a SensorView's model_reference, strictly inside the assets folder (else AssetError)."""
+        return resolve_inside(self.assets_dir, reference)
 
     def mesh_for_reference(self, reference: str) -> Mesh | None:
         """The mesh a model_reference names, loaded once; ``None`` (warned once) if unusable."""
         if reference not in self._meshes:
-            path = self.resolve(reference)
             try:
-                self._meshes[reference] = load_mesh(path)
-            except MeshError as exc:
+                self._meshes[reference] = load_mesh(self.resolve(reference))
+            except (AssetError, MeshError) as exc:
                 self.warn(f"model_reference {reference!r}: {exc}; using the bounding box instead")
                 self._meshes[reference] = None
         return self._meshes[reference]

@@ -8,12 +8,28 @@ packed little-endian record, one per point, exactly ``points.tobytes()``.
 Type letters follow PCL: ``F`` float, ``U`` unsigned, ``I`` signed integer,
 with SIZE in bytes. ``U 8``/``I 8`` (our ``object_id``) are read by PCL ≥ 1.11,
 pypcd4 and Open3D's tensor reader, but older readers may refuse them.
+
+``compression="binary_compressed"`` writes PCL's compressed form: the fields
+one after another (structure of arrays), LZF-compressed (``python-neo-lzf``,
+the LZF binding pypcd4 uses), after two little-endian uint32 words, the
+compressed and the uncompressed size (PCL's layout; Open3D's two readers and
+pypcd4 read it back exactly, see tests/test_io.py). ``fields=`` writes only the named fields, in that order: a cloud
+decoded from OSI SensorData has no normals and no saturation flag, so
+:data:`OSI_FIELDS` leaves those out instead of writing zeros.
 """
 from __future__ import annotations
 
 import os
 
 import numpy as np
+
+from ._common import PointCloudFileError
+
+#: the fields a cloud decoded from OSI SensorData carries (OSI LidarDetection has no normal and
+#: no saturation flag: :func:`~lidar_fmu.osi.detections.sensor_data_to_points` leaves them zero)
+OSI_FIELDS = ("x", "y", "z", "range", "reflectivity", "beam_id", "object_id")
+#: ``compression`` values of :func:`write_pcd` → the PCD DATA type they write
+COMPRESSIONS = {"none": "binary", "binary_compressed": "binary_compressed"}
 
 #: numpy kind → PCD TYPE letter; bool is stored as an unsigned byte
 _PCD_TYPE = {"f": "F", "u": "U", "i": "I", "b": "U"}
@@ -32,6 +48,22 @@ def _points_array(cloud_or_points) -> np.ndarray:
         xyz["x"], xyz["y"], xyz["z"] = points.T
         return xyz
     return points.ravel()
+
+
+def _select_fields(points: np.ndarray, fields) -> np.ndarray:
+    """``points`` restricted to ``fields`` (in that order); all of them for None."""
+    if fields is None:
+        return points
+    if isinstance(fields, str):
+        fields = (fields,)
+    fields = list(fields)
+    missing = [name for name in fields if name not in points.dtype.names]
+    if missing or not fields or len(set(fields)) != len(fields):
+        problem = (f"unknown field(s) {', '.join(map(repr, missing))}" if missing
+                   else "no fields" if not fields else "a field named twice")
+        raise PointCloudFileError(f"cannot write PCD fields {fields}: {problem}; "
+                                  f"the points have {' '.join(points.dtype.names)}")
+    return points[fields]  # a view with gaps; _packed_little_endian packs it
 
 
 def _packed_little_endian(points: np.ndarray) -> np.ndarray:
@@ -79,32 +111,61 @@ def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary") -> str:
     )
 
 
-def pcd_bytes(cloud_or_points) -> bytes:
-    """The complete binary PCD file of :func:`write_pcd` as bytes (header + packed records)."""
-    points = _packed_little_endian(_points_array(cloud_or_points))
-    header = pcd_header(points.dtype, len(points)).encode("ascii")
-    # one join copies the records once; header + tobytes() would copy them twice
-    return b"".join([header, memoryview(points.view(np.uint8))])
+def _data_type(compression: str) -> str:
+    try:
+        return COMPRESSIONS[compression]
+    except KeyError:
+        raise PointCloudFileError(f"unknown PCD compression {compression!r}; "
+                                  f"expected one of {', '.join(COMPRESSIONS)}") from None
 
 
-def write_pcd(path, cloud_or_points) -> None:
-    """Write a binary PCD v0.7 file.
+def _compressed_body(points: np.ndarray) -> bytes:
+    """The binary_compressed data after the header: sizes (2 × uint32 LE) and the LZF block of the columns."""
+    import lzf  # python-neo-lzf
+
+    n = len(points)
+    # PCL's layout: each field's values for all points, one field after another
+    columns = b"".join(np.ascontiguousarray(points[name]).tobytes() for name in points.dtype.names)
+    if not columns:  # no points: PCL, Open3D and pypcd4 read two zero sizes and no block
+        return np.zeros(2, "<u4").tobytes()
+    # LZF grows incompressible input by at most one byte in 32; compress() returns None only past max_length
+    block = lzf.compress(columns, len(columns) + len(columns) // 32 + 64)
+    assert block is not None and n * points.dtype.itemsize == len(columns)
+    return np.array([len(block), len(columns)], "<u4").tobytes() + block
+
+
+def _pcd_parts(cloud_or_points, compression: str, fields) -> list:
+    data = _data_type(compression)
+    points = _packed_little_endian(_select_fields(_points_array(cloud_or_points), fields))
+    header = pcd_header(points.dtype, len(points), data).encode("ascii")
+    if data == "binary_compressed":
+        return [header, _compressed_body(points)]
+    # a memoryview passes the records straight from the array, no bytes copy
+    return [header, memoryview(points.view(np.uint8))]
+
+
+def pcd_bytes(cloud_or_points, *, compression: str = "none", fields=None) -> bytes:
+    """The complete PCD file of :func:`write_pcd` (same options) as bytes."""
+    return b"".join(_pcd_parts(cloud_or_points, compression, fields))
+
+
+def write_pcd(path, cloud_or_points, *, compression: str = "none", fields=None) -> None:
+    """Write a PCD v0.7 file: ``DATA binary`` (``compression="none"``, the default) or ``binary_compressed``.
 
     ``cloud_or_points`` is a :class:`~lidar_fmu.PointCloud`, a structured
     array (every field becomes a PCD field, subarray fields a COUNT > 1) or an
-    (N, 3) xyz array. The cloud is unorganized (HEIGHT 1) and in the sensor
-    frame (identity VIEWPOINT), coordinates in metres.
+    (N, 3) xyz array. ``fields`` (names, in the order to write them) leaves
+    the others out, e.g. :data:`OSI_FIELDS` for a cloud decoded from OSI. The
+    cloud is unorganized (HEIGHT 1) and in the sensor frame (identity
+    VIEWPOINT), coordinates in metres.
     """
-    points = _packed_little_endian(_points_array(cloud_or_points))
-    header = pcd_header(points.dtype, len(points)).encode("ascii")
+    parts = _pcd_parts(cloud_or_points, compression, fields)
     with open(path, "wb") as f:
-        f.write(header)
-        # a memoryview writes the records straight from the array, no bytes copy
-        f.write(memoryview(points.view(np.uint8)))
+        f.writelines(parts)
 
 
 def _fail(path, message: str):
-    raise ValueError(f"{os.fspath(path)}: {message}")
+    raise PointCloudFileError(f"{os.fspath(path)}: {message}")
 
 
 def _parse_header(path, raw: bytes) -> tuple[dict, int]:
@@ -172,8 +233,9 @@ def read_pcd(path) -> np.ndarray:
     """Read a PCD file (DATA binary, ascii or binary_compressed) → structured array, one record per point.
 
     Field names, types and counts come from the header (repeated padding
-    fields ``_`` get a numeric suffix). Raises ``ValueError`` naming the file
-    if the header is malformed or the data is shorter than it announces.
+    fields ``_`` get a numeric suffix). Raises :class:`PointCloudFileError`
+    (a ``ValueError`` and a :class:`~lidar_fmu.errors.LidarFmuError`) naming
+    the file if the header is malformed or the data is shorter than it announces.
     """
     with open(path, "rb") as f:
         raw = f.read()
@@ -205,9 +267,9 @@ def read_pcd(path) -> np.ndarray:
 def _read_compressed(path, raw: bytes, offset: int, dtype: np.dtype, n: int) -> np.ndarray:
     """binary_compressed: LZF over the fields stored one after another (structure of arrays)."""
     try:
-        import lzf
+        import lzf  # python-neo-lzf
     except ImportError:
-        _fail(path, "DATA binary_compressed needs the 'python-lzf' package")
+        _fail(path, "DATA binary_compressed needs the 'python-neo-lzf' package (pip install python-neo-lzf)")
     if len(raw) - offset < 8:
         _fail(path, "truncated PCD data: no binary_compressed size words")
     compressed, uncompressed = np.frombuffer(raw, "<u4", count=2, offset=offset)

@@ -30,10 +30,11 @@ from importlib import resources
 import numpy as np
 
 from ..errors import LidarFmuError
-from .pattern import RayPattern, angle_list, pinhole, scan_grid, spherical_directions
+from .pattern import MAX_RAYS_PER_FRAME, RayPattern, angle_list, pinhole, scan_grid, spherical_directions
 from .presets import PRESETS, close_names
 
-__all__ = ["Sensor", "SensorSpecError", "RayPattern", "load_sensor", "PRESETS", "spherical_directions"]
+__all__ = ["Sensor", "SensorSpecError", "RayPattern", "load_sensor", "PRESETS", "spherical_directions",
+           "MAX_RAYS_PER_FRAME"]
 
 KNOWN_KEYS = {
     "preset", "name", "description",
@@ -168,7 +169,18 @@ def _calibration(name: str):
     return elevation, offset
 
 
-def _column_azimuths(spec: dict) -> np.ndarray:
+def _check_rays(count, what: str) -> None:
+    """One-line :class:`SensorSpecError` when ``count`` (rays per frame, or a lower bound of them) is too many.
+
+    Checked before any array is made: a frame casts at most :data:`MAX_RAYS_PER_FRAME` rays.
+    """
+    if count > MAX_RAYS_PER_FRAME:
+        raise SensorSpecError(f"sensor spec asks for {what}: more than the limit of {MAX_RAYS_PER_FRAME:,} rays "
+                              "per frame")
+
+
+def _column_layout(spec: dict) -> tuple[float, float, int]:
+    """(start_deg, end_deg, columns) of the sweep, checked before any array is made."""
     start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
     span = end - start
     if span == 0 or abs(span) > 360 + 1e-9:
@@ -178,12 +190,20 @@ def _column_azimuths(spec: dict) -> np.ndarray:
         samples = spec["horizontal_samples"]
         if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
             raise SensorSpecError(f"horizontal_samples must be a positive integer, got {samples!r}")
+        _check_rays(int(samples), f"{int(samples):,} columns")
     elif "horizontal_resolution_deg" in spec:
         step = _number(spec, "horizontal_resolution_deg")
+        columns = abs(span) / step
+        _check_rays(columns, f"{columns:,.0f} columns" if columns < 1e12 else f"{columns:.3g} columns")
         samples = int(round(abs(span) / step)) + (0 if full_turn else 1)
     else:
         raise SensorSpecError("sensor spec needs horizontal_samples or horizontal_resolution_deg")
-    if full_turn:
+    return float(start), float(end), int(samples)
+
+
+def _column_azimuths(start: float, end: float, samples: int) -> np.ndarray:
+    span = end - start
+    if abs(abs(span) - 360) < 1e-9:  # a full turn: the last column stops one step short of the first
         return np.radians(start + span * np.arange(samples) / samples)
     return np.radians(np.linspace(start, end, samples))
 
@@ -196,12 +216,19 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
             pairs = np.empty((0, 0))
         if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0 or not np.all(np.isfinite(pairs)):
             raise SensorSpecError("angle_pairs_deg must be a non-empty list of [azimuth, elevation] pairs")
+        _check_rays(len(pairs), f"{len(pairs):,} angle pairs")
         return angle_list(np.radians(pairs[:, 0]), np.radians(pairs[:, 1]), frame_period_s=frame_period_s)
     if "pinhole" in spec:
         cam = spec["pinhole"]
         try:
-            return pinhole(int(cam["width_px"]), int(cam["height_px"]), float(cam["horizontal_fov_deg"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            width, height, fov = int(cam["width_px"]), int(cam["height_px"]), float(cam["horizontal_fov_deg"])
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
+        if width >= 1 and height >= 1:
+            _check_rays(width * height, f"a pinhole of {width:,} × {height:,} = {width * height:,} px")
+        try:
+            return pinhole(width, height, fov)
+        except ValueError as exc:
             raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
     offset = None
     if "vertical_angles_deg" in spec:
@@ -213,6 +240,7 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
             raise SensorSpecError(f"vertical_fov_deg needs a positive integer 'channels', got {channels!r}")
         if lower > upper:
             raise SensorSpecError(f"vertical_fov_deg must be [lower, upper], got [{lower}, {upper}]")
+        _check_rays(int(channels), f"{int(channels):,} channels")
         elevation = np.radians(np.linspace(lower, upper, channels) if channels > 1 else [0.5 * (lower + upper)])
     elif "calibration" in spec:
         elevation, offset = _calibration(str(spec["calibration"]))
@@ -223,9 +251,12 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
         )
     if np.any(np.abs(elevation) > np.pi / 2):
         raise SensorSpecError("beam elevations must lie within ±90°")
+    start, end, columns = _column_layout(spec)
+    rays = len(elevation) * columns
+    _check_rays(rays, f"{len(elevation):,} beams × {columns:,} columns = {rays:,} rays")
     return scan_grid(
         elevation,
-        _column_azimuths(spec),
+        _column_azimuths(start, end, columns),
         frame_period_s=frame_period_s,
         azimuth_offset_rad=offset,
         firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False),

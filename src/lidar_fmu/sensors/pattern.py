@@ -13,6 +13,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: The most rays one frame may cast: a pattern that asks for more is refused before anything is allocated
+#: (50 M rays: the pattern holds 1.2 GB, about 4 GB while it is built, a frame's rays and hits more).
+MAX_RAYS_PER_FRAME = 50_000_000
+
+
+def check_ray_count(rows: int, columns: int) -> int:
+    """``rows · columns`` (exact integers); ``ValueError`` above :data:`MAX_RAYS_PER_FRAME`."""
+    count = int(rows) * int(columns)
+    if count > MAX_RAYS_PER_FRAME:
+        raise ValueError(f"{int(rows):,} × {int(columns):,} = {count:,} rays per frame is over the limit of "
+                         f"{MAX_RAYS_PER_FRAME:,}")
+    return count
+
 
 @dataclass(frozen=True, eq=False)
 class RayPattern:
@@ -74,6 +87,7 @@ def scan_grid(
     elevation = np.asarray(elevation_rad, dtype=np.float64).ravel()
     azimuth = np.asarray(column_azimuth_rad, dtype=np.float64).ravel()
     rows, columns = len(elevation), len(azimuth)
+    check_ray_count(rows, columns)
     offset = np.zeros(rows) if azimuth_offset_rad is None else np.asarray(azimuth_offset_rad, np.float64)
     az = azimuth[:, None] + offset[None, :]
     el = np.broadcast_to(elevation[None, :], az.shape)
@@ -94,6 +108,7 @@ def angle_list(azimuth_rad, elevation_rad, *, frame_period_s: float) -> RayPatte
     """Arbitrary directions, fired one after another by a single beam over the frame."""
     az = np.asarray(azimuth_rad, dtype=np.float64).ravel()
     n = len(az)
+    check_ray_count(1, n)
     return RayPattern(
         spherical_directions(az, elevation_rad),
         np.zeros(n, np.uint32),
@@ -112,6 +127,7 @@ def pinhole(width_px: int, height_px: int, horizontal_fov_deg: float) -> RayPatt
     """
     if width_px < 1 or height_px < 1 or not 0 < horizontal_fov_deg < 180:
         raise ValueError("pinhole needs width_px, height_px ≥ 1 and 0 < horizontal_fov_deg < 180")
+    check_ray_count(height_px, width_px)
     focal_px = 0.5 * width_px / np.tan(np.radians(horizontal_fov_deg) / 2)
     u = np.arange(width_px) + 0.5 - width_px / 2  # right-positive
     v = np.arange(height_px) + 0.5 - height_px / 2  # down-positive
