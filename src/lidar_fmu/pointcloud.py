@@ -128,15 +128,17 @@ class PointCloud:
 
 
 @njit(cache=True, nogil=True)
-def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, beam, direction, azimuth, cos_elevation,
-                tolerance_rad, out):
+def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, ray_origin, beam, xyz, azimuth,
+                cos_elevation, slack_rad, tolerance_rad, out):
     """out[k] = the one ray of beam ``beam[k]`` within ``tolerance_rad`` of ``direction[k]``; −1 none, −2 several.
 
     Rays are sorted by (beam, azimuth): beam b's are ``sorted_ray[beam_start[b]:beam_start[b + 1]]``.
-    Only an azimuth window is searched; the test is the full angle between the unit vectors.
+    Only an azimuth window is searched (widened by ``slack_rad[k]``: how far off-centre beam origins can
+    turn a point's azimuth seen from the sensor origin); the test is the full angle between the ray and
+    the point seen from that ray's origin.
     """
     sin_tolerance = math.sin(tolerance_rad)
-    for k in range(direction.shape[0]):
+    for k in range(xyz.shape[0]):
         out[k] = -1
         b = beam[k]
         if b >= beam_start.shape[0] - 1:
@@ -144,7 +146,8 @@ def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, beam, dir
         lo, hi = beam_start[b], beam_start[b + 1]
         # rays within the tolerance differ in azimuth by at most this (more near the poles)
         c = cos_elevation[k]
-        half = 2.0 * tolerance_rad / (c - tolerance_rad) if c > 4.0 * tolerance_rad else 4.0
+        spread = tolerance_rad + slack_rad[k]
+        half = 2.0 * spread / (c - spread) if c > 4.0 * spread else 4.0
         a = azimuth[k]
         count = 0
         best = -1
@@ -161,7 +164,11 @@ def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, beam, dir
                 i1 = lo + np.searchsorted(sorted_azimuth[lo:hi], last, side="right")
             for i in range(i0, i1):
                 r = sorted_ray[i]
-                dx, dy, dz = direction[k, 0], direction[k, 1], direction[k, 2]
+                dx, dy, dz = xyz[k, 0] - ray_origin[r, 0], xyz[k, 1] - ray_origin[r, 1], xyz[k, 2] - ray_origin[r, 2]
+                length = math.sqrt(dx * dx + dy * dy + dz * dz)
+                if length == 0.0:
+                    continue
+                dx, dy, dz = dx / length, dy / length, dz / length
                 rx, ry, rz = ray_direction[r, 0], ray_direction[r, 1], ray_direction[r, 2]
                 if dx * rx + dy * ry + dz * rz <= 0.0:
                     continue
@@ -196,6 +203,12 @@ def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = R
     direction = xyz / np.where(norm > 0, norm, 1.0)[:, None]
     azimuth = np.arctan2(direction[:, 1], direction[:, 0])
     cos_elevation = np.hypot(direction[:, 0], direction[:, 1])
+    if pattern.origins is None:  # every ray leaves the sensor origin
+        ray_origin = np.zeros((len(pattern), 3))
+        slack = np.zeros(m)
+    else:  # beam origins off the axis: seen from the sensor origin a point is off its ray's azimuth by ≤ |o|/|p|
+        ray_origin = pattern.origins.astype(np.float64)
+        slack = 2.0 * float(np.linalg.norm(ray_origin, axis=1).max()) / np.maximum(norm, 1e-9)
     rays = pattern.directions.astype(np.float64)
     rays /= np.linalg.norm(rays, axis=1, keepdims=True)
     ray_beam = pattern.beam_id.astype(np.int64)
@@ -203,8 +216,8 @@ def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = R
     order = np.lexsort((ray_azimuth, ray_beam))
     beam_start = np.searchsorted(ray_beam[order], np.arange(int(ray_beam.max()) + 2))
     beam = points["beam_id"].astype(np.int64)
-    _match_rays(beam_start, ray_azimuth[order], order.astype(np.int64), rays, beam, direction, azimuth,
-                cos_elevation, float(tolerance_rad), out)
+    _match_rays(beam_start, ray_azimuth[order], order.astype(np.int64), rays, ray_origin, beam, xyz, azimuth,
+                cos_elevation, slack, float(tolerance_rad), out)
     problems = []
     off = np.flatnonzero((out == -1) | (norm == 0))
     if len(off):

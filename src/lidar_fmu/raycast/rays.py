@@ -64,7 +64,8 @@ class RayBatch:
     @classmethod
     def from_pattern(cls, pattern, world_from_sensor, max_range_m: float) -> RayBatch:
         """A sensor's pattern (:class:`~lidar_fmu.sensors.RayPattern`) from its pose; no copies of the pattern."""
-        return cls(_AT_FRAME_ORIGIN, np.ascontiguousarray(pattern.directions, np.float32),
+        origins = _AT_FRAME_ORIGIN if getattr(pattern, "origins", None) is None else pattern.origins
+        return cls(np.ascontiguousarray(origins, np.float32), np.ascontiguousarray(pattern.directions, np.float32),
                    np.asarray(world_from_sensor, np.float64), np.ascontiguousarray(pattern.time_offset_s, np.float32),
                    np.ascontiguousarray(pattern.beam_id, np.uint32), float(max_range_m))
 

@@ -42,7 +42,7 @@ KNOWN_KEYS = {
     "vertical_angles_deg", "vertical_fov_deg", "channels", "calibration",
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
-    "range_reflectivity", "max_transparent_layers",
+    "range_reflectivity", "max_transparent_layers", "ouster_metadata",
 }
 
 
@@ -88,6 +88,11 @@ def _read_spec_file(path: str) -> dict:
     return data
 
 
+def _is_ouster_metadata(data: dict) -> bool:
+    """Does a JSON document look like an Ouster unit's metadata (current or legacy layout)?"""
+    return "beam_altitude_angles" in data or "beam_altitude_angles" in (data.get("beam_intrinsics") or {})
+
+
 def resolve_spec(spec) -> dict:
     """Turn a preset name, spec file path or dict into one flat spec dict."""
     if isinstance(spec, (str, os.PathLike)):
@@ -96,6 +101,11 @@ def resolve_spec(spec) -> dict:
             spec = {"preset": text}
         elif os.path.isfile(text):
             spec = _read_spec_file(text)
+            if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, OS1 datasheet limits
+                from .ouster import read_ouster_metadata
+
+                spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text,
+                        "frame_rate_hz": read_ouster_metadata(spec).frame_rate_hz}
             spec.setdefault("name", os.path.splitext(os.path.basename(text))[0])
         elif text.lower().endswith((".json", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
@@ -115,7 +125,7 @@ def resolve_spec(spec) -> dict:
         base = dict(PRESETS[preset])
         base["name"] = preset
         # Geometry keys of the preset give way to any geometry the user set.
-        if {"vertical_angles_deg", "vertical_fov_deg", "angle_pairs_deg", "pinhole"} & set(spec):
+        if {"vertical_angles_deg", "vertical_fov_deg", "angle_pairs_deg", "pinhole", "ouster_metadata"} & set(spec):
             for key in ("calibration", "vertical_angles_deg", "vertical_fov_deg", "channels"):
                 base.pop(key, None)
         if "horizontal_resolution_deg" in spec:
@@ -208,7 +218,28 @@ def _column_azimuths(start: float, end: float, samples: int) -> np.ndarray:
     return np.radians(np.linspace(start, end, samples))
 
 
+def _ouster_pattern(source) -> RayPattern:
+    """The rays of an Ouster unit from its metadata JSON (a path, packaged file name, or dict)."""
+    from .ouster import OusterMetadataError, ouster_rays, read_ouster_metadata
+
+    if isinstance(source, str) and not os.path.isfile(source):
+        packaged = os.path.join(os.path.dirname(__file__), "data", source)
+        if os.path.isfile(packaged):
+            source = packaged
+    try:
+        cal = read_ouster_metadata(source)
+    except OusterMetadataError as exc:
+        raise SensorSpecError(str(exc)) from None
+    first, last = cal.column_window
+    columns = (last - first) % cal.columns + 1
+    _check_rays(cal.beams * columns, f"{cal.beams} beams × {columns:,} columns")
+    origins, directions, beam, column, time_s = ouster_rays(cal)
+    return RayPattern(directions, beam, column, time_s, cal.beams, columns, origins=origins)
+
+
 def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
+    if "ouster_metadata" in spec:
+        return _ouster_pattern(spec["ouster_metadata"])
     if "angle_pairs_deg" in spec:
         try:
             pairs = np.asarray(spec["angle_pairs_deg"], dtype=np.float64)

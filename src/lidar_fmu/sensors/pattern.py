@@ -37,6 +37,8 @@ class RayPattern:
     time_offset_s: np.ndarray  # (N,) float32 firing time after frame start
     rows: int
     columns: int
+    #: (N, 3) float32 m, sensor frame: where each ray leaves (a unit's beam origins); None: the sensor origin
+    origins: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.directions)
@@ -44,7 +46,7 @@ class RayPattern:
             raise ValueError("a ray pattern needs at least one ray")
         if self.rows * self.columns != n:
             raise ValueError(f"rows × columns = {self.rows}×{self.columns} does not match {n} rays")
-        for name in ("beam_id", "column", "time_offset_s"):
+        for name in ("beam_id", "column", "time_offset_s") + (("origins",) if self.origins is not None else ()):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries for {n} rays")
 

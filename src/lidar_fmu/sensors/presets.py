@@ -103,6 +103,17 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 865.0,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
+    "ouster_os1_128_cal": {
+        "description": "Ouster OS1-128 unit 122201000998 (ouster-sdk test data): its own calibration, 15.8 mm beam origins",
+        # the unit's metadata JSON (beam altitudes +20.95…−21.82°, staggered azimuths, beam origins, column
+        # timing): sensors/data/ouster_os1_128_v2.3.0_1024x10.json, from ouster-sdk's tests (BSD-3-Clause)
+        "ouster_metadata": "ouster_os1_128_v2.3.0_1024x10.json",
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.3,
+        "max_range_m": 120.0,
+        "wavelength_nm": 865.0,
+        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
+    },
     "ibeo_lux": {
         "description": "Ibeo LUX, 4 layers over 3.2°, 110° horizontal at 0.25°, 12.5 Hz",
         "vertical_angles_deg": [-1.2, -0.4, 0.4, 1.2],
@@ -130,5 +141,5 @@ def preset_rows():
 
     for name, spec in PRESETS.items():
         sensor = load_sensor(name)
-        fov = abs(np.subtract(*spec["horizontal_fov_deg"]))
+        fov = abs(np.subtract(*spec["horizontal_fov_deg"])) if "horizontal_fov_deg" in spec else 360.0
         yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]
