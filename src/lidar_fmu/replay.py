@@ -7,16 +7,19 @@ A scenario is a folder with ``scenario.yaml``::
     assets: <folder where model_reference strings resolve>   (optional)
     environment: <static world mesh>                          (optional)
     materials: <material map>                                 (optional)
-    step_size_s: <s>            (optional; default: the trace's timestamp spacing)
+    step_size_s: <s>            (optional; default: the median timestamp spacing of its first frames)
     backend: auto | embree | cuda                             (optional)
     mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
     disable_self_hits: true                                   (optional)
 
 Relative paths are relative to the scenario folder. Outputs: per-frame PCDs,
-a SensorData trace, a preview PNG and animated GIF, and ``summary.json``.
+a SensorData trace, a preview PNG and animated GIF, and ``summary.json``;
+a damaged trace is replayed up to its first damaged frame, which the summary
+and the :class:`DamagedTraceError` raised at the end name.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -24,6 +27,7 @@ import time
 import numpy as np
 
 from .errors import UserError
+from .osi.trace import TraceError
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
                  "step_size_s", "backend", "mounting", "disable_self_hits", "notice"}
@@ -102,16 +106,45 @@ def organize(cloud, pattern):
     return cloud.with_pattern(pattern)
 
 
+#: frames read ahead to find the trace's step size when the scenario gives none
+STEP_LOOKAHEAD = 64
+
+
+class DamagedTraceError(TraceError):
+    """The trace is damaged at frame ``frame``; the intact frames before it were replayed (``summary``)."""
+
+    def __init__(self, message: str, frame: int | None, offset: int | None, summary: dict):
+        super().__init__(message, frame, offset)
+        self.summary = summary
+
+
+def _intact(reader, damage: list):
+    """The messages of ``reader`` up to the first damaged one, whose :class:`TraceError` goes into ``damage``."""
+    try:
+        yield from reader
+    except TraceError as exc:
+        if exc.frame is None:  # not damage found while reading (a missing file, an unknown format)
+            raise
+        damage.append(exc)
+
+
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
            write_pcd_every: int = 1) -> dict:
-    """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``."""
+    """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``.
+
+    The trace is read lazily and each frame's outputs are written as it is
+    replayed. A damaged trace (truncated, a corrupt message, a broken
+    ``.osi.xz``) is replayed up to the damage — PCDs, SensorData trace,
+    preview and ``summary.json`` (``damaged_frame`` names it) from the intact
+    frames — and then :class:`DamagedTraceError` names the bad frame.
+    """
     from PIL import Image
 
     from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
     from .fmu_host import SensorFMU
     from .io import bev_image, write_pcd, write_preview
     from .osi.detections import sensor_data_to_points
-    from .osi.trace import TraceWriter, read_trace, trace_name
+    from .osi.trace import TraceWriter, count_frames, read_trace, trace_name
     from .pointcloud import RayMatchError
     from .sensors import load_sensor
 
@@ -125,28 +158,38 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     fmu_path = fmu_path or DEFAULT_FMU
     if fmu_path == DEFAULT_FMU and sources_newer_than(DEFAULT_FMU):
         build_fmu(DEFAULT_FMU)
-    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
-    frames = list(read_trace(scenario["trace"], "SensorView"))
+    reader = read_trace(scenario["trace"], "SensorView")
     if max_frames:
-        frames = frames[:max_frames]
-    if not frames:
+        reader = itertools.islice(reader, max_frames)  # never reads past them: damage further on goes unseen
+    damage: list[TraceError] = []
+    frames = _intact(reader, damage)
+    head = list(itertools.islice(frames, STEP_LOOKAHEAD))  # a missing or unknown trace fails here, before any work
+    if not head:
+        if damage:
+            raise damage[0]
         raise UserError(f"trace {scenario['trace']} holds no SensorView")
-    times = [_timestamp_s(f) for f in frames]
-    step_s = scenario.get("step_size_s") or (float(np.median(np.diff(times))) if len(times) > 1 else sensor.frame_period_s)
+    head_times = [_timestamp_s(f) for f in head]
+    step_s = scenario.get("step_size_s") or (
+        float(np.median(np.diff(head_times))) if len(head_times) > 1 else sensor.frame_period_s)
+    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
 
-    iterator = range(len(frames))
+    iterator = enumerate(itertools.chain(head, frames))
     if progress:
         from tqdm import tqdm
 
-        iterator = tqdm(iterator, desc=f"replay {scenario['name']}", unit="frame")
-    gif_frames, returns, step_ms, object_ids = [], [], [], []
+        total = count_frames(scenario["trace"])  # .osi: from the length prefixes; else unknown (no total shown)
+        if max_frames:
+            total = min(total, max_frames) if total is not None else max_frames
+        iterator = tqdm(iterator, total=total, desc=f"replay {scenario['name']}", unit="frame")
+    gif_frames, returns, step_ms, object_ids, times = [], [], [], [], []
     name = scenario["name"]
     sd_path = os.path.join(out_dir, "sensordata.osi.tmp")
     extent_m = min(sensor.max_range_m, 60.0)
     with SensorFMU(fmu_path, fmu_parameters(scenario, out_dir)) as fmu, TraceWriter(sd_path) as trace:
-        for k in iterator:
+        for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
+            times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
             t0 = time.perf_counter()
-            out = fmu.step(frames[k], times[k] - step_s, step_s)
+            out = fmu.step(data, times[k] - step_s, step_s)
             step_ms.append((time.perf_counter() - t0) * 1e3)
             trace.write(out.sensor_data)
             cloud = sensor_data_to_points(out.sensor_data)
@@ -157,7 +200,10 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
                 write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud)
             gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=extent_m, resolution_m=0.2)))
         messages = list(fmu.messages)
-    final = os.path.join(out_dir, trace_name("sd", len(frames), name))
+    if progress:
+        iterator.close()
+    replayed = len(returns)
+    final = os.path.join(out_dir, trace_name("sd", replayed, name))
     for old in os.listdir(out_dir):
         if old.endswith(f"_sd_{name}.osi") or (old.endswith(f"_{name}.osi") and "_sd_" in old):
             os.remove(os.path.join(out_dir, old))
@@ -167,11 +213,13 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     except RayMatchError as exc:  # the pattern repeats a direction within a beam: no exact grid to draw
         preview_cloud, preview_note = cloud, f"preview.png has no range image: {exc}"
     write_preview(os.path.join(out_dir, "preview.png"), preview_cloud, max_range_m=extent_m)
+    gif_step_s = scenario.get("step_size_s") or (float(np.median(np.diff(times))) if replayed > 1 else step_s)
     gif_frames[0].save(os.path.join(out_dir, "preview.gif"), save_all=True, append_images=gif_frames[1:],
-                       duration=int(step_s * 1000), loop=0)
+                       duration=int(gif_step_s * 1000), loop=0)
+    bad = damage[0] if damage else None
     summary = {
         "scenario": name,
-        "frames": len(frames),
+        "frames": replayed,
         "sensor": sensor.name,
         "rays_per_frame": len(sensor.pattern),
         "returns_per_frame": returns,
@@ -179,9 +227,13 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         "step_ms": {p: float(np.percentile(step_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(step_ms)},
         "sensordata_trace": os.path.basename(final),
         "fmu_messages": [f"[{status}] {text}" for status, text in messages],
+        # the first damaged frame of the trace (the frames before it were replayed), or null
+        "damaged_frame": None if bad is None else {"index": bad.frame, "byte_offset": bad.offset, "error": str(bad)},
     }
     if preview_note:
         summary["preview_note"] = preview_note
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
+    if bad is not None:
+        raise DamagedTraceError(f"{bad}; replayed them into {out_dir}", bad.frame, bad.offset, summary)
     return summary

@@ -3,61 +3,218 @@
 Trace names follow the OSI convention
 ``<YYYYMMDDTHHMMSSZ>_<type>_<osi-version>_<protobuf-version>_<frames>_<name>.osi``
 with type ``sv`` (SensorView), ``sd`` (SensorData) or ``gt`` (GroundTruth).
+
+:func:`read_trace` is lazy and keeps what it can: it yields every intact
+message and raises :class:`TraceError` (naming the frame and its byte offset)
+only when it reaches the first damaged one — a length prefix past the end of
+the file, a message that does not parse as the trace's type, an ``.xz``
+stream that breaks off or is corrupt.
 """
 from __future__ import annotations
 
 import datetime
 import lzma
 import os
+import re
 import struct
 
 from ..errors import LidarFmuError
 
 _LENGTH = struct.Struct("<I")
+#: compressed bytes fed to the xz decompressor at a time: the most a corrupt spot can take with it
+_XZ_CHUNK = 2048
+#: the message type a trace's OSI name declares (``…_sv_…``)
+_NAME_TYPES = {"sv": "SensorView", "sd": "SensorData", "gt": "GroundTruth"}
 
 
 class TraceError(LidarFmuError, ValueError):
-    """A trace file is missing, truncated or of an unknown kind."""
+    """A trace file is missing, truncated, corrupt or of an unknown kind.
+
+    ``frame`` (0-based) and ``offset`` (bytes into the file, or into the
+    decompressed stream of an ``.xz``) name the first damaged frame when the
+    error is damage found while reading; the frames before it were intact.
+    """
+
+    def __init__(self, message: str, frame: int | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.frame, self.offset = frame, offset
 
 
-def _read_length_prefixed(stream, path):
-    index = 0
+def message_type_of(path) -> str | None:
+    """The message type an OSI trace name declares (``_sv_`` → SensorView, ``_sd_``, ``_gt_``), else ``None``."""
+    match = re.match(r"^\d{8}T\d{6}Z_([a-z]{2})_", os.path.basename(os.fspath(path)))
+    return _NAME_TYPES.get(match.group(1)) if match else None
+
+
+def _parser(message_type: str | None):
+    """``bytes → None`` raising on a message that does not parse as ``message_type`` (``None``: no check)."""
+    if message_type is None:
+        return None
+    from osi3trace.osi_trace import MESSAGES_TYPE
+
+    cls = MESSAGES_TYPE.get(message_type)
+    if cls is None:
+        raise TraceError(f"unknown OSI message type {message_type!r}: one of {', '.join(MESSAGES_TYPE)}")
+    return cls.FromString
+
+
+def _damage(path, index: int, offset: int, why: str, where: str = "") -> TraceError:
+    intact = "no intact frame before it" if index == 0 else f"frames 0–{index - 1} before it are intact"
+    return TraceError(f"{path}: frame {index} (byte {offset}{where}) is damaged: {why}; {intact}", index, offset)
+
+
+def _checked(path, index, offset, data, parse, message_type, where=""):
+    if parse is not None:
+        try:
+            parse(data)
+        except Exception as exc:  # DecodeError, or whatever the C++/upb parser raises on garbage
+            raise _damage(path, index, offset, f"{len(data)} bytes that are not a {message_type} ({exc})",
+                          where) from None
+    return data
+
+
+def _read_osi(path, parse, message_type):
+    with open(path, "rb") as f:
+        end = os.fstat(f.fileno()).st_size
+        index = offset = 0
+        while offset < end:
+            head = f.read(4)
+            if len(head) < 4:
+                raise _damage(path, index, offset, f"the file ends inside its length prefix ({len(head)} of 4 bytes)")
+            (size,) = _LENGTH.unpack(head)
+            if offset + 4 + size > end:
+                raise _damage(path, index, offset, f"its length prefix says {size} bytes, "
+                                                   f"the file holds {end - offset - 4} more")
+            data = f.read(size)
+            if len(data) < size:  # the file shrank while we read it
+                raise _damage(path, index, offset, f"only {len(data)} of {size} bytes could be read")
+            yield _checked(path, index, offset, data, parse, message_type)
+            offset += 4 + size
+            index += 1
+
+
+def _xz_chunks(f):
+    """Decompressed chunks of an ``.xz`` file (several concatenated streams allowed); raises on damage."""
+    decompressor = lzma.LZMADecompressor()
+    started = False
     while True:
-        head = stream.read(4)
-        if not head:
+        raw = f.read(_XZ_CHUNK)  # small pieces: a corrupt spot loses only the output decoded from its own piece
+        if not raw:
+            if started and not decompressor.eof:
+                raise EOFError("the compressed stream ends before its end marker (truncated)")
             return
-        if len(head) < 4:
-            raise TraceError(f"{path}: truncated length prefix after message {index}")
-        (size,) = _LENGTH.unpack(head)
-        data = stream.read(size)
-        if len(data) < size:
-            raise TraceError(f"{path}: message {index} truncated ({len(data)} of {size} bytes)")
-        yield data
-        index += 1
+        while raw:
+            if decompressor.eof:  # a next stream (or padding) follows
+                raw = raw.lstrip(b"\0")
+                if not raw:
+                    break
+                decompressor, started = lzma.LZMADecompressor(), False
+            started = True
+            out = decompressor.decompress(raw)
+            raw = decompressor.unused_data if decompressor.eof else b""
+            if out:
+                yield out
 
 
-def read_trace(path, message_type: str = "SensorView"):
-    """Yield each message of a trace as serialized bytes."""
+def _read_xz(path, parse, message_type):
+    where = " of the decompressed stream"
+    buffer, base, index = bytearray(), 0, 0  # base: stream offset of buffer[0]
+    with open(path, "rb") as f:
+        chunks = _xz_chunks(f)
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except (lzma.LZMAError, EOFError) as exc:
+                raise _damage(path, index, base, f"the xz stream breaks off here ({exc})", where) from None
+            if chunk is None:
+                break
+            buffer += chunk
+            pos = 0
+            while len(buffer) - pos >= 4:
+                (size,) = _LENGTH.unpack_from(buffer, pos)
+                if len(buffer) - pos - 4 < size:
+                    break
+                data = bytes(buffer[pos + 4:pos + 4 + size])
+                yield _checked(path, index, base + pos, data, parse, message_type, where)
+                pos += 4 + size
+                index += 1
+            del buffer[:pos]
+            base += pos
+    if buffer:
+        if len(buffer) < 4:
+            why = f"the stream ends inside its length prefix ({len(buffer)} of 4 bytes)"
+        else:
+            why = f"its length prefix says {_LENGTH.unpack_from(buffer)[0]} bytes, the stream holds {len(buffer) - 4} more"
+        raise _damage(path, index, base, why, where)
+
+
+def _read_mcap(path, message_type):
+    from osi3trace.osi_trace import OSITrace
+
+    index = 0
+    try:
+        trace = OSITrace(path, message_type)
+    except Exception as exc:
+        raise TraceError(f"{path}: cannot open as an MCAP trace of {message_type}: {exc}") from None
+    try:
+        iterator = iter(trace)
+        while True:
+            try:
+                message = next(iterator, None)
+            except Exception as exc:  # the mcap reader's errors on a damaged file (there is no one base class)
+                raise TraceError(f"{path}: message {index} is damaged: {type(exc).__name__}: {exc}; "
+                                 f"{'no intact message before it' if index == 0 else f'messages 0–{index - 1} are intact'}",
+                                 index) from None
+            if message is None:
+                return
+            yield message.SerializeToString()
+            index += 1
+    finally:
+        trace.close()
+
+
+def read_trace(path, message_type: str | None = None):
+    """Yield each message of a trace as serialized bytes, lazily, up to the first damaged one.
+
+    ``message_type`` (``"SensorView"``, ``"SensorData"``, …; default: the type
+    the OSI trace name declares) is what every message of a ``.osi`` /
+    ``.osi.xz`` must parse as; with no type known the messages are only split,
+    not parsed. ``.mcap`` traces are read as ``message_type`` (default
+    SensorView). Damage raises :class:`TraceError` with ``frame`` and
+    ``offset`` after every intact message before it has been yielded.
+    """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise TraceError(f"trace file not found: {path}")
+    message_type = message_type or message_type_of(path)
     if path.endswith(".osi"):
-        with open(path, "rb") as f:
-            yield from _read_length_prefixed(f, path)
+        yield from _read_osi(path, _parser(message_type), message_type)
     elif path.endswith((".osi.xz", ".xz")):
-        with lzma.open(path, "rb") as f:
-            yield from _read_length_prefixed(f, path)
+        yield from _read_xz(path, _parser(message_type), message_type)
     elif path.endswith(".mcap"):
-        from osi3trace.osi_trace import OSITrace
-
-        trace = OSITrace(path, message_type)
-        try:
-            for message in trace:
-                yield message.SerializeToString()
-        finally:
-            trace.close()
+        yield from _read_mcap(path, message_type or "SensorView")
     else:
         raise TraceError(f"unknown trace format {path!r}: use .osi, .osi.xz or .mcap")
+
+
+def count_frames(path) -> int | None:
+    """Frames of a ``.osi`` trace from its length prefixes alone (up to the first one past the end), without reading
+    the messages; ``None`` for compressed and MCAP traces, which would have to be read whole."""
+    path = os.fspath(path)
+    if not path.endswith(".osi") or not os.path.isfile(path):
+        return None
+    count = 0
+    with open(path, "rb") as f:
+        end = os.fstat(f.fileno()).st_size
+        offset = 0
+        while offset + 4 <= end:
+            f.seek(offset)
+            (size,) = _LENGTH.unpack(f.read(4))
+            if offset + 4 + size > end:
+                break
+            offset += 4 + size
+            count += 1
+    return count
 
 
 class TraceWriter:

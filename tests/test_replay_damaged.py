@@ -1,0 +1,171 @@
+"""A damaged trace keeps what it can: the intact frames are replayed, then one line names the bad frame (exit 2)."""
+import json
+import lzma
+import pathlib
+import shutil
+import struct
+
+import pytest
+
+from lidar_fmu.cli import main
+from lidar_fmu.osi.trace import TraceError, count_frames, read_trace
+from test_fmu import SHARED_TRACE, SMALL_SENSOR
+
+FRAMES = 20  # in SHARED_TRACE
+SENSOR = SMALL_SENSOR  # 5,760 rays: fast
+
+
+@pytest.fixture(scope="module")
+def fmu_path(tmp_path_factory):
+    from lidar_fmu.fmu_build import build_fmu
+
+    return str(build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu"))
+
+
+def _offsets(raw: bytes) -> list[int]:
+    """Byte offset of every frame's length prefix in a .osi trace (plus the end)."""
+    offsets = [0]
+    while offsets[-1] < len(raw):
+        offsets.append(offsets[-1] + 4 + struct.unpack_from("<I", raw, offsets[-1])[0])
+    return offsets
+
+
+def _scenario(folder: pathlib.Path, trace_bytes: bytes, trace_name: str = "trace.osi") -> pathlib.Path:
+    folder.mkdir()
+    (folder / trace_name).write_bytes(trace_bytes)
+    (folder / "scenario.yaml").write_text(json.dumps({"name": "damaged", "trace": trace_name, "sensor": SENSOR,
+                                                      "step_size_s": 0.1}))
+    return folder
+
+
+def _replay(scenario, out, fmu_path, capsys, *extra):
+    code = main(["replay", str(scenario), "-o", str(out), "--fmu", fmu_path, "-q", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def clean(fmu_path, tmp_path_factory):
+    """The PCDs of a clean replay of the whole trace, frame index → bytes."""
+    from lidar_fmu.replay import replay
+
+    base = tmp_path_factory.mktemp("clean")
+    scenario = _scenario(base / "scenario", SHARED_TRACE.read_bytes())
+    summary = replay(scenario, base / "out", fmu_path=fmu_path, progress=False)
+    assert summary["frames"] == FRAMES and summary["damaged_frame"] is None
+    return {k: (base / "out" / "frames" / f"frame_{k:04d}.pcd").read_bytes() for k in range(FRAMES)}
+
+
+def _check_partial(out: pathlib.Path, code, stdout, err, clean, bad: int):
+    """Frames 0..bad-1 replayed exactly as in the clean replay, nothing after; one error line naming frame ``bad``."""
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lidar-fmu: error: "), err
+    assert f"frame {bad} " in lines[0] and "damaged" in lines[0] and "Traceback" not in err
+    assert f"damaged: {bad} frames of" in stdout  # the summary of what was replayed comes first
+    pcds = sorted(p.name for p in (out / "frames").iterdir())
+    assert pcds == [f"frame_{k:04d}.pcd" for k in range(bad)]
+    for k in range(bad):
+        assert (out / "frames" / f"frame_{k:04d}.pcd").read_bytes() == clean[k], f"frame {k}"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["frames"] == bad and len(summary["returns_per_frame"]) == bad
+    assert summary["damaged_frame"]["index"] == bad and f"frame {bad} " in summary["damaged_frame"]["error"]
+    sd_trace = out / summary["sensordata_trace"]
+    assert f"_{bad}_damaged.osi" in sd_trace.name and len(list(read_trace(sd_trace, "SensorData"))) == bad
+    assert (out / "preview.png").is_file() and (out / "preview.gif").is_file()
+    assert not (out / "sensordata.osi.tmp").exists()
+    return summary
+
+
+def test_truncated_osi_replays_the_intact_frames(fmu_path, clean, tmp_path, capsys):
+    raw = SHARED_TRACE.read_bytes()
+    cut = _offsets(raw)[12] + 4 + 100  # inside frame 12's message
+    scenario = _scenario(tmp_path / "scenario", raw[:cut])
+    code, stdout, err = _replay(scenario, tmp_path / "out", fmu_path, capsys)
+    summary = _check_partial(tmp_path / "out", code, stdout, err, clean, 12)
+    assert summary["damaged_frame"]["byte_offset"] == _offsets(raw)[12]
+    assert "length prefix says" in err
+
+
+def test_a_corrupt_message_in_the_middle_stops_there(fmu_path, clean, tmp_path, capsys):
+    raw = SHARED_TRACE.read_bytes()
+    offsets = _offsets(raw)
+    garbage = b"\xff" * 300  # a valid length prefix, then bytes no protobuf parser takes
+    damaged = raw[:offsets[7]] + struct.pack("<I", len(garbage)) + garbage + raw[offsets[8]:]
+    scenario = _scenario(tmp_path / "scenario", damaged)
+    code, stdout, err = _replay(scenario, tmp_path / "out", fmu_path, capsys)
+    _check_partial(tmp_path / "out", code, stdout, err, clean, 7)
+    assert "not a SensorView" in err
+
+
+def test_a_truncated_xz_trace_replays_what_decompresses(fmu_path, clean, tmp_path, capsys):
+    raw = SHARED_TRACE.read_bytes()
+    compressed = lzma.compress(raw, format=lzma.FORMAT_XZ)
+    truncated = compressed[: len(compressed) * 2 // 3]
+    # what an independent decoder gets out of the truncated file: its complete frames are the intact ones
+    decoded = lzma.LZMADecompressor().decompress(truncated)
+    intact = sum(1 for end in _offsets(raw)[1:] if end <= len(decoded))
+    assert 0 < intact < FRAMES
+    scenario = _scenario(tmp_path / "scenario", truncated, "trace.osi.xz")
+    code, stdout, err = _replay(scenario, tmp_path / "out", fmu_path, capsys)
+    _check_partial(tmp_path / "out", code, stdout, err, clean, intact)
+    assert "xz stream breaks off" in err
+
+
+def test_damage_at_the_first_frame_is_one_line_and_no_output(fmu_path, tmp_path, capsys):
+    scenario = _scenario(tmp_path / "scenario", struct.pack("<I", 1000) + b"\0" * 10)
+    code, stdout, err = _replay(scenario, tmp_path / "out", fmu_path, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "frame 0 (byte 0)" in err
+    assert "no intact frame" in err and not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_damage_past_the_frames_asked_for_goes_unseen(fmu_path, clean, tmp_path, capsys):
+    raw = SHARED_TRACE.read_bytes()
+    scenario = _scenario(tmp_path / "scenario", raw[:_offsets(raw)[12] + 50])
+    code, stdout, err = _replay(scenario, tmp_path / "out", fmu_path, capsys, "--frames", "5")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["frames"] == 5 and summary["damaged_frame"] is None
+    assert (tmp_path / "out" / "frames" / "frame_0004.pcd").read_bytes() == clean[4]
+
+
+# -- the reader itself ----------------------------------------------------------------------------------------------
+def test_reader_yields_the_intact_frames_before_raising(tmp_path):
+    raw = SHARED_TRACE.read_bytes()
+    offsets = _offsets(raw)
+    clean = list(read_trace(SHARED_TRACE))
+    assert len(clean) == FRAMES and count_frames(SHARED_TRACE) == FRAMES
+    cases = {
+        "prefix.osi": (raw + b"\x01\x02", FRAMES, offsets[FRAMES], "inside its length prefix"),
+        "cut.osi": (raw[:offsets[5] + 9], 5, offsets[5], "length prefix says"),
+        "garbage.osi": (raw[:offsets[3]] + struct.pack("<I", 5) + b"\xff" * 5 + raw[offsets[4]:], 3, offsets[3],
+                        "not a SensorView"),
+        "not_xz.osi.xz": (raw, 0, 0, "xz stream breaks off"),
+    }
+    for name, (data, good, offset, why) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        got = []
+        with pytest.raises(TraceError, match=why) as info:
+            for message in read_trace(path, "SensorView"):
+                got.append(message)
+        assert got == clean[:good], name
+        assert (info.value.frame, info.value.offset) == (good, offset), name
+        assert f"frame {good} (byte {offset}" in str(info.value), name
+    assert count_frames(tmp_path / "cut.osi") == 5  # stops at the first prefix past the end
+
+
+def test_reader_takes_concatenated_xz_streams_and_checks_the_declared_type(tmp_path):
+    raw = SHARED_TRACE.read_bytes()
+    path = tmp_path / "two.osi.xz"
+    path.write_bytes(lzma.compress(raw) + lzma.compress(raw))
+    assert len(list(read_trace(path, "SensorView"))) == 2 * FRAMES
+    # the OSI name declares the type: a SensorView trace whose messages are not SensorViews is damaged
+    named = tmp_path / "20240101T000000Z_sv_370_244_1_x.osi"
+    named.write_bytes(struct.pack("<I", 4) + b"\xff" * 4)
+    with pytest.raises(TraceError, match="frame 0 .* not a SensorView"):
+        list(read_trace(named))
+    # no type known: split, not parsed
+    plain = tmp_path / "plain.osi"
+    shutil.copy(named, plain)
+    assert list(read_trace(plain)) == [b"\xff" * 4]
