@@ -341,3 +341,14 @@ def test_gltf_stands_up_by_its_specification_and_up_can_be_given(tmp_path, capsy
                         "-o", str(out), "--backend", "embree"], capsys)
     assert code == 0, err
     assert not np.any(np.abs(read_pcd(out)["x"] - 9.9) < 0.05)
+
+
+def test_scan_writes_las_and_a_rerun_recording(room, tmp_path, capsys):
+    import laspy
+
+    out, rrd = tmp_path / "scan.laz", tmp_path / "scan.rrd"
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--pose", "1,2,1.5", "-o", str(out),
+                        "--rerun", str(rrd), "--backend", "embree"], capsys)
+    assert code == 0, err
+    las = laspy.read(out)
+    assert len(las.points) == 14_400 and rrd.stat().st_size > 1000

@@ -90,9 +90,13 @@ def cmd_scan(args) -> None:
     from .scene import Scene, load_mesh
     from .transforms import parse_pose_deg, up_axis_of, up_axis_pose
 
-    if not args.output.lower().endswith((".pcd", ".ply", ".ptx")):
-        raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx")
+    if not args.output.lower().endswith((".pcd", ".ply", ".ptx", ".las", ".laz")):
+        raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx (or .las, .laz)")
     _check_output_folder(args.output, "output")
+    if args.rerun:
+        from .io.rerun import check_rerun_output
+
+        check_rerun_output(args.rerun)
     if args.preview:
         _check_preview_path(args.preview)
         _check_output_folder(args.preview, "preview")
@@ -111,9 +115,17 @@ def cmd_scan(args) -> None:
         written.append(args.output)
         if args.preview:
             write_preview(args.preview, cloud, pattern=lidar.sensor.pattern)
+        if args.rerun:
+            from .io import RerunRecording
+
+            written.append(args.rerun)
+            with RerunRecording(args.rerun, recording_name=f"scan {lidar.sensor.name}") as recording:
+                recording.log_meshes(scene)
+                recording.log_frame(cloud, cloud.timestamp_s, 0)
     except BaseException:
         for path in written:
-            os.remove(path)
+            if os.path.exists(path):
+                os.remove(path)
         raise
     compile_s = _compile_seconds(compiling)
     timings = dict(lidar.last_timings)
@@ -152,7 +164,9 @@ def cmd_replay(args) -> None:
     if args.fmu:
         _check_fmu_path(args.fmu)
     try:
-        summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames, progress=not args.quiet)
+        summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames,
+                         progress=not args.quiet, write_pcd_every=args.pcd_every, trace_format=args.trace_format,
+                         rerun_path=args.rerun)
     except DamagedTraceError as exc:  # the intact frames were replayed: show them, then the one error line (exit 2)
         _print_summary(exc.summary, args.output)
         raise
@@ -178,8 +192,36 @@ def cmd_demo(args) -> None:
     scenario_dir = os.path.join(args.output, "scenario")
     print(f"demo scenario → {scenario_dir} (generated street, cars with model_references, SensorView trace)")
     make_demo_scenario(scenario_dir, frames=args.frames)
-    summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet)
+    summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet,
+                     write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
     _print_summary(summary, os.path.join(args.output, "replay"))
+    _print_disk_use(args.output)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _add_output_options(p, trace_format: str) -> None:
+    p.add_argument("--trace-format", choices=["osi", "mcap"], default=trace_format,
+                   help="SensorData trace: osi (length-prefixed, read by openMSL's trace-file player) or mcap "
+                        "(zstd-compressed, OSI's recommendation since 3.7)")
+    p.add_argument("--pcd-every", type=_non_negative_int, default=1, metavar="N",
+                   help="write a PCD of every N-th frame (compressed; 0: none)")
+    p.add_argument("--rerun", metavar="PATH", help="also write a Rerun recording (.rrd) of the replay")
+
+
+def _print_disk_use(folder: str) -> None:
+    import os
+
+    total = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+    print(f"  {total / 1e6:,.0f} MB written under {folder}")
 
 
 def cmd_build(args) -> None:
@@ -288,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees, in the Z-up world the meshes stand in")
     p.add_argument("--up", choices=["y", "z"], default=None,
                    help="the meshes' up axis (default: y for glTF/GLB, as its specification says; z for the rest)")
-    p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply or .ptx")
+    p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply, .ptx, .las or .laz")
+    p.add_argument("--rerun", metavar="PATH",
+                   help="also write a Rerun recording (.rrd): the scan, the sensor pose and the meshes")
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
     p.add_argument("--materials", default=None,
                    help="visual → IR material map (JSON/YAML); without one every triangle is default_grey")
@@ -302,12 +346,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
                                                 "else in the user cache; built if stale)")
     p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
+    _add_output_options(p, trace_format="osi")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
     p.add_argument("-o", "--output", default="out/demo", help="output folder")
     p.add_argument("--frames", type=_positive_int, default=40, help="frames of the demo trace (10 Hz)")
+    _add_output_options(p, trace_format="mcap")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_demo)
 

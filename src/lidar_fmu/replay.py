@@ -19,6 +19,7 @@ and the :class:`DamagedTraceError` raised at the end name.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -128,8 +129,12 @@ def _intact(reader, damage: list):
         damage.append(exc)
 
 
+def _percentiles(values_ms) -> dict:
+    return {p: float(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(values_ms)}
+
+
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
-           write_pcd_every: int = 1) -> dict:
+           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``.
 
     The trace is read lazily and each frame's outputs are written as it is
@@ -137,12 +142,23 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     ``.osi.xz``) is replayed up to the damage — PCDs, SensorData trace,
     preview and ``summary.json`` (``damaged_frame`` names it) from the intact
     frames — and then :class:`DamagedTraceError` names the bad frame.
+
+    ``trace_format``: the SensorData trace as ``osi`` (length-prefixed, what
+    openMSL's trace-file player reads) or ``mcap`` (zstd-compressed, OSI's
+    recommendation since 3.7). ``write_pcd_every``: a PCD of every N-th frame
+    (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
+    recording of the replay. The first step (it loads the model) is reported
+    apart as ``first_step_ms``, not in the step percentiles.
     """
+    if trace_format not in ("osi", "mcap"):
+        raise UserError(f"trace format must be osi or mcap, got {trace_format!r}")
+    if write_pcd_every < 0:
+        raise UserError(f"write_pcd_every must be ≥ 0 (0: no PCDs), got {write_pcd_every}")
     from PIL import Image
 
     from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
     from .fmu_host import SensorFMU
-    from .io import bev_image, write_pcd, write_preview
+    from .io import OSI_FIELDS, bev_image, write_pcd, write_preview
     from .osi.detections import sensor_data_to_points
     from .osi.trace import TraceWriter, count_frames, read_trace, trace_name
     from .pointcloud import RayMatchError
@@ -183,9 +199,24 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         iterator = tqdm(iterator, total=total, desc=f"replay {scenario['name']}", unit="frame")
     gif_frames, returns, step_ms, object_ids, times = [], [], [], [], []
     name = scenario["name"]
-    sd_path = os.path.join(out_dir, "sensordata.osi.tmp")
+    sd_path = os.path.join(out_dir, f"sensordata.tmp.{trace_format}")
     extent_m = min(sensor.max_range_m, 60.0)
-    with SensorFMU(fmu_path, fmu_parameters(scenario, out_dir)) as fmu, TraceWriter(sd_path) as trace:
+    params = fmu_parameters(scenario, out_dir)
+    recording = mirror = None
+    if rerun_path:
+        from .io import RerunRecording, SensorViewScene
+        from .io.rerun import check_rerun_output
+
+        check_rerun_output(rerun_path)
+        recording = RerunRecording(rerun_path, recording_name=name)
+        mirror = SensorViewScene(params)  # the FMU keeps its scene to itself: rebuild it here for the viewer
+    if trace_format == "mcap":
+        from .osi.mcap import SensorDataMcapWriter
+
+        writer = SensorDataMcapWriter(sd_path, description=f"lidar-fmu replay of {name}")
+    else:
+        writer = TraceWriter(sd_path)
+    with SensorFMU(fmu_path, params) as fmu, writer as trace, (recording or contextlib.nullcontext()):
         for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
             times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
             t0 = time.perf_counter()
@@ -196,16 +227,23 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
             cloud.sensor_name, cloud.timestamp_s = sensor.name, times[k]
             returns.append(len(cloud))
             object_ids.append(sorted(set(np.unique(cloud.points["object_id"]).tolist()) - {2**64 - 1}))
-            if k % write_pcd_every == 0:
-                write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud)
+            if write_pcd_every and k % write_pcd_every == 0:  # OSI carries no normals or flags: only its fields
+                write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud,
+                          compression="binary_compressed", fields=OSI_FIELDS)
+            if recording is not None:
+                cloud.sensor_pose = mirror.update(data)
+                recording.log_meshes(mirror.scene, times[k], k)
+                recording.log_frame(cloud, times[k], k)
             gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=extent_m, resolution_m=0.2)))
         messages = list(fmu.messages)
     if progress:
         iterator.close()
     replayed = len(returns)
     final = os.path.join(out_dir, trace_name("sd", replayed, name))
+    if trace_format == "mcap":
+        final = final[: -len(".osi")] + ".mcap"
     for old in os.listdir(out_dir):
-        if old.endswith(f"_sd_{name}.osi") or (old.endswith(f"_{name}.osi") and "_sd_" in old):
+        if "_sd_" in old and old.endswith((f"_{name}.osi", f"_{name}.mcap")):
             os.remove(os.path.join(out_dir, old))
     os.replace(sd_path, final)
     try:
@@ -224,7 +262,9 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         "rays_per_frame": len(sensor.pattern),
         "returns_per_frame": returns,
         "objects_per_frame": object_ids,
-        "step_ms": {p: float(np.percentile(step_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(step_ms)},
+        # the first step loads the model (and compiles what the cache lacks): apart from the steady state
+        "first_step_ms": step_ms[0],
+        "step_ms": _percentiles(step_ms[1:] or step_ms),
         "sensordata_trace": os.path.basename(final),
         "fmu_messages": [f"[{status}] {text}" for status, text in messages],
         # the first damaged frame of the trace (the frames before it were replayed), or null
