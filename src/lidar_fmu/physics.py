@@ -70,6 +70,9 @@ class Materials:
     default map. Meshes are resolved once, when first seen.
     """
 
+    #: meshes kept resolved after they left the scene
+    KEEP_LEFT_MESHES = 8
+
     def __init__(self, wavelength_nm: float, material_map=None, database: MaterialDatabase | None = None, warn=None):
         self.database = database or load_database(wavelength_nm)
         self.map = load_material_map(material_map) if material_map is not None else None
@@ -82,21 +85,30 @@ class Materials:
         self.lambertian_rho0 = np.array(
             [m.reflectance if m.angle_table is None and m.reflectance is not None else np.nan
              for m in self.database.materials], dtype=np.float64)
-        self._mesh_ids: dict[int, np.ndarray] = {}
+        # id(mesh) → (mesh, its triangles' IR ids): the mesh is kept to check identity (Python reuses the id
+        # of a freed mesh); only the scene's current meshes and the last few that left are kept (per_instance)
+        self._mesh_ids: dict[int, tuple] = {}
         self._revision = None
 
     def _triangle_ids(self, mesh) -> np.ndarray:
-        ids = self._mesh_ids.get(id(mesh))
-        if ids is None:
+        entry = self._mesh_ids.get(id(mesh))
+        if entry is None or entry[0] is not mesh:
             from .materials import DEFAULT_MAP
 
             ids = resolve_mesh_materials(mesh, self.map or DEFAULT_MAP, self.database, self.warn).astype(np.int16)
-            self._mesh_ids[id(mesh)] = ids
-        return ids
+            entry = (mesh, ids)
+            self._mesh_ids[id(mesh)] = entry
+        return entry[1]
 
     def per_instance(self, scene):
         """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle)."""
         if self._revision != scene.revision:
+            # meshes that left the scene are forgotten but the few that left last (an object that comes back
+            # is not resolved again): the cache stays about as small as the scene's mesh list
+            current = [id(m) for m in scene.meshes]
+            in_scene = set(current)
+            left = [key for key in self._mesh_ids if key not in in_scene][-self.KEEP_LEFT_MESHES:]
+            self._mesh_ids = {key: self._mesh_ids[key] for key in left + current if key in self._mesh_ids}
             per_mesh = [self._triangle_ids(mesh) for mesh in scene.meshes]
             offsets = np.cumsum([0] + [len(ids) for ids in per_mesh])[:-1].astype(np.int64)
             self._triangle_material = np.concatenate(per_mesh) if per_mesh else np.zeros(0, np.int16)

@@ -294,10 +294,11 @@ class CudaBackend(Backend):
 
     def __init__(self, scene):
         super().__init__(scene)
-        self._bvhs: dict[int, tuple] = {}  # id(mesh) → (mesh, BVH); the mesh keeps its id unique
+        # id(mesh) → (mesh, BVH) for the scene's current meshes; the mesh is kept to check identity
+        self._bvhs: dict[int, tuple] = {}
         self._resident: dict[str, tuple] = {}  # name → (host array, device array)
         self._buffers: dict[str, object] = {}
-        self._uploaded_for: tuple = ()
+        self._uploaded_for: tuple = ()  # the meshes (objects, not ids: ids are reused) last uploaded
         self._revision = -1
         self._pose_revision = -1
         #: seconds of the last :meth:`update` spent building BVHs (per-mesh builds or disk loads, the top level)
@@ -330,10 +331,12 @@ class CudaBackend(Backend):
 
     def _upload_meshes(self) -> None:
         """Concatenate every mesh's BVH into one set of device arrays (only when the meshes changed)."""
-        meshes = tuple(id(m) for m in self.scene.meshes)
-        if meshes == self._uploaded_for:
+        meshes = tuple(self.scene.meshes)
+        if len(meshes) == len(self._uploaded_for) and all(a is b for a, b in zip(meshes, self._uploaded_for)):
             return
-        bvhs = [self._bvh(m) for m in self.scene.meshes]
+        bvhs = [self._bvh(m) for m in meshes]
+        # meshes that left the scene are dropped with their BVHs
+        self._bvhs = {id(m): self._bvhs[id(m)] for m in meshes}
         self._mesh_bvhs = bvhs
         if bvhs:
             arrays, tri_index, self._mesh_roots = concatenate(bvhs)

@@ -283,6 +283,7 @@ class _MeshData:
     """What Embree reads of one mesh (kept alive here) and, once needed, its own-frame scene."""
 
     def __init__(self, mesh):
+        self.mesh = mesh  # kept: the cache checks identity (a freed mesh's id may be reused)
         # Embree may read 16 bytes from the last vertex: pad one spare vertex.
         vertices = np.zeros((len(mesh.vertices) + 1, 3), np.float32)
         vertices[:-1] = mesh.vertices
@@ -322,7 +323,7 @@ class EmbreeBackend(Backend):
         embree()
         super().__init__(scene)
         self.threads = max(1, threads or numba.get_num_threads())
-        self._meshes: dict[int, _MeshData] = {}
+        self._meshes: dict[int, _MeshData] = {}  # id(mesh) → its data, for the scene's current meshes only
         self._static = self._dynamic = None
         self._static_mask = None
         self._order_for = None
@@ -341,9 +342,13 @@ class EmbreeBackend(Backend):
         e = embree()
         scene = self.scene
         self._release()
+        # Only the scene's current meshes are kept (meshes no instance uses leave the scene); the old top-level
+        # scenes are released above, so nothing instances a dropped mesh's scene any more.
+        kept = {}
         for mesh in scene.meshes:
-            if id(mesh) not in self._meshes:
-                self._meshes[id(mesh)] = _MeshData(mesh)
+            data = self._meshes.get(id(mesh))
+            kept[id(mesh)] = data if data is not None and data.mesh is mesh else _MeshData(mesh)
+        self._meshes = kept
         static_index, dynamic_index, self._instances = [], [], []
         if static_mask.any():
             self._static = _new_scene(_RTC_SCENE_FLAG_ROBUST)

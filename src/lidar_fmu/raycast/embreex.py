@@ -58,7 +58,9 @@ class EmbreexBackend(Backend):
     def __init__(self, scene, threads: int | None = None):
         super().__init__(scene)
         self.threads = max(1, threads or os.cpu_count() or 1)
-        self._mesh_scenes: dict[int, object] = {}  # id(mesh) → EmbreeScene
+        # id(mesh) → (mesh, EmbreeScene) for the scene's current meshes; the mesh is kept to check identity
+        # (Python reuses a freed mesh's id)
+        self._mesh_scenes: dict[int, tuple] = {}
         self._revision = -1
         self._pose_revision = -1
         self._bins_for = None
@@ -69,9 +71,11 @@ class EmbreexBackend(Backend):
         """Build scenes for new meshes and re-read instance poses."""
         scene = self.scene
         if scene.revision != self._revision:
+            kept = {}  # meshes that left the scene are dropped with their Embree scenes
             for mesh in scene.meshes:
-                if id(mesh) not in self._mesh_scenes:
-                    self._mesh_scenes[id(mesh)] = build_mesh_scene(mesh)
+                entry = self._mesh_scenes.get(id(mesh))
+                kept[id(mesh)] = entry if entry is not None and entry[0] is mesh else (mesh, build_mesh_scene(mesh))
+            self._mesh_scenes = kept
             self._table = InstanceTable([m.bounds for m in scene.meshes])
             mesh_index = np.asarray(scene.instance_mesh_index)
             # Big meshes first: the world usually occludes most rays, and its
@@ -128,7 +132,7 @@ class EmbreexBackend(Backend):
                 )
             if len(ray) == 0:
                 continue
-            escene = self._mesh_scenes[id(self.scene.meshes[mesh_index])]
+            escene = self._mesh_scenes[id(self.scene.meshes[mesh_index])][1]
             res = escene.run(lo, ld, dists=tfar, output=1)  # overwrites tfar: it is ours
             merge_hits(
                 ray, inst, res["tfar"], res["primID"], res["geomID"], res["u"], res["v"],
