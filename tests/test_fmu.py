@@ -301,6 +301,50 @@ def test_c_master_drives_the_fmu(fmu_path, tmp_path):
     assert all(250 in set(sensor_data_to_points(o).points["object_id"].tolist()) for o in outputs)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_c_master_with_two_instances_exits_normally(fmu_path, tmp_path):
+    """Two instances in one C process, freed, then `return 0` from main: exit() runs every destructor.
+
+    pythonfmu 0.7.0's binary frees its interpreter holder in a static destructor and then writes into
+    it from its library destructor; without the slave's exit handler this aborted ("free(): corrupted
+    unsorted chunks", exit status 134) in every run here. Runs 5 and 10 also dlclose the binary first.
+    """
+    import fmpy
+    from fmpy import extract, read_model_description
+
+    from lidar_fmu.osi.trace import read_trace
+
+    headers = pathlib.Path(fmpy.__file__).parent / "c-code"
+    host = tmp_path / "osmp_two_instances"
+    source = pathlib.Path(__file__).parent / "c_host" / "osmp_two_instances.c"
+    subprocess.run(["cc", "-O1", "-Wall", f"-I{headers}", str(source), "-ldl", "-o", str(host)], check=True)
+    md = read_model_description(str(fmu_path))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    unzipped = pathlib.Path(extract(str(fmu_path), str(tmp_path / "fmu")))
+    traces = [tmp_path / "a.osi", tmp_path / "b.osi"]
+    names = ["OSMPSensorViewIn.base.lo", "OSMPSensorViewIn.base.hi", "OSMPSensorViewIn.size",
+             "OSMPSensorDataOut.base.lo", "OSMPSensorDataOut.base.hi", "OSMPSensorDataOut.size", "valid", "count", "sensor"]
+    args = [str(host), str(unzipped / "binaries" / "linux64" / "LidarSensor.so"), (unzipped / "resources").as_uri(),
+            md.guid, str(SHARED_TRACE), *map(str, traces), "velodyne_vlp16", "ibeo_lux"] + [str(vr[n]) for n in names]
+    libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
+    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"])
+    codes = []
+    for k in range(10):
+        unload = ["dlclose"] if k % 5 == 4 else []
+        run = subprocess.run(args + ["0.1"] + unload, env=env, capture_output=True, text=True, timeout=600)
+        codes.append(run.returncode)
+        assert run.returncode == 0, (codes, run.stderr[-2000:])
+        lines = [line for line in run.stdout.splitlines() if line.startswith("frame ")]
+        assert len(lines) == 40 and all(" valid 1 " in line and " status 0" in line for line in lines)
+        assert run.stdout.splitlines()[-1] == "frames 20 worst_status 0"
+        assert "corrupted" not in run.stderr
+    velodyne, lux = (list(read_trace(t)) for t in traces)
+    assert len(velodyne) == len(lux) == 20
+    assert all(250 in set(sensor_data_to_points(o).points["object_id"].tolist()) for o in velodyne + lux)
+    assert max(sensor_data_to_points(velodyne[0]).points["beam_id"]) > 3 >= max(sensor_data_to_points(lux[0]).points["beam_id"])
+
+
 def test_materials_and_range_limit_apply_in_the_fmu(fmu_path, tmp_path):
     """The same physics as `scan`: a 10 % wall returns at 50 m, not at 70 m, with ρ = 0.1·cos θ."""
     import json

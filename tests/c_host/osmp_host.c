@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "fmi2Functions.h"
 
@@ -111,11 +110,8 @@ int main(int argc, char **argv) {
     fmi2Terminate(c);
     fmi2FreeInstance(c);
     printf("frames %d worst_status %d\n", frame, worst);
-    fflush(stdout);
-    fflush(stderr);
-    /* pythonfmu keeps its embedded interpreter alive on a worker thread; when
-     * that interpreter has loaded scipy.linalg (numba does while compiling),
-     * the bundled libgfortran's exit-time finalizer corrupts the heap. All
-     * work is done and flushed here, so leave without running finalizers. */
-    _exit(worst > fmi2Warning ? 4 : 0);
+    /* a normal exit: atexit handlers, static destructors, library destructors
+     * (pythonfmu 0.7.0's binary corrupted the heap there until the slave got
+     * its exit handler: README, "Non-Python masters on Linux") */
+    return worst > fmi2Warning ? 4 : 0;
 }
