@@ -173,14 +173,22 @@ def cmd_replay(args) -> None:
     _print_summary(summary, args.output)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(minimum: int):
+    """An argparse type: a whole number ≥ ``minimum``, refused with a reason before any work."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
 
 
 def cmd_demo(args) -> None:
@@ -196,16 +204,6 @@ def cmd_demo(args) -> None:
                      write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
     _print_summary(summary, os.path.join(args.output, "replay"))
     _print_disk_use(args.output)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def _add_output_options(p, trace_format: str) -> None:
