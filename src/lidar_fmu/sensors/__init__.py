@@ -15,6 +15,10 @@ Spec keys (a contract; units in the names):
 ``range_reflectivity``       {pairs: [[reflectivity, range_m], …], fit: linear|root2|root3|root4|log|blensor|constant}:
                              a return is kept only within r_L(reflectivity) (:mod:`lidar_fmu.range_limit`)
 ``max_transparent_layers``   transparent surfaces a ray passes before it gives up (default 4)
+``motion_distortion``        true (default): each ray leaves the sensor pose at its firing time and meets the
+                             objects where they are then (:mod:`lidar_fmu.motion`); false: one pose per frame
+``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
+                             motion is exact per ray)
 ``name``, ``description``    free text
 
 Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
@@ -30,11 +34,19 @@ from importlib import resources
 import numpy as np
 
 from ..errors import LidarFmuError
-from .pattern import MAX_RAYS_PER_FRAME, RayPattern, angle_list, pinhole, scan_grid, spherical_directions
+from .pattern import (
+    MAX_RAYS_PER_FRAME,
+    ContinuousScan,
+    RayPattern,
+    angle_list,
+    pinhole,
+    scan_grid,
+    spherical_directions,
+)
 from .presets import PRESETS, close_names
 
-__all__ = ["Sensor", "SensorSpecError", "RayPattern", "load_sensor", "PRESETS", "spherical_directions",
-           "MAX_RAYS_PER_FRAME"]
+__all__ = ["Sensor", "SensorSpecError", "RayPattern", "ContinuousScan", "load_sensor", "PRESETS",
+           "spherical_directions", "MAX_RAYS_PER_FRAME"]
 
 KNOWN_KEYS = {
     "preset", "name", "description",
@@ -42,7 +54,7 @@ KNOWN_KEYS = {
     "vertical_angles_deg", "vertical_fov_deg", "channels", "calibration",
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
-    "range_reflectivity", "max_transparent_layers", "ouster_metadata",
+    "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
 }
 
 
@@ -63,10 +75,44 @@ class Sensor:
     spec: dict = field(default_factory=dict)  # the resolved spec it was made from
     range_limit: object | None = None  # RangeReflectivityLimit, or None: every reflectivity reaches max_range_m
     max_transparent_layers: int = 4
+    #: rays as a function of time for patterns that do not repeat every frame; None: ``pattern`` repeats
+    continuous: ContinuousScan | None = None
+    motion_distortion: bool = True
+    motion_slices: int = 10
 
     @property
     def frame_period_s(self) -> float:
         return 1.0 / self.frame_rate_hz
+
+    def rays_between(self, start_s: float, end_s: float) -> RayPattern | None:
+        """The rays this sensor fires in ``[start_s, end_s)`` of its own time (0: its first frame starts).
+
+        Firing times come out after ``start_s``. A repeating pattern fires its
+        frame every ``frame_period_s``: a window of a whole period or more gives
+        the whole frame (``pattern`` itself, as if the frame began at
+        ``start_s``: a step longer than a frame takes the frame at the step); a
+        shorter one the columns that start firing inside it (a partial sweep,
+        wrapping past the frame's end), ``None`` when none does. A
+        :class:`ContinuousScan` fires whatever it fires in the window.
+        """
+        if not end_s > start_s:
+            return None
+        if self.continuous is not None:
+            return self.continuous.rays_between(start_s, end_s)
+        period = self.frame_period_s
+        if end_s - start_s >= period * (1.0 - 1e-9):
+            return self.pattern
+        pattern = self.pattern
+        column_start_s = pattern.time_offset_s.astype(np.float64).reshape(pattern.columns, pattern.rows).min(axis=1)
+        phase = float(np.mod(start_s, period))
+        # columns by their start after the window opens, wrapping into the next frame
+        after_s = np.mod(column_start_s - phase + 1e-12, period) - 1e-12
+        inside = np.flatnonzero(after_s < end_s - start_s - 1e-12)
+        if len(inside) == 0:
+            return None
+        inside = inside[np.argsort(after_s[inside], kind="stable")]
+        # per column: frame time → time after the window opens
+        return pattern.select_columns(inside, after_s[inside] - column_start_s[inside])
 
 
 def _read_spec_file(path: str) -> dict:
@@ -316,6 +362,12 @@ def load_sensor(spec) -> Sensor:
     layers = spec.get("max_transparent_layers", 4)
     if not isinstance(layers, (int, np.integer)) or isinstance(layers, bool) or not 0 <= layers <= 64:
         raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {layers!r}")
+    distortion = spec.get("motion_distortion", True)
+    if not isinstance(distortion, bool):
+        raise SensorSpecError(f"motion_distortion must be true or false, got {distortion!r}")
+    slices = spec.get("motion_slices", 10)
+    if not isinstance(slices, (int, np.integer)) or isinstance(slices, bool) or not 1 <= slices <= 4096:
+        raise SensorSpecError(f"motion_slices must be an integer in 1..4096, got {slices!r}")
     return Sensor(
         name=str(spec.get("name", "custom")),
         pattern=_pattern(spec, 1.0 / frame_rate_hz),
@@ -326,4 +378,6 @@ def load_sensor(spec) -> Sensor:
         spec=spec,
         range_limit=range_limit,
         max_transparent_layers=int(layers),
+        motion_distortion=distortion,
+        motion_slices=int(slices),
     )

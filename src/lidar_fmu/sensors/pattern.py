@@ -9,6 +9,7 @@ Rays are stored column-major: ray ``i`` sits at ``row = i % rows`` and
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,56 @@ class RayPattern:
     @property
     def elevation_rad(self) -> np.ndarray:
         return np.arcsin(np.clip(self.directions[:, 2], -1.0, 1.0))
+
+    def select_columns(self, columns, time_shift_s=0.0) -> RayPattern:
+        """The rays of grid columns ``columns`` (indices into ``0 … columns-1``, in the order given), their firing
+        times moved by ``time_shift_s`` (s, one value or one per column): one partial sweep, still an organized
+        ``rows × len(columns)`` grid."""
+        columns = np.asarray(columns, np.int64)
+        rays = (columns[:, None] * self.rows + np.arange(self.rows)[None, :]).ravel()
+        shift = np.repeat(np.broadcast_to(np.asarray(time_shift_s, np.float64), columns.shape), self.rows)
+        origins = None if self.origins is None else np.ascontiguousarray(self.origins[rays])
+        return RayPattern(np.ascontiguousarray(self.directions[rays]), self.beam_id[rays], self.column[rays],
+                          (self.time_offset_s[rays].astype(np.float64) + shift).astype(np.float32),
+                          self.rows, len(columns), origins=origins)
+
+
+@dataclass(frozen=True, eq=False)
+class ContinuousScan:
+    """A pattern that does not repeat every frame (a rosette, a Livox prism scan): rays as a function of time.
+
+    The unit fires shot ``k`` at ``k / shots_per_second`` seconds of sensor
+    time (0 = its first shot); each shot fires ``channels`` beams at once.
+    ``rays_of_shots(k) → (directions (S·channels, 3) float32 unit, sensor
+    frame, shot-major; beam_id (S·channels,) uint32)`` for an int64 array of
+    shot indices ``k``. Shots are counted in integers, so a pattern cast step
+    after step goes on exactly where the previous step stopped.
+    """
+
+    shots_per_second: float
+    channels: int
+    rays_of_shots: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+    def shots_between(self, start_s: float, end_s: float) -> np.ndarray:
+        """int64 indices of the shots fired in ``[start_s, end_s)`` of sensor time."""
+        first = int(np.ceil(start_s * self.shots_per_second - 1e-9))
+        last = int(np.ceil(end_s * self.shots_per_second - 1e-9))  # exclusive
+        check_ray_count(self.channels, max(last - first, 0))
+        return np.arange(first, last, dtype=np.int64)
+
+    def rays_between(self, start_s: float, end_s: float) -> RayPattern:
+        """The rays fired in ``[start_s, end_s)`` as a ``channels × shots`` grid, times after ``start_s``.
+
+        An empty window (shorter than one shot) gives ``None``.
+        """
+        shots = self.shots_between(start_s, end_s)
+        if len(shots) == 0:
+            return None
+        directions, beam_id = self.rays_of_shots(shots)
+        time_s = np.repeat(shots / self.shots_per_second - start_s, self.channels)
+        return RayPattern(np.ascontiguousarray(directions, np.float32), np.asarray(beam_id, np.uint32),
+                          np.repeat((shots - shots[0]).astype(np.uint32), self.channels), time_s.astype(np.float32),
+                          self.channels, len(shots))
 
 
 def spherical_directions(azimuth_rad, elevation_rad) -> np.ndarray:
