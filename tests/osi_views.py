@@ -7,10 +7,11 @@ HOST_ID = 1
 
 
 def sensor_view(objects, time_s=0.1, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0), mounting=None,
-                environment="", host_rear=(-1.4, 0.0, -0.45)) -> bytes:
+                environment="", host_rear=(-1.4, 0.0, -0.45), host_velocity=None) -> bytes:
     """objects: iterable of (id, position (x,y,z), (roll,pitch,yaw), (length,width,height), model_reference).
 
-    ``host`` = (id, bbox-centre position, yaw) of the ego car (4.5×1.8×1.5 m box);
+    ``host`` = (id, bbox-centre position, yaw) of the ego car (4.5×1.8×1.5 m box), ``host_velocity`` its
+    OSI ``base.velocity`` (m/s, world) when given;
     ``mounting`` = ((x,y,z), (roll,pitch,yaw)) in the host vehicle frame or None.
     """
     view = SensorView()
@@ -40,4 +41,6 @@ def sensor_view(objects, time_s=0.1, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0), moun
         if host is not None and object_id == host[0]:
             rear = o.vehicle_attributes.bbcenter_to_rear
             rear.x, rear.y, rear.z = host_rear
+            if host_velocity is not None:
+                o.base.velocity.x, o.base.velocity.y, o.base.velocity.z = host_velocity
     return view.SerializeToString()

@@ -25,8 +25,10 @@ OSMP_NS = "{http://xsd.pmsf.net/OSISensorModelPackaging}"
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
 SHARED_TRACE = pathlib.Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal" / (
     "20240618T122540Z_sv_370_244_20_minimal_valid_example.osi")
+# one pose per frame: these tests place objects by jumps and check every point lies on them (tests/test_motion.py
+# moves them)
 SMALL_SENSOR = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 360,
-                "horizontal_fov_deg": [180, -180], "max_range_m": 100}
+                "horizontal_fov_deg": [180, -180], "max_range_m": 100, "motion_distortion": False}
 
 
 @pytest.fixture(scope="session")
@@ -246,26 +248,41 @@ def test_unknown_preset_is_reported_not_crashed(fmu_path):
 
 # -- a trace nobody here wrote ---------------------------------------------------------------------
 def test_shared_trace_car_250_lies_on_its_box(fmu_path):
-    from osi3.osi_sensorview_pb2 import SensorView
-
+    """Every point of car 250 lies on its box, seen from where the host was when its ray fired (motion distortion:
+    the host and the car move between views; before the first view, back along their OSI velocities)."""
+    from lidar_fmu.motion import interpolate_pose
+    from lidar_fmu.osi.decode import decode_sensor_view
     from lidar_fmu.osi.trace import read_trace
+    from lidar_fmu.sensors import load_sensor
 
     frames = list(read_trace(SHARED_TRACE))
     assert len(frames) == 20
+    pattern = load_sensor("ouster_os1_128").pattern
+    previous = None
     with lidar(fmu_path, sensor="ouster_os1_128") as fmu:
         for k, data in enumerate(frames):
             out = fmu.step(data, 0.1 * k, 0.1)
-            view = SensorView.FromString(data)
-            objects = {o.id.value: o for o in view.global_ground_truth.moving_object}
-            host, car = objects[113], objects[250]
-            vehicle = pose_matrix([host.base.position.x, host.base.position.y, host.base.position.z],
-                                  [host.base.orientation.roll, host.base.orientation.pitch, host.base.orientation.yaw])
-            rear = host.vehicle_attributes.bbcenter_to_rear
-            vehicle[:3, 3] += vehicle[:3, :3] @ np.array([rear.x, rear.y, rear.z])
-            points, ids = world_points(out.sensor_data, vehicle)  # mounting_position is zero
-            assert out.valid and np.count_nonzero(ids == 250) > 50, f"frame {k}"
-            car_pose = pose_matrix([car.base.position.x, car.base.position.y, car.base.position.z], [0, 0, 0])
-            assert box_distance(points[ids == 250], car_pose, (5, 2, 1.5)).max() < 0.01, f"frame {k}"
+            frame = decode_sensor_view(data)
+            car = frame.object(250)
+            host_now, car_now = frame.host_pose(), pose_matrix(car.position_m, (0, 0, 0))
+            if previous is None:  # the first frame fired over the 0.1 s before its view
+                host_then, car_then = frame.host_pose(-0.1), pose_matrix(np.subtract(car.position_m, np.multiply(
+                    car.velocity_m_s or (0, 0, 0), 0.1)), (0, 0, 0))
+            else:
+                host_then, car_then = previous
+            previous = host_now, car_now
+            cloud = sensor_data_to_points(out.sensor_data).with_pattern(pattern)  # each point's ray, so its time
+            ours = cloud.points["object_id"] == 250
+            assert out.valid and np.count_nonzero(ours) > 50, f"frame {k}"
+            fraction = (cloud.points["time"][ours] + 1e-9) / 0.1
+            distance = []
+            for f, p in zip(fraction, cloud.xyz[ours].astype(np.float64)):
+                host = interpolate_pose(host_then, host_now, f)  # mounting_position is zero
+                world = host[:3, :3] @ p + host[:3, 3]
+                distance.append(box_distance(world[None], interpolate_pose(car_then, car_now, f), (5, 2, 1.5))[0])
+            # the car is posed in 10 slices per frame: up to half a slice (5 ms) of its motion off
+            car_step_m = float(np.linalg.norm(car_now[:3, 3] - car_then[:3, 3]))
+            assert max(distance) < 0.01 + car_step_m * 0.05, f"frame {k}"
 
 
 # -- a C master --------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def test_laz_holds_the_same_points_in_fewer_bytes(cloud, tmp_path):
 
 def test_las_uses_echo_and_time_fields(cloud, tmp_path):
     """echo (0 = first return) → return number; returns sharing a ray → number of returns; time → GPS time."""
-    dtype = np.dtype(POINT_DTYPE.descr + [("echo", "u1"), ("time", "<f4")])
+    dtype = np.dtype(POINT_DTYPE.descr + [("echo", "u1")])
     first = np.zeros(len(cloud), dtype)
     for name in POINT_DTYPE.names:
         first[name] = cloud.points[name]
@@ -95,11 +95,17 @@ def test_las_uses_echo_and_time_fields(cloud, tmp_path):
 
 
 def test_las_of_points_without_rays(cloud, tmp_path):
-    """A structured array (or a cloud decoded from OSI): one return per ray, GPS time = the frame timestamp."""
+    """A structured array (or a cloud decoded from OSI): one return per ray, GPS time from the points' time field,
+    else the frame timestamp."""
     write_las(tmp_path / "plain.las", cloud.points)
     las = laspy.read(tmp_path / "plain.las")
-    assert np.all(np.asarray(las.gps_time) == 0.0) and len(las.points) == len(cloud)
-    osi_like = dataclasses.replace(cloud, ray_index=np.full(len(cloud), -1, np.int32), pattern=None, rows=0, columns=0)
+    assert len(las.points) == len(cloud) and np.ptp(cloud.points["time"]) > 0.04  # a VLP-16 frame: 50 ms
+    assert np.allclose(np.asarray(las.gps_time), cloud.points["time"].astype(np.float64), atol=1e-9)
+    no_time = np.zeros(len(cloud), [(n, cloud.points.dtype[n]) for n in POINT_DTYPE.names if n != "time"])
+    for name in no_time.dtype.names:
+        no_time[name] = cloud.points[name]
+    osi_like = dataclasses.replace(cloud, points=no_time, ray_index=np.full(len(cloud), -1, np.int32), pattern=None,
+                                   rows=0, columns=0)
     write_las(tmp_path / "osi.las", osi_like)
     assert np.all(np.asarray(laspy.read(tmp_path / "osi.las").gps_time) == 1.25)
 

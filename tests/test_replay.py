@@ -132,8 +132,9 @@ def test_replay_organizes_the_fmu_output_as_the_scan(fmu_path, tmp_path, monkeyp
     for k, view in enumerate(views):
         assert direct.step(view, 0.1 * (k + 1)).valid
     scan = direct.last_cloud
-    assert len(organized) == 1 and 0 < len(scan) < len(direct.sensor.pattern)
-    cloud = organized[0]
+    # each frame's PCD (for its firing times), then the preview: the last frame
+    assert len(organized) == 3 and 0 < len(scan) < len(direct.sensor.pattern)
+    cloud = organized[-1]
     assert cloud.sensor_name == "test_rig_interleaved"
     assert (cloud.rows, cloud.columns) == (scan.rows, scan.columns)
     assert np.array_equal(cloud.pattern.directions, scan.pattern.directions)

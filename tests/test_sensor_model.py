@@ -19,8 +19,9 @@ from lidar_fmu.transforms import pose_matrix
 from osi_views import HOST_ID, sensor_view
 
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
+# one pose per frame: these tests hold each step equal to a direct scan of the view (tests/test_motion.py moves)
 SPEC = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 5],
-        "channels": 8, "max_range_m": 60}
+        "channels": 8, "max_range_m": 60, "motion_distortion": False}
 CAR = (4.0, 1.8, 1.5)
 # (id, bbox-centre position, (roll, pitch, yaw), dimensions, model_reference)
 OBJECTS = [(10, (12.0, 0.0, 0.75), (0.0, 0.0, 0.0), CAR, ""),

@@ -7,6 +7,11 @@
 scene's instance poses, casts the sensor's pattern as one
 :class:`~lidar_fmu.raycast.RayBatch` and turns hits into returns, all behind
 the backend's one call (:meth:`~lidar_fmu.raycast.Backend.returns`).
+
+With a :class:`~lidar_fmu.motion.FrameMotion` (how the sensor and objects
+moved over the frame) and the sensor's ``motion_distortion`` on, each ray
+leaves the sensor where it was when the ray fired and meets the objects where
+they were then (:func:`~lidar_fmu.motion.cast_moving`).
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import time
 
 import numpy as np
 
+from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
 from .raycast import Hits, RayBatch, make_backend
@@ -55,13 +61,26 @@ class Lidar:
         return returns_cloud(returns_of_hits(hits, rays, self.return_model()), self.sensor.pattern,
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
-    def scan(self, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
-        """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds."""
-        rays = self.rays(sensor_pose)
-        returns = self.backend.returns(rays, self.return_model())
+    def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None
+             ) -> PointCloud:
+        """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
+
+        ``pattern``: the rays to fire (default: the sensor's frame;
+        :meth:`~lidar_fmu.sensors.Sensor.rays_between` gives a partial sweep).
+        ``motion``: how the sensor (from its start pose to ``sensor_pose``) and
+        the scene's instances moved while they fired; ignored when the
+        sensor's ``motion_distortion`` is off.
+        """
+        pattern = self.sensor.pattern if pattern is None else pattern
+        sensor_pose = check_pose(sensor_pose, "sensor pose")
+        model = self.return_model()
+        if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
+            returns = cast_moving(self.backend, self.scene, pattern, sensor_pose, motion, model,
+                                  self.sensor.max_range_m, self.sensor.motion_slices)
+        else:
+            returns = self.backend.returns(RayBatch.from_pattern(pattern, sensor_pose, self.sensor.max_range_m), model)
         t0 = time.perf_counter()
-        cloud = returns_cloud(returns, self.sensor.pattern, rays.world_from_frame, timestamp_s=timestamp_s,
-                              sensor_name=self.sensor.name)
+        cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
         timings = dict(self.backend.last_timings)
         timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
         self.last_timings = timings

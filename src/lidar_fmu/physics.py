@@ -50,7 +50,7 @@ from .materials import (
     resolve_mesh_materials,
 )
 from .materials.mapping import check_map
-from .pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
+from .pointcloud import CAST_FIELDS, ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
 from .range_limit import range_limit_m
 from .raycast.rays import Continuation
 
@@ -318,14 +318,18 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
     m = _fill_returns(
         hits.range_m, hits.normal, hits.instance_id, hits.instance_index, rays.origins, rays.directions,
         rays.beam_id, sensor_from_world, *model.limit_args(), model.triangle_material, model.first_triangle,
-        hits.primitive_id, *model.material_args(), *(points[name] for name in POINT_DTYPE.names), ray_index,
+        hits.primitive_id, *model.material_args(), *(points[name] for name in CAST_FIELDS), ray_index,
         intensity,
     )
     return Returns(points[:m], ray_index[:m], intensity[:m])
 
 
 def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
-    """The :class:`PointCloud` of a pattern's returns (decided by the CPU pass or a GPU kernel)."""
+    """The :class:`PointCloud` of a pattern's returns (decided by the CPU pass or a GPU kernel).
+
+    Each return's ``time`` is its ray's firing time in the pattern.
+    """
+    returns.points["time"] = pattern.time_offset_s[returns.ray_index]
     cloud = PointCloud(returns.points, returns.ray_index, pattern.rows, pattern.columns,
                        sensor_pose=np.asarray(sensor_pose), pattern=pattern, **meta)
     cloud.intensity_percent = returns.intensity_percent

@@ -36,8 +36,11 @@ POINT_DTYPE = np.dtype(
         ("beam_id", "<u4"),  # emitter (laser) index
         ("object_id", "<u8"),  # instance id hit; NO_OBJECT_ID for the environment
         ("saturated", "u1"),  # 1: a retroreflector saturated the receiver
+        ("time", "<f4"),  # s: when the return's ray fired, after the frame's (or partial sweep's) first firing
     ]
 )
+#: the fields a caster's physics pass writes; ``time`` comes from the ray pattern (:func:`lidar_fmu.physics.returns_cloud`)
+CAST_FIELDS = tuple(name for name in POINT_DTYPE.names if name != "time")
 
 #: angle (rad) within which a point must lie of its ray in :func:`match_rays`. A return is
 #: ``range · direction`` in float32 and OSI carries its angles as doubles of those
@@ -103,8 +106,10 @@ class PointCloud:
     def with_pattern(self, pattern: RayPattern) -> PointCloud:
         """This cloud organized on ``pattern``: each return's ray found by :func:`match_rays` (exact, or it raises)."""
         ray_index = match_rays(self.points, pattern)
-        return dataclasses.replace(self, ray_index=ray_index, rows=pattern.rows, columns=pattern.columns,
-                                   pattern=pattern)
+        points = self.points.copy()
+        points["time"] = pattern.time_offset_s[ray_index]
+        return dataclasses.replace(self, points=points, ray_index=ray_index, rows=pattern.rows,
+                                   columns=pattern.columns, pattern=pattern)
 
     @property
     def row(self) -> np.ndarray:

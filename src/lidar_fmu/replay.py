@@ -216,6 +216,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         writer = SensorDataMcapWriter(sd_path, description=f"lidar-fmu replay of {name}")
     else:
         writer = TraceWriter(sd_path)
+    # each step one whole frame of a repeating pattern: a detection's ray (so its firing time) is known
+    whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
     with SensorFMU(fmu_path, params) as fmu, writer as trace, (recording or contextlib.nullcontext()):
         for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
             times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
@@ -228,8 +230,12 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
             returns.append(len(cloud))
             object_ids.append(sorted(set(np.unique(cloud.points["object_id"]).tolist()) - {2**64 - 1}))
             if write_pcd_every and k % write_pcd_every == 0:  # OSI carries no normals or flags: only its fields
+                fields = OSI_FIELDS
+                if whole_frames:  # and no firing times, but every detection's ray has one
+                    with contextlib.suppress(RayMatchError):
+                        cloud, fields = organize(cloud, sensor.pattern), OSI_FIELDS + ("time",)
                 write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud,
-                          compression="binary_compressed", fields=OSI_FIELDS)
+                          compression="binary_compressed", fields=fields)
             if recording is not None:
                 cloud.sensor_pose = mirror.update(data)
                 recording.log_meshes(mirror.scene, times[k], k)

@@ -6,6 +6,15 @@
 
 Bad input never raises out of :meth:`step`: it yields an empty SensorData whose
 header says the data are not available, ``valid=False`` and a message.
+
+Time: a step publishes the rays the sensor fired since the previous
+SensorView (its own timestamp, not the master's clock): a step as long as the
+frame period gives one whole frame, a shorter one the part of the sweep fired
+in it (as the real unit's packets), a longer one the last frame before the
+view (with one warning). The first step takes the frame that ends at its
+view. While the rays fire, the sensor and the objects move between the
+previous view's poses and this one's (before the first view, back along OSI
+``base.velocity``/``orientation_rate``): :mod:`lidar_fmu.motion`.
 """
 from __future__ import annotations
 
@@ -17,9 +26,11 @@ import numpy as np
 
 from .errors import LidarFmuError
 from .lidar import Lidar
+from .motion import FrameMotion, extrapolate_pose, is_jump
 from .osi.decode import check_position, decode_sensor_view
 from .osi.encode import encode_empty_sensor_data, encode_sensor_data_buffer
 from .parallel import serial, serialised, serialised_message, threadsafe_layer
+from .pointcloud import POINT_DTYPE, PointCloud
 from .scene import Scene
 from .scene_update import SceneUpdater
 from .transforms import PoseError, check_pose, pose_matrix
@@ -65,6 +76,11 @@ class LidarSensorModel:
         self.sensor_id = sensor_id
         self.cycle_counter = 0
         self.last_measurement_time_s = None
+        #: the last view the sensor fired up to: (timestamp s, world_from_sensor, {instance id: world pose})
+        self._previous = None
+        #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
+        self._sensor_t0_s = None
+        self._warned_long_step = False
 
     @property
     def sensor(self):
@@ -110,9 +126,17 @@ class LidarSensorModel:
             check_position(vehicle[:3, 3], f"host vehicle {frame.host_vehicle_id} position")
         sensor_pose = vehicle @ mounting
         check_position(sensor_pose[:3, 3], "sensor position (host vehicle · mounting_position)")
+        pattern, motion = self._window(frame, sensor_pose, mounting)
         t2 = time.perf_counter()
-        with serial():
-            cloud = self.lidar.scan(sensor_pose, frame.timestamp_s)
+        if pattern is None:  # a step shorter than one firing: nothing fired
+            cloud = PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 0, 0, frame.timestamp_s, sensor_pose,
+                               self.sensor.name, np.zeros(0, np.float32))
+            self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
+        else:
+            with serial():
+                cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion)
+        self._previous = (frame.timestamp_s, sensor_pose, dict(zip(self.scene.instance_ids.tolist(),
+                                                                   self.scene.poses.copy())))
         t4 = time.perf_counter()
         t3 = t2 + self.lidar.last_timings["cast"]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
@@ -132,3 +156,54 @@ class LidarSensorModel:
         self.last_sensor_pose = sensor_pose
         timings = dict(zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)))
         return StepResult(data, True, len(cloud), "", timings)
+
+    def _window(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray):
+        """(the rays fired since the previous view, or None; how poses moved meanwhile) for this view."""
+        sensor, now = self.sensor, frame.timestamp_s
+        period = sensor.frame_period_s
+        previous = self._previous if self._previous is not None and self._previous[0] < now else None
+        start = previous[0] if previous is not None else now - period
+        window_start = max(start, now - period) if sensor.continuous is None else start
+        if now - start > period * (1 + 1e-9) and sensor.continuous is None and not self._warned_long_step:
+            self._warned_long_step = True
+            self.warn(f"step of {now - start:g} s is longer than {sensor.name}'s frame period {period:g} s: each "
+                      "step publishes the frame fired in the last frame period before its SensorView")
+        if self._sensor_t0_s is None:
+            self._sensor_t0_s = window_start
+        pattern = sensor.rays_between(window_start - self._sensor_t0_s, now - self._sensor_t0_s)
+        if pattern is None or not sensor.motion_distortion:
+            return pattern, None
+        ids = self.scene.instance_ids.tolist()
+        if previous is not None:  # interpolated, but for jumps (is_jump): those are taken as they come
+            before, dt = previous[2], now - start
+            starts = {i: before[i] for i, pose in zip(ids, self.scene.poses) if i in before
+                      and not np.array_equal(before[i], pose) and not is_jump(before[i], pose, dt)}
+            new = [i for i in ids if i not in before]
+            sensor_start = previous[1] if not is_jump(previous[1], sensor_pose, dt) else sensor_pose
+        else:
+            starts, new = {}, ids
+            host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+            sensor_start = sensor_pose
+            if host is not None and host.moves:
+                sensor_start = _finite_or(frame.host_pose(start - now) @ mounting, sensor_pose)
+        objects = {}
+        for obj in frame.objects:  # of objects sharing an id, the scene took the first
+            objects.setdefault(obj.id, obj)
+        for object_id in new:  # objects without an earlier pose: back along their velocity
+            obj = objects.get(object_id)
+            if obj is not None and obj.moves:
+                end = self.scene.pose_of(object_id)
+                starts[object_id] = _finite_or(extrapolate_pose(end, obj.velocity_m_s or (0, 0, 0),
+                                                                obj.orientation_rate_rad_s or (0, 0, 0),
+                                                                start - now), end)
+        return pattern, FrameMotion(start, now, window_start, sensor_start, starts)
+
+
+def _finite_or(pose: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """``pose`` if it is a usable one (finite, within the world), else ``fallback``: a wild OSI velocity
+    extrapolates nowhere rather than invalidating the frame."""
+    try:
+        check_position(pose[:3, 3], "extrapolated position")
+    except LidarFmuError:
+        return fallback
+    return pose if np.all(np.isfinite(pose)) else fallback

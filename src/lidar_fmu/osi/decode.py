@@ -45,11 +45,25 @@ class ObjectState:
     model_reference: str = ""
     moving: bool = True
     bbcenter_to_rear_m: tuple | None = None  # vehicles only
+    velocity_m_s: tuple | None = None  # base.velocity (world), when the view sets it
+    orientation_rate_rad_s: tuple | None = None  # base.orientation_rate (d/dt of roll, pitch, yaw)
 
     @property
     def pose(self) -> np.ndarray:
         """4×4 world_from_object (object frame at the bounding-box centre)."""
         return pose_matrix(self.position_m, self.orientation_rad)
+
+    @property
+    def moves(self) -> bool:
+        """Does the view give this object a velocity or an orientation rate that is not zero?"""
+        return any(v for v in (self.velocity_m_s or ()) + (self.orientation_rate_rad_s or ()))
+
+    def pose_after(self, dt_s: float) -> np.ndarray:
+        """The bounding-box pose ``dt_s`` seconds later (earlier when negative), at the view's velocity and
+        orientation rate (unset ones are zero): how poses are extrapolated before a first SensorView."""
+        return pose_matrix(np.add(self.position_m, np.multiply(self.velocity_m_s or (0.0, 0.0, 0.0), dt_s)),
+                           np.add(self.orientation_rad, np.multiply(self.orientation_rate_rad_s or (0.0, 0.0, 0.0),
+                                                                    dt_s)))
 
 
 @dataclass
@@ -65,12 +79,13 @@ class SensorViewFrame:
     def object(self, object_id: int) -> ObjectState | None:
         return next((o for o in self.objects if o.id == object_id), None)
 
-    def host_pose(self) -> np.ndarray | None:
-        """4×4 world_from_vehicle (rear-axle frame) of the host, if it is in the ground truth."""
+    def host_pose(self, dt_s: float = 0.0) -> np.ndarray | None:
+        """4×4 world_from_vehicle (rear-axle frame) of the host, if it is in the ground truth (``dt_s`` later:
+        :meth:`ObjectState.pose_after`)."""
         host = self.object(self.host_vehicle_id) if self.host_vehicle_id is not None else None
         if host is None:
             return None
-        pose = host.pose
+        pose = host.pose_after(dt_s) if dt_s else host.pose
         if host.bbcenter_to_rear_m is not None:
             pose[:3, 3] += pose[:3, :3] @ np.asarray(host.bbcenter_to_rear_m)
         return pose
@@ -101,6 +116,11 @@ def _object(obj, moving: bool) -> ObjectState:
         model_reference=obj.model_reference,
         moving=moving,
     )
+    if moving and base.HasField("velocity"):  # BaseStationary has neither
+        state.velocity_m_s = _vector(base.velocity, "xyz", f"{what} velocity")
+    if moving and base.HasField("orientation_rate"):
+        state.orientation_rate_rad_s = _vector(base.orientation_rate, ("roll", "pitch", "yaw"),
+                                               f"{what} orientation_rate")
     if moving and obj.HasField("vehicle_attributes") and obj.vehicle_attributes.HasField("bbcenter_to_rear"):
         state.bbcenter_to_rear_m = _vector(obj.vehicle_attributes.bbcenter_to_rear, "xyz", f"{what} bbcenter_to_rear")
     return state

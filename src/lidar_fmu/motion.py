@@ -1,0 +1,222 @@
+"""Motion during a frame: the sensor and the objects move while the rays fire.
+
+A spinning lidar fires its columns over the whole frame period (an OS1-128's
+1,024 columns over 100 ms, while a car at 72 km/h moves 2 m), so a real unit's
+raw cloud is *distorted*: each point is measured from where the sensor was
+when its ray fired, against the objects where they were then, and reported
+in the sensor frame of that instant. LiMOX states it does not model this;
+deskewing tools (LIO-SAM, FAST-LIO, KISS-ICP) exist because real clouds have it.
+
+Poses between two SensorViews are interpolated: position linearly, orientation
+by slerp (constant angular velocity about one axis), the same law for the
+sensor and for every object (:func:`interpolate_pose`). Before the first
+SensorView they are extrapolated from OSI ``base.velocity`` and
+``base.orientation_rate`` (:func:`extrapolate_pose`).
+
+How a frame is cast (:func:`cast_moving`):
+
+* the **sensor's** motion is exact per ray: each ray is moved from the sensor
+  frame at its firing time into the sensor frame at the frame's end (one
+  rotation about one axis and a shift along one line, vectorized);
+* **objects** are posed in ``motion_slices`` time slices (a few per frame):
+  each slice's rays see the objects where they were at the slice's middle;
+  the static environment needs none;
+* every return is then reported in the sensor frame *at its own firing time*:
+  ``origin + range · direction`` of its ray in the pattern, exactly as the
+  unit reports it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .physics import Returns
+from .pointcloud import POINT_DTYPE
+from .raycast import RayBatch
+from .transforms import pose_matrix, roll_pitch_yaw
+
+#: Faster than this between two views, a pose change is a jump (a teleport, a respawn, a test placing objects),
+#: not motion, and is not interpolated. Assumed: 150 m/s (540 km/h) is beyond any road vehicle (the fastest
+#: production cars stay under 140 m/s), and a scenario that jumps wants no smear between the two places.
+MAX_INTERPOLATED_SPEED_M_S = 150.0
+#: Likewise a turn of more than this between two views (rad): a quarter turn in one frame is no vehicle's motion.
+MAX_INTERPOLATED_TURN_RAD = 0.5 * np.pi
+
+
+def is_jump(start: np.ndarray, end: np.ndarray, dt_s: float) -> bool:
+    """Did a pose change from ``start`` to ``end`` over ``dt_s`` seconds too fast to be motion?"""
+    r0, _ = _split_scale(start)
+    r1, _ = _split_scale(end)
+    distance_m = float(np.linalg.norm(end[:3, 3] - start[:3, 3]))
+    return (distance_m > MAX_INTERPOLATED_SPEED_M_S * dt_s
+            or float(np.linalg.norm(rotation_vector(r0.T @ r1))) > MAX_INTERPOLATED_TURN_RAD)
+
+
+def _split_scale(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rotation 3×3, per-axis scale (3,)) of a pose whose 3×3 is ``R · diag(scale)`` (OSI boxes are scaled so)."""
+    scale = np.linalg.norm(pose[:3, :3], axis=0)
+    return pose[:3, :3] / np.where(scale > 0, scale, 1.0), scale
+
+
+def rotation_vector(rotation: np.ndarray) -> np.ndarray:
+    """Axis · angle (rad, 0 ≤ angle ≤ π) of a 3×3 rotation, through its unit quaternion (robust near 0 and π)."""
+    from trimesh.transformations import quaternion_from_matrix
+
+    w, *xyz = quaternion_from_matrix(rotation)  # Shepperd's method: stable for every angle
+    xyz = np.asarray(xyz) * (1.0 if w >= 0 else -1.0)  # the shorter way round
+    sin_half = float(np.linalg.norm(xyz))
+    if sin_half == 0.0:
+        return np.zeros(3)
+    return xyz / sin_half * (2.0 * np.arctan2(sin_half, abs(w)))
+
+
+def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction: np.ndarray) -> np.ndarray:
+    """Each of ``vectors`` (N, 3) turned by ``fraction[i] · rotvec`` (Rodrigues; float64 out)."""
+    angle = float(np.linalg.norm(rotvec))
+    v = np.asarray(vectors, np.float64)
+    if angle == 0.0:
+        return v.copy()
+    k = rotvec / angle
+    phi = np.asarray(fraction, np.float64) * angle
+    cos, sin = np.cos(phi)[:, None], np.sin(phi)[:, None]
+    return v * cos + np.cross(k, v) * sin + np.outer(v @ k, k) * (1.0 - cos)
+
+
+def _rotation_matrix_of(rotvec: np.ndarray) -> np.ndarray:
+    return rotate_about(np.eye(3), rotvec, np.ones(3)).T
+
+
+def interpolate_pose(start: np.ndarray, end: np.ndarray, fraction: float) -> np.ndarray:
+    """The 4×4 pose a ``fraction`` of the way from ``start`` (0) to ``end`` (1): linear position, slerp rotation.
+
+    Scaled poses (``R · diag(s)``, OSI boxes) keep a linearly interpolated scale.
+    """
+    r0, s0 = _split_scale(start)
+    r1, s1 = _split_scale(end)
+    pose = np.eye(4)
+    pose[:3, :3] = r0 @ _rotation_matrix_of(fraction * rotation_vector(r0.T @ r1)) * (s0 + fraction * (s1 - s0))
+    pose[:3, 3] = start[:3, 3] + fraction * (end[:3, 3] - start[:3, 3])
+    return pose
+
+
+def extrapolate_pose(pose: np.ndarray, velocity_m_s, orientation_rate_rad_s, dt_s: float) -> np.ndarray:
+    """``pose`` moved by ``dt_s`` seconds at OSI ``base.velocity`` (world, m/s) and ``base.orientation_rate``.
+
+    OSI's ``orientation_rate`` is the time derivative of (roll, pitch, yaw),
+    so the angles move by ``rate · dt``; a scaled pose keeps its scale.
+    """
+    rotation, scale = _split_scale(pose)
+    angles = np.asarray(roll_pitch_yaw(rotation)) + dt_s * np.asarray(orientation_rate_rad_s, np.float64)
+    moved = pose_matrix(pose[:3, 3] + dt_s * np.asarray(velocity_m_s, np.float64), angles)
+    moved[:3, :3] *= scale
+    return moved
+
+
+@dataclass(frozen=True, eq=False)
+class FrameMotion:
+    """How the sensor and the objects moved over a frame, for :func:`cast_moving`.
+
+    Scenario time (s): the *end* poses are the ones at ``end_s`` (the sensor
+    pose passed to the scan, the scene's instance poses); the *start* poses
+    the ones at ``start_s``. Rays fire from ``window_start_s`` on (a ray's
+    ``time_offset_s`` counts from there), which may lie after ``start_s`` (a
+    step longer than the frame) but not before it when poses are
+    interpolated, only extrapolated.
+    """
+
+    start_s: float
+    end_s: float
+    window_start_s: float
+    sensor_start_pose: np.ndarray  # 4×4 world_from_sensor at start_s
+    #: instance id → 4×4 world pose at start_s, for the instances that moved (others stand still)
+    instance_start_poses: dict = field(default_factory=dict)
+
+    def fraction(self, time_offset_s: np.ndarray) -> np.ndarray:
+        """(N,) float64: where each ray's firing lies between the start (0) and end (1) poses."""
+        span = self.end_s - self.start_s
+        t = self.window_start_s + np.asarray(time_offset_s, np.float64)
+        return (t - self.start_s) / span if span > 0 else np.ones(len(t))
+
+    def is_still(self, sensor_end_pose: np.ndarray) -> bool:
+        return not self.instance_start_poses and np.array_equal(self.sensor_start_pose, sensor_end_pose)
+
+
+def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
+                slices: int):
+    """The returns of ``pattern`` fired while the sensor and objects move (see the module doc) → ``Returns``.
+
+    ``backend`` casts over ``scene``, whose instance poses are the end poses;
+    they are moved for the slices and put back. Returns come in ray order,
+    each in the sensor frame at its own firing time.
+    """
+    fraction = motion.fraction(pattern.time_offset_s)
+    # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
+    # axis and a shift (f − 1)·Δ, with slerp's constant axis in the sensor frame
+    r_start, _ = _split_scale(motion.sensor_start_pose)
+    r_end, _ = _split_scale(sensor_end_pose)
+    rotvec_end = rotation_vector(r_start.T @ r_end)
+    shift_end = r_end.T @ (sensor_end_pose[:3, 3] - motion.sensor_start_pose[:3, 3])
+    back = fraction - 1.0
+    origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins.astype(np.float64)
+    directions = rotate_about(pattern.directions, rotvec_end, back)
+    origins = rotate_about(np.broadcast_to(origins_s, directions.shape), rotvec_end, back) + back[:, None] * shift_end
+    rays = RayBatch(origins.astype(np.float32), directions.astype(np.float32), np.asarray(sensor_end_pose, np.float64),
+                    np.ascontiguousarray(pattern.time_offset_s, np.float32), np.ascontiguousarray(pattern.beam_id,
+                                                                                                    np.uint32),
+                    float(max_range_m))
+    moving = {i: p for i, p in motion.instance_start_poses.items() if i in scene}
+    if not moving:
+        slices = 1
+    ids = np.fromiter(moving, np.int64, len(moving))
+    end_poses = np.stack([scene.pose_of(i) for i in ids]) if len(ids) else np.zeros((0, 4, 4))
+    lo, hi = float(fraction.min()), float(fraction.max())
+    edges = np.linspace(lo, hi, slices + 1)
+    slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1) if slices > 1 else None
+    parts, cast_s, points_s = [], 0.0, 0.0
+    try:
+        for j in range(slices):
+            chosen = np.flatnonzero(slice_of == j) if slice_of is not None else None
+            if chosen is not None and len(chosen) == 0:
+                continue
+            if len(ids):
+                middle = 0.5 * (edges[j] + edges[j + 1])
+                scene.set_poses(ids, [interpolate_pose(moving[i], end, middle) for i, end in zip(ids, end_poses)])
+            batch = rays if chosen is None else rays.select(chosen)
+            part = backend.returns(batch, model)
+            cast_s += backend.last_timings.get("cast", 0.0)
+            points_s += backend.last_timings.get("points", 0.0)
+            parts.append(part if chosen is None else part._replace(ray_index=chosen[part.ray_index].astype(np.int32)))
+    finally:
+        if len(ids):
+            scene.set_poses(ids, list(end_poses))
+    points = np.concatenate([p.points for p in parts]) if parts else np.zeros(0, POINT_DTYPE)
+    ray_index = np.concatenate([p.ray_index for p in parts]) if parts else np.zeros(0, np.int32)
+    intensity = np.concatenate([p.intensity_percent for p in parts]) if parts else np.zeros(0, np.float32)
+    order = np.argsort(ray_index, kind="stable")
+    points, ray_index, intensity = points[order], ray_index[order], intensity[order]
+    _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
+    backend.last_timings = {"cast": cast_s, "points": points_s}
+    return Returns(points, ray_index, intensity)
+
+
+def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:
+    """Returns computed in the end frame → the sensor frame at each ray's own firing time, in place.
+
+    Along its own ray the return lies ``range`` from the ray's origin, in
+    that frame the ray is the pattern's: ``origin + range · direction``
+    (float32, as the still path computes it). Normals turn back by the ray's
+    own turn.
+    """
+    if len(points) == 0:
+        return
+    r = points["range"]
+    d = pattern.directions[ray_index]
+    o = origins_s.astype(np.float32)[0 if len(origins_s) == 1 else ray_index]
+    o = np.broadcast_to(o, d.shape)
+    for k, name in enumerate("xyz"):
+        points[name] = o[:, k] + r * d[:, k]
+    if np.any(rotvec_end):
+        normals = np.stack([points["normal_x"], points["normal_y"], points["normal_z"]], axis=1)
+        normals = rotate_about(normals, rotvec_end, -back[ray_index]).astype(np.float32)
+        points["normal_x"], points["normal_y"], points["normal_z"] = normals.T

@@ -1,0 +1,170 @@
+"""Firing time and motion distortion: poses interpolated over a frame, partial sweeps, the moving-wall check."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from lidar_fmu.motion import interpolate_pose, is_jump, rotate_about, rotation_vector
+from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.sensors import load_sensor
+from lidar_fmu.transforms import pose_matrix
+from osi_views import HOST_ID, sensor_view
+
+# a 120° sweep over the whole 100 ms frame: the wall ahead is seen from start to end of the frame
+SWEEP = {"horizontal_fov_deg": [60, -60], "horizontal_samples": 240, "vertical_fov_deg": [-5, 5], "channels": 8,
+         "frame_rate_hz": 10.0, "max_range_m": 120.0}
+WALL_ID, WALL_X_M, SPEED_M_S = 50, 60.0, 20.0
+WALL = (WALL_ID, (WALL_X_M, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 20.0), "")
+
+
+def _wall_views(frames: int, speed_m_s: float = SPEED_M_S):
+    """The host drives at ``speed_m_s`` along x toward a stationary wall (a box) 60 m ahead; views every 0.1 s."""
+    return [sensor_view([WALL], time_s=0.1 * k, host=(HOST_ID, (speed_m_s * 0.1 * k, 0.0, 0.75), 0.0),
+                        host_velocity=(speed_m_s, 0.0, 0.0)) for k in range(1, frames + 1)]
+
+
+def _wall_slope(points) -> float:
+    """Slope (m/s) of the wall points' x against their firing time."""
+    wall = points[points["object_id"] == WALL_ID]
+    assert len(wall) > 500 and np.ptp(wall["time"]) > 0.09  # the sweep spans the frame
+    return float(np.polyfit(wall["time"].astype(np.float64), wall["x"].astype(np.float64), 1)[0])
+
+
+# -- poses --------------------------------------------------------------------------------------------------
+def test_interpolation_is_linear_in_position_and_slerp_in_rotation():
+    start = pose_matrix((0, 0, 0), (0, 0, 0))
+    end = pose_matrix((10, -4, 2), (0.2, -0.1, 1.2))
+    assert np.allclose(interpolate_pose(start, end, 0.0), start) and np.allclose(interpolate_pose(start, end, 1.0), end)
+    half = interpolate_pose(start, end, 0.5)
+    assert np.allclose(half[:3, 3], (5, -2, 1))
+    # slerp: the half-way rotation turns half the angle about the same axis, both halves equal
+    total = rotation_vector(end[:3, :3])
+    assert np.allclose(rotation_vector(half[:3, :3]), 0.5 * total)
+    assert np.allclose(rotation_vector(half[:3, :3].T @ end[:3, :3]), 0.5 * total)
+    # an OSI box scaled by its pose keeps its scale
+    scaled = end.copy()
+    scaled[:3, :3] *= (4.0, 1.8, 1.5)
+    assert np.allclose(np.linalg.norm(interpolate_pose(start, scaled, 0.3)[:3, :3], axis=0), 1 + 0.3 * np.array(
+        [3.0, 0.8, 0.5]))
+
+
+def test_rotation_vector_round_trips_at_every_angle():
+    rng = np.random.default_rng(3)
+    for angle in (0.0, 1e-9, 1e-3, 1.0, math.pi - 1e-6, math.pi):
+        axis = rng.normal(size=3)
+        axis /= np.linalg.norm(axis)
+        rotation = rotate_about(np.eye(3), axis * angle, np.ones(3)).T
+        back = rotate_about(np.eye(3), rotation_vector(rotation), np.ones(3)).T
+        assert np.abs(back - rotation).max() < 1e-9, angle
+
+
+def test_jumps_are_not_motion():
+    start = pose_matrix((0, 0, 0), (0, 0, 0))
+    assert not is_jump(start, pose_matrix((2, 0, 0), (0, 0, 0.1)), 0.1)  # 20 m/s, 1 rad/s
+    assert is_jump(start, pose_matrix((20, 0, 0), (0, 0, 0)), 0.1)  # 200 m/s: a teleport
+    assert is_jump(start, pose_matrix((0, 0, 0), (0, 0, 2.0)), 0.1)  # a turn of 115° in one frame
+
+
+# -- partial sweeps -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("preset", ["velodyne_vlp16", "ouster_os1_128_cal"])
+def test_steps_shorter_than_a_frame_fire_each_column_once(preset):
+    """Four quarter-frame windows fire every column of the frame once, in firing order, times counted from each
+    window's start; a window straddling the frame's end wraps into the next frame."""
+    sensor = load_sensor(preset)
+    period = sensor.frame_period_s
+    edges = np.linspace(0.0, period, 5)
+    parts = [sensor.rays_between(a, b) for a, b in zip(edges[:-1], edges[1:])]
+    columns = np.concatenate([p.column[:: p.rows] for p in parts])
+    assert np.array_equal(np.sort(columns), np.sort(sensor.pattern.column[:: sensor.pattern.rows]))
+    for (a, b), part in zip(zip(edges[:-1], edges[1:]), parts):
+        assert part.rows == sensor.pattern.rows and 0 <= part.time_offset_s.min() and part.time_offset_s.max() < b - a
+    wrapped = sensor.rays_between(0.75 * period + 7 * period, 1.25 * period + 7 * period)
+    assert wrapped.columns == parts[3].columns + parts[0].columns
+    assert np.array_equal(wrapped.directions, np.concatenate([parts[3].directions, parts[0].directions]))
+    assert sensor.rays_between(0.0, period) is sensor.pattern and sensor.rays_between(1e-6, 2e-6) is None
+
+
+def test_partial_steps_through_the_model_add_up_to_the_frame():
+    """A static scene stepped at a quarter of the frame period returns, over four steps, the frame's returns."""
+    views = [sensor_view([WALL], time_s=t, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0)) for t in (0.1, 0.125, 0.15, 0.175,
+                                                                                           0.2)]
+    whole = LidarSensorModel(sensor=SWEEP)
+    whole.step(views[0], 0.1)
+    frame = whole.step(views[-1], 0.2)
+    quarters = LidarSensorModel(sensor=SWEEP)
+    quarters.step(views[0], 0.1)
+    counts = [quarters.step(view, 0.0).count for view in views[1:]]
+    assert all(c > 0 for c in counts) and sum(counts) == frame.count
+
+
+def test_a_step_longer_than_the_frame_warns_once_and_takes_the_last_frame():
+    said = []
+    model = LidarSensorModel(sensor=SWEEP, warn=said.append)
+    for t in (0.1, 0.4, 0.7):
+        assert model.step(sensor_view([WALL], time_s=t), t).valid
+    assert len(said) == 1 and "longer than" in said[0]
+    assert len(model.last_cloud) == LidarSensorModel(sensor=SWEEP).step(sensor_view([WALL], 0.1), 0.1).count
+    assert np.ptp(model.last_cloud.points["time"]) > 0.09  # one whole frame
+
+
+# -- the moving wall ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("distortion", [True, False])
+def test_moving_wall_slope_in_the_model(distortion):
+    """Driving at 20 m/s at a stationary wall: x against firing time has slope −20 m/s (within 5 %), ≈ 0 without."""
+    model = LidarSensorModel(sensor=SWEEP | {"motion_distortion": distortion})
+    for k, view in enumerate(_wall_views(3)):
+        assert model.step(view, 0.1 * (k + 1)).valid
+        slope = _wall_slope(model.last_cloud.points)
+        if distortion:  # the first frame too: extrapolated back along the host's OSI velocity
+            assert slope == pytest.approx(-SPEED_M_S, rel=0.05), k
+            # and each point where the wall is, seen from where the sensor was when it fired
+            wall = model.last_cloud.points[model.last_cloud.points["object_id"] == WALL_ID]
+            sensor_x = SPEED_M_S * (0.1 * k + wall["time"].astype(np.float64)) + (-1.4)  # rear axle, no mounting
+            assert np.abs(wall["x"] + sensor_x - (WALL_X_M - 0.1)).max() < 2e-3
+        else:
+            assert abs(slope) < 0.05, k
+
+
+def test_moving_wall_slope_through_the_fmu_replay(tmp_path):
+    """The same check on `lidar-fmu replay`'s frame PCDs (OSI SensorData out of the FMU, each ray's time back)."""
+    from lidar_fmu.cli import main
+    from lidar_fmu.io import read_pcd
+    from lidar_fmu.osi.trace import write_trace
+
+    slopes = {}
+    for distortion in (True, False):
+        scenario = tmp_path / f"wall_{distortion}"
+        scenario.mkdir()
+        write_trace(scenario / "views.osi", _wall_views(3))
+        (scenario / "scenario.yaml").write_text(json.dumps(
+            {"trace": "views.osi", "sensor": SWEEP | {"motion_distortion": distortion}, "step_size_s": 0.1}))
+        out = tmp_path / f"out_{distortion}"
+        assert main(["replay", str(scenario), "-o", str(out), "-q"]) == 0
+        frames = sorted((out / "frames").glob("*.pcd"))
+        assert len(frames) == 3
+        slopes[distortion] = [_wall_slope(read_pcd(path)) for path in frames]
+    assert slopes[True] == pytest.approx([-SPEED_M_S] * 3, rel=0.05)
+    assert np.abs(slopes[False]).max() < 0.05
+
+
+def test_a_moving_object_is_met_where_it_is_when_each_ray_fires():
+    """A still sensor, a wall coming at it at 20 m/s: the same slope, from the object's poses over the frame."""
+    views = [sensor_view([(WALL_ID, (WALL_X_M - SPEED_M_S * 0.1 * k, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 20.0), "")],
+                         time_s=0.1 * k) for k in (1, 2)]
+    model = LidarSensorModel(sensor=SWEEP | {"motion_slices": 50})
+    model.step(views[0], 0.1)
+    assert model.step(views[1], 0.2).valid
+    # 50 slices of 2 ms: the staircase's fitted slope is the motion's
+    assert _wall_slope(model.last_cloud.points) == pytest.approx(-SPEED_M_S, rel=0.05)
+
+
+def test_motion_distortion_is_the_default_and_a_spec_key():
+    assert load_sensor("ouster_os1_128").motion_distortion is True
+    assert load_sensor({"preset": "ouster_os1_128", "motion_distortion": False}).motion_distortion is False
+    from lidar_fmu.sensors import SensorSpecError
+
+    with pytest.raises(SensorSpecError, match="motion_distortion"):
+        load_sensor({"preset": "ouster_os1_128", "motion_distortion": "yes"})
+    with pytest.raises(SensorSpecError, match="motion_slices"):
+        load_sensor({"preset": "ouster_os1_128", "motion_slices": 0})
