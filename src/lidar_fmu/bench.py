@@ -205,6 +205,41 @@ def print_table(rows) -> None:
         )
 
 
+def bench_motion(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
+    """The cost of motion distortion on one frame: the host at 20 m/s turning at 0.2 rad/s, then every object
+    (not the environment) at 10 m/s too, posed in 1 … 32 time slices; against the still frame measured alongside."""
+    import dataclasses
+
+    from .motion import FrameMotion
+    from .pointcloud import ENVIRONMENT_ID_BASE
+    from .sensors import load_sensor
+
+    sensor = load_sensor(preset)
+    period = sensor.frame_period_s
+    start_pose = sensor_pose @ pose_matrix((-20.0 * period, 0.0, 0.0), (0.0, 0.0, -0.2 * period))
+    objects = [int(i) for i in scene.instance_ids if i < ENVIRONMENT_ID_BASE]
+    moved = {i: scene.pose_of(i) @ pose_matrix((-10.0 * period, 0.0, 0.0)) for i in objects}
+    cases = [("still", None, 1), ("sensor moves", FrameMotion(0.0, period, 0.0, start_pose), 1)]
+    cases += [(f"sensor and {len(objects)} objects move", FrameMotion(0.0, period, 0.0, start_pose, moved), slices)
+              for slices in (1, 4, 10, 32)]
+    rows, still_ms = [], None
+    for label, motion, slices in cases:
+        lidar = Lidar(scene, dataclasses.replace(sensor, motion_slices=slices), backend=backend)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose, motion=motion), repeat)
+        still_ms = frame_ms if still_ms is None else min(still_ms, median_ms(lambda: lidar.scan(sensor_pose), repeat))
+        rows.append(dict(case=label, slices=slices if motion is not None and motion.instance_start_poses else 1,
+                         frame_ms=frame_ms, still_ms=still_ms))
+    return rows
+
+
+def print_motion_table(preset: str, rows) -> None:
+    print(f"\n| motion distortion, demo street, {preset} | time slices | frame ms | still frame ms (same run) | "
+          "× still |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['slices']} | {r['frame_ms']:.2f} | {r['still_ms']:.2f} | "
+              f"{r['frame_ms'] / r['still_ms']:.2f}× |")
+
+
 def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") -> dict:
     """doStep of the demo scenario (OS1-128×1024 on the street): stage medians in-process, and through the FMU."""
     import glob
@@ -267,7 +302,7 @@ def run_bench(args) -> list[dict]:
         device = f", GPU {device_name()}"
     print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs{device}, backend={args.backend}, "
           f"median of {args.repeat}")
-    rows, gpu_rows = [], []
+    rows, gpu_rows, motion_rows = [], [], []
     for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
         if name == "street":
             scene, pose = street_scene(args.work_dir)
@@ -276,9 +311,13 @@ def run_bench(args) -> list[dict]:
         else:
             raise UserError(f"unknown bench scene {name!r}; choose street or sphere")
         rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
+        if name == "street":
+            motion_rows = bench_motion(scene, pose, args.backend, args.repeat)
         if gpu:
             gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))
     print_table(rows)
+    if motion_rows:
+        print_motion_table("OS1-128×1024", motion_rows)
     if gpu_rows:
         print_gpu_table(gpu_rows)
     if not args.skip_step:

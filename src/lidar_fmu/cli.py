@@ -107,14 +107,19 @@ def cmd_scan(args) -> None:
         scene.add_instance(i, load_mesh(path), up_axis_pose(up_axis_of(path, args.up)))
     lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials,
                   warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
+    pattern = lidar.sensor.pattern
+    if args.duration is not None:  # what the sensor fires in that long (a still scene: a repeating frame repeats)
+        pattern = lidar.sensor.rays_between(0.0, args.duration)
+        if pattern is None:
+            raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
     with event.install_recorder("numba:compile") as compiling:
-        cloud = lidar.scan(pose)
+        cloud = lidar.scan(pose, pattern=pattern)
     written = []
     try:  # all or nothing: no point cloud left behind when the preview cannot be written
         write_point_cloud(args.output, cloud)
         written.append(args.output)
         if args.preview:
-            write_preview(args.preview, cloud, pattern=lidar.sensor.pattern)
+            write_preview(args.preview, cloud, pattern=pattern)
         if args.rerun:
             from .io import RerunRecording
 
@@ -134,7 +139,7 @@ def cmd_scan(args) -> None:
     if compile_s > 0.05:
         text += f" (+{compile_s:.1f} s compiling once; cached for the next run)"
     print(
-        f"{lidar.sensor.name}: {len(cloud)} returns of {len(lidar.sensor.pattern)} rays "
+        f"{lidar.sensor.name}: {len(cloud)} returns of {len(pattern)} rays "
         f"on {scene.triangle_count} triangles [{lidar.backend.name}] {text} → {args.output}"
     )
 
@@ -189,6 +194,16 @@ def _int_at_least(minimum: int):
 
 
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < 3600):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600), got {text!r}")
+    return value
 
 
 def cmd_demo(args) -> None:
@@ -328,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees, in the Z-up world the meshes stand in")
     p.add_argument("--up", choices=["y", "z"], default=None,
                    help="the meshes' up axis (default: y for glTF/GLB, as its specification says; z for the rest)")
+    p.add_argument("--duration", type=_positive_seconds, default=None, metavar="S",
+                   help="fire for S seconds from the sensor's start: a partial sweep, or for patterns that do not "
+                        "repeat every frame (Livox, rosette) S seconds of coverage (default: one frame)")
     p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply, .ptx, .las or .laz")
     p.add_argument("--rerun", metavar="PATH",
                    help="also write a Rerun recording (.rrd): the scan, the sensor pose and the meshes")

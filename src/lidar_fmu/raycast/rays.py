@@ -48,6 +48,9 @@ class RayBatch:
     time_s: np.ndarray
     beam_id: np.ndarray
     max_range_m: float
+    #: directions a caster may group rays by instead of ``directions`` (same shape): the pattern's own, when
+    #: the rays are the pattern turned a little (motion), so an order computed once per pattern still holds
+    coherence_key: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.directions)
@@ -80,9 +83,10 @@ class RayBatch:
     def select(self, rays) -> RayBatch:
         """The rays ``rays`` (indices or mask) of this batch, e.g. one time slice."""
         origins = self.origins if self.shared_origin else np.ascontiguousarray(self.origins[rays])
+        key = None if self.coherence_key is None else np.ascontiguousarray(self.coherence_key[rays])
         return RayBatch(origins, np.ascontiguousarray(self.directions[rays]), self.world_from_frame,
                         np.ascontiguousarray(self.time_s[rays]), np.ascontiguousarray(self.beam_id[rays]),
-                        self.max_range_m)
+                        self.max_range_m, key)
 
     def world_rays(self) -> tuple[np.ndarray, np.ndarray]:
         """(origins (N, 3) or (1, 3), unit directions (N, 3)) in the world frame, float32."""
