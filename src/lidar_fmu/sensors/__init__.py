@@ -8,7 +8,11 @@ Spec keys (a contract; units in the names):
 ``horizontal_resolution_deg`` column spacing (alternative to ``horizontal_samples``)
 ``vertical_angles_deg``      explicit beam elevations (beam id = list position)
 ``vertical_fov_deg``         [lower, upper] with ``channels`` evenly spaced beams
-``calibration``              Velodyne-style YAML (``vert_correction``/``rot_correction`` per laser, rad)
+``calibration``              Velodyne calibration YAML (per laser ``vert_correction``/``rot_correction`` rad,
+                             ``vert_offset_correction``/``horiz_offset_correction`` m: beam origins)
+``velodyne_model``           VLP-16, Puck Hi-Res, HDL-32E, VLP-32C, HDL-64E, VLS-128: the model's documented
+                             firing sequence times the rays (:mod:`.velodyne`); columns default to the
+                             sequences fired in one frame
 ``angle_pairs_deg``          [[azimuth, elevation], …] arbitrary directions
 ``pinhole``                  {width_px, height_px, horizontal_fov_deg}: a depth camera
 ``min_range_m``, ``max_range_m``, ``wavelength_nm``, ``frame_rate_hz``, ``firing_interval_s``
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
@@ -55,6 +59,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
+    "velodyne_model",
 }
 
 
@@ -204,25 +209,54 @@ def _angles(spec: dict, key: str, length=None) -> np.ndarray:
     return values
 
 
-def _calibration(name: str):
-    """(elevation_rad, azimuth_offset_rad) per laser from a Velodyne calibration YAML."""
-    import yaml
+def _data_file(name: str) -> str:
+    """A path as given, else the packaged ``data/`` file of that name; SensorSpecError when neither exists."""
+    if os.path.isfile(name):
+        return name
+    packaged = resources.files(__package__).joinpath("data", name)
+    if not packaged.is_file():
+        raise SensorSpecError(f"calibration file not found: {name}")
+    return str(packaged)
 
-    path = name if os.path.isfile(name) else None
-    if path is None:
-        packaged = resources.files(__package__).joinpath("data", name)
-        if not packaged.is_file():
-            raise SensorSpecError(f"calibration file not found: {name}")
-        path = str(packaged)
+
+def _velodyne(spec: dict, frame_period_s: float) -> RayPattern:
+    """A Velodyne calibration YAML's lasers (with their origin offsets); with ``velodyne_model`` the model's
+    documented firing sequence times every ray (:mod:`.velodyne`), else columns spread over the frame."""
+    from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
+
     try:
-        with open(path, encoding="utf-8") as f:
-            lasers = yaml.safe_load(f)["lasers"]
-        lasers = sorted(lasers, key=lambda laser: int(laser["laser_id"]))
-        elevation = np.array([float(laser["vert_correction"]) for laser in lasers])
-        offset = np.array([float(laser.get("rot_correction", 0.0)) for laser in lasers])
-    except Exception as exc:
-        raise SensorSpecError(f"cannot read calibration {name}: {exc}") from None
-    return elevation, offset
+        cal = read_velodyne_calibration(_data_file(str(spec["calibration"])))
+    except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
+    model = spec.get("velodyne_model")
+    if model is None:
+        start, end, columns = _column_layout(spec)
+        _check_rays(cal.lasers * columns, f"{cal.lasers:,} beams × {columns:,} columns")
+        azimuth = _column_azimuths(start, end, columns)
+        grid = scan_grid(cal.vert_correction_rad, azimuth, frame_period_s=frame_period_s,
+                         azimuth_offset_rad=cal.rot_correction_rad,
+                         firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+        if not (np.any(cal.vert_offset_m) or np.any(cal.horiz_offset_m)):
+            return grid
+        origins, _ = beam_geometry(cal, grid.beam_id.astype(np.int64), azimuth[grid.column])
+        return replace(grid, origins=origins.astype(np.float32))
+    if model not in FIRING:
+        raise SensorSpecError(f"unknown velodyne_model {model!r}; known: {', '.join(FIRING)}")
+    timing = FIRING[model]
+    layout = dict(spec)
+    if "horizontal_samples" not in spec and "horizontal_resolution_deg" not in spec:
+        # as many firing sequences as the head fires while it sweeps the FOV once a frame
+        start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
+        full_turn = abs(abs(end - start) - 360) < 1e-9
+        sequences = abs(end - start) / 360.0 * frame_period_s / timing.sequence_s
+        layout["horizontal_samples"] = max(1, int(sequences + 1e-9) + (0 if full_turn else 1))
+    start, end, columns = _column_layout(layout)
+    _check_rays(cal.lasers * columns, f"{cal.lasers:,} beams × {columns:,} columns")
+    try:
+        return velodyne_pattern(cal, timing, columns=columns, start_azimuth_rad=np.radians(start),
+                                turn_direction=float(np.sign(end - start)), frame_rate_hz=1.0 / frame_period_s)
+    except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
 
 
 def _check_rays(count, what: str) -> None:
@@ -307,7 +341,6 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
             return pinhole(width, height, fov)
         except ValueError as exc:
             raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
-    offset = None
     if "vertical_angles_deg" in spec:
         elevation = np.radians(_angles(spec, "vertical_angles_deg"))
     elif "vertical_fov_deg" in spec:
@@ -320,7 +353,7 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
         _check_rays(int(channels), f"{int(channels):,} channels")
         elevation = np.radians(np.linspace(lower, upper, channels) if channels > 1 else [0.5 * (lower + upper)])
     elif "calibration" in spec:
-        elevation, offset = _calibration(str(spec["calibration"]))
+        return _velodyne(spec, frame_period_s)
     else:
         raise SensorSpecError(
             "sensor spec needs a beam layout: preset, vertical_angles_deg, vertical_fov_deg+channels, "
@@ -335,7 +368,6 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
         elevation,
         _column_azimuths(start, end, columns),
         frame_period_s=frame_period_s,
-        azimuth_offset_rad=offset,
         firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False),
     )
 

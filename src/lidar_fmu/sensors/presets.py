@@ -58,10 +58,59 @@ PRESETS: dict[str, dict] = {
     "velodyne_hdl64e": {
         "description": "Velodyne HDL-64E S2, 64 beams −24.7…+2.0° (unit calibration), 0.17° at 10 Hz",
         "calibration": "velodyne_64e_utexas.yaml",
+        # 2083 upper+lower firings of 48 µs per 100 ms turn (velodyne.FIRING["HDL-64E"])
+        "velodyne_model": "HDL-64E",
         "horizontal_fov_deg": _FULL_TURN_CW,
-        "horizontal_samples": 2083,
         "frame_rate_hz": 10.0,
-        "firing_interval_s": 0.0,
+        "min_range_m": 0.9,
+        "max_range_m": 120.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
+    },
+    # From velodyne-decoder's calibrations (data/velodyne_decoder_*.yml, BSD-3-Clause): per-laser angles and,
+    # for the HDL-64E, the beam-origin offsets; timed by each model's documented firing sequence
+    # (velodyne.FIRING). Columns: the firing sequences of one turn at frame_rate_hz.
+    "velodyne_vlp32c": {
+        # VLP-32C (Ultra Puck) datasheet: 32 channels, −25…+15°, 200 m, 903 nm, 5–20 Hz, 0.1–0.4°
+        "description": "Velodyne VLP-32C (Ultra Puck), 32 beams −25…+15°, paired firings, 0.2° at 10 Hz",
+        "calibration": "velodyne_decoder_VLP-32C.yml",
+        "velodyne_model": "VLP-32C",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.5,  # assumed: the datasheet gives none; the VLP-16's 0.5 m (same Puck optics family)
+        "max_range_m": 200.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_vls128": {
+        # VLS-128 (Alpha Prime) datasheet: 128 channels, −25…+15°, 245 m, 903 nm, 5–20 Hz, 0.1–0.4°
+        "description": "Velodyne VLS-128 (Alpha Prime), 128 beams −25…+15°, 8 lasers per 2.665 µs slot, 10 Hz",
+        "calibration": "velodyne_decoder_Alpha_Prime.yml",
+        "velodyne_model": "VLS-128",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.5,  # assumed: the datasheet gives none; as the VLP-16's 0.5 m
+        "max_range_m": 245.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_hdl64e_s2": {
+        # HDL-64E S2 datasheet and user's manual: 120 m, 905 nm, 5–15 Hz; 50 m at 10 %, 120 m at 80 %
+        "description": "Velodyne HDL-64E S2.1 (SZTAKI unit calibration, beam origin offsets), 10 Hz",
+        "calibration": "velodyne_decoder_HDL-64E_S2.1-sztaki.yml",
+        "velodyne_model": "HDL-64E",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.9,
+        "max_range_m": 120.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
+    },
+    "velodyne_hdl64e_s3": {
+        # HDL-64E S3 datasheet and user's manual: 120 m, 905 nm, 5–20 Hz; 50 m at 10 %, 120 m at 80 %
+        "description": "Velodyne HDL-64E S3 (VeloView default calibration, beam origin offsets), 10 Hz",
+        "calibration": "velodyne_decoder_HDL-64E_S3-VeloView.yml",
+        "velodyne_model": "HDL-64E",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
         "min_range_m": 0.9,
         "max_range_m": 120.0,
         "wavelength_nm": 905.0,
