@@ -23,7 +23,15 @@ Spec keys (a contract; units in the names):
                              objects where they are then (:mod:`lidar_fmu.motion`); false: one pose per frame
 ``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
                              motion is exact per ray)
+``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
+                             radial_scaling, vertical_fov_deg | cone_half_angles_deg}: a pattern that never
+                             repeats (:mod:`.rosette`); each window casts the shots fired in it
+``airsim_origin``, ``airsim_disable_self_hits``, ``airsim_report_frequency_hz``
+                             kept from Project AirSim settings (:mod:`.airsim`) for the host; no effect on rays
 ``name``, ``description``    free text
+
+A Project AirSim lidar entry (``type: lidar``, ``lidar-type``, …) or a config with a ``sensors`` list is
+accepted as a spec (dict or JSON/JSONC/YAML file) and converted by :mod:`.airsim`.
 
 Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
 left); elevation positive up.
@@ -59,7 +67,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
-    "velodyne_model",
+    "velodyne_model", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
 
@@ -124,7 +132,11 @@ def _read_spec_file(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        if path.lower().endswith(".json"):
+        if path.lower().endswith(".jsonc"):
+            from .airsim import strip_json_comments
+
+            data = json.loads(strip_json_comments(text))
+        elif path.lower().endswith(".json"):
             data = json.loads(text)
         else:
             import yaml
@@ -158,7 +170,7 @@ def resolve_spec(spec) -> dict:
                 spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text,
                         "frame_rate_hz": read_ouster_metadata(spec).frame_rate_hz}
             spec.setdefault("name", os.path.splitext(os.path.basename(text))[0])
-        elif text.lower().endswith((".json", ".yaml", ".yml")):
+        elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
         else:
             hint = close_names(text)
@@ -166,6 +178,11 @@ def resolve_spec(spec) -> dict:
             raise SensorSpecError(f"unknown sensor preset {text!r}{more}")
     if not isinstance(spec, dict):
         raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
+    from .airsim import airsim_spec, looks_like_airsim
+
+    if looks_like_airsim(spec):  # a Project AirSim lidar entry or robot config (airsim_id picks one of several)
+        rest = {k: v for k, v in spec.items() if k != "airsim_id"}
+        spec = airsim_spec(rest, SensorSpecError, spec.get("airsim_id"))
     unknown = set(spec) - KNOWN_KEYS
     if unknown:
         raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")
@@ -372,6 +389,32 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
     )
 
 
+def _continuous(spec: dict) -> ContinuousScan:
+    """The :class:`ContinuousScan` of a ``rosette`` spec (:mod:`.rosette`), its settings checked."""
+    from .rosette import rosette_scan
+
+    rosette = spec["rosette"]
+    if not isinstance(rosette, dict):
+        raise SensorSpecError(f"rosette must be a mapping, got {rosette!r}")
+    known = {"points_per_second", "channels", "horizontal_rotation_hz", "vertical_rotation_hz", "radial_scaling",
+             "vertical_fov_deg", "cone_half_angles_deg"}
+    if set(rosette) - known:
+        raise SensorSpecError(f"unknown rosette key(s): {', '.join(sorted(set(rosette) - known))}")
+    channels = rosette.get("channels", 1)
+    if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or not 1 <= channels <= 4096:
+        raise SensorSpecError(f"rosette channels must be an integer in 1..4096, got {channels!r}")
+    geometry = {k: list(_angles(rosette, k, 2)) for k in ("vertical_fov_deg", "cone_half_angles_deg") if k in rosette}
+    if len(geometry) != 1:
+        raise SensorSpecError("rosette needs exactly one of vertical_fov_deg and cone_half_angles_deg")
+    for lower_deg, upper_deg in geometry.values():
+        if not (-90 <= lower_deg <= 90 and -90 <= upper_deg <= 90):
+            raise SensorSpecError(f"rosette angles must lie within ±90°, got {geometry}")
+    return rosette_scan(points_per_second=_number(rosette, "points_per_second"), channels=int(channels),
+                        horizontal_rotation_hz=_number(rosette, "horizontal_rotation_hz", positive=False),
+                        vertical_rotation_hz=_number(rosette, "vertical_rotation_hz", positive=False),
+                        radial_scaling=_number(rosette, "radial_scaling", 1.0), **geometry)
+
+
 def load_sensor(spec) -> Sensor:
     """Build a :class:`Sensor` from a preset name, a JSON/YAML spec file or a spec dict.
 
@@ -400,9 +443,15 @@ def load_sensor(spec) -> Sensor:
     slices = spec.get("motion_slices", 10)
     if not isinstance(slices, (int, np.integer)) or isinstance(slices, bool) or not 1 <= slices <= 4096:
         raise SensorSpecError(f"motion_slices must be an integer in 1..4096, got {slices!r}")
+    continuous = _continuous(spec) if "rosette" in spec else None
+    # a pattern that never repeats shows its first frame's rays as ``pattern``
+    pattern = continuous.rays_between(0.0, 1.0 / frame_rate_hz) if continuous else _pattern(spec, 1.0 / frame_rate_hz)
+    if pattern is None:
+        raise SensorSpecError(f"a frame of 1/{frame_rate_hz:g} s is shorter than one shot of the rosette")
     return Sensor(
         name=str(spec.get("name", "custom")),
-        pattern=_pattern(spec, 1.0 / frame_rate_hz),
+        pattern=pattern,
+        continuous=continuous,
         min_range_m=min_range_m,
         max_range_m=max_range_m,
         wavelength_nm=_number(spec, "wavelength_nm", 905.0),

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rosette import MID70_HORIZONTAL_HZ, MID70_VERTICAL_HZ
+
 _FULL_TURN_CW = [180.0, -180.0]
 
 PRESETS: dict[str, dict] = {
@@ -163,6 +165,36 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 865.0,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
+    # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the
+    # shots fired since the last.
+    "livox_mid70": {
+        # Livox Mid-70 datasheet / user manual v1.2: 70.4° circular FOV, 100 000 points/s (first return),
+        # 90 m at 10 %, 260 m at 80 % reflectivity, minimum range 0.05 m, 905 nm, 10 Hz point-cloud frames.
+        # Curve rates: Project AirSim's Mid-70 (rosette.MID70_*).
+        "description": "Livox Mid-70, 70.4° circular non-repetitive rosette, 100 k points/s, 10 Hz frames",
+        "rosette": {"points_per_second": 100000, "channels": 1, "horizontal_rotation_hz": MID70_HORIZONTAL_HZ,
+                    "vertical_rotation_hz": MID70_VERTICAL_HZ, "radial_scaling": 1.0,
+                    "cone_half_angles_deg": [35.2, 35.2]},
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.05,
+        "max_range_m": 260.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 90.0], [0.80, 260.0]], "fit": "log"},
+    },
+    "livox_avia": {
+        # Livox Avia datasheet / user manual v1.0: 70.4° × 77.2° FOV (non-repetitive pattern), 6 lasers,
+        # 240 000 points/s (first return), 190 m at 10 %, 450 m at 80 %, 905 nm, 10 Hz frames. Curve rates:
+        # assumed the Mid-70's (Livox publishes none); the six channels spread evenly (rosette.py).
+        "description": "Livox Avia, 70.4° × 77.2° non-repetitive rosette, 6 channels, 240 k points/s, 10 Hz",
+        "rosette": {"points_per_second": 240000, "channels": 6, "horizontal_rotation_hz": MID70_HORIZONTAL_HZ,
+                    "vertical_rotation_hz": MID70_VERTICAL_HZ, "radial_scaling": 1.0,
+                    "cone_half_angles_deg": [35.2, 38.6]},
+        "frame_rate_hz": 10.0,
+        "min_range_m": 1.0,  # assumed: the Avia's datasheet gives no minimum; Livox's 1 m blind zone note
+        "max_range_m": 450.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 190.0], [0.80, 450.0]], "fit": "log"},
+    },
     "ibeo_lux": {
         "description": "Ibeo LUX, 4 layers over 3.2°, 110° horizontal at 0.25°, 12.5 Hz",
         "vertical_angles_deg": [-1.2, -0.4, 0.4, 1.2],
@@ -191,4 +223,6 @@ def preset_rows():
     for name, spec in PRESETS.items():
         sensor = load_sensor(name)
         fov = abs(np.subtract(*spec["horizontal_fov_deg"])) if "horizontal_fov_deg" in spec else 360.0
+        if "cone_half_angles_deg" in spec.get("rosette", {}):
+            fov = 2.0 * spec["rosette"]["cone_half_angles_deg"][0]
         yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]
