@@ -23,6 +23,8 @@ Spec keys (a contract; units in the names):
                              objects where they are then (:mod:`lidar_fmu.motion`); false: one pose per frame
 ``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
                              motion is exact per ray)
+``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
+                             with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
 ``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
                              radial_scaling, vertical_fov_deg | cone_half_angles_deg}: a pattern that never
                              repeats (:mod:`.rosette`); each window casts the shots fired in it
@@ -67,7 +69,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
-    "velodyne_model", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
+    "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
 
@@ -381,12 +383,17 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
     start, end, columns = _column_layout(spec)
     rays = len(elevation) * columns
     _check_rays(rays, f"{len(elevation):,} beams × {columns:,} columns = {rays:,} rays")
-    return scan_grid(
-        elevation,
-        _column_azimuths(start, end, columns),
-        frame_period_s=frame_period_s,
-        firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False),
-    )
+    azimuth = _column_azimuths(start, end, columns)
+    grid = scan_grid(elevation, azimuth, frame_period_s=frame_period_s,
+                     firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+    mirror = spec.get("rotating_mirror", False)
+    if not isinstance(mirror, bool):
+        raise SensorSpecError(f"rotating_mirror must be true or false, got {mirror!r}")
+    if mirror:  # layers off a turning 45° mirror (Ibeo LUX, BlenSor): elevation coupled to azimuth
+        from .ibeo import mirror_directions
+
+        return replace(grid, directions=mirror_directions(elevation[grid.beam_id], azimuth[grid.column]))
+    return grid
 
 
 def _continuous(spec: dict) -> ContinuousScan:

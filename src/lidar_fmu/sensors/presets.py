@@ -196,8 +196,11 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 190.0], [0.80, 450.0]], "fit": "log"},
     },
     "ibeo_lux": {
-        "description": "Ibeo LUX, 4 layers over 3.2°, 110° horizontal at 0.25°, 12.5 Hz",
+        # Ibeo LUX datasheet: 4 layers, 3.2° vertical (0.8° apart), 110° horizontal (+50 … −60°, 2 layers
+        # at the sides), 0.125°/0.25°/0.5° at 12.5/25/50 Hz; a rotating mirror (BlenSor §3.3, ibeo.py).
+        "description": "Ibeo LUX, 4 layers over 3.2° off a rotating mirror, 110° horizontal at 0.25°, 12.5 Hz",
         "vertical_angles_deg": [-1.2, -0.4, 0.4, 1.2],
+        "rotating_mirror": True,
         "horizontal_fov_deg": [50.0, -60.0],
         "horizontal_resolution_deg": 0.25,
         "frame_rate_hz": 12.5,
