@@ -156,3 +156,13 @@ def test_one_of_several_lidars_by_id():
     sensor = load_sensor({"sensors": [rosette(id="a"), rosette(id="b", **{"number-of-channels": 3})],
                           "airsim_id": "b"})
     assert sensor.name == "b" and sensor.continuous.channels == 3
+
+
+def test_livox_coverage_figure(tmp_path):
+    """docs/livox_coverage.png's function: its coverage grows with time and ends ≥ 90 % (the check above)."""
+    from lidar_fmu.figures import plot_livox_coverage
+
+    path = tmp_path / "coverage.png"
+    fractions = plot_livox_coverage(path, "livox_mid70", times_s=(0.1, 0.5, 1.0))
+    assert fractions[0] < 0.3 < fractions[1] < fractions[2] and fractions[2] >= 0.90
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size < 300_000
