@@ -4,6 +4,8 @@
   every fit through the datasheet pairs.
 * :func:`plot_reflectivity_bev` — Fig. 8/9: bird's-eye views of point clouds
   side by side, coloured by reflectivity.
+* :func:`plot_livox_coverage` — how a non-repetitive (Livox) pattern fills
+  its field of view as the integration time grows.
 
 Figures are built on :class:`matplotlib.figure.Figure` and saved with the Agg
 canvas, never through ``pyplot``: no global figure state leaks into callers
@@ -178,3 +180,52 @@ def plot_reflectivity_bev(path, clouds: Sequence[tuple[str, np.ndarray]], extent
     figure.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes), label="reflectivity (0–1)",
                     shrink=0.85, pad=0.02)
     _save(figure, path)
+
+
+# ------------------------------------------- Livox FOV coverage over time
+
+
+def fov_coverage(directions, half_angles_deg, cell_deg: float = 0.5):
+    """(covered cell mask, in-FOV cell mask, cell edges °) of rays on an azimuth × elevation grid of
+    ``cell_deg`` cells over the elliptical FOV of ``half_angles_deg`` (horizontal, vertical) about +x."""
+    d = np.asarray(directions, dtype=np.float64)
+    azimuth = np.degrees(np.arctan2(d[:, 1], d[:, 0]))
+    elevation = np.degrees(np.arcsin(np.clip(d[:, 2], -1.0, 1.0)))
+    half_h, half_v = half_angles_deg
+    reach = max(half_h, half_v) + cell_deg
+    edges = np.arange(-reach, reach + cell_deg / 2, cell_deg)
+    hits, _, _ = np.histogram2d(azimuth, elevation, [edges, edges])
+    centre = (edges[:-1] + edges[1:]) / 2
+    az, el = np.meshgrid(centre, centre, indexing="ij")
+    return hits > 0, (az / half_h) ** 2 + (el / half_v) ** 2 <= 1.0, edges
+
+
+def plot_livox_coverage(path, preset: str = "livox_mid70", times_s: Sequence[float] = (0.1, 0.5, 1.0),
+                        cell_deg: float = 0.5) -> list[float]:
+    """The cells of ``cell_deg`` a Livox preset's rays have hit after each integration time, one panel each
+    (azimuth left ←, elevation up), to a PNG at ``path``; returns the covered fraction of the FOV per time."""
+    from .sensors import load_sensor
+
+    sensor = load_sensor(preset)
+    half_angles = sensor.spec["rosette"]["cone_half_angles_deg"]
+    figure = _new_figure(4.0 * len(times_s), 4.3)
+    axes = figure.subplots(1, len(times_s), sharex=True, sharey=True, squeeze=False)[0]
+    fractions = []
+    theta = np.linspace(0.0, 2.0 * np.pi, 361)
+    for ax, time_s in zip(axes, times_s):
+        rays = sensor.rays_between(0.0, time_s)
+        covered, inside, edges = fov_coverage(rays.directions, half_angles, cell_deg)
+        fractions.append(float(covered[inside].mean()))
+        image = np.where(inside, covered.astype(float), np.nan).T  # rows: elevation
+        ax.imshow(image, origin="lower", extent=(edges[0], edges[-1], edges[0], edges[-1]), cmap="Blues",
+                  vmin=-0.4, vmax=1.0, interpolation="nearest")
+        ax.plot(half_angles[0] * np.cos(theta), half_angles[1] * np.sin(theta), color="black", linewidth=0.8)
+        ax.set_title(f"{time_s:g} s: {len(rays):,} rays\n{100 * fractions[-1]:.0f} % of {cell_deg:g}° cells hit",
+                     fontsize=10)
+        ax.set_xlim(edges[-1], edges[0])  # left (+azimuth) to the left
+        ax.set_aspect("equal")
+        ax.set_xlabel("azimuth (°), left ←")
+    axes[0].set_ylabel("elevation (°)")
+    figure.suptitle(f"{preset}: field-of-view coverage of its non-repetitive scan", fontsize=11)
+    _save(figure, path)
+    return fractions

@@ -8,7 +8,11 @@ Spec keys (a contract; units in the names):
 ``horizontal_resolution_deg`` column spacing (alternative to ``horizontal_samples``)
 ``vertical_angles_deg``      explicit beam elevations (beam id = list position)
 ``vertical_fov_deg``         [lower, upper] with ``channels`` evenly spaced beams
-``calibration``              Velodyne-style YAML (``vert_correction``/``rot_correction`` per laser, rad)
+``calibration``              Velodyne calibration YAML (per laser ``vert_correction``/``rot_correction`` rad,
+                             ``vert_offset_correction``/``horiz_offset_correction`` m: beam origins)
+``velodyne_model``           VLP-16, Puck Hi-Res, HDL-32E, VLP-32C, HDL-64E, VLS-128: the model's documented
+                             firing sequence times the rays (:mod:`.velodyne`); columns default to the
+                             sequences fired in one frame
 ``angle_pairs_deg``          [[azimuth, elevation], …] arbitrary directions
 ``pinhole``                  {width_px, height_px, horizontal_fov_deg}: a depth camera
 ``min_range_m``, ``max_range_m``, ``wavelength_nm``, ``frame_rate_hz``, ``firing_interval_s``
@@ -19,7 +23,17 @@ Spec keys (a contract; units in the names):
                              objects where they are then (:mod:`lidar_fmu.motion`); false: one pose per frame
 ``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
                              motion is exact per ray)
+``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
+                             with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
+``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
+                             radial_scaling, vertical_fov_deg | cone_half_angles_deg}: a pattern that never
+                             repeats (:mod:`.rosette`); each window casts the shots fired in it
+``airsim_origin``, ``airsim_disable_self_hits``, ``airsim_report_frequency_hz``
+                             kept from Project AirSim settings (:mod:`.airsim`) for the host; no effect on rays
 ``name``, ``description``    free text
+
+A Project AirSim lidar entry (``type: lidar``, ``lidar-type``, …) or a config with a ``sensors`` list is
+accepted as a spec (dict or JSON/JSONC/YAML file) and converted by :mod:`.airsim`.
 
 Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
 left); elevation positive up.
@@ -28,7 +42,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
@@ -55,6 +69,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
+    "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
 
@@ -119,7 +134,11 @@ def _read_spec_file(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        if path.lower().endswith(".json"):
+        if path.lower().endswith(".jsonc"):
+            from .airsim import strip_json_comments
+
+            data = json.loads(strip_json_comments(text))
+        elif path.lower().endswith(".json"):
             data = json.loads(text)
         else:
             import yaml
@@ -153,7 +172,7 @@ def resolve_spec(spec) -> dict:
                 spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text,
                         "frame_rate_hz": read_ouster_metadata(spec).frame_rate_hz}
             spec.setdefault("name", os.path.splitext(os.path.basename(text))[0])
-        elif text.lower().endswith((".json", ".yaml", ".yml")):
+        elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
         else:
             hint = close_names(text)
@@ -161,6 +180,11 @@ def resolve_spec(spec) -> dict:
             raise SensorSpecError(f"unknown sensor preset {text!r}{more}")
     if not isinstance(spec, dict):
         raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
+    from .airsim import airsim_spec, looks_like_airsim
+
+    if looks_like_airsim(spec):  # a Project AirSim lidar entry or robot config (airsim_id picks one of several)
+        rest = {k: v for k, v in spec.items() if k != "airsim_id"}
+        spec = airsim_spec(rest, SensorSpecError, spec.get("airsim_id"))
     unknown = set(spec) - KNOWN_KEYS
     if unknown:
         raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")
@@ -204,25 +228,54 @@ def _angles(spec: dict, key: str, length=None) -> np.ndarray:
     return values
 
 
-def _calibration(name: str):
-    """(elevation_rad, azimuth_offset_rad) per laser from a Velodyne calibration YAML."""
-    import yaml
+def _data_file(name: str) -> str:
+    """A path as given, else the packaged ``data/`` file of that name; SensorSpecError when neither exists."""
+    if os.path.isfile(name):
+        return name
+    packaged = resources.files(__package__).joinpath("data", name)
+    if not packaged.is_file():
+        raise SensorSpecError(f"calibration file not found: {name}")
+    return str(packaged)
 
-    path = name if os.path.isfile(name) else None
-    if path is None:
-        packaged = resources.files(__package__).joinpath("data", name)
-        if not packaged.is_file():
-            raise SensorSpecError(f"calibration file not found: {name}")
-        path = str(packaged)
+
+def _velodyne(spec: dict, frame_period_s: float) -> RayPattern:
+    """A Velodyne calibration YAML's lasers (with their origin offsets); with ``velodyne_model`` the model's
+    documented firing sequence times every ray (:mod:`.velodyne`), else columns spread over the frame."""
+    from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
+
     try:
-        with open(path, encoding="utf-8") as f:
-            lasers = yaml.safe_load(f)["lasers"]
-        lasers = sorted(lasers, key=lambda laser: int(laser["laser_id"]))
-        elevation = np.array([float(laser["vert_correction"]) for laser in lasers])
-        offset = np.array([float(laser.get("rot_correction", 0.0)) for laser in lasers])
-    except Exception as exc:
-        raise SensorSpecError(f"cannot read calibration {name}: {exc}") from None
-    return elevation, offset
+        cal = read_velodyne_calibration(_data_file(str(spec["calibration"])))
+    except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
+    model = spec.get("velodyne_model")
+    if model is None:
+        start, end, columns = _column_layout(spec)
+        _check_rays(cal.lasers * columns, f"{cal.lasers:,} beams × {columns:,} columns")
+        azimuth = _column_azimuths(start, end, columns)
+        grid = scan_grid(cal.vert_correction_rad, azimuth, frame_period_s=frame_period_s,
+                         azimuth_offset_rad=cal.rot_correction_rad,
+                         firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+        if not (np.any(cal.vert_offset_m) or np.any(cal.horiz_offset_m)):
+            return grid
+        origins, _ = beam_geometry(cal, grid.beam_id.astype(np.int64), azimuth[grid.column])
+        return replace(grid, origins=origins.astype(np.float32))
+    if model not in FIRING:
+        raise SensorSpecError(f"unknown velodyne_model {model!r}; known: {', '.join(FIRING)}")
+    timing = FIRING[model]
+    layout = dict(spec)
+    if "horizontal_samples" not in spec and "horizontal_resolution_deg" not in spec:
+        # as many firing sequences as the head fires while it sweeps the FOV once a frame
+        start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
+        full_turn = abs(abs(end - start) - 360) < 1e-9
+        sequences = abs(end - start) / 360.0 * frame_period_s / timing.sequence_s
+        layout["horizontal_samples"] = max(1, int(sequences + 1e-9) + (0 if full_turn else 1))
+    start, end, columns = _column_layout(layout)
+    _check_rays(cal.lasers * columns, f"{cal.lasers:,} beams × {columns:,} columns")
+    try:
+        return velodyne_pattern(cal, timing, columns=columns, start_azimuth_rad=np.radians(start),
+                                turn_direction=float(np.sign(end - start)), frame_rate_hz=1.0 / frame_period_s)
+    except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
 
 
 def _check_rays(count, what: str) -> None:
@@ -307,7 +360,6 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
             return pinhole(width, height, fov)
         except ValueError as exc:
             raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
-    offset = None
     if "vertical_angles_deg" in spec:
         elevation = np.radians(_angles(spec, "vertical_angles_deg"))
     elif "vertical_fov_deg" in spec:
@@ -320,7 +372,7 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
         _check_rays(int(channels), f"{int(channels):,} channels")
         elevation = np.radians(np.linspace(lower, upper, channels) if channels > 1 else [0.5 * (lower + upper)])
     elif "calibration" in spec:
-        elevation, offset = _calibration(str(spec["calibration"]))
+        return _velodyne(spec, frame_period_s)
     else:
         raise SensorSpecError(
             "sensor spec needs a beam layout: preset, vertical_angles_deg, vertical_fov_deg+channels, "
@@ -331,13 +383,43 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
     start, end, columns = _column_layout(spec)
     rays = len(elevation) * columns
     _check_rays(rays, f"{len(elevation):,} beams × {columns:,} columns = {rays:,} rays")
-    return scan_grid(
-        elevation,
-        _column_azimuths(start, end, columns),
-        frame_period_s=frame_period_s,
-        azimuth_offset_rad=offset,
-        firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False),
-    )
+    azimuth = _column_azimuths(start, end, columns)
+    grid = scan_grid(elevation, azimuth, frame_period_s=frame_period_s,
+                     firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+    mirror = spec.get("rotating_mirror", False)
+    if not isinstance(mirror, bool):
+        raise SensorSpecError(f"rotating_mirror must be true or false, got {mirror!r}")
+    if mirror:  # layers off a turning 45° mirror (Ibeo LUX, BlenSor): elevation coupled to azimuth
+        from .ibeo import mirror_directions
+
+        return replace(grid, directions=mirror_directions(elevation[grid.beam_id], azimuth[grid.column]))
+    return grid
+
+
+def _continuous(spec: dict) -> ContinuousScan:
+    """The :class:`ContinuousScan` of a ``rosette`` spec (:mod:`.rosette`), its settings checked."""
+    from .rosette import rosette_scan
+
+    rosette = spec["rosette"]
+    if not isinstance(rosette, dict):
+        raise SensorSpecError(f"rosette must be a mapping, got {rosette!r}")
+    known = {"points_per_second", "channels", "horizontal_rotation_hz", "vertical_rotation_hz", "radial_scaling",
+             "vertical_fov_deg", "cone_half_angles_deg"}
+    if set(rosette) - known:
+        raise SensorSpecError(f"unknown rosette key(s): {', '.join(sorted(set(rosette) - known))}")
+    channels = rosette.get("channels", 1)
+    if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or not 1 <= channels <= 4096:
+        raise SensorSpecError(f"rosette channels must be an integer in 1..4096, got {channels!r}")
+    geometry = {k: list(_angles(rosette, k, 2)) for k in ("vertical_fov_deg", "cone_half_angles_deg") if k in rosette}
+    if len(geometry) != 1:
+        raise SensorSpecError("rosette needs exactly one of vertical_fov_deg and cone_half_angles_deg")
+    for lower_deg, upper_deg in geometry.values():
+        if not (-90 <= lower_deg <= 90 and -90 <= upper_deg <= 90):
+            raise SensorSpecError(f"rosette angles must lie within ±90°, got {geometry}")
+    return rosette_scan(points_per_second=_number(rosette, "points_per_second"), channels=int(channels),
+                        horizontal_rotation_hz=_number(rosette, "horizontal_rotation_hz", positive=False),
+                        vertical_rotation_hz=_number(rosette, "vertical_rotation_hz", positive=False),
+                        radial_scaling=_number(rosette, "radial_scaling", 1.0), **geometry)
 
 
 def load_sensor(spec) -> Sensor:
@@ -368,9 +450,15 @@ def load_sensor(spec) -> Sensor:
     slices = spec.get("motion_slices", 10)
     if not isinstance(slices, (int, np.integer)) or isinstance(slices, bool) or not 1 <= slices <= 4096:
         raise SensorSpecError(f"motion_slices must be an integer in 1..4096, got {slices!r}")
+    continuous = _continuous(spec) if "rosette" in spec else None
+    # a pattern that never repeats shows its first frame's rays as ``pattern``
+    pattern = continuous.rays_between(0.0, 1.0 / frame_rate_hz) if continuous else _pattern(spec, 1.0 / frame_rate_hz)
+    if pattern is None:
+        raise SensorSpecError(f"a frame of 1/{frame_rate_hz:g} s is shorter than one shot of the rosette")
     return Sensor(
         name=str(spec.get("name", "custom")),
-        pattern=_pattern(spec, 1.0 / frame_rate_hz),
+        pattern=pattern,
+        continuous=continuous,
         min_range_m=min_range_m,
         max_range_m=max_range_m,
         wavelength_nm=_number(spec, "wavelength_nm", 905.0),

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rosette import MID70_HORIZONTAL_HZ, MID70_VERTICAL_HZ
+
 _FULL_TURN_CW = [180.0, -180.0]
 
 PRESETS: dict[str, dict] = {
@@ -58,10 +60,59 @@ PRESETS: dict[str, dict] = {
     "velodyne_hdl64e": {
         "description": "Velodyne HDL-64E S2, 64 beams −24.7…+2.0° (unit calibration), 0.17° at 10 Hz",
         "calibration": "velodyne_64e_utexas.yaml",
+        # 2083 upper+lower firings of 48 µs per 100 ms turn (velodyne.FIRING["HDL-64E"])
+        "velodyne_model": "HDL-64E",
         "horizontal_fov_deg": _FULL_TURN_CW,
-        "horizontal_samples": 2083,
         "frame_rate_hz": 10.0,
-        "firing_interval_s": 0.0,
+        "min_range_m": 0.9,
+        "max_range_m": 120.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
+    },
+    # From velodyne-decoder's calibrations (data/velodyne_decoder_*.yml, BSD-3-Clause): per-laser angles and,
+    # for the HDL-64E, the beam-origin offsets; timed by each model's documented firing sequence
+    # (velodyne.FIRING). Columns: the firing sequences of one turn at frame_rate_hz.
+    "velodyne_vlp32c": {
+        # VLP-32C (Ultra Puck) datasheet: 32 channels, −25…+15°, 200 m, 903 nm, 5–20 Hz, 0.1–0.4°
+        "description": "Velodyne VLP-32C (Ultra Puck), 32 beams −25…+15°, paired firings, 0.2° at 10 Hz",
+        "calibration": "velodyne_decoder_VLP-32C.yml",
+        "velodyne_model": "VLP-32C",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.5,  # assumed: the datasheet gives none; the VLP-16's 0.5 m (same Puck optics family)
+        "max_range_m": 200.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_vls128": {
+        # VLS-128 (Alpha Prime) datasheet: 128 channels, −25…+15°, 245 m, 903 nm, 5–20 Hz, 0.1–0.4°
+        "description": "Velodyne VLS-128 (Alpha Prime), 128 beams −25…+15°, 8 lasers per 2.665 µs slot, 10 Hz",
+        "calibration": "velodyne_decoder_Alpha_Prime.yml",
+        "velodyne_model": "VLS-128",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.5,  # assumed: the datasheet gives none; as the VLP-16's 0.5 m
+        "max_range_m": 245.0,
+        "wavelength_nm": 903.0,
+    },
+    "velodyne_hdl64e_s2": {
+        # HDL-64E S2 datasheet and user's manual: 120 m, 905 nm, 5–15 Hz; 50 m at 10 %, 120 m at 80 %
+        "description": "Velodyne HDL-64E S2.1 (SZTAKI unit calibration, beam origin offsets), 10 Hz",
+        "calibration": "velodyne_decoder_HDL-64E_S2.1-sztaki.yml",
+        "velodyne_model": "HDL-64E",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.9,
+        "max_range_m": 120.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
+    },
+    "velodyne_hdl64e_s3": {
+        # HDL-64E S3 datasheet and user's manual: 120 m, 905 nm, 5–20 Hz; 50 m at 10 %, 120 m at 80 %
+        "description": "Velodyne HDL-64E S3 (VeloView default calibration, beam origin offsets), 10 Hz",
+        "calibration": "velodyne_decoder_HDL-64E_S3-VeloView.yml",
+        "velodyne_model": "HDL-64E",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
         "min_range_m": 0.9,
         "max_range_m": 120.0,
         "wavelength_nm": 905.0,
@@ -114,9 +165,42 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 865.0,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
+    # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the
+    # shots fired since the last.
+    "livox_mid70": {
+        # Livox Mid-70 datasheet / user manual v1.2: 70.4° circular FOV, 100 000 points/s (first return),
+        # 90 m at 10 %, 260 m at 80 % reflectivity, minimum range 0.05 m, 905 nm, 10 Hz point-cloud frames.
+        # Curve rates: Project AirSim's Mid-70 (rosette.MID70_*).
+        "description": "Livox Mid-70, 70.4° circular non-repetitive rosette, 100 k points/s, 10 Hz frames",
+        "rosette": {"points_per_second": 100000, "channels": 1, "horizontal_rotation_hz": MID70_HORIZONTAL_HZ,
+                    "vertical_rotation_hz": MID70_VERTICAL_HZ, "radial_scaling": 1.0,
+                    "cone_half_angles_deg": [35.2, 35.2]},
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.05,
+        "max_range_m": 260.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 90.0], [0.80, 260.0]], "fit": "log"},
+    },
+    "livox_avia": {
+        # Livox Avia datasheet / user manual v1.0: 70.4° × 77.2° FOV (non-repetitive pattern), 6 lasers,
+        # 240 000 points/s (first return), 190 m at 10 %, 450 m at 80 %, 905 nm, 10 Hz frames. Curve rates:
+        # assumed the Mid-70's (Livox publishes none); the six channels spread evenly (rosette.py).
+        "description": "Livox Avia, 70.4° × 77.2° non-repetitive rosette, 6 channels, 240 k points/s, 10 Hz",
+        "rosette": {"points_per_second": 240000, "channels": 6, "horizontal_rotation_hz": MID70_HORIZONTAL_HZ,
+                    "vertical_rotation_hz": MID70_VERTICAL_HZ, "radial_scaling": 1.0,
+                    "cone_half_angles_deg": [35.2, 38.6]},
+        "frame_rate_hz": 10.0,
+        "min_range_m": 1.0,  # assumed: the Avia's datasheet gives no minimum; Livox's 1 m blind zone note
+        "max_range_m": 450.0,
+        "wavelength_nm": 905.0,
+        "range_reflectivity": {"pairs": [[0.10, 190.0], [0.80, 450.0]], "fit": "log"},
+    },
     "ibeo_lux": {
-        "description": "Ibeo LUX, 4 layers over 3.2°, 110° horizontal at 0.25°, 12.5 Hz",
+        # Ibeo LUX datasheet: 4 layers, 3.2° vertical (0.8° apart), 110° horizontal (+50 … −60°, 2 layers
+        # at the sides), 0.125°/0.25°/0.5° at 12.5/25/50 Hz; a rotating mirror (BlenSor §3.3, ibeo.py).
+        "description": "Ibeo LUX, 4 layers over 3.2° off a rotating mirror, 110° horizontal at 0.25°, 12.5 Hz",
         "vertical_angles_deg": [-1.2, -0.4, 0.4, 1.2],
+        "rotating_mirror": True,
         "horizontal_fov_deg": [50.0, -60.0],
         "horizontal_resolution_deg": 0.25,
         "frame_rate_hz": 12.5,
@@ -142,4 +226,6 @@ def preset_rows():
     for name, spec in PRESETS.items():
         sensor = load_sensor(name)
         fov = abs(np.subtract(*spec["horizontal_fov_deg"])) if "horizontal_fov_deg" in spec else 360.0
+        if "cone_half_angles_deg" in spec.get("rosette", {}):
+            fov = 2.0 * spec["rosette"]["cone_half_angles_deg"][0]
         yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]

@@ -1,0 +1,211 @@
+"""Project AirSim lidar settings (a ``sensors`` entry with ``type: lidar``) as a sensor spec.
+
+Per the Project AirSim lidar documentation (seed 003, "Lidar sensor
+settings"); accepted verbatim: one sensor entry, or a robot config with a
+``sensors`` list (the first entry with ``type: lidar`` is taken; a second
+lidar there is a :class:`SensorSpecError` unless ``select_id`` names one).
+
+Conventions converted to ours (x forward, y left, z up, azimuth
+counter-clockwise): AirSim's horizontal angles are 0° ahead, clockwise
+positive, so our azimuth is the negated angle, and beams sweep clockwise as
+the angle grows; its vertical angles are ours (+90° up). ``origin`` is in
+AirSim's body frame (NED: x forward, y right, z down): ``xyz`` → (x, −y, −z)
+m, roll/pitch/yaw → (roll, −pitch, −yaw); it is kept on the spec as
+``airsim_origin`` {``xyz_m``, ``rpy_deg``} (the sensor's mounting on its
+parent link, for the host to apply), with ``airsim_disable_self_hits`` and
+``airsim_report_frequency_hz``. ``enabled``, ``id``, ``parent-link`` and
+``draw-debug-points`` are read and have no effect on the rays.
+
+* ``generic_cylindrical``: a repeating grid, ``number-of-channels`` beams
+  evenly over the vertical FOV, ``points-per-second / (channels ·
+  horizontal-rotation-frequency)`` columns a turn, those inside the
+  horizontal FOV kept; one turn is one frame (``frame_rate_hz`` = the
+  rotation frequency); all channels fire at once.
+* ``generic_rosette``, ``livox_mid70``, ``livox_avia``: a
+  :class:`~.pattern.ContinuousScan` (:mod:`.rosette`), shots at
+  ``points-per-second / channels``; ``report-frequency`` ≥ 0.5 Hz is the
+  frame rate, below it (AirSim: "as often as possible") the Livox point-cloud
+  rate of 10 Hz. The Livox types take their FOV from the datasheets (their
+  FOV settings are refused); a rosette covers the full horizontal turn (a
+  horizontal FOV narrower than 360° is refused: its rays could not stay a
+  fixed number per shot).
+
+``range`` → ``max_range_m``. Settings the documentation leaves without a
+default take the documentation's sample config (16 channels, 100 m,
+100 000 points/s, 10 Hz, vertical FOV −45 … −15°, horizontal 0 … 360°).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Every setting of a lidar entry the documentation lists (``vertical-fov-start/end-deg`` in its table, the sample
+#: config's ``vertical-fov-lower/upper-deg``: both spellings).
+AIRSIM_KEYS = {
+    "id", "type", "enabled", "parent-link", "lidar-type", "number-of-channels", "range", "points-per-second",
+    "report-frequency", "horizontal-rotation-frequency", "horizontal-fov-start-deg", "horizontal-fov-end-deg",
+    "vertical-rotation-frequency", "vertical-fov-lower-deg", "vertical-fov-upper-deg", "vertical-fov-start-deg",
+    "vertical-fov-end-deg", "radial-scaling", "disable-self-hits", "draw-debug-points", "origin",
+}
+LIDAR_TYPES = ("generic_cylindrical", "generic_rosette", "livox_mid70", "livox_avia")
+# The documentation's sample config (seed 003): defaults for the settings it gives no default for.
+_SAMPLE = {"number-of-channels": 16, "range": 100.0, "points-per-second": 100000,
+           "horizontal-rotation-frequency": 10.0, "vertical-rotation-frequency": 0.0,
+           "horizontal-fov-start-deg": 0.0, "horizontal-fov-end-deg": 360.0,
+           "vertical-fov-lower-deg": -45.0, "vertical-fov-upper-deg": -15.0}
+#: Livox point-cloud frame rate (Mid-70 / Avia datasheets: 10 Hz), used when report-frequency < 0.5 Hz.
+LIVOX_FRAME_RATE_HZ = 10.0
+
+
+def strip_json_comments(text: str) -> str:
+    """JSONC (AirSim's config files) → JSON: ``//`` and ``/* */`` comments outside strings removed."""
+    import re
+
+    return re.sub(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/',
+                  lambda m: m.group(0) if m.group(0).startswith('"') else "", text, flags=re.DOTALL)
+
+
+def looks_like_airsim(data: dict) -> bool:
+    """A Project AirSim lidar entry, or a config holding a ``sensors`` list?"""
+    return "lidar-type" in data or data.get("type") == "lidar" or isinstance(data.get("sensors"), list)
+
+
+def _entry(data: dict, error, select_id=None) -> dict:
+    if "sensors" not in data:
+        return data
+    lidars = [s for s in data["sensors"] if isinstance(s, dict) and s.get("type") == "lidar"]
+    if select_id is not None:
+        lidars = [s for s in lidars if s.get("id") == select_id]
+    if not lidars:
+        which = f" with id {select_id!r}" if select_id is not None else ""
+        raise error(f"AirSim config has no sensor of type 'lidar'{which}")
+    if len(lidars) > 1:
+        ids = ", ".join(repr(s.get("id")) for s in lidars)
+        raise error(f"AirSim config has {len(lidars)} lidars ({ids}): name one with the spec key airsim_id")
+    return lidars[0]
+
+
+def _number(entry: dict, key: str, error, default=None, minimum=None) -> float:
+    value = entry.get(key, default)
+    if isinstance(value, bool):
+        value = None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise error(f"AirSim setting {key!r} must be a number, got {entry.get(key)!r}") from None
+    if not np.isfinite(value) or (minimum is not None and value < minimum):
+        raise error(f"AirSim setting {key!r} must be a finite number ≥ {minimum}, got {value!r}")
+    return value
+
+
+def _origin(entry: dict, error) -> dict:
+    origin = entry.get("origin") or {}
+    if not isinstance(origin, dict) or set(origin) - {"xyz", "rpy-deg", "rpy"}:
+        raise error(f"AirSim setting 'origin' must hold xyz and rpy-deg (or rpy), got {origin!r}")
+
+    def triple(key, default="0 0 0"):
+        text = origin.get(key, default)
+        try:
+            values = np.array([float(v) for v in str(text).replace(",", " ").split()])
+        except ValueError:
+            values = np.empty(0)
+        if values.shape != (3,) or not np.all(np.isfinite(values)):
+            raise error(f"AirSim setting origin.{key} must be 3 numbers, got {text!r}")
+        return values
+
+    if "rpy-deg" in origin and "rpy" in origin:
+        raise error("AirSim setting origin has both rpy-deg and rpy")
+    xyz = triple("xyz")
+    rpy_deg = np.degrees(triple("rpy")) if "rpy" in origin else triple("rpy-deg")
+    # NED body frame → ours: y and z flip, so do pitch and yaw
+    return {"xyz_m": [xyz[0], -xyz[1], -xyz[2]], "rpy_deg": [rpy_deg[0], -rpy_deg[1], -rpy_deg[2]]}
+
+
+def _vertical_fov(entry: dict, error) -> list[float]:
+    for old, new in (("vertical-fov-start-deg", "vertical-fov-lower-deg"), ("vertical-fov-end-deg",
+                                                                             "vertical-fov-upper-deg")):
+        if old in entry and new in entry:
+            raise error(f"AirSim settings {old!r} and {new!r} are the same setting: give one")
+    lower = _number(entry, "vertical-fov-lower-deg", error,
+                    entry.get("vertical-fov-start-deg", _SAMPLE["vertical-fov-lower-deg"]))
+    upper = _number(entry, "vertical-fov-upper-deg", error,
+                    entry.get("vertical-fov-end-deg", _SAMPLE["vertical-fov-upper-deg"]))
+    if not -90 <= lower <= 90 or not -90 <= upper <= 90:
+        raise error(f"AirSim vertical FOV must lie in −90 … +90°, got {lower}, {upper}")
+    return [lower, upper]
+
+
+def airsim_spec(data: dict, error, select_id=None) -> dict:
+    """Our flat spec from an AirSim lidar entry (or config); ``error`` is raised with a one-line reason."""
+    entry = _entry(data, error, select_id)
+    unknown = set(entry) - AIRSIM_KEYS
+    if unknown:
+        raise error(f"unknown AirSim lidar setting(s): {', '.join(sorted(unknown))}")
+    if entry.get("type", "lidar") != "lidar":
+        raise error(f"AirSim sensor type must be 'lidar', got {entry.get('type')!r}")
+    kind = str(entry.get("lidar-type", "generic_cylindrical")).replace("-", "_")
+    if kind not in LIDAR_TYPES:
+        raise error(f"unknown AirSim lidar-type {entry.get('lidar-type')!r}; known: {', '.join(LIDAR_TYPES)}")
+    for key in ("disable-self-hits", "draw-debug-points", "enabled"):
+        if not isinstance(entry.get(key, False), bool):
+            raise error(f"AirSim setting {key!r} must be true or false, got {entry[key]!r}")
+    livox = kind.startswith("livox")
+    if livox:
+        from .presets import PRESETS
+
+        given = sorted(k for k in entry if "fov" in k)
+        if given:
+            raise error(f"AirSim {kind} takes its FOV from the datasheet; {', '.join(given)} not accepted "
+                        "(use generic_rosette for a custom FOV)")
+        base = PRESETS[kind]
+        rosette = dict(base["rosette"])
+        defaults = {"number-of-channels": rosette["channels"], "points-per-second": rosette["points_per_second"],
+                    "horizontal-rotation-frequency": rosette["horizontal_rotation_hz"],
+                    "vertical-rotation-frequency": rosette["vertical_rotation_hz"], "range": base["max_range_m"]}
+        spec = {"preset": kind}
+    else:
+        defaults, spec = _SAMPLE, {}
+    channels = entry.get("number-of-channels", defaults["number-of-channels"])
+    if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or channels < 1:
+        raise error(f"AirSim setting 'number-of-channels' must be a positive integer, got {channels!r}")
+    points_per_second = _number(entry, "points-per-second", error, defaults["points-per-second"], minimum=1)
+    rotation_hz = _number(entry, "horizontal-rotation-frequency", error, defaults["horizontal-rotation-frequency"])
+    if rotation_hz <= 0:
+        raise error(f"AirSim setting 'horizontal-rotation-frequency' must be positive, got {rotation_hz}")
+    report_hz = _number(entry, "report-frequency", error, 0.0, minimum=0)
+    spec.update({
+        "name": str(entry.get("id", f"airsim_{kind}")),
+        "description": f"Project AirSim {kind} lidar",
+        "max_range_m": _number(entry, "range", error, defaults["range"], minimum=0),
+        "airsim_origin": _origin(entry, error),
+        "airsim_disable_self_hits": entry.get("disable-self-hits", False),
+        "airsim_report_frequency_hz": report_hz,
+    })
+    if kind == "generic_cylindrical":
+        start = _number(entry, "horizontal-fov-start-deg", error, _SAMPLE["horizontal-fov-start-deg"])
+        end = _number(entry, "horizontal-fov-end-deg", error, _SAMPLE["horizontal-fov-end-deg"])
+        if not (0 <= start <= 360 and 0 <= end <= 360 and start != end):
+            raise error(f"AirSim horizontal FOV must be two different angles in 0 … 360°, got {start}, {end}")
+        span = (end - start) % 360.0 or 360.0  # clockwise from start to end
+        per_turn = points_per_second / (channels * rotation_hz)
+        columns = int(round(per_turn * span / 360.0)) + (0 if span == 360.0 else 1)
+        if columns < 1:
+            raise error(f"AirSim settings give {per_turn:g} columns a turn: raise points-per-second")
+        spec.update({"vertical_fov_deg": _vertical_fov(entry, error), "channels": int(channels),
+                     "horizontal_fov_deg": [-start, -start - span], "horizontal_samples": columns,
+                     "frame_rate_hz": rotation_hz})
+        return spec
+    start = _number(entry, "horizontal-fov-start-deg", error, 0.0)
+    if (_number(entry, "horizontal-fov-end-deg", error, start + 360.0) - start) % 360.0 != 0:
+        raise error(f"AirSim {kind}: a horizontal FOV narrower than 360° is not supported for a rosette")
+    rosette = {"points_per_second": points_per_second, "channels": int(channels),
+               "horizontal_rotation_hz": rotation_hz,
+               "vertical_rotation_hz": _number(entry, "vertical-rotation-frequency", error,
+                                               defaults["vertical-rotation-frequency"]),
+               "radial_scaling": _number(entry, "radial-scaling", error, 1.0)}
+    if livox:
+        rosette["cone_half_angles_deg"] = base["rosette"]["cone_half_angles_deg"]
+    else:
+        rosette["vertical_fov_deg"] = _vertical_fov(entry, error)
+    spec["rosette"] = rosette
+    spec["frame_rate_hz"] = report_hz if report_hz >= 0.5 else LIVOX_FRAME_RATE_HZ
+    return spec

@@ -1,0 +1,184 @@
+"""A Velodyne unit's calibration YAML (the ros-drivers / velodyne-decoder format) and firing timing as rays.
+
+Geometry, per laser ``l`` of the calibration (lengths in m, angles in rad),
+as the HDL-64E S2/S3 user's manuals ("Appendix: calibration", the
+``vertCorrection``, ``rotCorrection``, ``vertOffsetCorrection``,
+``horizOffsetCorrection`` of ``db.xml``) and ros-drivers/velodyne
+``velodyne_pointcloud/src/lib/rawdata.cc`` (``RawData::unpack``) compute a
+point from a measured distance ``d``, with ψ = rotation − ``rot_correction``
+the laser's clockwise azimuth and θ = ``vert_correction``:
+
+* ``xy = d cos θ − v sin θ``, ``x' = xy sin ψ − h cos ψ``, ``y' = xy cos ψ + h sin ψ``,
+  ``z = d sin θ + v cos θ``; the ROS point is ``(y', −x', z)``
+  (``v`` = ``vert_offset_correction``, ``h`` = ``horiz_offset_correction``).
+
+In our frame (x forward, y left, z up, azimuth φ = −ψ counter-clockwise)
+that is ``origin + d · direction`` with
+
+* ``direction = (cos θ cos φ, cos θ sin φ, sin θ)``,
+* ``origin = v · (−sin θ cos φ, −sin θ sin φ, cos θ) + h · (−sin φ, cos φ, 0)``:
+
+the laser leaves a point ``v`` above and ``h`` left of the axis, both
+perpendicular to its beam. ``dist_correction`` (and its two-point
+``dist_correction_x``/``_y``, ``focal_distance``, ``focal_slope``) change only
+the reported range and intensity, not where the ray goes: they are read and
+kept, not applied.
+
+Firing timing (:data:`FIRING`): a unit fires its lasers in a fixed sequence
+that repeats every ``sequence_s`` while the head turns, and a laser fires
+``laser_offset_s[l]`` after its sequence starts. The head turns on during a
+sequence, so a laser's azimuth is the head's azimuth at its own firing time
+(the manuals' "precision azimuth" interpolation).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LidarFmuError
+from .pattern import RayPattern, check_ray_count
+
+
+class VelodyneCalibrationError(LidarFmuError, ValueError):
+    """A Velodyne calibration file that cannot be read as per-laser corrections."""
+
+
+@dataclass(frozen=True)
+class VelodyneCalibration:
+    """Per-laser corrections, sorted by ``laser_id`` (rad, m)."""
+
+    laser_id: np.ndarray  # (L,) int
+    vert_correction_rad: np.ndarray  # θ: the laser's elevation
+    rot_correction_rad: np.ndarray  # azimuth offset, added to the counter-clockwise head azimuth
+    vert_offset_m: np.ndarray  # v: origin above the axis, perpendicular to the beam
+    horiz_offset_m: np.ndarray  # h: origin left of the beam, horizontal
+    dist_correction_m: np.ndarray  # range only: kept, not applied
+
+    @property
+    def lasers(self) -> int:
+        return len(self.laser_id)
+
+
+def read_velodyne_calibration(path) -> VelodyneCalibration:
+    """The corrections of a calibration YAML (``lasers: [{laser_id, vert_correction, rot_correction, …}]``)."""
+    import yaml
+
+    name = os.path.basename(os.fspath(path))
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, ValueError) as exc:
+        raise VelodyneCalibrationError(f"cannot read Velodyne calibration {name}: {exc}") from None
+    lasers = data.get("lasers") if isinstance(data, dict) else None
+    if not isinstance(lasers, list) or not lasers or not all(isinstance(laser, dict) for laser in lasers):
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: needs a non-empty 'lasers' list")
+
+    def column(key, default=None):
+        try:
+            values = [laser[key] if default is None else laser.get(key, default) for laser in lasers]
+            values = np.asarray(values, np.float64)
+        except KeyError:
+            raise VelodyneCalibrationError(f"Velodyne calibration {name}: a laser lacks {key!r}") from None
+        except (TypeError, ValueError):
+            raise VelodyneCalibrationError(f"Velodyne calibration {name}: {key!r} must be numbers") from None
+        if not np.all(np.isfinite(values)):
+            raise VelodyneCalibrationError(f"Velodyne calibration {name}: {key!r} is not finite")
+        return values
+
+    laser_id = column("laser_id")
+    order = np.argsort(laser_id, kind="stable")
+    if not np.array_equal(laser_id[order], np.arange(len(lasers))):
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: laser_id must be 0…{len(lasers) - 1}, once each")
+    elevation = column("vert_correction")
+    if np.any(np.abs(elevation) > np.pi / 2):
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: vert_correction beyond ±π/2 (not radians?)")
+    return VelodyneCalibration(
+        laser_id[order].astype(np.int64), elevation[order], column("rot_correction", 0.0)[order],
+        column("vert_offset_correction", 0.0)[order], column("horiz_offset_correction", 0.0)[order],
+        column("dist_correction", 0.0)[order],
+    )
+
+
+@dataclass(frozen=True)
+class FiringTiming:
+    """A model's firing sequence: it repeats every ``sequence_s``; laser ``l`` fires ``laser_offset_s(l)`` in."""
+
+    lasers: int
+    sequence_s: float
+    laser_offset_s: np.ndarray  # (lasers,) s after the sequence starts
+    source: str
+
+
+def _timing(lasers: int, sequence_us: float, offset_us, source: str) -> FiringTiming:
+    return FiringTiming(lasers, sequence_us * 1e-6, np.asarray(offset_us, np.float64) * 1e-6, source)
+
+
+_LASER = np.arange(128)
+# HDL-64E: within each 6 µs slot four lasers fire 0, 1.26, 2.46, 3.66 µs in (LidarView's HDL64EAdjustTimeStamp
+# constants 2.34/3.54/4.74/6.0 µs, counted back from the slot's end).
+_HDL64_SLOT_US = np.array([0.0, 1.26, 2.46, 3.66])
+
+#: Documented firing sequences by model name (``velodyne_model`` spec key).
+FIRING: dict[str, FiringTiming] = {
+    # VLP-16 user manual (63-9243, "Firing timing"): 16 lasers fire one after another every
+    # 2.304 µs, then recharge 18.432 µs: one sequence every 55.296 µs; a data block holds two sequences.
+    "VLP-16": _timing(16, 55.296, 2.304 * _LASER[:16], "VLP-16 user manual 63-9243, firing timing"),
+    # Puck Hi-Res user manual: the VLP-16's timing.
+    "Puck Hi-Res": _timing(16, 55.296, 2.304 * _LASER[:16], "Puck Hi-Res user manual, firing timing"),
+    # HDL-32E user's manual ("Laser firing sequence"): 32 lasers 1.152 µs apart, a cycle every 46.08 µs.
+    "HDL-32E": _timing(32, 46.08, 1.152 * _LASER[:32], "HDL-32E user's manual, laser firing sequence"),
+    # VLP-32C user manual (63-9325, "Firing timing"): lasers fire in pairs (ids 2k and 2k+1 together),
+    # 16 firings 2.304 µs apart, a sequence every 55.296 µs.
+    "VLP-32C": _timing(32, 55.296, 2.304 * (_LASER[:32] // 2), "VLP-32C user manual 63-9325, firing timing"),
+    # HDL-64E S2/S3 user's manuals: the upper block (lasers 0-31) and the lower block (32-63) fire at once,
+    # one laser of each at a time; a full upper+lower firing takes 48 µs (≈ 20 833 firings/s: 2083 per turn at
+    # 10 Hz, the 0.17° of the datasheet). The sub-slot offsets are LidarView's (Kitware), see _HDL64_SLOT_US.
+    "HDL-64E": _timing(64, 48.0, 6.0 * ((_LASER[:64] % 32) // 4) + _HDL64_SLOT_US[_LASER[:64] % 4],
+                       "HDL-64E S2/S3 user's manuals (48 µs per firing) + LidarView sub-slot offsets"),
+    # VLS-128 (Alpha Prime) user manual ("Firing sequence"): 8 lasers fire at once in each 2.665 µs
+    # time slot; a sequence is 20 slots = 53.3 µs: 16 firing groups (lasers 8g…8g+7) with two maintenance
+    # slots after group 8 (as ros-drivers/velodyne and LidarView time VLS-128 packets).
+    "VLS-128": _timing(128, 53.3, 2.665 * (_LASER // 8 + 2 * (_LASER // 64)),
+                       "VLS-128 user manual, firing sequence (2.665 µs slots, 53.3 µs)"),
+}
+
+
+def beam_geometry(cal: VelodyneCalibration, laser: np.ndarray, azimuth_rad: np.ndarray):
+    """(origins (N, 3) m, unit directions (N, 3)) of lasers ``laser`` fired with the head at ``azimuth_rad``
+    (counter-clockwise, before ``rot_correction``), float64, per the formula of the module docstring."""
+    phi = np.asarray(azimuth_rad, np.float64) + cal.rot_correction_rad[laser]
+    theta = cal.vert_correction_rad[laser]
+    v, h = cal.vert_offset_m[laser], cal.horiz_offset_m[laser]
+    cos_t, sin_t, cos_p, sin_p = np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi)
+    directions = np.stack([cos_t * cos_p, cos_t * sin_p, sin_t], axis=1)
+    origins = np.stack([-v * sin_t * cos_p - h * sin_p, -v * sin_t * sin_p + h * cos_p, v * cos_t], axis=1)
+    return origins, directions
+
+
+def velodyne_pattern(cal: VelodyneCalibration, timing: FiringTiming, *, columns: int, start_azimuth_rad: float,
+                     turn_direction: float, frame_rate_hz: float) -> RayPattern:
+    """``columns`` firing sequences from ``start_azimuth_rad``, the head turning once per frame
+    (``turn_direction`` −1: clockwise seen from above, as Velodyne units spin).
+
+    Sequence ``c`` starts at ``c · sequence_s``; laser ``l`` fires ``laser_offset_s[l]`` later, with the head
+    at ``start + turn_direction · 2π · frame_rate_hz · t``. Rays are column-major (one column per sequence).
+    """
+    if timing.lasers != cal.lasers:
+        raise VelodyneCalibrationError(f"the calibration has {cal.lasers} lasers, the firing timing "
+                                       f"{timing.lasers}")
+    if columns * timing.sequence_s > 1.0 / frame_rate_hz * (1 + 1e-9):
+        raise VelodyneCalibrationError(
+            f"{columns} firing sequences of {timing.sequence_s * 1e6:g} µs take longer than a "
+            f"{1e3 / frame_rate_hz:g} ms frame")
+    check_ray_count(cal.lasers, columns)
+    laser = np.tile(np.arange(cal.lasers), columns)
+    column = np.repeat(np.arange(columns), cal.lasers)
+    time_s = column * timing.sequence_s + timing.laser_offset_s[laser]
+    azimuth = start_azimuth_rad + turn_direction * 2.0 * np.pi * frame_rate_hz * time_s
+    origins, directions = beam_geometry(cal, laser, azimuth)
+    offsets = np.any(cal.vert_offset_m != 0) or np.any(cal.horiz_offset_m != 0)
+    return RayPattern(directions.astype(np.float32), laser.astype(np.uint32), column.astype(np.uint32),
+                      time_s.astype(np.float32), cal.lasers, columns,
+                      origins=origins.astype(np.float32) if offsets else None)
