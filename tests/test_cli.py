@@ -352,3 +352,27 @@ def test_scan_writes_las_and_a_rerun_recording(room, tmp_path, capsys):
     assert code == 0, err
     las = laspy.read(out)
     assert len(las.points) == 14_400 and rrd.stat().st_size > 1000
+
+
+def test_scan_duration_integrates_a_livox_and_cuts_a_sweep(room, tmp_path, capsys):
+    """--duration S: S seconds of a Livox Mid-70's non-repeating shots (more rays, new directions), or part of a
+    spinning sensor's sweep; points carry their firing time."""
+    from lidar_fmu.io import read_pcd
+
+    counts = {}
+    for duration in ("0.1", "0.5"):
+        out = tmp_path / f"livox_{duration}.pcd"
+        code, stdout, err = run(["scan", "--mesh", room, "--sensor", "livox_mid70", "--duration", duration,
+                                 "-o", str(out)], capsys)
+        assert code == 0, err
+        points = read_pcd(out)
+        counts[duration] = len(points)
+        assert 0.9 * float(duration) < points["time"].max() < float(duration)
+    assert counts["0.5"] > 4.5 * counts["0.1"]  # the room surrounds the sensor: nearly every shot returns
+    half = tmp_path / "half.pcd"
+    assert run(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--duration", "0.025", "-o", str(half)],
+               capsys)[0] == 0
+    assert len(read_pcd(half)) == 16 * 450  # half of a 20 Hz VLP-16 turn, all on the walls
+    with pytest.raises(SystemExit) as exit_info:
+        main(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--duration", "-1", "-o", str(half)])
+    assert exit_info.value.code == 2 and "--duration" in capsys.readouterr().err

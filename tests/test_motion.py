@@ -168,3 +168,38 @@ def test_motion_distortion_is_the_default_and_a_spec_key():
         load_sensor({"preset": "ouster_os1_128", "motion_distortion": "yes"})
     with pytest.raises(SensorSpecError, match="motion_slices"):
         load_sensor({"preset": "ouster_os1_128", "motion_slices": 0})
+
+
+# -- patterns that do not repeat ----------------------------------------------------------------------------
+def test_a_livox_pattern_goes_on_across_steps_as_the_unit_does():
+    """Stepped at 20 Hz or at 10 Hz, a Livox Mid-70 fires the same shots: two half steps hold one whole step's
+    rays, and the next step goes on with new ones (no frame repeats)."""
+    wall = (WALL_ID, (20.0, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 40.0), "")
+    views = {t: sensor_view([wall], time_s=t, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0)) for t in (0.1, 0.15, 0.2, 0.3)}
+    halves = LidarSensorModel(sensor="livox_mid70")
+    halves.step(views[0.1], 0.1)
+    clouds = []
+    for t in (0.15, 0.2):
+        assert halves.step(views[t], t).valid
+        clouds.append(halves.last_cloud)
+    first, second = clouds
+    whole = LidarSensorModel(sensor="livox_mid70")
+    whole.step(views[0.1], 0.1)
+    whole.step(views[0.2], 0.2)
+    both = np.concatenate([first.pattern.directions, second.pattern.directions])
+    assert np.array_equal(both, whole.last_cloud.pattern.directions)
+    assert len(first) + len(second) == len(whole.last_cloud) > 1000
+    frame_one = whole.last_cloud.pattern.directions
+    whole.step(views[0.3], 0.3)
+    assert len(whole.last_cloud.pattern) == len(frame_one) and not np.array_equal(whole.last_cloud.pattern.directions,
+                                                                                  frame_one)
+
+
+def test_an_airsim_origin_is_the_default_mounting(tmp_path):
+    spec = {"id": "lidar1", "type": "lidar", "lidar-type": "generic_cylindrical", "number-of-channels": 16,
+            "points-per-second": 100000, "horizontal-rotation-frequency": 10,
+            "origin": {"xyz": "0.5 0 -1.8", "rpy-deg": "0 0 0"}}
+    model = LidarSensorModel(sensor=spec)
+    assert np.allclose(model.default_mounting_pose[:3, 3], (0.5, 0.0, 1.8))  # NED z down → our z up
+    placed = LidarSensorModel(sensor=spec, default_mounting_pose=pose_matrix((1.0, 0.0, 2.0)))
+    assert np.allclose(placed.default_mounting_pose[:3, 3], (1.0, 0.0, 2.0))  # the caller's mounting wins

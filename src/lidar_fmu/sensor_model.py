@@ -66,6 +66,11 @@ class LidarSensorModel:
         self.scene = Scene()
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn)
         self.lidar = Lidar(self.scene, sensor, backend=backend, materials=materials or None, warn=self.warn)
+        if default_mounting_pose is None or np.array_equal(default_mounting_pose, np.eye(4)):
+            # an AirSim lidar entry's own origin, when neither the master nor the caller placed the sensor
+            origin = self.sensor.spec.get("airsim_origin")
+            if origin is not None:
+                default_mounting_pose = pose_matrix(origin["xyz_m"], np.radians(origin["rpy_deg"]))
         self.default_mounting_pose = check_pose(
             pose_matrix() if default_mounting_pose is None else default_mounting_pose, "mounting pose"
         )
