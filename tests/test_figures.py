@@ -93,3 +93,18 @@ def test_no_pyplot_state(tmp_path):
         assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
     else:
         assert pyplot.get_fignums() == before
+
+
+def test_scan_pattern_and_motion_distortion_pngs(tmp_path):
+    from lidar_fmu.figures import plot_motion_distortion, plot_scan_patterns
+    from lidar_fmu.sensors import load_sensor
+
+    path = tmp_path / "patterns.png"
+    plot_scan_patterns(path, [("grid", load_sensor("ouster_os1_64").pattern),
+                              ("unit", load_sensor("ouster_os1_128_cal").pattern)])
+    assert read_png(path).shape[1] > 800
+    points = rings()
+    points["time"] = np.linspace(0.0, 0.1, len(points))
+    path = tmp_path / "motion.png"
+    plot_motion_distortion(path, [("still", points), ("moving", points)])
+    assert read_png(path).shape[1] > 800

@@ -256,8 +256,16 @@ def cmd_figures(args) -> None:
 
     from .cache import cache_dir
     from .demo_scene import ensure_street, load_street_scene
-    from .figures import plot_range_limits, plot_reflectivity_bev
+    from .figures import (
+        plot_livox_coverage,
+        plot_motion_distortion,
+        plot_range_limits,
+        plot_reflectivity_bev,
+        plot_scan_patterns,
+    )
     from .lidar import Lidar
+    from .motion import FrameMotion
+    from .sensors import load_sensor
     from .transforms import pose_matrix
 
     os.makedirs(args.output, exist_ok=True)
@@ -279,7 +287,20 @@ def cmd_figures(args) -> None:
         cloud = Lidar(scene, spec, materials=materials, warn=lambda message: None).scan(pose)
         panels.append((title, cloud.points))
     plot_reflectivity_bev(os.path.join(args.output, "street_reflectivity.png"), panels, extent_m=70.0)
-    print(f"wrote range_limits.png and street_reflectivity.png to {args.output}")
+    # issue 12: the OS1-128 unit's calibrated pattern against the datasheet grid; motion distortion at 72 km/h
+    grid, unit = load_sensor("ouster_os1_128"), load_sensor("ouster_os1_128_cal")
+    plot_scan_patterns(os.path.join(args.output, "os1_128_patterns.png"),
+                       [("ouster_os1_128: datasheet grid", grid.pattern),
+                        ("ouster_os1_128_cal: the unit's calibration", unit.pattern)])
+    period = unit.frame_period_s
+    moving = FrameMotion(0.0, period, 0.0, pose @ pose_matrix((-20.0 * period, 0.0, 0.0)))
+    lidar = Lidar(scene, unit, materials=street_map, warn=lambda message: None)
+    plot_motion_distortion(os.path.join(args.output, "motion_distortion.png"),
+                           [("still", lidar.scan(pose).points),
+                            ("driving at 20 m/s (+x): motion distortion", lidar.scan(pose, motion=moving).points)])
+    plot_livox_coverage(os.path.join(args.output, "livox_coverage.png"))
+    print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png and "
+          f"livox_coverage.png to {args.output}")
 
 
 def cmd_bench(args) -> None:

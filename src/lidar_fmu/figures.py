@@ -229,3 +229,55 @@ def plot_livox_coverage(path, preset: str = "livox_mid70", times_s: Sequence[flo
     figure.suptitle(f"{preset}: field-of-view coverage of its non-repetitive scan", fontsize=11)
     _save(figure, path)
     return fractions
+
+
+# ------------------------------------------- scan patterns and motion distortion
+
+
+def plot_scan_patterns(path, patterns: Sequence[tuple[str, object]], azimuth_window_deg=(-3.0, 3.0)) -> None:
+    """Ray directions of each ``(title, RayPattern)`` in an azimuth window, elevation against azimuth, one
+    panel each, coloured by beam: how a unit's calibration (staggered beams, uneven elevations) departs from a
+    datasheet's even grid."""
+    figure = _new_figure(4.6 * len(patterns), 4.6)
+    axes = figure.subplots(1, len(patterns), sharex=True, sharey=True, squeeze=False)[0]
+    lo, hi = azimuth_window_deg
+    for ax, (title, pattern) in zip(axes, patterns):
+        azimuth = np.degrees(pattern.azimuth_rad)
+        elevation = np.degrees(pattern.elevation_rad)
+        shown = (azimuth >= lo) & (azimuth <= hi)
+        ax.scatter(azimuth[shown], elevation[shown], c=pattern.beam_id[shown], cmap="viridis", s=1.0, linewidths=0,
+                   rasterized=True)
+        ax.set_title(f"{title}\n{pattern.rows} beams × {pattern.columns} columns", fontsize=10)
+        ax.set_xlim(hi, lo)  # left (+azimuth) to the left
+        ax.set_xlabel("azimuth (°), left ←")
+        ax.grid(True, color="0.9", linewidth=0.6)
+        ax.set_axisbelow(True)
+    axes[0].set_ylabel("elevation (°)")
+    _save(figure, path)
+
+
+def plot_motion_distortion(path, clouds: Sequence[tuple[str, np.ndarray]], extent_m: float = 30.0) -> None:
+    """Bird's-eye panels of ``(title, points)`` coloured by each point's firing ``time``: a frame seen from a
+    moving car, with and without motion distortion."""
+    figure = _new_figure(4.4 * len(clouds) + 1.0, 5.0)
+    axes = figure.subplots(1, len(clouds), sharex=True, sharey=True, squeeze=False)[0]
+    top = max(float(np.max(points["time"], initial=0.0)) for _, points in clouds) or 0.1
+    norm = Normalize(vmin=0.0, vmax=1e3 * top)
+    for ax, (title, points) in zip(axes, clouds):
+        shown = (np.abs(points["x"]) <= extent_m) & (np.abs(points["y"]) <= extent_m)
+        p = points[shown]
+        order = np.argsort(p["z"], kind="stable")
+        ax.scatter(p["y"][order], p["x"][order], c=1e3 * p["time"][order], cmap="turbo", norm=norm,
+                   s=_auto_point_size(len(p)), linewidths=0, rasterized=True)
+        ax.plot([0.0], [0.0], marker="^", markersize=8, color="#e8402a", markeredgecolor="black", zorder=4)
+        ax.set_title(f"{title}\n{len(points):,} points", fontsize=10)
+        ax.set_xlim(extent_m, -extent_m)
+        ax.set_ylim(-extent_m, extent_m)
+        ax.set_aspect("equal")
+        ax.set_xlabel("y (m), left ←")
+        ax.grid(True, color="0.9", linewidth=0.6)
+        ax.set_axisbelow(True)
+    axes[0].set_ylabel("x (m), forward ↑")
+    figure.colorbar(ScalarMappable(norm=norm, cmap=colormaps["turbo"]), ax=list(axes),
+                    label="firing time after the frame start (ms)", shrink=0.85, pad=0.02)
+    _save(figure, path)
