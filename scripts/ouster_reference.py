@@ -1,6 +1,6 @@
 """Write the ouster-sdk reference the tests hold our Ouster rays against (run by hand; ouster-sdk needed).
 
-    pip install ouster-sdk && python scripts/ouster_reference.py
+    pip install ouster-sdk && python scripts/ouster_reference.py [METADATA.json OUT.npz]
 
 For every 7th pixel of the packaged OS1-128 metadata it stores ouster-sdk's
 ``XYZLut`` ``direction`` and ``offset`` (sensor frame, no extrinsics): the
@@ -11,6 +11,7 @@ provenance.
 """
 import importlib.metadata
 import os
+import sys
 
 import numpy as np
 from ouster.sdk import core
@@ -18,6 +19,8 @@ from ouster.sdk import core
 HERE = os.path.dirname(os.path.abspath(__file__))
 METADATA = os.path.join(HERE, "..", "src", "lidar_fmu", "sensors", "data", "ouster_os1_128_v2.3.0_1024x10.json")
 OUT = os.path.join(HERE, "..", "tests", "data", "ouster_os1_128_xyzlut_every7.npz")
+if len(sys.argv) == 3:  # another unit: tests/data/ouster_os1_128_fw3.1_* came so
+    METADATA, OUT = sys.argv[1:]
 STEP = 7
 
 with open(METADATA) as f:

@@ -9,7 +9,11 @@ from lidar_fmu import Lidar, Scene, load_sensor
 from lidar_fmu.raycast import make_backend
 from lidar_fmu.scene import Mesh
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "data", "ouster_os1_128_xyzlut_every7.npz")
+DATA = os.path.join(os.path.dirname(__file__), "data")
+REFERENCE = os.path.join(DATA, "ouster_os1_128_xyzlut_every7.npz")
+#: a second unit, firmware 3.1 metadata (beam_to_lidar_transform: 16.721 mm) and ouster-sdk's XYZLut of it
+FW31_METADATA = os.path.join(DATA, "ouster_os1_128_fw3.1_122246000293.json")
+FW31_REFERENCE = os.path.join(DATA, "ouster_os1_128_fw3.1_xyzlut_every7.npz")
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +91,28 @@ def test_a_units_metadata_file_is_a_sensor_spec(tmp_path):
     fast = load_sensor(str(path))
     assert fast.frame_rate_hz == 20.0 and np.allclose(fast.pattern.directions, sensor.pattern.directions)
     assert fast.pattern.time_offset_s.max() < 0.05
+
+
+def test_a_second_unit_with_firmware_3_1_metadata_matches_ouster_sdk():
+    """The other shared OS-1-128 (beam origins from beam_to_lidar_transform, 16.721 mm): its metadata file as the
+    sensor spec, our lines against ouster-sdk's XYZLut of that unit for every 7th pixel, and the closed sphere."""
+    from lidar_fmu.sensors.ouster import read_ouster_metadata
+
+    sdk = np.load(FW31_REFERENCE)
+    n_mm = read_ouster_metadata(FW31_METADATA).beam_origin_mm
+    assert n_mm == pytest.approx(16.721)
+    p = load_sensor(FW31_METADATA).pattern
+    ray = sdk["column"] * 128 + sdk["beam"]
+    for t_m in (0.5, 20.0, 120.0):
+        ours = p.origins[ray].astype(np.float64) + t_m * p.directions[ray].astype(np.float64)
+        theirs = sdk["offset_m"] + (t_m * 1e3 + n_mm) * sdk["direction_m_per_mm"]
+        assert np.abs(ours - theirs).max() < 2e-5 * (1 + t_m), t_m
+    tm = trimesh.creation.icosphere(subdivisions=5, radius=12.0)
+    scene = Scene.from_meshes([Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("wall",), "sphere")])
+    cloud = Lidar(scene, FW31_METADATA, backend="embree").scan(np.eye(4))
+    rows = np.searchsorted(cloud.ray_index, ray)
+    assert len(cloud) == 131072 and np.array_equal(cloud.ray_index[rows], ray)
+    direction = sdk["direction_m_per_mm"] / np.linalg.norm(sdk["direction_m_per_mm"], axis=1, keepdims=True)
+    hits = make_backend("embree", scene).cast(sdk["offset_m"].astype(np.float32), direction.astype(np.float32))
+    theirs = sdk["offset_m"] + hits.range_m[:, None].astype(np.float64) * direction
+    assert np.linalg.norm(cloud.xyz[rows].astype(np.float64) - theirs, axis=1).max() < 2e-3
