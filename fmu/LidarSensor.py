@@ -164,6 +164,7 @@ class LidarSensor(Fmi2Slave):
         self.mounting_orientation_pitch = 0.0
         self.mounting_orientation_yaw = 0.0
         self.disable_self_hits = True
+        self.up_axis = ""  # "y" | "z" | "" (by format: glTF/GLB Y-up, others Z-up)
         # Outputs
         self.valid = False
         self.count = 0
@@ -178,7 +179,7 @@ class LidarSensor(Fmi2Slave):
         self._state = INSTANTIATED
         self.default_experiment = DefaultExperiment(start_time=0.0, step_size=self._frame_period_s())
 
-        for name in ("sensor", "assets", "environment", "materials", "backend"):
+        for name in ("sensor", "assets", "environment", "materials", "backend", "up_axis"):
             self._register_parameter(String, name)
         for axis in "xyz":
             self._register_parameter(Real, f"mounting_position_{axis}")
@@ -389,7 +390,7 @@ class LidarSensor(Fmi2Slave):
                     sensor=self._sensor(), assets_dir=assets, environment=self.environment,
                     materials=self.materials, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
-                    warn=lambda message: self._log(message, once_key=message),
+                    warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
                 )
             except Exception as exc:
                 self._model_error = f"lidar-fmu cannot start: {exc}"

@@ -94,7 +94,7 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
             assert note.get("name") == prefix and note.get("role") == role
             assert note.get("mime-type").startswith(f"application/x-open-simulation-interface; type={kind}; version=3.")
     for name in ("sensor", "assets", "environment", "materials", "backend", "mounting_position_x",
-                 "mounting_orientation_yaw", "disable_self_hits"):
+                 "mounting_orientation_yaw", "disable_self_hits", "up_axis"):
         assert variables[name].get("causality") == "parameter"
     assert variables["valid"].get("causality") == "output" and variables["count"].get("causality") == "output"
 

@@ -156,3 +156,37 @@ def test_organize_matches_a_direct_step(fmu_path):
     cloud = organize(sensor_data_to_points(out.sensor_data), direct.sensor.pattern)
     assert len(cloud) == len(direct.last_cloud) > 0
     assert np.array_equal(cloud.ray_index, direct.last_cloud.ray_index)
+
+
+def test_scenario_up_axis_reaches_the_fmu(tmp_path):
+    from lidar_fmu.errors import UserError
+    from lidar_fmu.replay import fmu_parameters, load_scenario
+
+    (tmp_path / "scenario.yaml").write_text("trace: views.osi\nup_axis: Y\n")
+    assert fmu_parameters(load_scenario(tmp_path), str(tmp_path))["up_axis"] == "y"
+    (tmp_path / "scenario.yaml").write_text("trace: views.osi\n")
+    assert fmu_parameters(load_scenario(tmp_path), str(tmp_path))["up_axis"] == ""  # by format
+    (tmp_path / "scenario.yaml").write_text("trace: views.osi\nup_axis: x\n")
+    with pytest.raises(UserError, match="up_axis"):
+        load_scenario(tmp_path)
+
+
+def test_the_fmu_stands_a_gltf_asset_up(fmu_path, tmp_path):
+    """Through the FMU: a glTF car (Y-up by its specification) is seen lying along x, as long as it is; with
+    up_axis z it lies on its side."""
+    import trimesh
+
+    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.osi.detections import sensor_data_to_points
+
+    trimesh.creation.box(extents=(1.8, 1.5, 4.0)).export(tmp_path / "car.glb")
+    view = sensor_view([(30, (10.0, 0.0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "car.glb")], time_s=0.1, host=None)
+    tops = {}
+    for up_axis in ("", "z"):
+        params = {"sensor": "ouster_os1_128", "assets": str(tmp_path), "up_axis": up_axis}
+        with SensorFMU(fmu_path, params) as fmu:
+            points = sensor_data_to_points(fmu.step(view, 0.0, 0.1).sensor_data).points
+        car = points[points["object_id"] == 30]
+        tops[up_axis] = float(car["z"].max())
+    assert tops[""] == pytest.approx(1.5, abs=0.07)  # (beams 5 cm apart there) 0.75 m centre + half of 1.5 m: standing on its wheels
+    assert tops["z"] == pytest.approx(2.75, abs=0.07)  # 4 m tall: the glTF taken Z-up stands on its tail

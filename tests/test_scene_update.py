@@ -283,3 +283,27 @@ def test_duplicate_ids_use_the_first_occurrence_s_mesh_and_pose(tmp_path):
     assert 11 not in scene and len(warnings) == 3
     assert any(w.startswith("object 11 has no usable model") for w in warnings)
     assert "object id 11 appears more than once in one SensorView; the first one is used" in warnings
+
+
+@pytest.mark.parametrize("name, up_axis, long_axis", [
+    ("car.glb", "", 0),  # glTF is Y-up with its front toward +Z: stood up, the front faces our +x
+    ("car.glb", "z", 2),  # told Z-up: taken as it is, the long side stays on z
+    ("car.obj", "", 2),  # other formats are Z-up unless told
+    ("car.obj", "y", 0),
+])
+def test_model_references_stand_up_by_their_up_axis(tmp_path, name, up_axis, long_axis):
+    """A glTF car authored Y-up (4 m along its +Z front, 1.5 m tall along +Y) stands on its wheels in the scene."""
+    box = trimesh.creation.box(extents=(1.8, 1.5, 4.0))  # x: width, y: height, z: length (glTF's car axes)
+    box.export(tmp_path / name)
+    scene = Scene()
+    updater = SceneUpdater(scene, assets_dir=str(tmp_path), up_axis=up_axis)
+    updater.apply(frame([(7, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (4.0, 1.8, 1.5), name)]))
+    extent = np.ptp(scene.mesh_of(7).vertices, axis=0)
+    assert extent[long_axis] == pytest.approx(4.0)
+    if long_axis == 0:
+        assert extent == pytest.approx((4.0, 1.8, 1.5))
+
+
+def test_a_bad_up_axis_is_refused():
+    with pytest.raises(PoseError, match="up_axis"):
+        SceneUpdater(Scene(), up_axis="x")

@@ -11,6 +11,7 @@ A scenario is a folder with ``scenario.yaml``::
     backend: auto | embree | cuda                             (optional)
     mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
     disable_self_hits: true                                   (optional)
+    up_axis: y | z          (optional; up axis of the assets' meshes; default by format: glTF/GLB y, others z)
 
 Relative paths are relative to the scenario folder. Outputs: per-frame PCDs,
 a SensorData trace, a preview PNG and animated GIF, and ``summary.json``;
@@ -31,7 +32,7 @@ from .errors import UserError
 from .osi.trace import TraceError
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
-                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice"}
+                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis"}
 
 
 def load_scenario(path) -> dict:
@@ -64,6 +65,12 @@ def load_scenario(path) -> dict:
     if isinstance(sensor, str) and os.path.isfile(os.path.join(folder, sensor)):
         sensor = os.path.join(folder, sensor)
     scenario["sensor"] = sensor
+    from .scene_update import check_up_axis
+
+    try:
+        scenario["up_axis"] = check_up_axis(scenario.get("up_axis"))
+    except ValueError as exc:
+        raise UserError(f"scenario {path}: {exc}") from None
     return scenario
 
 
@@ -77,7 +84,8 @@ def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
         sensor = spec_path
     params = {"sensor": sensor, "assets": scenario.get("assets", "") or "",
               "environment": scenario.get("environment", "") or "", "materials": scenario.get("materials", "") or "",
-              "backend": scenario.get("backend", "auto"), "disable_self_hits": scenario.get("disable_self_hits", True)}
+              "backend": scenario.get("backend", "auto"), "disable_self_hits": scenario.get("disable_self_hits", True),
+              "up_axis": scenario.get("up_axis", "") or ""}
     mounting = scenario.get("mounting") or {}
     for axis, value in zip("xyz", mounting.get("position_m", (0, 0, 0))):
         params[f"mounting_position_{axis}"] = value

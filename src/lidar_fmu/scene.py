@@ -90,6 +90,21 @@ def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
     return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name)
 
 
+def stood_up(mesh: Mesh, up: str) -> Mesh:
+    """``mesh`` authored with ``up`` ∈ {"y", "z"} as up, turned into our Z-up frame (itself when Z-up).
+
+    Meshes placed by OSI poses are turned once, in their vertices, so an
+    instance pose stays the object's OSI pose (see :func:`~lidar_fmu.transforms.up_axis_pose`).
+    """
+    from .transforms import up_axis_pose
+
+    turn = up_axis_pose(up)
+    if np.array_equal(turn, np.eye(4)):
+        return mesh
+    vertices = mesh.vertices.astype(np.float64) @ turn[:3, :3].T
+    return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name)
+
+
 def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "box", name: str = "box") -> Mesh:
     """Closed box centred at the origin: x = length, y = width, z = height (OSI ``base.dimension``)."""
     if not all(np.isfinite([length_m, width_m, height_m])) or min(length_m, width_m, height_m) <= 0:

@@ -24,8 +24,8 @@ import numpy as np
 from .assets import AssetError, resolve_inside
 from .osi.decode import MAX_POSITION_M, SensorViewFrame
 from .pointcloud import ENVIRONMENT_ID_BASE
-from .scene import Mesh, MeshError, Scene, box_mesh, load_mesh
-from .transforms import pose_matrices
+from .scene import Mesh, MeshError, Scene, box_mesh, load_mesh, stood_up
+from .transforms import PoseError, pose_matrices, up_axis_of
 
 #: Box sides (m) an object without a model may have. Below 5e-5 m a box is thinner than the spacing of
 #: float32 coordinates a few hundred metres out (6.1e-5 m at 512 m): its faces collapse onto each other in
@@ -68,9 +68,11 @@ def _box_problem(dimension_m) -> str:
 
 class SceneUpdater:
     def __init__(self, scene: Scene, assets_dir: str = "", environment: str = "",
-                 disable_self_hits: bool = True, warn=None):
+                 disable_self_hits: bool = True, warn=None, up_axis: str = ""):
         self.scene = scene
         self.assets_dir = assets_dir or ""
+        #: "y" or "z": the up axis of every mesh loaded; "" (default): by format, glTF/GLB Y-up, others Z-up
+        self.up_axis = check_up_axis(up_axis)
         self.disable_self_hits = disable_self_hits
         self.warn = warn or (lambda message: None)
         # model_reference → mesh (None: unusable), least recently used first (see _forget_unused_references)
@@ -87,7 +89,7 @@ class SceneUpdater:
             path = environment
             if not os.path.isabs(path) and self.assets_dir:
                 path = os.path.join(self.assets_dir, path)
-            mesh = load_mesh(path)  # MeshError naming the file and why
+            mesh = self._load(path)  # MeshError naming the file and why
             self._set_environment(environment, mesh)
 
     def resolve(self, reference: str) -> str:
@@ -98,11 +100,15 @@ class SceneUpdater:
         """The mesh a model_reference names, loaded once; ``None`` (warned once) if unusable."""
         if reference not in self._meshes:
             try:
-                self._meshes[reference] = load_mesh(self.resolve(reference))
+                self._meshes[reference] = self._load(self.resolve(reference))
             except (AssetError, MeshError) as exc:
                 self.warn(f"model_reference {reference!r}: {exc}; using the bounding box instead")
                 self._meshes[reference] = None
         return self._meshes[reference]
+
+    def _load(self, path: str) -> Mesh:
+        """A mesh file, stood up in our Z-up frame by :attr:`up_axis` (or its format's)."""
+        return stood_up(load_mesh(path), up_axis_of(path, self.up_axis))
 
     def _warn_once(self, object_id: int, reason: str, message: str) -> None:
         """``message``, the first time ``object_id`` has this ``reason`` (the last WARNED_KEPT pairs are known)."""
@@ -196,3 +202,11 @@ class SceneUpdater:
             del self._object_mesh[gone]
         self._forget_unused_references({o.model_reference for o in placed if o.model_reference}
                                        | {self._environment_ref})
+
+
+def check_up_axis(up_axis) -> str:
+    """``up_axis`` as "y", "z" or "" (by format); :class:`~lidar_fmu.transforms.PoseError` for anything else."""
+    value = (up_axis or "").strip().lower()
+    if value not in ("", "y", "z"):
+        raise PoseError(f"up_axis must be 'y', 'z' or empty (by format: glTF/GLB Y-up, others Z-up), got {up_axis!r}")
+    return value

@@ -231,7 +231,8 @@ class SensorViewScene:
         # warnings (unusable model references, …) are the FMU's to report: the mirror stays silent
         self.updater = SceneUpdater(self.scene, assets_dir=parameters.get("assets", "") or "",
                                     environment=parameters.get("environment", "") or "",
-                                    disable_self_hits=bool(parameters.get("disable_self_hits", True)))
+                                    disable_self_hits=bool(parameters.get("disable_self_hits", True)),
+                                    up_axis=parameters.get("up_axis", "") or "")
         self.default_mounting = pose_matrix(
             tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
             tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
