@@ -141,6 +141,7 @@ def test_reader_yields_the_intact_frames_before_raising(tmp_path):
         "garbage.osi": (raw[:offsets[3]] + struct.pack("<I", 5) + b"\xff" * 5 + raw[offsets[4]:], 3, offsets[3],
                         "not a SensorView"),
         "not_xz.osi.xz": (raw, 0, 0, "xz stream breaks off"),
+        "zeros.osi": (raw + bytes(4096), FRAMES, offsets[FRAMES], "0 bytes: no message"),
     }
     for name, (data, good, offset, why) in cases.items():
         path = tmp_path / name

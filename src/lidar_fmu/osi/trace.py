@@ -64,6 +64,10 @@ def _damage(path, index: int, offset: int, why: str, where: str = "") -> TraceEr
 
 
 def _checked(path, index, offset, data, parse, message_type, where=""):
+    # an empty message parses as an empty SensorView, but no trace writer writes one: a zero-filled tail
+    # (a file preallocated, a crash before the data was flushed) would replay as frames of nothing
+    if len(data) == 0:
+        raise _damage(path, index, offset, "its length prefix says 0 bytes: no message (a zero-filled tail?)", where)
     if parse is not None:
         try:
             parse(data)
