@@ -36,6 +36,8 @@ BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
     "OSMPSensorViewInConfig": ("SensorViewConfiguration", Fmi2Causality.parameter, Fmi2Variability.fixed, None),
 }
 ROLES = ("base.lo", "base.hi", "size")
+#: value reference 0: the status of the last FMI call, for the FMU's status shim (fmu/status_shim.c)
+STATUS_VARIABLE = "fmi2_status_of_last_call"
 # FMI 2.0 co-simulation states (the calling sequence's state machine)
 INSTANTIATED, INITIALIZATION, STEP, TERMINATED = "Instantiated", "Initialization Mode", "Step Mode", "Terminated"
 PLACEHOLDER = {Integer: 0, Real: 0.0, Boolean: False, String: ""}  # what a refused get returns
@@ -178,6 +180,12 @@ class LidarSensor(Fmi2Slave):
         self._warned = set()
         self._state = INSTANTIATED
         self.default_experiment = DefaultExperiment(start_time=0.0, step_size=self._frame_period_s())
+        # value reference 0, registered first: the worst status this instance gave the current FMI call, read (and
+        # reset) after every call by the FMU's status shim (fmu/status_shim.c), which returns it to the master
+        self._call_status = int(Fmi2Status.ok)
+        self.register_variable(Integer(STATUS_VARIABLE, causality=Fmi2Causality.local,
+                                       variability=Fmi2Variability.discrete, getter=self._take_call_status))
+        assert self.vars[0].name == STATUS_VARIABLE
 
         for name in ("sensor", "assets", "environment", "materials", "backend", "up_axis"):
             self._register_parameter(String, name)
@@ -351,9 +359,19 @@ class LidarSensor(Fmi2Slave):
         category = {Fmi2Status.warning: "logStatusWarning", Fmi2Status.error: "logStatusError"}.get(status, "logAll")
         self.log(message, status, category)
 
-    def _misuse(self, message):
-        """A call FMI 2.0 does not allow here: refused, logged at error level; the instance stays usable."""
+    def _error(self, message):
+        """This call fails: logged at error level and answered fmi2Error (through the status shim); the instance
+        stays usable."""
+        self._call_status = int(Fmi2Status.error)
         self._log(message, Fmi2Status.error)
+
+    def _misuse(self, message):
+        """A call FMI 2.0 does not allow here: refused (:meth:`_error`), nothing changed."""
+        self._error(message)
+
+    def _take_call_status(self):
+        status, self._call_status = self._call_status, int(Fmi2Status.ok)
+        return status
 
     def _wrong_state(self, function, allowed):
         self._misuse(f"{function} refused: called in state {self._state}; FMI 2.0 allows it only {allowed}. "
@@ -422,8 +440,8 @@ class LidarSensor(Fmi2Slave):
             data = sensor_view_configuration(self._sensor(), pose)
         except Exception as exc:
             reason = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
-            self._log(f"OSMPSensorViewInConfigRequest cannot be computed for sensor {key[0]!r}: "
-                      f"{type(exc).__name__}: {reason}; publishing none (size 0)", Fmi2Status.error)
+            self._error(f"OSMPSensorViewInConfigRequest cannot be computed for sensor {key[0]!r}: "
+                        f"{type(exc).__name__}: {reason}; publishing none (size 0)")
             data = b""
         self._set_binary("OSMPSensorViewInConfigRequest", *self._config_request.publish(data))
 

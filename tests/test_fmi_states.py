@@ -2,12 +2,15 @@
 
 pythonfmu 0.7.0 turns a Python exception in any callback into fmi2Fatal, and
 gives a slave no way to return fmi2Error or fmi2Warning. So the slave refuses
-misuse itself: the call returns fmi2OK, changes nothing, and logs an
-error-level message naming the reason; the instance stays usable. Before,
-five of the seven cases below returned fmi2Fatal, and the other two were
-silently accepted (a fixed parameter "set" after initialization while the model
-kept the old one; a doStep before initialization).
+misuse itself: the call changes nothing and logs an error-level message naming
+the reason, and the FMU's status shim (fmu/status_shim.c, in front of
+pythonfmu's binary) returns fmi2Error for it; the instance stays usable.
+Before, five of the seven cases below returned fmi2Fatal, and the other two
+were silently accepted (a fixed parameter "set" after initialization while the
+model kept the old one; a doStep before initialization); after the first fix
+and before the shim they returned fmi2OK.
 """
+import contextlib
 import json
 import math
 
@@ -84,7 +87,8 @@ def get_status(fmu, kind: str, names):
 
 
 def do_step(fmu, t=0.0, h=0.1) -> str:
-    fmu.set_binary("OSMPSensorViewIn", VIEW)
+    with contextlib.suppress(FMICallException):  # refused too where the step is (after fmi2Terminate)
+        fmu.set_binary("OSMPSensorViewIn", VIEW)
     return call(fmu, "fmi2DoStep", t, h, fmi2True)
 
 
@@ -93,8 +97,8 @@ def errors(fmu) -> list[str]:
 
 
 def assert_refused(fmu, status: str, *words):
-    """The call returned fmi2OK (never Fatal) and logged one error naming the reason."""
-    assert status == "OK"
+    """The call returned fmi2Error (never Fatal, never OK) and logged one error naming the reason."""
+    assert status == "ERROR"
     assert errors(fmu), fmu.messages
     assert all(word in errors(fmu)[-1] for word in words), errors(fmu)[-1]
 
@@ -132,7 +136,7 @@ def test_2_get_of_an_unknown_value_reference(fmu_path, small_sensor):
         assert_refused(fmu, status, "fmi2GetInteger", str(UNKNOWN_VR))
         assert values == [0, 0]
         for kind in ("Real", "Boolean", "String"):
-            assert get_status(fmu, kind, [UNKNOWN_VR])[0] == "OK"
+            assert get_status(fmu, kind, [UNKNOWN_VR])[0] == "ERROR"
         assert len(errors(fmu)) == 4
         assert_usable(fmu)
 
@@ -269,14 +273,11 @@ def test_far_mounting_parameter_is_refused(fmu_path, small_sensor):
     with pytest.raises(PoseError, match="beyond"):
         LidarSensorModel(sensor=SMALL_SENSOR, default_mounting_pose=pose_matrix((0, 0, FAR)))
     with SensorFMU(fmu_path, {"sensor": small_sensor, "mounting_position_x": FAR}) as fmu:
-        assert config_request_size(fmu) == 0
+        status, (size,) = get_status(fmu, "Integer", ["OSMPSensorViewInConfigRequest.size"])
+        assert status == "ERROR" and size == 0
         assert any("mounting_position" in text and "beyond" in text for text in errors(fmu))
         out = fmu.step(VIEW, 0.0, 0.1)
         assert not out.valid and any("cannot start" in text for text in errors(fmu))
-
-
-def config_request_size(fmu) -> int:
-    return fmu.fmu.getInteger([fmu.vr["OSMPSensorViewInConfigRequest.size"].valueReference])[0]
 
 
 def test_model_rejects_far_host_like_nan():
@@ -287,3 +288,28 @@ def test_model_rejects_far_host_like_nan():
     near = model.step(sensor_view([(10, (MAX_POSITION_M - 30, 0, 0.75), (0, 0, 0), CAR, "")],
                                   host=(HOST_ID, (MAX_POSITION_M - 45, 0.0, 0.75), 0.0)), 0.2)
     assert near.valid  # within the limit: still a world
+
+
+def test_the_fmu_carries_the_status_shim_in_front_of_pythonfmu(fmu_path, small_sensor, tmp_path, monkeypatch):
+    """Linux: our shim is the FMU's binary and pythonfmu's lies beside it; without a C compiler, pythonfmu's own
+    binary stays (fmi2OK for misuse) and the build says so."""
+    import shutil
+    import zipfile
+
+    from lidar_fmu import fmu_build
+
+    with zipfile.ZipFile(fmu_path) as fmu:
+        names = set(fmu.namelist())
+        shim, inner = fmu.read("binaries/linux64/LidarSensor.so"), fmu.read("binaries/linux64/LidarSensor.pythonfmu.so")
+    assert b"lidar-fmu status shim" in shim and b"finalizePythonInterpreter" in inner
+    assert "binaries/win64/LidarSensor.dll" in names
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.warns(UserWarning, match="no C compiler"):
+        plain = fmu_build.build_fmu(tmp_path / "plain.fmu")
+    with zipfile.ZipFile(plain) as fmu:
+        assert b"finalizePythonInterpreter" in fmu.read("binaries/linux64/LidarSensor.so")
+        assert "binaries/linux64/LidarSensor.pythonfmu.so" not in fmu.namelist()
+    with SensorFMU(plain, {"sensor": small_sensor}) as fmu:
+        status, _ = get_status(fmu, "Integer", [UNKNOWN_VR])
+        assert status == "OK" and errors(fmu)  # pythonfmu alone: refused and logged, but fmi2OK
+

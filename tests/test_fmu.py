@@ -306,7 +306,7 @@ def test_c_master_drives_the_fmu(fmu_path, tmp_path):
             md.guid, str(SHARED_TRACE), str(out_trace), "velodyne_vlp16"] + [str(vr[n]) for n in names] + ["0.1"]
     # the README's recipe for non-Python masters on Linux
     libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
-    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"])
+    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"], PYTHONFAULTHANDLER="1")
     run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = [line for line in run.stdout.splitlines() if line.startswith("frame ")]
@@ -345,13 +345,13 @@ def test_c_master_with_two_instances_exits_normally(fmu_path, tmp_path):
     args = [str(host), str(unzipped / "binaries" / "linux64" / "LidarSensor.so"), (unzipped / "resources").as_uri(),
             md.guid, str(SHARED_TRACE), *map(str, traces), "velodyne_vlp16", "ibeo_lux"] + [str(vr[n]) for n in names]
     libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
-    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"])
+    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"], PYTHONFAULTHANDLER="1")
     codes = []
     for k in range(10):
         unload = ["dlclose"] if k % 5 == 4 else []
         run = subprocess.run(args + ["0.1"] + unload, env=env, capture_output=True, text=True, timeout=600)
         codes.append(run.returncode)
-        assert run.returncode == 0, (codes, run.stderr[-2000:])
+        assert run.returncode == 0, (codes, run.stderr[-6000:])
         lines = [line for line in run.stdout.splitlines() if line.startswith("frame ")]
         assert len(lines) == 40 and all(" valid 1 " in line and " status 0" in line for line in lines)
         assert run.stdout.splitlines()[-1] == "frames 20 worst_status 0"

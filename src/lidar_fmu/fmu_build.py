@@ -26,12 +26,14 @@ _PACKAGED = PACKAGE_DIR / "_fmu"
 if _PACKAGED.is_dir():  # installed: no repository around
     REPO_ROOT = None
     SLAVE_SCRIPT = _PACKAGED / "LidarSensor.py"
+    STATUS_SHIM = _PACKAGED / "status_shim.c"
     ANNOTATIONS_DIR = _PACKAGED / "modelDescription"
     # one FMU per installation, in the user cache: sources_newer_than compares it with this installation's files
     DEFAULT_FMU = cache_dir("fmu", hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:12], "LidarSensor.fmu")
 else:  # a source checkout
     REPO_ROOT = PACKAGE_DIR.parent.parent
     SLAVE_SCRIPT = REPO_ROOT / "fmu" / "LidarSensor.py"
+    STATUS_SHIM = REPO_ROOT / "fmu" / "status_shim.c"
     ANNOTATIONS_DIR = REPO_ROOT / "modelDescription"
     DEFAULT_FMU = REPO_ROOT / "dist" / "LidarSensor.fmu"
 
@@ -42,7 +44,7 @@ def sources_newer_than(fmu_path: Path) -> bool:
     if not fmu_path.exists():
         return True
     built = fmu_path.stat().st_mtime
-    roots = [PACKAGE_DIR, ANNOTATIONS_DIR, SLAVE_SCRIPT]
+    roots = [PACKAGE_DIR, ANNOTATIONS_DIR, SLAVE_SCRIPT, STATUS_SHIM]
     for root in roots:
         files = [root] if root.is_file() else root.rglob("*")
         if any(f.is_file() and "__pycache__" not in f.parts and f.stat().st_mtime > built for f in files):
@@ -75,7 +77,49 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
         path = FmuBuilder.build_FMU(
             SLAVE_SCRIPT, dest=dest, project_files=[package, annotations], needsExecutionTool="false",
         )
+        put_status_shim(Path(path), Path(staging))
     return Path(path)
+
+
+#: what the FMU's Linux binary is when no C compiler could build the status shim
+SHIM_MISSING = ("no C compiler (cc) found: the FMU's Linux binary is pythonfmu's own, which answers a master's "
+                "misuse with fmi2OK (the refusal is still logged); install gcc and rebuild for fmi2Error")
+
+
+def put_status_shim(fmu_path: Path, work_dir: Path) -> bool:
+    """Put the status shim (``fmu/status_shim.c``) in front of pythonfmu's Linux binary in ``fmu_path``.
+
+    pythonfmu 0.7.0 can only answer fmi2OK or fmi2Fatal; the shim answers
+    fmi2Error where the slave refused a call (see the C file). Compiled here
+    with the system's C compiler; without one the FMU keeps pythonfmu's
+    binary and a warning says so (:data:`SHIM_MISSING`). → whether the shim
+    went in.
+    """
+    import subprocess
+    import warnings
+    import zipfile
+
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        warnings.warn(SHIM_MISSING, stacklevel=3)
+        return False
+    shim = work_dir / "status_shim.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", str(shim), str(STATUS_SHIM),
+                    "-ldl", "-lpthread"], check=True, capture_output=True)
+    rebuilt = fmu_path.with_suffix(".shim.tmp")
+    with zipfile.ZipFile(fmu_path) as source, zipfile.ZipFile(rebuilt, "w", zipfile.ZIP_DEFLATED) as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename.startswith("binaries/linux64/") and item.filename.endswith(".so"):
+                inner = zipfile.ZipInfo(item.filename[:-3] + ".pythonfmu.so", item.date_time)  # beside the shim
+                inner.external_attr, inner.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
+                target.writestr(inner, data)
+                item.compress_type = zipfile.ZIP_DEFLATED
+                target.writestr(item, shim.read_bytes())
+            else:
+                target.writestr(item, data)
+    os.replace(rebuilt, fmu_path)
+    return True
 
 
 def validate(fmu_path) -> list[str]:

@@ -61,11 +61,35 @@ def _split_scale(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pose[:3, :3] / np.where(scale > 0, scale, 1.0), scale
 
 
+def unit_quaternion(rotation: np.ndarray) -> np.ndarray:
+    """(w, x, y, z) of a 3×3 rotation, by Shepperd's method: from the largest of the four squared components,
+    so it stays accurate at every angle (the trace alone fails near a half turn).
+
+    (Not trimesh's: importing trimesh in the FMU pulls in its ray module and a second Embree, whose exit-time
+    teardown then crashed C masters.)
+    """
+    r = np.asarray(rotation, np.float64)
+    t = np.trace(r)
+    squares = np.array([1.0 + t, 1.0 + 2.0 * r[0, 0] - t, 1.0 + 2.0 * r[1, 1] - t, 1.0 + 2.0 * r[2, 2] - t])
+    k = int(np.argmax(squares))
+    big = 0.5 * np.sqrt(squares[k])
+    q = np.empty(4)
+    q[k] = big
+    f = 0.25 / big
+    if k == 0:
+        q[1:] = f * (r[2, 1] - r[1, 2]), f * (r[0, 2] - r[2, 0]), f * (r[1, 0] - r[0, 1])
+    elif k == 1:
+        q[0], q[2], q[3] = f * (r[2, 1] - r[1, 2]), f * (r[0, 1] + r[1, 0]), f * (r[0, 2] + r[2, 0])
+    elif k == 2:
+        q[0], q[1], q[3] = f * (r[0, 2] - r[2, 0]), f * (r[0, 1] + r[1, 0]), f * (r[1, 2] + r[2, 1])
+    else:
+        q[0], q[1], q[2] = f * (r[1, 0] - r[0, 1]), f * (r[0, 2] + r[2, 0]), f * (r[1, 2] + r[2, 1])
+    return q / np.linalg.norm(q)
+
+
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:
     """Axis · angle (rad, 0 ≤ angle ≤ π) of a 3×3 rotation, through its unit quaternion (robust near 0 and π)."""
-    from trimesh.transformations import quaternion_from_matrix
-
-    w, *xyz = quaternion_from_matrix(rotation)  # Shepperd's method: stable for every angle
+    w, *xyz = unit_quaternion(rotation)
     xyz = np.asarray(xyz) * (1.0 if w >= 0 else -1.0)  # the shorter way round
     sin_half = float(np.linalg.norm(xyz))
     if sin_half == 0.0:
