@@ -203,3 +203,8 @@ def test_an_airsim_origin_is_the_default_mounting(tmp_path):
     assert np.allclose(model.default_mounting_pose[:3, 3], (0.5, 0.0, 1.8))  # NED z down → our z up
     placed = LidarSensorModel(sensor=spec, default_mounting_pose=pose_matrix((1.0, 0.0, 2.0)))
     assert np.allclose(placed.default_mounting_pose[:3, 3], (1.0, 0.0, 2.0))  # the caller's mounting wins
+    # AirSim's disable-self-hits (default false: the robot's own body returns) unless the caller says
+    assert model.updater.disable_self_hits is False
+    assert LidarSensorModel(sensor=spec | {"disable-self-hits": True}).updater.disable_self_hits is True
+    assert LidarSensorModel(sensor=spec, disable_self_hits=True).updater.disable_self_hits is True
+    assert LidarSensorModel(sensor="velodyne_vlp16").updater.disable_self_hits is True

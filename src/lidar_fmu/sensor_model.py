@@ -56,16 +56,18 @@ class LidarSensorModel:
     """
 
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
-                 materials: str = "", backend: str = "auto", default_mounting_pose=None, disable_self_hits: bool = True,
-                 sensor_id: int | None = None, warn=None, up_axis: str = ""):
+                 materials: str = "", backend: str = "auto", default_mounting_pose=None,
+                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = ""):
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():
             self.warn(serialised_message())
         self.materials = materials
         self.scene = Scene()
-        self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
         self.lidar = Lidar(self.scene, sensor, backend=backend, materials=materials or None, warn=self.warn)
+        if disable_self_hits is None:  # an AirSim lidar entry's own disable-self-hits, else the host is not seen
+            disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
+        self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
         if default_mounting_pose is None or np.array_equal(default_mounting_pose, np.eye(4)):
             # an AirSim lidar entry's own origin, when neither the master nor the caller placed the sensor
             origin = self.sensor.spec.get("airsim_origin")
