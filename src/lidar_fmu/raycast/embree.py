@@ -442,7 +442,10 @@ class EmbreeBackend(Backend):
         # (a compiled loop: numpy's BLAS took 42 ms for the 131k beam origins of an OS1-128 unit calibration)
         origins = transform_points(rays.origins, pose)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
-        order = self._packet_order(rays.directions if rays.coherence_key is None else rays.coherence_key)
+        if rays.in_packet_order:
+            order = np.arange(n, dtype=np.int64)
+        else:
+            order = self._packet_order(rays.directions if rays.coherence_key is None else rays.coherence_key)
         cast_parallel(embree().intersect_address, self._static or 0, self._dynamic or 0, self._static_index,
                       self._dynamic_index, self._normal_from_local, origins, rays.directions,
                       order, np.ascontiguousarray(pose[:3, :3], np.float32),

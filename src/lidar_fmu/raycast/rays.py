@@ -51,6 +51,8 @@ class RayBatch:
     #: directions a caster may group rays by instead of ``directions`` (same shape): the pattern's own, when
     #: the rays are the pattern turned a little (motion), so an order computed once per pattern still holds
     coherence_key: np.ndarray | None = None
+    #: the rays' own order already keeps neighbours together (a spinning pattern's firing order): keep it
+    in_packet_order: bool = False
 
     def __len__(self) -> int:
         return len(self.directions)
@@ -86,7 +88,14 @@ class RayBatch:
         key = None if self.coherence_key is None else np.ascontiguousarray(self.coherence_key[rays])
         return RayBatch(origins, np.ascontiguousarray(self.directions[rays]), self.world_from_frame,
                         np.ascontiguousarray(self.time_s[rays]), np.ascontiguousarray(self.beam_id[rays]),
-                        self.max_range_m, key)
+                        self.max_range_m, key, self.in_packet_order)
+
+    def span(self, start: int, stop: int) -> RayBatch:
+        """Rays ``start:stop`` of this batch as views (no copies), e.g. one time slice of rays gathered by slice."""
+        origins = self.origins if self.shared_origin else self.origins[start:stop]
+        key = None if self.coherence_key is None else self.coherence_key[start:stop]
+        return RayBatch(origins, self.directions[start:stop], self.world_from_frame, self.time_s[start:stop],
+                        self.beam_id[start:stop], self.max_range_m, key, self.in_packet_order)
 
     def world_rays(self) -> tuple[np.ndarray, np.ndarray]:
         """(origins (N, 3) or (1, 3), unit directions (N, 3)) in the world frame, float32."""
