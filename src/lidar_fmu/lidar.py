@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from .effects import apply_effects
 from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
@@ -37,6 +38,8 @@ class Lidar:
         self.materials = Materials(self.sensor.wavelength_nm, materials, warn=warn)
         #: seconds spent per stage in the last scan
         self.last_timings: dict[str, float] = {}
+        #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
+        self.frames = 0
 
     def rays(self, sensor_pose) -> RayBatch:
         """This sensor's pattern from ``sensor_pose`` (4×4 world_from_sensor, m)."""
@@ -61,15 +64,16 @@ class Lidar:
         return returns_cloud(returns_of_hits(hits, rays, self.return_model()), self.sensor.pattern,
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
-    def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None
-             ) -> PointCloud:
+    def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
+             frame: int | None = None) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
         :meth:`~lidar_fmu.sensors.Sensor.rays_between` gives a partial sweep).
         ``motion``: how the sensor (from its start pose to ``sensor_pose``) and
         the scene's instances moved while they fired; ignored when the
-        sensor's ``motion_distortion`` is off.
+        sensor's ``motion_distortion`` is off. ``frame``: the frame counter that seeds this frame's noise and
+        detection draws (default: this Lidar's scans so far, :attr:`frames`).
         """
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
@@ -80,7 +84,10 @@ class Lidar:
         else:
             returns = self.backend.returns(RayBatch.from_pattern(pattern, sensor_pose, self.sensor.max_range_m), model)
         t0 = time.perf_counter()
+        returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame)
+        self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
+        cloud.existence_probability = existence
         timings = dict(self.backend.last_timings)
         timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
         self.last_timings = timings

@@ -299,7 +299,7 @@ class ReturnModel:
 
 def return_model(sensor, materials: Materials, scene) -> ReturnModel:
     triangle_material, first_triangle = materials.per_instance(scene)
-    limit = sensor.range_limit
+    limit = getattr(sensor, "physics_range_limit", sensor.range_limit)
     params = limit.kernel_params() if limit is not None else (FIT_CONSTANT, 0.0, 0.0, 0.0, sensor.max_range_m)
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), params,
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,

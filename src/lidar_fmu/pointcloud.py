@@ -80,6 +80,7 @@ class PointCloud:
     sensor_name: str = ""
     intensity_percent: np.ndarray | None = None  # (M,) OSI intensity, see lidar_fmu.physics
     pattern: RayPattern | None = None  # the rays the returns were cast with; ray_index indexes it
+    existence_probability: np.ndarray | None = None  # (M,) P(detected), see lidar_fmu.effects; None: 1
 
     def __post_init__(self):
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):

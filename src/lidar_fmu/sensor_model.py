@@ -141,7 +141,8 @@ class LidarSensorModel:
             self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
         else:
             with serial():
-                cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion)
+                cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
+                                        frame=self.cycle_counter)
         self._previous = (frame.timestamp_s, sensor_pose, dict(zip(self.scene.instance_ids.tolist(),
                                                                    self.scene.poses.copy())))
         t4 = time.perf_counter()
@@ -157,6 +158,7 @@ class LidarSensorModel:
             measurement_time_s=frame.timestamp_s,
             last_measurement_time_s=frame.timestamp_s,
             intensity_percent=cloud.intensity_percent,
+            existence_probability=1.0 if cloud.existence_probability is None else cloud.existence_probability,
         )
         t5 = time.perf_counter()
         self.last_cloud = cloud

@@ -23,6 +23,10 @@ Spec keys (a contract; units in the names):
                              objects where they are then (:mod:`lidar_fmu.motion`); false: one pose per frame
 ``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
                              motion is exact per ray)
+``noise``                    {range_sigma_m, range_sigma_per_m, laser_bias_sigma_m, angle_sigma_deg, dropout, seed}
+                             or "datasheet" (σ = ``range_accuracy_m``); off when absent (:mod:`lidar_fmu.effects`)
+``detection``                "threshold" (default: r ≤ r_L) or "probabilistic" (P(r_L) = 0.9)
+``range_accuracy_m``         the datasheet's range accuracy (1σ), what ``noise: datasheet`` uses
 ``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
                              with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
 ``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
@@ -40,6 +44,7 @@ left); elevation positive up.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -47,6 +52,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..effects import Effects, EffectsError, parse_effects, stretched_limit
 from ..errors import LidarFmuError
 from .pattern import (
     MAX_RAYS_PER_FRAME,
@@ -69,6 +75,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
+    "noise", "detection", "range_accuracy_m",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
@@ -94,6 +101,16 @@ class Sensor:
     continuous: ContinuousScan | None = None
     motion_distortion: bool = True
     motion_slices: int = 10
+    #: detection probability and measurement noise (:mod:`lidar_fmu.effects`); the default changes nothing
+    effects: Effects = field(default_factory=Effects)
+
+    @functools.cached_property
+    def physics_range_limit(self):
+        """The limit the physics pass keeps returns within: ``range_limit``, stretched under probabilistic
+        detection so that :func:`~lidar_fmu.effects.apply_effects` can draw the returns just beyond it."""
+        if self.range_limit is None or self.effects.detection != "probabilistic":
+            return self.range_limit
+        return stretched_limit(self.range_limit)
 
     @property
     def frame_period_s(self) -> float:
@@ -444,6 +461,12 @@ def load_sensor(spec) -> Sensor:
     layers = spec.get("max_transparent_layers", 4)
     if not isinstance(layers, (int, np.integer)) or isinstance(layers, bool) or not 0 <= layers <= 64:
         raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {layers!r}")
+    if "range_accuracy_m" in spec:
+        _number(spec, "range_accuracy_m")
+    try:
+        effects = parse_effects(spec)
+    except EffectsError as exc:
+        raise SensorSpecError(str(exc)) from None
     distortion = spec.get("motion_distortion", True)
     if not isinstance(distortion, bool):
         raise SensorSpecError(f"motion_distortion must be true or false, got {distortion!r}")
@@ -468,4 +491,5 @@ def load_sensor(spec) -> Sensor:
         max_transparent_layers=int(layers),
         motion_distortion=distortion,
         motion_slices=int(slices),
+        effects=effects,
     )

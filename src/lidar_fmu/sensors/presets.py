@@ -1,5 +1,10 @@
 """Predefined sensors as plain spec dictionaries (the same keys a spec file uses).
 
+``range_accuracy_m`` is each datasheet's range accuracy, what ``noise:
+"datasheet"`` uses as the range σ. Datasheets write "±3 cm (typical)" without
+saying whether that is one sigma; it is taken as one sigma (assumed), as the
+units that do say (HDL-32E/-64E, Livox: "1σ") quote values of the same size.
+
 Beam elevations come from the sensors' calibration files where we have them
 (Velodyne, ``data/``, ros-drivers/velodyne, BSD-3-Clause) and from datasheets
 otherwise (nominal, evenly spaced). Spinning sensors sweep clockwise seen from
@@ -25,6 +30,7 @@ _FULL_TURN_CW = [180.0, -180.0]
 
 PRESETS: dict[str, dict] = {
     "velodyne_vlp16": {
+        "range_accuracy_m": 0.03,  # VLP-16 datasheet (63-9229): range accuracy up to ±3 cm (typical)
         "description": "Velodyne VLP-16 (Puck), 16 beams ±15°, 0.4° at 20 Hz",
         "calibration": "velodyne_VLP16db.yaml",
         "horizontal_fov_deg": _FULL_TURN_CW,
@@ -36,6 +42,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_puck_hires": {
+        "range_accuracy_m": 0.03,  # Puck Hi-Res datasheet: range accuracy up to ±3 cm (typical)
         "description": "Velodyne Puck Hi-Res, 16 beams ±10° (1.33° steps), 0.4° at 20 Hz",
         "calibration": "velodyne_VLP16_hires_db.yaml",
         "horizontal_fov_deg": _FULL_TURN_CW,
@@ -47,6 +54,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_hdl32e": {
+        "range_accuracy_m": 0.02,  # HDL-32E datasheet: accuracy < 2 cm (one sigma at 25 m)
         "description": "Velodyne HDL-32E, 32 beams −30.67…+10.67°, 0.16° at 10 Hz",
         "calibration": "velodyne_32db.yaml",
         "horizontal_fov_deg": _FULL_TURN_CW,
@@ -58,6 +66,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_hdl64e": {
+        "range_accuracy_m": 0.02,  # HDL-64E S2 datasheet: distance accuracy < 2 cm (1σ)
         "description": "Velodyne HDL-64E S2, 64 beams −24.7…+2.0° (unit calibration), 0.17° at 10 Hz",
         "calibration": "velodyne_64e_utexas.yaml",
         # 2083 upper+lower firings of 48 µs per 100 ms turn (velodyne.FIRING["HDL-64E"])
@@ -73,6 +82,7 @@ PRESETS: dict[str, dict] = {
     # for the HDL-64E, the beam-origin offsets; timed by each model's documented firing sequence
     # (velodyne.FIRING). Columns: the firing sequences of one turn at frame_rate_hz.
     "velodyne_vlp32c": {
+        "range_accuracy_m": 0.03,  # VLP-32C datasheet: range accuracy up to ±3 cm (typical)
         # VLP-32C (Ultra Puck) datasheet: 32 channels, −25…+15°, 200 m, 903 nm, 5–20 Hz, 0.1–0.4°
         "description": "Velodyne VLP-32C (Ultra Puck), 32 beams −25…+15°, paired firings, 0.2° at 10 Hz",
         "calibration": "velodyne_decoder_VLP-32C.yml",
@@ -84,6 +94,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_vls128": {
+        "range_accuracy_m": 0.03,  # VLS-128 (Alpha Prime) datasheet: range accuracy ±3 cm (typical)
         # VLS-128 (Alpha Prime) datasheet: 128 channels, −25…+15°, 245 m, 903 nm, 5–20 Hz, 0.1–0.4°
         "description": "Velodyne VLS-128 (Alpha Prime), 128 beams −25…+15°, 8 lasers per 2.665 µs slot, 10 Hz",
         "calibration": "velodyne_decoder_Alpha_Prime.yml",
@@ -95,6 +106,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_hdl64e_s2": {
+        "range_accuracy_m": 0.02,  # HDL-64E S2 datasheet: distance accuracy < 2 cm (1σ)
         # HDL-64E S2 datasheet and user's manual: 120 m, 905 nm, 5–15 Hz; 50 m at 10 %, 120 m at 80 %
         "description": "Velodyne HDL-64E S2.1 (SZTAKI unit calibration, beam origin offsets), 10 Hz",
         "calibration": "velodyne_decoder_HDL-64E_S2.1-sztaki.yml",
@@ -107,6 +119,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     },
     "velodyne_hdl64e_s3": {
+        "range_accuracy_m": 0.02,  # HDL-64E S3 datasheet: distance accuracy < 2 cm (1σ)
         # HDL-64E S3 datasheet and user's manual: 120 m, 905 nm, 5–20 Hz; 50 m at 10 %, 120 m at 80 %
         "description": "Velodyne HDL-64E S3 (VeloView default calibration, beam origin offsets), 10 Hz",
         "calibration": "velodyne_decoder_HDL-64E_S3-VeloView.yml",
@@ -119,6 +132,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_16": {
+        "range_accuracy_m": 0.03,  # Ouster OS1 (gen 1) datasheet: range accuracy ±3 cm (Lambertian targets)
         "description": "Ouster OS1-16 (gen 1), 16 beams ±16.6°, 1024 columns at 10 Hz",
         "vertical_fov_deg": [-16.6, 16.6],
         "channels": 16,
@@ -131,6 +145,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_64": {
+        "range_accuracy_m": 0.03,  # Ouster OS1 (gen 1) datasheet: range accuracy ±3 cm (Lambertian targets)
         "description": "Ouster OS1-64 (gen 1), 64 beams ±16.6°, 1024 columns at 10 Hz",
         "vertical_fov_deg": [-16.6, 16.6],
         "channels": 64,
@@ -143,6 +158,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128": {
+        "range_accuracy_m": 0.03,  # Ouster OS1-128 datasheet: range accuracy ±3 cm (Lambertian), ±10 cm (retroreflectors)
         "description": "Ouster OS1-128, 128 beams ±22.5°, 1024 columns at 10 Hz (512/2048 via horizontal_samples)",
         "vertical_fov_deg": [-22.5, 22.5],
         "channels": 128,
@@ -155,6 +171,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128_cal": {
+        "range_accuracy_m": 0.03,  # Ouster OS1-128 datasheet: range accuracy ±3 cm (Lambertian), ±10 cm (retroreflectors)
         "description": "Ouster OS1-128 unit 122201000998 (ouster-sdk test data): its own calibration, 15.8 mm beam origins",
         # the unit's metadata JSON (beam altitudes +20.95…−21.82°, staggered azimuths, beam origins, column
         # timing): sensors/data/ouster_os1_128_v2.3.0_1024x10.json, from ouster-sdk's tests (BSD-3-Clause)
@@ -168,6 +185,7 @@ PRESETS: dict[str, dict] = {
     # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the
     # shots fired since the last.
     "livox_mid70": {
+        "range_accuracy_m": 0.02,  # Livox Mid-70 datasheet: range precision (1σ @ 20 m) 2 cm
         # Livox Mid-70 datasheet / user manual v1.2: 70.4° circular FOV, 100 000 points/s (first return),
         # 90 m at 10 %, 260 m at 80 % reflectivity, minimum range 0.05 m, 905 nm, 10 Hz point-cloud frames.
         # Curve rates: Project AirSim's Mid-70 (rosette.MID70_*).
@@ -182,6 +200,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 90.0], [0.80, 260.0]], "fit": "log"},
     },
     "livox_avia": {
+        "range_accuracy_m": 0.02,  # Livox Avia datasheet: range precision (1σ @ 20 m) 2 cm
         # Livox Avia datasheet / user manual v1.0: 70.4° × 77.2° FOV (non-repetitive pattern), 6 lasers,
         # 240 000 points/s (first return), 190 m at 10 %, 450 m at 80 %, 905 nm, 10 Hz frames. Curve rates:
         # assumed the Mid-70's (Livox publishes none); the six channels spread evenly (rosette.py).
@@ -196,6 +215,7 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 190.0], [0.80, 450.0]], "fit": "log"},
     },
     "ibeo_lux": {
+        "range_accuracy_m": 0.10,  # Ibeo LUX datasheet: distance accuracy 10 cm
         # Ibeo LUX datasheet: 4 layers, 3.2° vertical (0.8° apart), 110° horizontal (+50 … −60°, 2 layers
         # at the sides), 0.125°/0.25°/0.5° at 12.5/25/50 Hz; a rotating mirror (BlenSor §3.3, ibeo.py).
         "description": "Ibeo LUX, 4 layers over 3.2° off a rotating mirror, 110° horizontal at 0.25°, 12.5 Hz",

@@ -1,0 +1,273 @@
+"""What a real unit does to the returns the geometry gives: detection probability, dropout, measurement noise.
+
+One compiled pass over a frame's returns (:func:`apply_effects`), after any
+backend's physics, in the same place for every backend (the CUDA backend's
+returns come back to the host anyway):
+
+1. **Detection** (spec key ``detection``). ``"threshold"`` (default): a return
+   is kept iff ``r ≤ r_L(ρ)`` (the range–reflectivity limit, decided in the
+   physics pass). ``"probabilistic"``: datasheet ranges are quoted at ≥ 90 %
+   detection probability (e.g. Ouster OS1 datasheet, "range (80 % Lambertian
+   reflectivity, ≥ 90 % detection probability)"), so P(r_L) = 0.9, and
+   :func:`detection_probability` is a threshold detector in Gaussian noise:
+   the echo's amplitude falls as 1/r² for an extended Lambertian target, so
+   with x = r / r_L, ``P(x) = Φ(S/x² − S + z₀.₉)`` where z₀.₉ = Φ⁻¹(0.9) and
+   S the amplitude signal-to-noise ratio at r_L. **S = 6 is assumed** (no
+   datasheet gives it): P falls from 0.9 at r_L to 0.29 at 1.2·r_L and 0.05 at
+   1.4·r_L, and is 0.9999+ inside 0.8·r_L. The physics pass then keeps returns
+   up to :data:`STRETCH`·r_L (where P < 10⁻³) and this pass draws each one.
+   OSI ``existence_probability`` is P (1 under ``threshold``).
+2. **Dropout** (``noise.dropout``): each return is lost with that probability.
+3. **Noise** (spec key ``noise``, off when absent): range noise along the ray,
+   N(0, σ) with ``σ = range_sigma_m + range_sigma_per_m · r`` (Rmagine's
+   relative Gaussian), plus a per-beam bias N(0, ``laser_bias_sigma_m``) drawn
+   once per sensor from the seed (BlenSor's per-laser noise); the point stays
+   on its ray. ``angle_sigma_deg`` turns the direction by a Gaussian angle
+   orthogonal to the ray (the VTK scanner's orthogonal noise). ``"noise":
+   "datasheet"`` uses the preset's ``range_accuracy_m`` as σ.
+
+**Reproducible.** Every random number is a hash of (seed, frame counter, ray
+index, draw), never the clock: the same inputs give the same bytes, frame
+after frame; another seed gives other noise (:func:`uniform`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from numba.extending import register_jitable
+
+from .codes import FIT_CONSTANT
+from .range_limit import range_limit_m
+
+#: z such that Φ(z) = 0.9: datasheet ranges are quoted at 90 % detection probability
+Z_90 = 1.2815515655446004
+#: amplitude signal-to-noise ratio at r_L. Assumed (datasheets give none): 6 makes P fall from 0.9 to ~0.05
+#: over 40 % more range, a soft edge a few metres wide at typical limits.
+SNR_AT_LIMIT = 6.0
+#: the physics pass keeps returns up to this many r_L under probabilistic detection: P(2) < 10⁻³
+STRETCH = 2.0
+DETECTION_MODES = ("threshold", "probabilistic")
+
+# draws of one ray: distinct streams of the hash
+_DRAW_DETECT, _DRAW_DROP, _DRAW_RANGE, _DRAW_ANGLE, _DRAW_BIAS = 1, 2, 3, 5, 7
+
+
+class EffectsError(ValueError):
+    """A noise / detection spec that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Measurement noise (m, degrees, probability); all zero: exact."""
+
+    range_sigma_m: float = 0.0
+    range_sigma_per_m: float = 0.0
+    laser_bias_sigma_m: float = 0.0
+    angle_sigma_deg: float = 0.0
+    dropout: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Effects:
+    """A sensor's effects on its returns (see the module doc); ``Effects()`` changes nothing."""
+
+    noise: Noise | None = None
+    detection: str = "threshold"
+
+    @property
+    def active(self) -> bool:
+        return self.noise is not None or self.detection != "threshold"
+
+    @property
+    def seed(self) -> int:
+        return self.noise.seed if self.noise is not None else 0
+
+
+_NOISE_KEYS = {"range_sigma_m", "range_sigma_per_m", "laser_bias_sigma_m", "angle_sigma_deg", "dropout", "seed"}
+
+
+def parse_effects(spec: dict) -> Effects:
+    """The ``noise`` and ``detection`` keys of a resolved sensor spec → :class:`Effects` (EffectsError naming
+    the key on bad input)."""
+    detection = spec.get("detection", "threshold")
+    if detection not in DETECTION_MODES:
+        raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {detection!r}")
+    noise = spec.get("noise")
+    if noise is None:
+        return Effects(None, detection)
+    if noise == "datasheet":
+        accuracy = spec.get("range_accuracy_m")
+        if accuracy is None:
+            raise EffectsError("noise: 'datasheet' needs the sensor's range_accuracy_m (a preset's datasheet value)")
+        noise = {"range_sigma_m": accuracy}
+    if not isinstance(noise, dict):
+        raise EffectsError(f"noise must be 'datasheet' or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
+                           f"got {noise!r}")
+    unknown = set(noise) - _NOISE_KEYS
+    if unknown:
+        raise EffectsError(f"unknown noise key(s): {', '.join(sorted(unknown))}")
+    values = {}
+    for key in _NOISE_KEYS - {"seed"}:
+        value = noise.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise EffectsError(f"noise.{key} must be a number ≥ 0, got {value!r}")
+        values[key] = float(value)
+    if values["dropout"] > 1:
+        raise EffectsError(f"noise.dropout is a probability (0–1), got {values['dropout']!r}")
+    seed = noise.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {seed!r}")
+    return Effects(Noise(seed=int(seed), **values), detection)
+
+
+# ----------------------------------------------------------------------------- random numbers
+
+
+@register_jitable(inline="always")
+def _mix(z):
+    """SplitMix64's finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mix, good avalanche."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@register_jitable(inline="always")
+def uniform(seed, frame, ray, draw):
+    """A uniform number in (0, 1) from (seed, frame, ray, draw) alone: counter-based, no state, no clock."""
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    z = _mix(np.uint64(seed) * golden + np.uint64(frame))
+    z = _mix(z ^ (np.uint64(ray) * golden + np.uint64(draw)))
+    return ((z >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740994.0)  # 53 bits, never 0 or 1
+
+
+@register_jitable(inline="always")
+def gaussian(seed, frame, ray, draw):
+    """A standard normal number (Box–Muller on two of :func:`uniform`'s draws)."""
+    u1 = uniform(seed, frame, ray, draw)
+    u2 = uniform(seed, frame, ray, draw + 1)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@register_jitable(inline="always")
+def detection_probability(x):
+    """P(detected) of a return at x = r / r_L (module doc): 0.9 at x = 1, → 1 inside, → 0 beyond."""
+    if x <= 0.0:
+        return 1.0
+    z = SNR_AT_LIMIT / (x * x) - SNR_AT_LIMIT + Z_90
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+def laser_bias_m(noise: Noise, beams: int) -> np.ndarray:
+    """(beams,) float64 per-beam range bias, drawn once from the seed (frame-independent, as a unit's)."""
+    return _laser_bias(np.uint64(noise.seed), beams, noise.laser_bias_sigma_m)
+
+
+@njit(cache=True, nogil=True)
+def _laser_bias(seed, beams, sigma):
+    out = np.zeros(beams)
+    for b in range(beams):
+        out[b] = sigma * gaussian(seed, np.uint64(0xB1A5), np.uint64(b), np.uint64(_DRAW_BIAS))
+    return out
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+@njit(cache=True, nogil=True)
+def _apply(points, ray_index, intensity, origins, directions, seed, frame, probabilistic, limit_code, limit_a,
+           limit_b, limit_c, limit_max, dropout, range_sigma, range_sigma_per_m, bias, angle_sigma_rad, keep,
+           existence):
+    """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P."""
+    one_origin = origins.shape[0] == 1
+    for k in range(points.shape[0]):
+        ray = ray_index[k]
+        existence[k] = 1.0
+        keep[k] = True
+        r = points[k]["range"]
+        if probabilistic:
+            limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, points[k]["reflectivity"])
+            p = detection_probability(r / limit) if limit > 0.0 else 0.0
+            if points[k]["saturated"]:
+                p = 1.0  # a retroreflector saturates the receiver: never a marginal echo
+            existence[k] = p
+            if uniform(seed, frame, ray, _DRAW_DETECT) >= p:
+                keep[k] = False
+                continue
+        if dropout > 0.0 and uniform(seed, frame, ray, _DRAW_DROP) < dropout:
+            keep[k] = False
+            continue
+        sigma = range_sigma + range_sigma_per_m * r
+        dr = bias[points[k]["beam_id"]] if bias.shape[0] > points[k]["beam_id"] else 0.0
+        if sigma > 0.0:
+            dr += sigma * gaussian(seed, frame, ray, _DRAW_RANGE)
+        if dr == 0.0 and angle_sigma_rad == 0.0:
+            continue
+        new_r = r + dr
+        if new_r <= 0.0:
+            keep[k] = False  # noise cannot put a return behind its own emitter
+            continue
+        dx, dy, dz = directions[ray, 0], directions[ray, 1], directions[ray, 2]
+        if angle_sigma_rad > 0.0:
+            # two unit vectors orthogonal to the ray, turned by a Gaussian angle in each
+            if abs(dz) < 0.9:
+                ax, ay, az = -dy, dx, 0.0
+            else:
+                ax, ay, az = 0.0, -dz, dy
+            norm = math.sqrt(ax * ax + ay * ay + az * az)
+            ax, ay, az = ax / norm, ay / norm, az / norm
+            bx, by, bz = dy * az - dz * ay, dz * ax - dx * az, dx * ay - dy * ax
+            ta = angle_sigma_rad * gaussian(seed, frame, ray, _DRAW_ANGLE)
+            tb = angle_sigma_rad * gaussian(seed, frame, ray, _DRAW_ANGLE + 2)
+            dx, dy, dz = dx + ta * ax + tb * bx, dy + ta * ay + tb * by, dz + ta * az + tb * bz
+            norm = math.sqrt(dx * dx + dy * dy + dz * dz)
+            dx, dy, dz = dx / norm, dy / norm, dz / norm
+        o = 0 if one_origin else ray
+        points[k]["x"] = origins[o, 0] + new_r * dx
+        points[k]["y"] = origins[o, 1] + new_r * dy
+        points[k]["z"] = origins[o, 2] + new_r * dz
+        points[k]["range"] = new_r
+    return keep
+
+
+def stretched_limit(limit):
+    """The range–reflectivity limit at :data:`STRETCH` times its ranges: what the physics pass keeps under
+    probabilistic detection (every fit's r_L scales with its pairs' ranges)."""
+    from .range_limit import RangeReflectivityLimit
+
+    return RangeReflectivityLimit(tuple((refl, range_m * STRETCH) for refl, range_m in limit.pairs), limit.fit,
+                                  limit.max_range_m)
+
+
+def apply_effects(returns, pattern, sensor, frame: int):
+    """``returns`` (:class:`~lidar_fmu.physics.Returns` in the sensor frame) after ``sensor.effects`` in frame
+    ``frame`` → (returns kept, their existence probability (M,) float64)."""
+    from .physics import Returns
+
+    effects = sensor.effects
+    n = len(returns.points)
+    if not effects.active or n == 0:
+        return returns, np.ones(n)
+    noise = effects.noise or Noise()
+    limit = sensor.range_limit
+    if limit is not None:
+        code, a, b, c, limit_max = limit.kernel_params()
+    else:
+        code, a, b, c, limit_max = FIT_CONSTANT, 0.0, 0.0, 0.0, float(sensor.max_range_m)  # r_L = max range
+    points = returns.points.copy()
+    origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
+    keep = np.empty(n, np.bool_)
+    existence = np.empty(n)
+    bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
+    _apply(points, np.asarray(returns.ray_index, np.int64), returns.intensity_percent, origins, pattern.directions,
+           np.uint64(noise.seed), np.uint64(frame), effects.detection == "probabilistic", np.int64(code),
+           np.float64(a), np.float64(b), np.float64(c), np.float64(limit_max), noise.dropout, noise.range_sigma_m,
+           noise.range_sigma_per_m, bias, math.radians(noise.angle_sigma_deg), keep, existence)
+    return Returns(points[keep], returns.ray_index[keep], returns.intensity_percent[keep]), existence[keep]
+
+
+__all__ = ["Effects", "EffectsError", "Noise", "apply_effects", "detection_probability", "parse_effects",
+           "stretched_limit", "uniform", "gaussian"]
