@@ -184,7 +184,7 @@ class LidarSensor(Fmi2Slave):
         # reset) after every call by the FMU's status shim (fmu/status_shim.c), which returns it to the master
         self._call_status = int(Fmi2Status.ok)
         self.register_variable(Integer(STATUS_VARIABLE, causality=Fmi2Causality.local,
-                                       variability=Fmi2Variability.discrete, getter=self._take_call_status))
+                                       variability=Fmi2Variability.discrete, getter=lambda: self._call_status))
         assert self.vars[0].name == STATUS_VARIABLE
 
         for name in ("sensor", "assets", "environment", "materials", "backend", "up_axis"):
@@ -241,13 +241,15 @@ class LidarSensor(Fmi2Slave):
 
     def _get(self, kind, vrs):
         function, values = f"fmi2Get{kind.__name__}", []
+        if kind is Integer and list(vrs) == [0]:  # the status shim's read after each call: it takes the status
+            return [self._take_call_status()]
         for vr in vrs:
             var, value = self._variable(function, vr, kind), PLACEHOLDER[kind]
             if var is not None:
                 try:
                     value = CONVERT[kind](var.getter())
                 except Exception:
-                    self._log(f"{function}({var.name}) failed:\n{traceback.format_exc()}", Fmi2Status.error)
+                    self._error(f"{function}({var.name}) failed:\n{traceback.format_exc()}")
             values.append(value)
         return values
 
@@ -370,6 +372,8 @@ class LidarSensor(Fmi2Slave):
         self._error(message)
 
     def _take_call_status(self):
+        """The worst status of the call just made, reset for the next (read alone, it is the shim's read; read
+        with other variables, by a master, it stays for the shim)."""
         status, self._call_status = self._call_status, int(Fmi2Status.ok)
         return status
 
@@ -412,7 +416,7 @@ class LidarSensor(Fmi2Slave):
                 )
             except Exception as exc:
                 self._model_error = f"lidar-fmu cannot start: {exc}"
-                self._log(self._model_error, Fmi2Status.error)
+                self._error(self._model_error)  # the call that found out (fmi2ExitInitializationMode) fails
         return self._model
 
     def _publish_config_request(self):
@@ -434,8 +438,9 @@ class LidarSensor(Fmi2Slave):
         try:
             from lidar_fmu.osi.config import sensor_view_configuration
             from lidar_fmu.osi.decode import check_position
+            from lidar_fmu.sensor_model import mounting_of
 
-            pose = self._mounting_pose()
+            pose = mounting_of(self._sensor(), self._mounting_pose())  # as the model places it
             check_position(pose[:3, 3], "mounting_position_x/y/z")
             data = sensor_view_configuration(self._sensor(), pose)
         except Exception as exc:

@@ -132,12 +132,15 @@ def test_1_config_request_with_an_extreme_frame_rate_is_refused_not_fatal(fmu_pa
 
 def test_2_get_of_an_unknown_value_reference(fmu_path, small_sensor):
     with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+        # read with the status variable (value reference 0) itself: the refusal still reaches the master
+        status, values = get_status(fmu, "Integer", [UNKNOWN_VR, 0])
+        assert status == "ERROR" and values == [0, 3]
         status, values = get_status(fmu, "Integer", ["count", UNKNOWN_VR])
         assert_refused(fmu, status, "fmi2GetInteger", str(UNKNOWN_VR))
         assert values == [0, 0]
         for kind in ("Real", "Boolean", "String"):
             assert get_status(fmu, kind, [UNKNOWN_VR])[0] == "ERROR"
-        assert len(errors(fmu)) == 4
+        assert len(errors(fmu)) == 5
         assert_usable(fmu)
 
 
@@ -272,12 +275,18 @@ def test_far_poses_in_the_sensor_view_are_invalid(fmu_path, small_sensor, where)
 def test_far_mounting_parameter_is_refused(fmu_path, small_sensor):
     with pytest.raises(PoseError, match="beyond"):
         LidarSensorModel(sensor=SMALL_SENSOR, default_mounting_pose=pose_matrix((0, 0, FAR)))
-    with SensorFMU(fmu_path, {"sensor": small_sensor, "mounting_position_x": FAR}) as fmu:
+    with SensorFMU(fmu_path, initialize=False) as fmu:
+        fmu.fmu.setupExperiment(startTime=0.0)
+        fmu.fmu.enterInitializationMode()
+        fmu.set("sensor", small_sensor)
+        fmu.set("mounting_position_x", FAR)
         status, (size,) = get_status(fmu, "Integer", ["OSMPSensorViewInConfigRequest.size"])
         assert status == "ERROR" and size == 0
         assert any("mounting_position" in text and "beyond" in text for text in errors(fmu))
+        assert call(fmu, "fmi2ExitInitializationMode") == "ERROR"  # the model cannot start: said, not fatal
+        assert any("cannot start" in text for text in errors(fmu))
         out = fmu.step(VIEW, 0.0, 0.1)
-        assert not out.valid and any("cannot start" in text for text in errors(fmu))
+        assert not out.valid and out.count == 0
 
 
 def test_model_rejects_far_host_like_nan():

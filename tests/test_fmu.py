@@ -239,11 +239,21 @@ def test_output_buffer_is_double_buffered(fmu_path, small_sensor):
     assert addresses[0] != addresses[1] and addresses[1] != addresses[2]
 
 
-def test_unknown_preset_is_reported_not_crashed(fmu_path):
-    with lidar(fmu_path, sensor="velodyne_vlp61") as fmu:
+def cannot_start(fmu_path, **parameters):
+    """An FMU whose parameters the model cannot start with: fmi2ExitInitializationMode answers fmi2Error with the
+    reason logged (never Fatal), and steps give invalid data, the instance still usable. → its messages."""
+    from fmpy.fmi1 import FMICallException
+
+    with SensorFMU(fmu_path, initialize=False) as fmu:
+        with pytest.raises(FMICallException, match="fmi2ExitInitializationMode failed with status 3"):
+            fmu.initialize(parameters)
         out = fmu.step(sensor_view([]), 0, 0.1)
-        assert not out.valid
-        assert any("did you mean velodyne_vlp16" in text for _, text in fmu.messages)
+        assert not out.valid and out.count == 0
+        return [text for _, text in fmu.messages]
+
+
+def test_unknown_preset_is_reported_not_crashed(fmu_path):
+    assert any("did you mean velodyne_vlp16" in text for text in cannot_start(fmu_path, sensor="velodyne_vlp61"))
 
 
 # -- a trace nobody here wrote ---------------------------------------------------------------------
@@ -394,7 +404,5 @@ def test_materials_and_range_limit_apply_in_the_fmu(fmu_path, tmp_path):
 
 def test_bad_material_map_is_reported_not_crashed(fmu_path, tmp_path):
     (tmp_path / "map.yaml").write_text("default: no_such_material\n")
-    with lidar(fmu_path, sensor="ibeo_lux", materials=str(tmp_path / "map.yaml")) as fmu:
-        out = fmu.step(sensor_view([]), 0, 0.1)
-        assert not out.valid
-        assert any("no_such_material" in text for _, text in fmu.messages)
+    messages = cannot_start(fmu_path, sensor="ibeo_lux", materials=str(tmp_path / "map.yaml"))
+    assert any("no_such_material" in text for text in messages)

@@ -208,3 +208,37 @@ def test_an_airsim_origin_is_the_default_mounting(tmp_path):
     assert LidarSensorModel(sensor=spec | {"disable-self-hits": True}).updater.disable_self_hits is True
     assert LidarSensorModel(sensor=spec, disable_self_hits=True).updater.disable_self_hits is True
     assert LidarSensorModel(sensor="velodyne_vlp16").updater.disable_self_hits is True
+
+
+# -- windows on the sensor's own clock (review findings) -------------------------------------------------------
+def test_windows_of_any_length_fire_each_column_by_the_sensors_clock():
+    """Steps of 0.1, 0.05, 0.1, 0.05 s on a 10 Hz, 8-column sensor: [0.1, 0.3) holds every column exactly twice,
+    in firing order, whatever the steps (a whole-frame step in mid-sweep starts where the head is)."""
+    sensor = load_sensor({"horizontal_fov_deg": [180, -180], "horizontal_samples": 8, "vertical_angles_deg": [0.0]})
+    edges = [0.0, 0.1, 0.15, 0.25, 0.3]
+    parts = [sensor.rays_between(a, b) for a, b in zip(edges[:-1], edges[1:])]
+    assert np.array_equal(parts[2].column, [4, 5, 6, 7, 0, 1, 2, 3])  # the head is half-way round at 0.15 s
+    later = np.concatenate([p.column for p in parts[1:]])
+    assert np.array_equal(np.bincount(later, minlength=8), [2] * 8)
+
+
+def test_steps_rounded_to_nanoseconds_lose_no_column():
+    """A 30 Hz master whose times are whole nanoseconds: every step fires the 1,024 columns of one turn."""
+    sensor = load_sensor({"preset": "ouster_os1_64", "frame_rate_hz": 30.0})
+    times = np.round(np.arange(31) / 30.0 * 1e9) * 1e-9
+    counts = [sensor.rays_between(a, b).columns for a, b in zip(times[:-1], times[1:])]
+    assert counts == [1024] * 30
+
+
+def test_a_rosette_after_a_long_gap_fires_one_frame_and_goes_on():
+    """Views at 0.1 and 0.2 s, then none until 6000 s: the step publishes the last frame period's shots
+    (warned once), and the next steps are valid again."""
+    said = []
+    model = LidarSensorModel(sensor="livox_mid70", warn=said.append)
+    wall = (WALL_ID, (20.0, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 40.0), "")
+    for t in (0.1, 0.2, 6000.0, 6000.1):
+        result = model.step(sensor_view([wall], time_s=t), t)
+        assert result.valid, result.message
+        assert len(model.last_cloud.pattern) == 10_000  # 100 k points/s over 0.1 s
+    assert len(said) == 1 and "longer than" in said[0]
+

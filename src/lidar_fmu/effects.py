@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from numba.extending import register_jitable
 
 from .codes import FIT_CONSTANT
@@ -177,13 +177,13 @@ def _laser_bias(seed, beams, sigma):
 # ----------------------------------------------------------------------------- the pass
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _apply(points, ray_index, intensity, origins, directions, seed, frame, probabilistic, limit_code, limit_a,
            limit_b, limit_c, limit_max, dropout, range_sigma, range_sigma_per_m, bias, angle_sigma_rad, keep,
            existence):
     """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P."""
     one_origin = origins.shape[0] == 1
-    for k in range(points.shape[0]):
+    for k in prange(points.shape[0]):  # each return's draws depend on its ray alone: any order, same bytes
         ray = ray_index[k]
         existence[k] = 1.0
         keep[k] = True
@@ -244,7 +244,8 @@ def stretched_limit(limit):
 
 def apply_effects(returns, pattern, sensor, frame: int):
     """``returns`` (:class:`~lidar_fmu.physics.Returns` in the sensor frame) after ``sensor.effects`` in frame
-    ``frame`` → (returns kept, their existence probability (M,) float64)."""
+    ``frame`` → (returns kept, their existence probability (M,) float64). ``returns.points`` is changed in
+    place."""
     from .physics import Returns
 
     effects = sensor.effects
@@ -257,7 +258,7 @@ def apply_effects(returns, pattern, sensor, frame: int):
         code, a, b, c, limit_max = limit.kernel_params()
     else:
         code, a, b, c, limit_max = FIT_CONSTANT, 0.0, 0.0, 0.0, float(sensor.max_range_m)  # r_L = max range
-    points = returns.points.copy()
+    points = returns.points  # in place: a frame's returns are fresh arrays no one else holds
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     keep = np.empty(n, np.bool_)
     existence = np.empty(n)
@@ -266,7 +267,11 @@ def apply_effects(returns, pattern, sensor, frame: int):
            np.uint64(noise.seed), np.uint64(frame), effects.detection == "probabilistic", np.int64(code),
            np.float64(a), np.float64(b), np.float64(c), np.float64(limit_max), noise.dropout, noise.range_sigma_m,
            noise.range_sigma_per_m, bias, math.radians(noise.angle_sigma_deg), keep, existence)
-    return Returns(points[keep], returns.ray_index[keep], returns.intensity_percent[keep]), existence[keep]
+    if keep.all():
+        return Returns(points, returns.ray_index, returns.intensity_percent), existence
+    record = np.dtype((np.void, points.dtype.itemsize))  # moved as opaque bytes: ~15× faster than field by field
+    return (Returns(points.view(record)[keep].view(points.dtype), returns.ray_index[keep],
+                    returns.intensity_percent[keep]), existence[keep])
 
 
 __all__ = ["Effects", "EffectsError", "Noise", "apply_effects", "detection_probability", "parse_effects",

@@ -82,8 +82,9 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
 
 
 #: what the FMU's Linux binary is when no C compiler could build the status shim
-SHIM_MISSING = ("no C compiler (cc) found: the FMU's Linux binary is pythonfmu's own, which answers a master's "
-                "misuse with fmi2OK (the refusal is still logged); install gcc and rebuild for fmi2Error")
+SHIM_FALLBACK = ("the FMU's Linux binary is pythonfmu's own, which answers a master's misuse with fmi2OK (the "
+                 "refusal is still logged)")
+SHIM_MISSING = f"no C compiler (cc) found: {SHIM_FALLBACK}; install gcc and rebuild for fmi2Error"
 
 
 def put_status_shim(fmu_path: Path, work_dir: Path) -> bool:
@@ -95,17 +96,27 @@ def put_status_shim(fmu_path: Path, work_dir: Path) -> bool:
     binary and a warning says so (:data:`SHIM_MISSING`). → whether the shim
     went in.
     """
+    import platform
     import subprocess
     import warnings
     import zipfile
 
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        # pythonfmu ships an x86-64 Linux binary: a shim built here for another machine could not load it
+        warnings.warn(f"the FMU's status shim is built on x86-64 Linux only (this is {platform.system()} "
+                      f"{platform.machine()}): {SHIM_FALLBACK}", stacklevel=3)
+        return False
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         warnings.warn(SHIM_MISSING, stacklevel=3)
         return False
     shim = work_dir / "status_shim.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", str(shim), str(STATUS_SHIM),
-                    "-ldl", "-lpthread"], check=True, capture_output=True)
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", str(shim),
+                            str(STATUS_SHIM), "-ldl", "-lpthread"], capture_output=True, text=True)
+    if built.returncode != 0:
+        warnings.warn(f"{compiler} could not build the FMU's status shim ({built.stderr.strip()[-300:]}): "
+                      f"{SHIM_FALLBACK}", stacklevel=3)
+        return False
     rebuilt = fmu_path.with_suffix(".shim.tmp")
     with zipfile.ZipFile(fmu_path) as source, zipfile.ZipFile(rebuilt, "w", zipfile.ZIP_DEFLATED) as target:
         for item in source.infolist():

@@ -201,7 +201,9 @@ class FrameMotion:
         """(N,) float64: where each ray's firing lies between the start (0) and end (1) poses."""
         span = self.end_s - self.start_s
         t = self.window_start_s + np.asarray(time_offset_s, np.float64)
-        return (t - self.start_s) / span if span > 0 else np.ones(len(t))
+        # a column is fired in the step its first laser fires in; its last lasers (µs later) may fall just past
+        # the view: posed at the view, never extrapolated beyond it
+        return np.minimum((t - self.start_s) / span, 1.0) if span > 0 else np.ones(len(t))
 
     def is_still(self, sensor_end_pose: np.ndarray) -> bool:
         return not self.instance_start_poses and np.array_equal(self.sensor_start_pose, sensor_end_pose)

@@ -68,14 +68,7 @@ class LidarSensorModel:
         if disable_self_hits is None:  # an AirSim lidar entry's own disable-self-hits, else the host is not seen
             disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
-        if default_mounting_pose is None or np.array_equal(default_mounting_pose, np.eye(4)):
-            # an AirSim lidar entry's own origin, when neither the master nor the caller placed the sensor
-            origin = self.sensor.spec.get("airsim_origin")
-            if origin is not None:
-                default_mounting_pose = pose_matrix(origin["xyz_m"], np.radians(origin["rpy_deg"]))
-        self.default_mounting_pose = check_pose(
-            pose_matrix() if default_mounting_pose is None else default_mounting_pose, "mounting pose"
-        )
+        self.default_mounting_pose = check_pose(mounting_of(self.sensor, default_mounting_pose), "mounting pose")
         try:
             check_position(self.default_mounting_pose[:3, 3], "mounting pose position")
         except LidarFmuError as exc:
@@ -172,8 +165,10 @@ class LidarSensorModel:
         period = sensor.frame_period_s
         previous = self._previous if self._previous is not None and self._previous[0] < now else None
         start = previous[0] if previous is not None else now - period
-        window_start = max(start, now - period) if sensor.continuous is None else start
-        if now - start > period * (1 + 1e-9) and sensor.continuous is None and not self._warned_long_step:
+        # a step longer than a frame publishes the last frame period before the view (a rosette too: after a
+        # gap its shots would otherwise pile up without bound)
+        window_start = max(start, now - period)
+        if now - start > period * (1 + 1e-6) and not self._warned_long_step:
             self._warned_long_step = True
             self.warn(f"step of {now - start:g} s is longer than {sensor.name}'s frame period {period:g} s: each "
                       "step publishes the frame fired in the last frame period before its SensorView")
@@ -182,11 +177,14 @@ class LidarSensorModel:
         pattern = sensor.rays_between(window_start - self._sensor_t0_s, now - self._sensor_t0_s)
         if pattern is None or not sensor.motion_distortion:
             return pattern, None
+        # (with self-hits on, the host's own body is posed in the slices like any object: it moves with the
+        # sensor, so its points carry up to half a slice of the host's motion; see README)
         ids = self.scene.instance_ids.tolist()
         if previous is not None:  # interpolated, but for jumps (is_jump): those are taken as they come
             before, dt = previous[2], now - start
-            starts = {i: before[i] for i, pose in zip(ids, self.scene.poses) if i in before
-                      and not np.array_equal(before[i], pose) and not is_jump(before[i], pose, dt)}
+            starts = {i: before[i] for i in ids if i in before
+                      and not np.array_equal(before[i], pose := self.scene.pose_of(i))
+                      and not is_jump(before[i], pose, dt)}
             new = [i for i in ids if i not in before]
             sensor_start = previous[1] if not is_jump(previous[1], sensor_pose, dt) else sensor_pose
         else:
@@ -216,3 +214,13 @@ def _finite_or(pose: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     except LidarFmuError:
         return fallback
     return pose if np.all(np.isfinite(pose)) else fallback
+
+
+def mounting_of(sensor, pose=None) -> np.ndarray:
+    """The sensor's default mounting: ``pose`` (4×4 vehicle_from_sensor), unless it is missing or identity and
+    the sensor spec carries one of its own (an AirSim entry's ``origin``)."""
+    if pose is None or np.array_equal(pose, np.eye(4)):
+        origin = sensor.spec.get("airsim_origin")
+        if origin is not None:
+            return pose_matrix(origin["xyz_m"], np.radians(origin["rpy_deg"]))
+    return pose_matrix() if pose is None else np.asarray(pose, np.float64)

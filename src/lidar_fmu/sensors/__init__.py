@@ -120,26 +120,35 @@ class Sensor:
         """The rays this sensor fires in ``[start_s, end_s)`` of its own time (0: its first frame starts).
 
         Firing times come out after ``start_s``. A repeating pattern fires its
-        frame every ``frame_period_s``: a window of a whole period or more gives
-        the whole frame (``pattern`` itself, as if the frame began at
-        ``start_s``: a step longer than a frame takes the frame at the step); a
-        shorter one the columns that start firing inside it (a partial sweep,
-        wrapping past the frame's end), ``None`` when none does. A
-        :class:`ContinuousScan` fires whatever it fires in the window.
+        frame every ``frame_period_s``, column ``c`` at its time in the frame:
+        the window gives the columns that start firing inside it, in firing
+        order (a partial sweep, wrapping past the frame's end; ``None`` when
+        none does). A window of one period holds every column once, starting
+        wherever the sensor's clock has the head (``pattern`` itself when a
+        frame starts with the window); one longer than a period gives the last
+        period before ``end_s``. A :class:`ContinuousScan` fires whatever it
+        fires in the window, however long (``scan --duration``; a co-simulation
+        step caps its window at one frame period).
         """
         if not end_s > start_s:
             return None
         if self.continuous is not None:
             return self.continuous.rays_between(start_s, end_s)
         period = self.frame_period_s
-        if end_s - start_s >= period * (1.0 - 1e-9):
-            return self.pattern
+        if end_s - start_s > period * (1.0 + 1e-6):
+            start_s = end_s - period
         pattern = self.pattern
+        # a column starting within `tol` of a window's edge belongs to the window after that edge, so windows
+        # that tile time fire every column once even when a master rounds its times (to nanoseconds, say)
+        tol = 1e-3 * period / pattern.columns  # a thousandth of a column step
+        phase = float(np.mod(start_s, period))
+        if end_s - start_s >= period - tol and min(phase, period - phase) <= tol:
+            return pattern  # a whole frame from its start: the pattern itself (its caches stay warm)
         column_start_s = pattern.time_offset_s.astype(np.float64).reshape(pattern.columns, pattern.rows).min(axis=1)
         phase = float(np.mod(start_s, period))
         # columns by their start after the window opens, wrapping into the next frame
-        after_s = np.mod(column_start_s - phase + 1e-12, period) - 1e-12
-        inside = np.flatnonzero(after_s < end_s - start_s - 1e-12)
+        after_s = np.mod(column_start_s - phase + tol, period) - tol
+        inside = np.flatnonzero(after_s < end_s - start_s - tol)
         if len(inside) == 0:
             return None
         inside = inside[np.argsort(after_s[inside], kind="stable")]
