@@ -124,3 +124,42 @@ def test_unmapped_visual_materials_use_the_default_and_are_reported_once():
     lidar.scan(np.eye(4))
     assert np.allclose(cloud.points["reflectivity"].max(), 0.95, atol=0.01)
     assert sum("mystery_paint_xyz" in m for m in messages) == 1
+
+
+# ------------------------------------------------- issue 13: dark targets below the lowest pair
+
+OS1_LIMIT = {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"}  # OS1 gen-1 datasheet pairs (presets.py)
+
+
+@pytest.mark.parametrize("distance_m, seen", [(22.0, True), (27.0, True), (29.5, False)])
+def test_dark_wall_at_grazing_incidence_follows_root2(distance_m, seen):
+    # A 10 % Lambertian wall tilted 60°: ρ = 0.1·cos 60° = 5 %, half the lowest pair's reflectivity.
+    # Before (log law extrapolated): r_L(5 %) = 40 + 80·ln(0.5)/ln 8 = 13.3 m, so at 22 m it vanished.
+    # After (root-2 below the pair): r_L(5 %) = 40·√(0.05/0.10) = 28.3 m: seen at 22 and 27 m, not at 29.5 m.
+    sensor = {"angle_pairs_deg": [[0, 0]], "max_range_m": 120.0, "range_reflectivity": OS1_LIMIT}
+    cloud = scan([quad(distance_m, 5, "wall", tilt_rad=math.radians(60))], sensor, {"default": "lambertian_10"})
+    assert len(cloud) == (1 if seen else 0)
+    if seen:
+        assert cloud.points["reflectivity"][0] == pytest.approx(0.05, abs=1e-3)
+
+
+def test_asphalt_plane_under_the_os1_returns_like_the_real_road():
+    # ouster_os1_128_cal 1.9 m above an asphalt plane (ASTER 0425UUUASP, ρ0 ≈ 0.28, Lambertian). A beam at
+    # depression e meets it at r = 1.9/sin e with ρ = ρ0·sin e; root-2 below 10 %: r_L = 40·√(ρ/0.1), so it
+    # is seen iff sin^1.5 e ≥ 1.9/(40·√(ρ0/0.1)), i.e. e ≳ 5.4°: of the −11…−5° band (the road 10–22 m
+    # ahead, issue 13) ≈ 93 % of the rays return. Before the tail the log law cut at ~11 m: 18 %.
+    # The real OS-1-128 recording returns on 97 % there (tests/data/..._return_fraction_by_band.json).
+    v = np.array([[-500, -500, 0], [500, -500, 0], [500, 500, 0], [-500, 500, 0]], float)
+    plane = Mesh(v, [[0, 1, 2], [0, 2, 3]], [0, 0], ("asphalt",), "road")
+    lidar = Lidar(Scene.from_meshes([plane]), "ouster_os1_128_cal", backend="embree",
+                  materials={"materials": {"asphalt": "asphalt"}})
+    pose = np.eye(4)
+    pose[2, 3] = 1.9
+    cloud = lidar.scan(pose)
+    elevation = np.degrees(lidar.sensor.pattern.elevation_rad)
+    returned = np.zeros(len(elevation), bool)
+    returned[cloud.ray_index] = True
+    band = (elevation >= -11.0) & (elevation < -5.0)
+    assert returned[band].mean() >= 0.90
+    assert returned[elevation < -11.0].all()  # the road within 10 m: every ray
+    assert not returned[(elevation > -5.0)].any()  # beyond 22 m asphalt at < 5° grazing is below r_L

@@ -24,6 +24,12 @@ def limit(fit, pairs=LIMOX, max_range_m=np.inf):
     return fit_range_limit(pairs, fit, max_range_m)
 
 
+def with_tail(own, refl, refl_lo):
+    """A fit's own law ``own(R)`` with the root-2 tail below the lowest pair's ``refl_lo``, written out."""
+    refl = np.asarray(refl, np.float64)
+    return np.where(refl < refl_lo, own(refl_lo) * np.sqrt(refl / refl_lo), own(refl))
+
+
 # ------------------------------------------------------------- closed forms
 
 
@@ -39,13 +45,14 @@ def test_linear_closed_form():
     lim = limit("linear")
     a, b, c = lim.coefficients
     assert b == pytest.approx(60.0 / 0.7) and a == pytest.approx(60.0 - 0.1 * 60.0 / 0.7) and c == 0.0
-    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), 60.0 + (R_GRID - 0.1) * 60.0 / 0.7, rtol=1e-12)
+    expected = with_tail(lambda r: 60.0 + (r - 0.1) * 60.0 / 0.7, R_GRID, 0.1)
+    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), expected, rtol=1e-12)
 
 
 def test_log_closed_form():
     lim = limit("log")
-    expected = 60.0 + 60.0 * np.log(R_GRID / 0.1) / np.log(8.0)
-    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), np.maximum(expected, 0.0), rtol=1e-12, atol=1e-12)
+    expected = with_tail(lambda r: 60.0 + 60.0 * np.log(r / 0.1) / np.log(8.0), R_GRID, 0.1)
+    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("fit", ["linear", "log"])
@@ -56,8 +63,8 @@ def test_two_parameter_fits_are_least_squares(fit):
     (a, b), *_ = np.linalg.lstsq(np.stack([np.ones_like(x), x], 1), range_m, rcond=None)
     lim = limit(fit, pairs)
     np.testing.assert_allclose(lim.coefficients[:2], (a, b), rtol=1e-10)
-    xg = R_GRID if fit == "linear" else np.log(R_GRID)
-    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), np.maximum(a + b * xg, 0.0), rtol=1e-10, atol=1e-9)
+    own = (lambda r: a + b * r) if fit == "linear" else (lambda r: a + b * np.log(r))
+    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), with_tail(own, R_GRID, 0.05), rtol=1e-10, atol=1e-9)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -66,7 +73,8 @@ def test_root_n_closed_form(n):
     refl, range_m = np.array(LIMOX).T
     a = np.sum(range_m * refl ** (1 / n)) / np.sum(refl ** (2 / n))
     assert lim.coefficients == pytest.approx((a, 0.0, 0.0))
-    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), a * R_GRID ** (1 / n), rtol=1e-12)
+    expected = with_tail(lambda r: a * r ** (1 / n), R_GRID, 0.1)
+    np.testing.assert_allclose(lim.max_range_m_for(R_GRID), expected, rtol=1e-12)
 
 
 def test_root3_is_exact_through_the_limox_pairs():
@@ -171,11 +179,13 @@ def test_clipped_to_zero_and_max_range(fit):
     np.testing.assert_array_equal(lim.max_range_m_for([0.0, -0.3, np.nan, -np.inf]), 0.0)
 
 
-def test_log_clips_to_zero_for_dark_targets():
-    lim = limit("log")
+def test_log_no_longer_clips_to_zero_for_dark_targets():
+    # Issue 13: the OS1 log fit's own law reaches 0 m at R = exp(-a/b) ≈ 3.5 %; the root-2 tail below
+    # the lowest pair (10 %) keeps r_L > 0 for every R > 0.
+    lim = limit("log", OS1_GEN1)
     r_zero = math.exp(-lim.coefficients[0] / lim.coefficients[1])  # where a + b ln R = 0
-    assert lim.max_range_m_for(0.5 * r_zero) == 0.0
-    assert lim.max_range_m_for(2.0 * r_zero) > 0.0
+    assert 0.03 < r_zero < 0.04
+    np.testing.assert_allclose(lim.max_range_m_for(0.5 * r_zero), 40.0 * math.sqrt(0.5 * r_zero / 0.10))
 
 
 def test_max_range_for_keeps_shape_and_accepts_float32():
@@ -200,10 +210,11 @@ def test_numba_equals_python(fit, max_range_m):
 
 
 @njit
-def _keep_mask(reflectivity, range_m, code, a, b, c, max_range_m):
+def _keep_mask(reflectivity, range_m, code, a, b, c, tail_reflectivity, tail_range_m, max_range_m):
     keep = np.empty(reflectivity.shape[0], dtype=np.bool_)
     for i in range(reflectivity.shape[0]):
-        keep[i] = range_m[i] <= range_limit_m(code, a, b, c, max_range_m, reflectivity[i])
+        keep[i] = range_m[i] <= range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m,
+                                              reflectivity[i])
     return keep
 
 
@@ -217,8 +228,73 @@ def test_numba_inside_another_kernel():
 
 def test_kernel_params():
     lim = limit("blensor", HDL64, max_range_m=120.0)
-    assert lim.kernel_params() == (FITS.index("blensor"), *lim.coefficients, 120.0)
+    assert lim.kernel_params() == (FITS.index("blensor"), *lim.coefficients, 0.0, 0.0, 120.0)  # no tail
     assert isinstance(lim.kernel_params()[0], int)
+    log = limit("log", OS1_GEN1, max_range_m=120.0)
+    assert log.kernel_params() == (FITS.index("log"), *log.coefficients, 0.10, pytest.approx(40.0), 120.0)
+
+
+# ------------------------------------------------- outside the pairs (issue 13)
+
+TAIL_FITS = [f for f in FITS if f not in ("blensor", "constant")]
+
+
+@pytest.mark.parametrize("fit", TAIL_FITS)
+@pytest.mark.parametrize("pairs", [LIMOX, OS1_GEN1, ((0.2, 50.0), (0.5, 70.0), (0.9, 100.0))])
+def test_continuous_at_the_lowest_pair(fit, pairs):
+    lim = limit(fit, pairs, max_range_m=150.0)
+    refl_lo = pairs[0][0]
+    below, at, above = lim.max_range_m_for([refl_lo * (1 - 1e-12), refl_lo, refl_lo * (1 + 1e-12)])
+    assert lim.tail == (refl_lo, at)
+    assert abs(below - at) < 1e-9 and abs(above - at) < 1e-9
+    if fit in ("linear", "log"):  # exact through two pairs: the tail starts at the datasheet range
+        assert len(pairs) > 2 or at == pytest.approx(pairs[0][1], rel=1e-12)
+
+
+@pytest.mark.parametrize("fit", TAIL_FITS)
+@pytest.mark.parametrize("pairs", [LIMOX, OS1_GEN1])
+def test_root2_below_the_lowest_pair(fit, pairs):
+    lim = limit(fit, pairs, max_range_m=150.0)
+    refl_lo, range_lo = lim.tail
+    refl = refl_lo * np.array([1e-6, 0.01, 0.1, 0.25, 0.5, 0.9])
+    r_l = lim.max_range_m_for(refl)
+    np.testing.assert_allclose(r_l / np.sqrt(refl), range_lo / math.sqrt(refl_lo), rtol=1e-12)  # r_L ∝ √R
+    np.testing.assert_allclose(lim.max_range_m_for(refl / 4.0), r_l / 2.0, rtol=1e-12)  # a quarter: half
+    np.testing.assert_allclose(lim.min_reflectivity_for(r_l), refl, rtol=1e-10)
+
+
+def test_single_pair_root2_is_its_own_tail():
+    lim = limit("root2", ((0.10, 40.0),), max_range_m=150.0)
+    refl = np.array([0.001, 0.02, 0.1, 0.5, 1.0])
+    np.testing.assert_allclose(lim.max_range_m_for(refl), np.minimum(lim.coefficients[0] * np.sqrt(refl), 150.0),
+                               rtol=1e-14)
+
+
+@pytest.mark.parametrize("fit", ["blensor", "constant"])
+def test_blensor_and_constant_keep_their_own_law_below_the_pairs(fit):
+    lim = limit(fit, HDL64, max_range_m=150.0)
+    assert lim.tail == (0.0, 0.0)
+    expected = 50.0 if fit == "blensor" else 150.0  # BlenSor's floor r_1; constant: no limit
+    np.testing.assert_array_equal(lim.max_range_m_for([1e-4, 0.01, 0.05]), expected)
+
+
+@pytest.mark.parametrize("fit", TAIL_FITS)
+def test_above_the_highest_pair_the_fit_keeps_its_law(fit):
+    lim = limit(fit, OS1_GEN1)  # no max range: nothing clips
+    a, b, _ = lim.coefficients
+    refl = np.array([0.9, 1.2, 1.5])
+    own = {"linear": a + b * refl, "log": a + b * np.log(refl), "root2": a * refl ** 0.5,
+           "root3": a * refl ** (1 / 3), "root4": a * refl ** 0.25}[fit]
+    np.testing.assert_allclose(lim.max_range_m_for(refl), own, rtol=1e-13)
+    np.testing.assert_allclose(limit(fit, OS1_GEN1, max_range_m=110.0).max_range_m_for(refl), np.minimum(own, 110.0),
+                               rtol=1e-13)
+
+
+def test_tail_clipped_by_a_short_max_range():
+    lim = limit("log", OS1_GEN1, max_range_m=30.0)  # below the 10 % pair's 40 m: r_lo = 30 m
+    assert lim.tail == (0.10, 30.0)
+    np.testing.assert_allclose(lim.max_range_m_for([0.025, 0.10, 0.5]), [15.0, 30.0, 30.0])
+    np.testing.assert_allclose(lim.min_reflectivity_for([15.0, 30.0]), [0.025, 0.10])
 
 
 # ------------------------------------------------------------- LiMOX

@@ -179,7 +179,7 @@ def _laser_bias(seed, beams, sigma):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _apply(points, ray_index, intensity, origins, directions, seed, frame, probabilistic, limit_code, limit_a,
-           limit_b, limit_c, limit_max, dropout, range_sigma, range_sigma_per_m, bias, angle_sigma_rad, keep,
+           limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, dropout, range_sigma, range_sigma_per_m, bias, angle_sigma_rad, keep,
            existence):
     """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P."""
     one_origin = origins.shape[0] == 1
@@ -189,7 +189,8 @@ def _apply(points, ray_index, intensity, origins, directions, seed, frame, proba
         keep[k] = True
         r = points[k]["range"]
         if probabilistic:
-            limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, points[k]["reflectivity"])
+            limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
+                                  points[k]["reflectivity"])
             p = detection_probability(r / limit) if limit > 0.0 else 0.0
             if points[k]["saturated"]:
                 p = 1.0  # a retroreflector saturates the receiver: never a marginal echo
@@ -255,9 +256,9 @@ def apply_effects(returns, pattern, sensor, frame: int):
     noise = effects.noise or Noise()
     limit = sensor.range_limit
     if limit is not None:
-        code, a, b, c, limit_max = limit.kernel_params()
-    else:
-        code, a, b, c, limit_max = FIT_CONSTANT, 0.0, 0.0, 0.0, float(sensor.max_range_m)  # r_L = max range
+        code, a, b, c, tail_refl, tail_m, limit_max = limit.kernel_params()
+    else:  # r_L = max range
+        code, a, b, c, tail_refl, tail_m, limit_max = FIT_CONSTANT, 0.0, 0.0, 0.0, 0.0, 0.0, float(sensor.max_range_m)
     points = returns.points  # in place: a frame's returns are fresh arrays no one else holds
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     keep = np.empty(n, np.bool_)
@@ -265,7 +266,8 @@ def apply_effects(returns, pattern, sensor, frame: int):
     bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
     _apply(points, np.asarray(returns.ray_index, np.int64), returns.intensity_percent, origins, pattern.directions,
            np.uint64(noise.seed), np.uint64(frame), effects.detection == "probabilistic", np.int64(code),
-           np.float64(a), np.float64(b), np.float64(c), np.float64(limit_max), noise.dropout, noise.range_sigma_m,
+           np.float64(a), np.float64(b), np.float64(c), np.float64(tail_refl), np.float64(tail_m),
+           np.float64(limit_max), noise.dropout, noise.range_sigma_m,
            noise.range_sigma_per_m, bias, math.radians(noise.angle_sigma_deg), keep, existence)
     if keep.all():
         return Returns(points, returns.ray_index, returns.intensity_percent), existence

@@ -90,11 +90,20 @@ def plot_range_limits(path, pairs=LIMOX_PAIRS, max_range_m: float = 150.0, fits:
     """LiMOX Fig. 7: r_L (m) against reflectivity (0–100 %) for each fit, pairs marked, to a PNG at ``path``."""
     limits = [fit_range_limit(pairs, fit, max_range_m) for fit in fits]
     # Start just above 0: r_L(0) = 0 by definition, which would draw a vertical
-    # drop at the axis for the fits with an offset (linear, BlenSor).
+    # drop at the axis for the fits with a floor (BlenSor, constant).
     reflectivity = np.linspace(1e-3, 1.0, 1000)
 
     figure = _new_figure(7.5, 5.0)
     ax = figure.add_subplot()
+    tails = [limit.tail[0] for limit in limits if limit.tail[0] > 0.0]
+    if tails:  # below the lowest pair every fitted law gives way to root 2 (range_limit module doc)
+        refl_lo = 100.0 * min(tails)
+        ax.axvspan(0.0, refl_lo, color="0.93", zorder=0)
+        own = [limit.fit for limit in limits if limit.tail[0] == 0.0]
+        note = "below the lowest pair (shaded):\n" + r"root 2, $r_L = r_{lo}\sqrt{R/R_{lo}}$"
+        note += f"\n({', '.join(own)}: own law)" if own else ""
+        ax.annotate(note, (refl_lo + 1.0, 0.03), xycoords=("data", "axes fraction"), ha="left", va="bottom",
+                    fontsize=8)
     for limit in limits:
         ax.plot(100.0 * reflectivity, limit.max_range_m_for(reflectivity), color=_FIT_COLORS[limit.fit],
                 label=_fit_label(limit), **_LINE_STYLES.get(limit.fit, {"linewidth": 2.0}))

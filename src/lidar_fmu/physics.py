@@ -159,7 +159,8 @@ def object_id_of(instance_id):
 
 @per_hit
 def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_m, limit_code, limit_a, limit_b,
-                  limit_c, limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0):
+                  limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
+                  lambertian_rho0):
     """The return of one hit, if the sensor sees one: materials, incidence angle, range limit, intensity.
 
     ``r``: range (m) along the unit ray ``d`` from ``o`` (both in the sensor
@@ -192,7 +193,8 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
     # below on each bin, so most returns pass without evaluating r_L
     q = int(rho * (limit_floor_m.shape[0] - 1))
     kept = (saturated or (0 <= q < limit_floor_m.shape[0] and r <= limit_floor_m[q])
-            or r <= range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_max, rho))
+            or r <= range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
+                                  rho))
     if saturated:  # a saturated receiver reports full scale, not the retroreflector's ρ ≫ 1
         rho = rho if rho < 1.0 else 1.0
         intensity = 100.0
@@ -208,8 +210,8 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
 # took 1.2–1.6× as long; as a call that is not inlined, 8×). See "One physics path" in README.
 @njit(cache=True, nogil=True, _nrt=False)
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,
-                  min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m,
-                  triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
+                  min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
+                  limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
                   x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity):
     shared_origin = origins.shape[0] == 1
     count = 0
@@ -222,7 +224,8 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
             range_m[i], material_of_hit(k, primitive_id[i], triangle_material, first_triangle),
             normal_world[i, 0], normal_world[i, 1], normal_world[i, 2], origins[o, 0], origins[o, 1], origins[o, 2],
             directions[i, 0], directions[i, 1], directions[i, 2], R, min_range_m, limit_code, limit_a, limit_b,
-            limit_c, limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0)
+            limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
+            lambertian_rho0)
         if not kept:
             continue
         x[count] = px
@@ -270,7 +273,7 @@ class ReturnModel:
 
     min_range_m: float
     max_range_m: float
-    limit_params: tuple  # (fit code, a, b, c, max range m) for range_limit_m
+    limit_params: tuple  # (fit code, a, b, c, tail R_lo, tail r_lo m, max range m) for range_limit_m
     limit_floor_m: np.ndarray  # (Q+1,) float64, r_L at reflectivity q/Q, just below
     triangle_material: np.ndarray  # (T,) int16 IR material of every triangle of every mesh
     first_triangle: np.ndarray  # (K,) int64 per instance index, its mesh's first triangle in triangle_material
@@ -281,9 +284,9 @@ class ReturnModel:
 
     def limit_args(self) -> tuple:
         """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
-        code, a, b, c, limit_max = self.limit_params
+        code, a, b, c, tail_refl, tail_m, limit_max = self.limit_params
         return (np.float32(self.min_range_m), np.int64(code), np.float64(a), np.float64(b), np.float64(c),
-                np.float64(limit_max), self.limit_floor_m)
+                np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), self.limit_floor_m)
 
     def material_args(self) -> tuple:
         """The material arrays :func:`return_of_hit` takes, in order."""
@@ -300,7 +303,8 @@ class ReturnModel:
 def return_model(sensor, materials: Materials, scene) -> ReturnModel:
     triangle_material, first_triangle = materials.per_instance(scene)
     limit = getattr(sensor, "physics_range_limit", sensor.range_limit)
-    params = limit.kernel_params() if limit is not None else (FIT_CONSTANT, 0.0, 0.0, 0.0, sensor.max_range_m)
+    params = (limit.kernel_params() if limit is not None
+              else (FIT_CONSTANT, 0.0, 0.0, 0.0, 0.0, 0.0, sensor.max_range_m))
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), params,
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
                        materials.class_code, materials.reflectance_table, materials.lambertian_rho0,

@@ -10,9 +10,10 @@ off a surface of reflectivity R is kept iff ``d <= r_L(R)``. In a sensor spec::
 pairs are ``[reflectivity (0–1, may exceed 1 up to 1.5), range (m)]``.
 
 Every fit has the closed form ``r_L = clip(max(c, f(R)), 0, max_range_m)``
-for R > 0, and r_L = 0 for R <= 0 (nothing comes back off a black surface).
-(a, b, c) are ``RangeReflectivityLimit.coefficients``; c is 0 except for
-``blensor``:
+for R ≥ R_lo (the lowest pair's reflectivity), ``r_L = r_lo·√(R/R_lo)`` for
+0 < R < R_lo (the root-2 tail below the pairs, see below), and r_L = 0 for
+R <= 0 (nothing comes back off a black surface). (a, b, c) are
+``RangeReflectivityLimit.coefficients``; c is 0 except for ``blensor``:
 
 ========  ==========================  ===============================================
 fit       f(R)                        fitted from the pairs (R_i, r_i)
@@ -25,6 +26,25 @@ log       a + b·ln R                  least squares (exact for two pairs)
 blensor   a + b·R, floor c = r_1      line through the first and last pair
 constant  max_range_m                 no fit; needs one pair only for symmetry
 ========  ==========================  ===============================================
+
+**Outside the pairs.** Datasheet pairs say nothing below the darkest target
+they quote, and the fits extrapolate badly there: the log fit of the OS1 pairs
+(10 %, 40 m), (80 %, 120 m) reaches 0 m at R ≈ 3.5 %, so asphalt at grazing
+incidence (ρ = 0.28·cos θ, a few %) vanished beyond ~11 m (issue 13), and the
+linear fit keeps 29 m at R → 0. Physics does know the law there: for an
+extended (beam-filling) Lambertian target the received power is
+P_r ∝ ρ/r² (the lidar range equation, e.g. Jelalian, *Laser Radar Systems*,
+1992, ch. 1; LiMOX's root-2 row), so at a fixed detection threshold
+r_L ∝ √ρ. Below the lowest pair, R < R_lo, every fitted law (linear, root2,
+root3, root4, log) therefore follows the root-2 law anchored at the pair,
+``r_L = r_lo·√(R/R_lo)`` with r_lo = the fit's own r_L(R_lo) (so r_L is
+continuous there; for a single-pair root2 fit the tail is its own law).
+Above the highest pair each fit keeps its own law (linear and blensor rising
+linearly, root-n as R^(1/n), log as ln R, all still rising), clipped at the
+sensor's ``max_range_m``. ``blensor`` and ``constant`` keep their own
+conventions below the pairs (BlenSor's floor: every R > 0 seen up to r_1;
+constant: no limit); for them (R_lo, r_lo) = (0, 0), which turns the tail off.
+(R_lo, r_lo) are ``RangeReflectivityLimit.tail``.
 
 **BlenSor.** BlenSor's scanners compute the minimum detectable reflectivity at
 distance d as ``R_min(d) = R_1 + slope·(d − r_1)`` for d ≥ r_1 (defaults
@@ -74,6 +94,8 @@ FITS = RANGE_LIMIT_FITS
 _ROOT_N = {FIT_ROOT2: 2, FIT_ROOT3: 3, FIT_ROOT4: 4}
 #: Fits whose two parameters come from at least two pairs, and need r rising with R.
 _TWO_PAIR_FITS = frozenset({"linear", "log", "blensor"})
+#: Fits that keep their own convention below the lowest pair instead of the root-2 tail.
+_NO_TAIL_FITS = frozenset({"blensor", "constant"})
 #: Above 1 a surface is brighter than a perfect Lambertian one (retroreflective);
 #: datasheets never go past that, so anything larger is almost surely a percentage.
 MAX_PAIR_REFLECTIVITY = 1.5
@@ -184,6 +206,28 @@ def _fit_coefficients(fit: str, pairs) -> tuple[float, float, float]:
     return 0.0, 0.0, 0.0  # constant
 
 
+def _own_law(code: int, coefficients, max_range_m: float, refl: np.ndarray) -> np.ndarray:
+    """clip(max(c, f(R)), 0, max_range_m) for R > 0: the fit's own law, no tail."""
+    a, b, c = coefficients
+    if code == FIT_LINEAR or code == FIT_BLENSOR:
+        limit = a + b * refl
+    elif code in _ROOT_N:
+        limit = a * refl ** (1.0 / _ROOT_N[code])
+    elif code == FIT_LOG:
+        limit = a + b * np.log(refl)
+    else:
+        limit = np.full_like(refl, max_range_m)
+    return np.clip(np.maximum(limit, c), 0.0, max_range_m)
+
+
+def _tail(fit: str, pairs, coefficients, max_range_m: float) -> tuple[float, float]:
+    """(R_lo, r_lo) of the root-2 tail below the lowest pair; (0, 0) for the fits without one."""
+    if fit in _NO_TAIL_FITS:
+        return 0.0, 0.0
+    refl_lo = pairs[0][0]
+    return refl_lo, float(_own_law(FITS.index(fit), coefficients, max_range_m, np.array(refl_lo)))
+
+
 # ------------------------------------------------------------ the limit
 
 
@@ -199,6 +243,8 @@ class RangeReflectivityLimit:
     fit: str = "log"
     max_range_m: float = np.inf  # the sensor's max range: r_L never exceeds it
     coefficients: tuple[float, float, float] = field(init=False)
+    #: (R_lo, r_lo): below reflectivity R_lo, r_L = r_lo·√(R/R_lo); (0, 0) for blensor and constant
+    tail: tuple[float, float] = field(init=False)
 
     def __post_init__(self):
         fit = _check_fit(self.fit)
@@ -206,6 +252,7 @@ class RangeReflectivityLimit:
         object.__setattr__(self, "pairs", _check_pairs(self.pairs, fit))
         object.__setattr__(self, "max_range_m", _check_max_range(self.max_range_m))
         object.__setattr__(self, "coefficients", _fit_coefficients(fit, self.pairs))
+        object.__setattr__(self, "tail", _tail(fit, self.pairs, self.coefficients, self.max_range_m))
 
     @property
     def code(self) -> int:
@@ -217,17 +264,10 @@ class RangeReflectivityLimit:
         refl = np.asarray(reflectivity, dtype=np.float64)
         positive = refl > 0.0
         safe = np.where(positive, refl, 1.0)  # keeps log and roots quiet where R <= 0
-        a, b, c = self.coefficients
-        code = self.code
-        if code == FIT_LINEAR or code == FIT_BLENSOR:
-            limit = a + b * safe
-        elif code in _ROOT_N:
-            limit = a * safe ** (1.0 / _ROOT_N[code])
-        elif code == FIT_LOG:
-            limit = a + b * np.log(safe)
-        else:
-            limit = np.full_like(safe, self.max_range_m)
-        limit = np.clip(np.maximum(limit, c), 0.0, self.max_range_m)
+        limit = _own_law(self.code, self.coefficients, self.max_range_m, safe)
+        refl_lo, range_lo = self.tail
+        if refl_lo > 0.0:  # root-2 below the lowest pair (r_lo <= max_range_m already)
+            limit = np.where(safe < refl_lo, range_lo * np.sqrt(safe / refl_lo), limit)
         return np.where(positive, limit, 0.0)
 
     def detectable(self, reflectivity, range_m) -> np.ndarray:
@@ -238,7 +278,8 @@ class RangeReflectivityLimit:
         """Smallest reflectivity detectable at ``range_m`` (m): the inverse of r_L.
 
         0 where every R > 0 is seen (at or below the curve's floor), np.inf
-        beyond ``max_range_m`` (or NaN range), where nothing is.
+        beyond ``max_range_m`` (or NaN range), where nothing is. Up to r_lo
+        the root-2 tail's inverse R_lo·(d/r_lo)².
         """
         d = np.asarray(range_m, dtype=np.float64)
         a, b, c = self.coefficients
@@ -252,13 +293,16 @@ class RangeReflectivityLimit:
                 refl = np.exp((d - a) / b)
             else:
                 refl = np.zeros_like(d)
+            refl_lo, range_lo = self.tail
+            if refl_lo > 0.0 and range_lo > 0.0:
+                refl = np.where(d <= range_lo, refl_lo * (d / range_lo) ** 2, refl)
         refl = np.where(d <= max(c, 0.0), 0.0, np.maximum(refl, 0.0))
         return np.where(d <= self.max_range_m, refl, np.inf)
 
-    def kernel_params(self) -> tuple[int, float, float, float, float]:
-        """(fit code, a, b, c, max_range_m): ``range_limit_m(*params, reflectivity)``."""
+    def kernel_params(self) -> tuple[int, float, float, float, float, float, float]:
+        """(fit code, a, b, c, R_lo, r_lo, max_range_m): ``range_limit_m(*params, reflectivity)``."""
         a, b, c = self.coefficients
-        return self.code, a, b, c, self.max_range_m
+        return self.code, a, b, c, *self.tail, self.max_range_m
 
 
 def fit_range_limit(pairs, fit: str = "log", max_range_m: float = np.inf) -> RangeReflectivityLimit:
@@ -306,14 +350,17 @@ def parse_range_reflectivity(value, max_range_m: float) -> RangeReflectivityLimi
 
 
 @njit(cache=True, nogil=True, inline="always")
-def range_limit_m(code, a, b, c, max_range_m, reflectivity):
+def range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, reflectivity):
     """r_L (m) for one return; the same as :meth:`RangeReflectivityLimit.max_range_m_for`.
 
-    ``code, a, b, c, max_range_m`` come from ``kernel_params()``. An unknown
-    code gives 0 (nothing detected) rather than a silent pass.
+    ``code, a, b, c, tail_reflectivity, tail_range_m, max_range_m`` come from
+    ``kernel_params()`` (the tail is (R_lo, r_lo), (0, 0) for none). An
+    unknown code gives 0 (nothing detected) rather than a silent pass.
     """
     if not reflectivity > 0.0:  # also NaN
         return 0.0
+    if reflectivity < tail_reflectivity:  # root-2 below the lowest pair; r_lo <= max_range_m already
+        return tail_range_m * math.sqrt(reflectivity / tail_reflectivity)
     if code == FIT_LINEAR or code == FIT_BLENSOR:
         limit = a + b * reflectivity
     elif code == FIT_ROOT2:

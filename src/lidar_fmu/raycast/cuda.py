@@ -142,8 +142,8 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
                     world_from_frame, origins, directions, tmax, max_surfaces, triangle_material, first_triangle,
                     class_code, frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0,
-                    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_max, limit_floor_m,
-                    record, object_id, keep, block_count):
+                    min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
+                    limit_floor_m, record, object_id, keep, block_count):
     """Ray ``i`` of a batch → its return, if any: the cast of :func:`_cast_kernel`, then :func:`return_of_hit`.
 
     Writes ``record[i]`` (:data:`RECORD_FIELDS`), ``object_id[i]`` and
@@ -167,7 +167,8 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
             ok, px, py, pz, nsx, nsy, nsz, rho, percent, saturated = return_of_hit(
                 t, material_of_hit(index, tri_index[tri], triangle_material, first_triangle), nx, ny, nz,
                 fox, foy, foz, fdx, fdy, fdz, frame_from_world, min_range_m, limit_code, limit_a, limit_b, limit_c,
-                limit_max, limit_floor_m, class_code, reflectance_table, lambertian_rho0)
+                limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
+                lambertian_rho0)
             if ok:
                 kept = True
                 record[i, 0] = px
@@ -262,8 +263,10 @@ def kernel_signatures() -> dict:
     instances = (i1, f3, f3, f2, f2, i1, i1, i1)
     # world_from_frame, origins, directions, tmax, then the Continuation
     rays = (f2, f2, f2, T.float32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1])
+    # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, then ReturnModel.limit_args():
+    # min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max range, limit_floor_m
     physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1],
-               T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
+               T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
     return {
         "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2)),
         "_returns_kernel": (_returns_kernel, bvh + (i1,) + instances + rays + physics + (f2, T.uint64[::1], i1, i1)),
