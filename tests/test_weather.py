@@ -1,0 +1,344 @@
+"""Weather: extinction laws, the issue's wall checks, clutter, OSI mapping, spec parsing."""
+import math
+
+import numpy as np
+import pytest
+from numba import njit
+from osi3.osi_environment_pb2 import EnvironmentalConditions
+
+from lidar_fmu.pointcloud import NO_OBJECT_ID
+from lidar_fmu.range_limit import fit_range_limit
+from lidar_fmu.sensors.presets import PRESETS
+from lidar_fmu.weather import (
+    DEFAULT_BEAM_DIVERGENCE_RAD,
+    DEFAULT_MIN_RANGE_M,
+    DEFAULT_PULSE_LENGTH_M,
+    OSI_FOG_MOR_M,
+    OSI_PRECIPITATION_MM_H,
+    WEATHER_OBJECT_ID,
+    Weather,
+    WeatherError,
+    clutter_return,
+    detectable_in_weather,
+    detection_floor_per_m2,
+    from_osi_environment,
+    parse_weather,
+    two_way_transmission,
+)
+
+OS1_LIMIT = fit_range_limit([[0.10, 40.0], [0.80, 120.0]], "log", 120.0)
+FLOOR = detection_floor_per_m2(OS1_LIMIT)
+OPTICS = (DEFAULT_PULSE_LENGTH_M, DEFAULT_MIN_RANGE_M, DEFAULT_BEAM_DIVERGENCE_RAD, FLOOR)
+UNIFORMS = (np.arange(24) + 0.5) / 24  # a deterministic grid in (0, 1)
+
+
+def clutter(weather, target_range_m=math.inf, target_reflectivity=0.0, u=(0.5, 0.5, 0.5), strongest=True):
+    return clutter_return(
+        *weather.clutter_params(), *OPTICS, strongest, target_range_m, target_reflectivity, *u
+    )
+
+
+def clutter_fraction(weather, target_range_m=math.inf, target_reflectivity=0.0, strongest=True):
+    """Share of a uniform grid of (u1, u2, u3) that gives clutter, and the largest clutter range."""
+    hits, far = 0, 0.0
+    for u1 in UNIFORMS:
+        for u2 in UNIFORMS:
+            for u3 in UNIFORMS[::6]:
+                has, r, refl = clutter(weather, target_range_m, target_reflectivity, (u1, u2, u3), strongest)
+                if has:
+                    hits += 1
+                    far = max(far, r)
+                    assert refl > 0.0
+    return hits / (len(UNIFORMS) ** 2 * len(UNIFORMS[::6])), far
+
+
+# ------------------------------------------------------------------ extinction
+
+
+def test_koschmieder_numbers():
+    assert Weather(fog_visibility_m=50.0).extinction_per_m == pytest.approx(3.912 / 50.0)
+    assert Weather(fog_visibility_m=1000.0).extinction_per_m == pytest.approx(3.912e-3)
+    assert Weather().extinction_per_m == 0.0
+    assert Weather().clear and not Weather(fog_visibility_m=1e4).clear
+    # V is where one-way transmission has fallen to 2 %.
+    assert math.sqrt(two_way_transmission(3.912 / 200.0, 200.0)) == pytest.approx(0.02, rel=1e-3)
+
+
+def test_transmission_edges():
+    assert two_way_transmission(0.0, math.inf) == 1.0
+    assert two_way_transmission(0.01, math.inf) == 0.0
+    assert two_way_transmission(0.01, 50.0) == pytest.approx(math.exp(-1.0))
+
+
+def test_rain_and_snow_law_numbers():
+    # Carbonneau: 1.076·25^0.67 = 9.30 dB/km; ITU-R P.1817-1 dry snow at 905 nm: 5.545·5^1.38 = 51.1 dB/km.
+    db_per_km = 10.0 / math.log(10.0) * 1e3
+    assert Weather(rain_mm_h=25.0).extinction_per_m * db_per_km == pytest.approx(9.30, abs=0.01)
+    assert Weather(snow_mm_h=5.0).extinction_per_m * db_per_km == pytest.approx(51.1, abs=0.1)
+    # Cross-check with Koschmieder: P.1817-1's visibility code puts 25 mm/h rain at V = 1.9 km.
+    assert Weather(rain_mm_h=25.0).extinction_per_m == pytest.approx(3.912 / 1900.0, rel=0.05)
+
+
+def test_extinction_adds_up():
+    w = Weather(fog_visibility_m=300.0, rain_mm_h=4.0, snow_mm_h=1.0)
+    parts = Weather(300.0).extinction_per_m + Weather(rain_mm_h=4.0).extinction_per_m
+    assert w.extinction_per_m == pytest.approx(parts + Weather(snow_mm_h=1.0).extinction_per_m)
+
+
+@pytest.mark.parametrize("key", ["rain_mm_h", "snow_mm_h"])
+def test_precipitation_monotone_and_weaker_than_dense_fog(key):
+    rates = [0.0, 0.1, 0.5, 1.9, 8.1, 16.0, 34.0]
+    alphas = [Weather(**{key: r}).extinction_per_m for r in rates]
+    assert alphas[0] == 0.0
+    assert all(b > a for a, b in zip(alphas, alphas[1:], strict=False))
+    dense_fog = Weather(fog_visibility_m=50.0).extinction_per_m
+    heavy = {"rain_mm_h": 34.0, "snow_mm_h": 10.0}[key]  # top of OSI HEAVY rain; a very heavy snowfall
+    assert Weather(**{key: heavy}).extinction_per_m < dense_fog / 2
+    assert Weather(rain_mm_h=25.0).extinction_per_m < dense_fog / 30
+
+
+# ------------------------------------------------------------------ the issue's wall checks
+
+
+@pytest.mark.parametrize("limit", [OS1_LIMIT, fit_range_limit(**{
+    k: v for k, v in PRESETS["ouster_os1_128"]["range_reflectivity"].items()}, max_range_m=120.0)])
+@pytest.mark.parametrize(
+    ("visibility_m", "wall_m", "seen"),
+    [(math.inf, 60.0, True), (50.0, 60.0, False), (50.0, 10.0, True)],
+)
+def test_issue_wall_checks(limit, visibility_m, wall_m, seen):
+    """A 50 % wall is seen at r iff r <= r_L(0.5·T(r)): clear 60 m yes, V = 50 m at 60 m no, at 10 m yes."""
+    alpha = Weather(fog_visibility_m=visibility_m).extinction_per_m
+    expected = bool(limit.detectable(0.5 * two_way_transmission(alpha, wall_m), wall_m))
+    assert expected is seen
+    assert bool(detectable_in_weather(*limit.kernel_params(), alpha, 0.5, wall_m)) is seen
+
+
+def test_wall_at_10m_in_fog_keeps_margin():
+    # Not a knife edge: the attenuated wall at 10 m is seen out to ~40 m, at 60 m to nothing.
+    alpha = Weather(fog_visibility_m=50.0).extinction_per_m
+    assert OS1_LIMIT.max_range_m_for(0.5 * two_way_transmission(alpha, 10.0)) > 30.0
+    assert OS1_LIMIT.max_range_m_for(0.5 * two_way_transmission(alpha, 60.0)) == 0.0
+
+
+# ------------------------------------------------------------------ clutter
+
+
+def test_no_clutter_in_clear_air():
+    assert clutter_fraction(Weather()) == (0.0, 0.0)
+    assert clutter_fraction(Weather(), 30.0, 0.5, strongest=False) == (0.0, 0.0)
+    assert clutter(Weather()) == (False, math.inf, 0.0)
+
+
+def test_more_clutter_in_thicker_fog():
+    visibilities = (2000.0, 500.0, 200.0, 100.0, 50.0, 20.0)
+    for target_m, reflectivity in [(20.0, 0.5), (8.0, 0.8)]:
+        fractions = [clutter_fraction(Weather(fog_visibility_m=v), target_m, reflectivity)[0] for v in visibilities]
+        assert fractions[0] == 0.0 and fractions[-1] == 1.0, fractions
+        assert all(b >= a for a, b in zip(fractions, fractions[1:], strict=False)), fractions
+    # Rays that miss: the echo must reach the sensor's power floor, which thinner fog fails more often.
+    sky = [clutter_fraction(Weather(fog_visibility_m=v))[0] for v in (20_000.0, 5000.0, 2000.0, 1000.0, 500.0)]
+    assert sky[0] == 0.0 and sky[-1] == 1.0
+    assert all(b > a for a, b in zip(sky, sky[1:], strict=False)), sky
+
+
+def test_more_clutter_in_heavier_rain_and_snow():
+    rain = [clutter_fraction(Weather(rain_mm_h=r))[0] for r in (0.5, 4.0, 25.0, 100.0)]
+    assert all(b > a for a, b in zip(rain, rain[1:], strict=False)), rain
+    snow = [clutter_fraction(Weather(snow_mm_h=s))[0] for s in (0.2, 1.0, 5.0)]
+    assert all(b > a for a, b in zip(snow, snow[1:], strict=False)), snow
+    assert 0.0 < rain[2] < 0.2  # drops echo on a few rays, not on most
+
+
+@pytest.mark.parametrize(
+    "weather",
+    [Weather(fog_visibility_m=50.0), Weather(rain_mm_h=50.0), Weather(snow_mm_h=5.0),
+     Weather(fog_visibility_m=100.0, rain_mm_h=10.0)],
+)
+@pytest.mark.parametrize("target_m", [3.0, 8.0, 40.0])
+def test_clutter_before_target_and_near_sensor(weather, target_m):
+    for u1 in UNIFORMS[::3]:
+        for u2 in UNIFORMS[::3]:
+            for u3 in UNIFORMS[::3]:
+                has, r, refl = clutter(weather, target_m, 0.05, (u1, u2, u3), strongest=False)
+                if has:
+                    assert DEFAULT_MIN_RANGE_M <= r < target_m
+                    assert r < 10.0  # near the sensor
+                    assert 0.0 < refl < 1.0
+                else:
+                    assert (r, refl) == (math.inf, 0.0)
+
+
+def test_clutter_is_deterministic_in_the_uniforms():
+    w = Weather(fog_visibility_m=80.0, rain_mm_h=30.0)
+    for u in [(0.1, 0.9, 0.3), (0.0, 0.0, 0.0), (0.999, 0.5, 0.999)]:
+        assert clutter(w, 25.0, 0.3, u) == clutter(w, 25.0, 0.3, u)
+    ranges = {clutter(w, u=(0.5, 0.5, u3))[1] for u3 in UNIFORMS}
+    assert len(ranges) > 1  # and u3 does move the fog echo
+
+
+def test_strongest_return_yields_to_a_bright_near_target():
+    fog = Weather(fog_visibility_m=50.0)
+    # A retroreflector at 2 m outshines the fog; a multi-return sensor still reports the fog echo before it.
+    assert not clutter(fog, 2.0, 1.0, (0.5, 0.5, 0.1))[0]
+    has, r, _ = clutter(fog, 2.0, 1.0, (0.5, 0.5, 0.1), strongest=False)
+    assert has and r < 2.0
+    # No echo beyond the target, whatever the uniforms.
+    assert not clutter(fog, DEFAULT_MIN_RANGE_M, 0.1, (0.5, 0.5, 0.0), strongest=False)[0]
+
+
+def test_fog_echo_matches_the_soft_target_formula():
+    fog = Weather(fog_visibility_m=50.0)
+    has, r, refl = clutter(fog, u=(0.5, 0.5, 0.0))
+    assert has and r == DEFAULT_MIN_RANGE_M
+    beta = 0.046 / (math.log(20.0) / fog.extinction_per_m)
+    assert refl == pytest.approx(math.pi * beta * DEFAULT_PULSE_LENGTH_M * two_way_transmission(
+        fog.extinction_per_m, r))
+
+
+def test_scalars_compile_inside_another_kernel():
+    @njit
+    def kernel(params, n):
+        alpha, beta, count, d_min, d_scale = params
+        hits = 0
+        total_t = 0.0
+        for i in range(n):
+            u = (i + 0.5) / n
+            has, r, refl = clutter_return(alpha, beta, count, d_min, d_scale, 3.0, 1.0, 3e-3, 5.6e-5, True,
+                                          30.0, 0.3, u, 1.0 - u, u)
+            hits += has
+            total_t += two_way_transmission(alpha, 30.0)
+        return hits, total_t / n
+
+    w = Weather(fog_visibility_m=60.0, rain_mm_h=10.0)
+    hits, t = kernel(w.clutter_params(), 200)
+    assert 0 < hits <= 200
+    assert t == pytest.approx(two_way_transmission(w.extinction_per_m, 30.0))
+
+
+def test_weather_object_id_is_reserved():
+    assert WEATHER_OBJECT_ID == np.uint64(2**64 - 2)
+    assert WEATHER_OBJECT_ID != NO_OBJECT_ID
+    assert int(WEATHER_OBJECT_ID) >= 2**63  # above every scene instance id
+
+
+def test_detection_floor_from_pairs():
+    assert FLOOR == pytest.approx(0.80 / 120.0**2)
+
+
+# ------------------------------------------------------------------ OSI
+
+
+def osi_env(fog=None, precipitation=None, temperature_k=None):
+    env = EnvironmentalConditions()
+    if fog is not None:
+        env.fog = EnvironmentalConditions.Fog.Value(fog)
+    if precipitation is not None:
+        env.precipitation = EnvironmentalConditions.Precipitation.Value(precipitation)
+    if temperature_k is not None:
+        env.temperature = temperature_k
+    return env
+
+
+def test_osi_tables_cover_every_enum_value():
+    assert set(OSI_FOG_MOR_M) == set(EnvironmentalConditions.Fog.keys())
+    assert set(OSI_PRECIPITATION_MM_H) == set(EnvironmentalConditions.Precipitation.keys())
+
+
+# (enum value, class range [lo, hi) in m MOR, or None where the value is fixed by convention)
+FOG_CLASSES = [
+    ("FOG_UNKNOWN", None), ("FOG_OTHER", None), ("FOG_EXCELLENT_VISIBILITY", None),
+    ("FOG_GOOD_VISIBILITY", (10_000, 40_000)), ("FOG_MODERATE_VISIBILITY", (4000, 10_000)),
+    ("FOG_POOR_VISIBILITY", (2000, 4000)), ("FOG_MIST", (1000, 2000)), ("FOG_LIGHT", (200, 1000)),
+    ("FOG_THICK", (50, 200)), ("FOG_DENSE", (0, 50)),
+]
+
+
+@pytest.mark.parametrize(("name", "bounds"), FOG_CLASSES)
+def test_osi_fog_classes(name, bounds):
+    w = from_osi_environment(osi_env(fog=name))
+    assert w.rain_mm_h == 0.0 and w.snow_mm_h == 0.0
+    if bounds is None:
+        assert w.fog_visibility_m == math.inf and w.clear
+        return
+    lo, hi = bounds
+    mor_m = math.log(20.0) / w.extinction_per_m  # OSI's classes are MOR (5 %) ranges
+    assert lo <= mor_m < hi
+    expected = math.sqrt(lo * hi) if lo > 0 else (lo + hi) / 2
+    assert mor_m == pytest.approx(expected)
+    assert w.fog_visibility_m == pytest.approx(mor_m * 3.912 / math.log(20.0))  # Koschmieder V, same α
+
+
+PRECIPITATION_CLASSES = [
+    ("PRECIPITATION_UNKNOWN", 0.0), ("PRECIPITATION_OTHER", 0.0), ("PRECIPITATION_NONE", 0.0),
+    ("PRECIPITATION_VERY_LIGHT", (0.1, 0.5)), ("PRECIPITATION_LIGHT", (0.5, 1.9)),
+    ("PRECIPITATION_MODERATE", (1.9, 8.1)), ("PRECIPITATION_HEAVY", (8.1, 34.0)),
+    ("PRECIPITATION_VERY_HEAVY", (34.0, 149.0)), ("PRECIPITATION_EXTREME", 149.0),
+]
+
+
+@pytest.mark.parametrize(("name", "expected"), PRECIPITATION_CLASSES)
+def test_osi_precipitation_classes(name, expected):
+    rain = from_osi_environment(osi_env(precipitation=name, temperature_k=288.15))
+    snow = from_osi_environment(osi_env(precipitation=name, temperature_k=263.15))
+    if isinstance(expected, tuple):
+        lo, hi = expected
+        assert lo <= rain.rain_mm_h < hi
+        expected = math.sqrt(lo * hi)
+    assert rain.rain_mm_h == pytest.approx(expected) and rain.snow_mm_h == 0.0
+    assert snow.snow_mm_h == pytest.approx(expected) and snow.rain_mm_h == 0.0
+    assert rain.fog_visibility_m == math.inf
+
+
+def test_osi_unset_fields_are_clear_air_and_rain_without_temperature():
+    assert from_osi_environment(EnvironmentalConditions()) == Weather()
+    w = from_osi_environment(osi_env(fog="FOG_THICK", precipitation="PRECIPITATION_HEAVY"))
+    assert w.rain_mm_h > 0.0 and w.snow_mm_h == 0.0 and w.fog_visibility_m < 200.0
+
+
+def test_osi_classes_order_by_severity():
+    fogs = [from_osi_environment(osi_env(fog=n)).extinction_per_m for n, _ in FOG_CLASSES[2:]]
+    assert all(b > a for a, b in zip(fogs, fogs[1:], strict=False))
+    rains = [from_osi_environment(osi_env(precipitation=n)).extinction_per_m for n, _ in PRECIPITATION_CLASSES[2:]]
+    assert all(b > a for a, b in zip(rains, rains[1:], strict=False))
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_parse_weather_values():
+    assert parse_weather(None) is None
+    assert parse_weather({}) == Weather()
+    assert parse_weather({"fog_visibility_m": 50, "rain_mm_h": 2.5}) == Weather(50.0, 2.5, 0.0)
+    assert parse_weather({"fog_visibility_m": math.inf, "snow_mm_h": 0}) == Weather()
+    w = Weather(100.0)
+    assert parse_weather(w) is w
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ({"fog_visibility_m": -5.0}, "fog_visibility_m"),
+        ({"fog_visibility_m": 0.0}, "fog_visibility_m"),
+        ({"rain_mm_h": -1.0}, "rain_mm_h"),
+        ({"snow_mm_h": math.inf}, "snow_mm_h"),
+        ({"rain_mm_h": "heavy"}, "rain_mm_h"),
+        ({"rain_mm_h": True}, "rain_mm_h"),
+        ({"snow_mm_h": None}, "snow_mm_h"),
+        ({"fog_visibility_m": math.nan}, "fog_visibility_m"),
+        ({"rain_mm_hr": 3.0}, "rain_mm_hr"),
+        ({"hail": 1.0}, "hail"),
+        ([50.0, 0.0, 0.0], "weather"),
+        ("fog", "weather"),
+    ],
+)
+def test_parse_weather_errors(value, names):
+    with pytest.raises(ValueError, match=names) as info:
+        parse_weather(value)
+    assert isinstance(info.value, WeatherError)
+    assert "\n" not in str(info.value)
+
+
+def test_parse_weather_suggests_the_key():
+    with pytest.raises(WeatherError, match="did you mean 'rain_mm_h'"):
+        parse_weather({"rain_mm_hr": 3.0})
