@@ -162,3 +162,75 @@ def test_noise_and_existence_probability_through_the_model():
     # the VLP-16 preset has no reflectivity pairs: r_L is its 100 m maximum range
     expected = [detection_probability(d.position.distance / 100.0) for d in detections]
     assert len(p) > 100 and np.allclose(p, expected, atol=1e-6)
+
+
+# -- weather ----------------------------------------------------------------------------------------------
+FORWARD = {"preset": "ouster_os1_128", "horizontal_fov_deg": [30, -30], "horizontal_samples": 100}
+FIFTY_PERCENT = {"default": "lambertian_50"}
+
+
+def weather_scan(distance_m: float, weather: dict, **more):
+    scene = wall_scene(distance_m)
+    lidar = Lidar(scene, FORWARD | {"weather": weather} | more, materials=FIFTY_PERCENT, warn=lambda message: None)
+    return lidar.scan(np.eye(4))
+
+
+def test_the_issues_wall_checks_in_fog():
+    """A 50 % wall: in clear air at 60 m every ray returns; in fog of 50 m visibility none of it at 60 m, while
+    at 10 m every ray still returns, from the wall or, where fog's own echo near the sensor is the stronger
+    (a strongest-return sensor reports that one), from the fog."""
+    from lidar_fmu.weather import WEATHER_OBJECT_ID
+
+    clear = weather_scan(60.0, {})
+    no_weather = Lidar(wall_scene(60.0), FORWARD, materials=FIFTY_PERCENT, warn=lambda message: None).scan(np.eye(4))
+    assert len(clear) == len(no_weather) and np.all(clear.points["object_id"] == 1)  # every ray on the wall
+    wall_rays = len(clear)
+    foggy = weather_scan(60.0, {"fog_visibility_m": 50.0})
+    assert not np.any(foggy.points["object_id"] == 1)
+    near = weather_scan(10.0, {"fog_visibility_m": 50.0})
+    wall = near.points["object_id"] == 1
+    fog = near.points["object_id"] == WEATHER_OBJECT_ID
+    assert np.all(wall | fog) and len(near) == len(near.pattern)  # every ray: the wall or the fog before it
+    assert wall.sum() > 0.2 * len(near) and fog.sum() > 0.2 * len(near)
+    assert near.points["range"][fog].max() < 5.0  # fog echoes lie near the sensor
+    # the wall's survivors are dimmer: two-way extinction exp(−2·0.078·10) = 0.21 on the intensity
+    clear_near = weather_scan(10.0, {})
+    assert np.median(near.intensity_percent[wall]) < 0.3 * np.median(clear_near.intensity_percent)
+    assert wall_rays > 1000
+
+
+def test_rain_dims_a_little_and_adds_sparse_clutter():
+    from lidar_fmu.weather import WEATHER_OBJECT_ID
+
+    clear, rainy = weather_scan(60.0, {}), weather_scan(60.0, {"rain_mm_h": 25.0})
+    wall = rainy.points["object_id"] == 1
+    assert wall.sum() > 0.9 * len(clear)
+    drops = rainy.points["object_id"] == WEATHER_OBJECT_ID
+    assert 0 < drops.sum() < 0.1 * len(clear) and rainy.points["range"][drops].max() < 60.0
+
+
+def test_weather_is_reproducible_and_the_spec_wins_over_the_sensor_view():
+    from osi3.osi_environment_pb2 import EnvironmentalConditions
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    from lidar_fmu.weather import WEATHER_OBJECT_ID
+
+    a = weather_scan(20.0, {"fog_visibility_m": 80.0}).points.tobytes()
+    assert a == weather_scan(20.0, {"fog_visibility_m": 80.0}).points.tobytes()
+    view = SensorView.FromString(sensor_view([(10, (40.0, 0.0, 0.75), (0, 0, 0), (0.2, 80.0, 40.0), "")],
+                                             time_s=0.1))
+    view.global_ground_truth.environmental_conditions.fog = EnvironmentalConditions.FOG_DENSE
+    data = view.SerializeToString()
+    spec = FORWARD | {"motion_distortion": False}
+    from_view = LidarSensorModel(sensor=spec)
+    assert from_view.step(data, 0.1).valid
+    ids = from_view.last_cloud.points["object_id"]
+    assert not np.any(ids == 10) and np.any(ids == WEATHER_OBJECT_ID)  # dense fog: the wall at 40 m is gone
+    told = LidarSensorModel(sensor=spec | {"weather": {}})  # the spec says clear air: it wins
+    assert told.step(data, 0.1).valid and np.any(told.last_cloud.points["object_id"] == 10)
+
+
+def test_bad_weather_specs_name_the_key():
+    for bad, key in (({"fog_visibility_m": -1}, "fog_visibility_m"), ({"hail_mm_h": 3}, "hail_mm_h")):
+        with pytest.raises(SensorSpecError, match=key):
+            load_sensor({"preset": "velodyne_vlp16", "weather": bad})

@@ -1,9 +1,18 @@
-"""What a real unit does to the returns the geometry gives: detection probability, dropout, measurement noise.
+"""What a real unit does to the returns the geometry gives: weather, detection probability, dropout, noise.
 
 One compiled pass over a frame's returns (:func:`apply_effects`), after any
 backend's physics, in the same place for every backend (the CUDA backend's
 returns come back to the host anyway):
 
+0. **Weather** (spec key ``weather``, or the FMU's SensorView
+   ``environmental_conditions``; :mod:`lidar_fmu.weather`): a return at r
+   keeps ``T = exp(−2αr)`` of its power, so it is detected on ``ρ·T`` (the
+   range–reflectivity limit and the detection law below take the attenuated
+   reflectivity; saturated retroreflectors stay saturated) and its intensity
+   is scaled by T; fog, rain and snow echo back near the sensor (clutter,
+   :func:`~lidar_fmu.weather.clutter_return`): a ray's clutter replaces its
+   return when it is the stronger echo, with ``object_id`` =
+   :data:`~lidar_fmu.weather.WEATHER_OBJECT_ID`.
 1. **Detection** (spec key ``detection``). ``"threshold"`` (default): a return
    is kept iff ``r ≤ r_L(ρ)`` (the range–reflectivity limit, decided in the
    physics pass). ``"probabilistic"``: datasheet ranges are quoted at ≥ 90 %
@@ -41,6 +50,18 @@ from numba.extending import register_jitable
 
 from .codes import FIT_CONSTANT
 from .range_limit import range_limit_m
+from .weather import (
+    DEFAULT_BEAM_DIVERGENCE_RAD,
+    DEFAULT_MIN_RANGE_M,
+    DEFAULT_PULSE_LENGTH_M,
+    WEATHER_OBJECT_ID,
+    Weather,
+    WeatherError,
+    clutter_return,
+    detection_floor_per_m2,
+    parse_weather,
+    two_way_transmission,
+)
 
 #: z such that Φ(z) = 0.9: datasheet ranges are quoted at 90 % detection probability
 Z_90 = 1.2815515655446004
@@ -52,7 +73,7 @@ STRETCH = 2.0
 DETECTION_MODES = ("threshold", "probabilistic")
 
 # draws of one ray: distinct streams of the hash
-_DRAW_DETECT, _DRAW_DROP, _DRAW_RANGE, _DRAW_ANGLE, _DRAW_BIAS = 1, 2, 3, 5, 7
+_DRAW_DETECT, _DRAW_DROP, _DRAW_RANGE, _DRAW_ANGLE, _DRAW_BIAS, _DRAW_CLUTTER = 1, 2, 3, 5, 7, 11
 
 
 class EffectsError(ValueError):
@@ -77,10 +98,12 @@ class Effects:
 
     noise: Noise | None = None
     detection: str = "threshold"
+    weather: Weather | None = None  # None: the spec sets none (the FMU then reads the SensorView's)
 
     @property
     def active(self) -> bool:
-        return self.noise is not None or self.detection != "threshold"
+        return (self.noise is not None or self.detection != "threshold"
+                or (self.weather is not None and not self.weather.clear))
 
     @property
     def seed(self) -> int:
@@ -96,9 +119,13 @@ def parse_effects(spec: dict) -> Effects:
     detection = spec.get("detection", "threshold")
     if detection not in DETECTION_MODES:
         raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {detection!r}")
+    try:
+        weather = parse_weather(spec.get("weather"))
+    except WeatherError as exc:
+        raise EffectsError(f"weather: {exc}") from None
     noise = spec.get("noise")
     if noise is None:
-        return Effects(None, detection)
+        return Effects(None, detection, weather)
     if noise == "datasheet":
         accuracy = spec.get("range_accuracy_m")
         if accuracy is None:
@@ -121,7 +148,7 @@ def parse_effects(spec: dict) -> Effects:
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {seed!r}")
-    return Effects(Noise(seed=int(seed), **values), detection)
+    return Effects(Noise(seed=int(seed), **values), detection, weather)
 
 
 # ----------------------------------------------------------------------------- random numbers
@@ -179,8 +206,8 @@ def _laser_bias(seed, beams, sigma):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _apply(points, ray_index, intensity, origins, directions, seed, frame, probabilistic, limit_code, limit_a,
-           limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, dropout, range_sigma, range_sigma_per_m, bias, angle_sigma_rad, keep,
-           existence):
+           limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, alpha_per_m, dropout, range_sigma,
+           range_sigma_per_m, bias, angle_sigma_rad, keep, existence):
     """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P."""
     one_origin = origins.shape[0] == 1
     for k in prange(points.shape[0]):  # each return's draws depend on its ray alone: any order, same bytes
@@ -188,12 +215,21 @@ def _apply(points, ray_index, intensity, origins, directions, seed, frame, proba
         existence[k] = 1.0
         keep[k] = True
         r = points[k]["range"]
-        if probabilistic:
+        saturated = points[k]["saturated"] != 0
+        if alpha_per_m > 0.0 and not saturated:
+            transmission = two_way_transmission(alpha_per_m, r)
+            intensity[k] = intensity[k] * transmission
+            rho = points[k]["reflectivity"] * transmission
+            if not probabilistic and r > range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl,
+                                                        limit_tail_m, limit_max, rho):
+                keep[k] = False
+                continue
+        else:
+            rho = points[k]["reflectivity"]
+        if probabilistic and not saturated:  # a saturated retroreflector is never a marginal echo
             limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
-                                  points[k]["reflectivity"])
+                                  rho)
             p = detection_probability(r / limit) if limit > 0.0 else 0.0
-            if points[k]["saturated"]:
-                p = 1.0  # a retroreflector saturates the receiver: never a marginal echo
             existence[k] = p
             if uniform(seed, frame, ray, _DRAW_DETECT) >= p:
                 keep[k] = False
@@ -234,6 +270,66 @@ def _apply(points, ray_index, intensity, origins, directions, seed, frame, proba
     return keep
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _clutter(rays, target_range, target_reflectivity, seed, frame, clutter_params, pulse_length_m, min_range_m,
+             beam_divergence_rad, min_power_per_m2, has, range_m, reflectivity):
+    """Weather echoes of every ray (the stronger echo of a strongest-return sensor); arrays per ray."""
+    alpha, backscatter, particles = clutter_params[0], clutter_params[1], clutter_params[2]
+    d_min, d_scale = clutter_params[3], clutter_params[4]
+    for ray in prange(rays):
+        has[ray], range_m[ray], reflectivity[ray] = clutter_return(
+            alpha, backscatter, particles, d_min, d_scale, pulse_length_m, min_range_m, beam_divergence_rad,
+            min_power_per_m2, True, target_range[ray], target_reflectivity[ray],
+            uniform(seed, frame, ray, _DRAW_CLUTTER), uniform(seed, frame, ray, _DRAW_CLUTTER + 1),
+            uniform(seed, frame, ray, _DRAW_CLUTTER + 2))
+
+
+def _with_clutter(returns, pattern, weather: Weather, sensor, seed: int, frame: int):
+    """``returns`` with the weather's clutter echoes in: replacing a ray's return where they are the stronger
+    echo, else on rays that returned nothing; in ray order."""
+    from .physics import Returns
+    from .pointcloud import POINT_DTYPE
+
+    rays = len(pattern)
+    target_range = np.full(rays, np.inf)
+    target_reflectivity = np.zeros(rays)
+    target_range[returns.ray_index] = returns.points["range"]
+    target_reflectivity[returns.ray_index] = np.where(returns.points["saturated"] != 0, 1e3,
+                                                      returns.points["reflectivity"])
+    limit = sensor.range_limit
+    # the weakest power ρ/r² the unit resolves: its datasheet pairs, else (no pairs) 10 % at its maximum range
+    # (assumed: the common datasheet quote for units that give none)
+    floor = detection_floor_per_m2(limit) if limit is not None else 0.10 / sensor.max_range_m**2
+    has = np.zeros(rays, np.bool_)
+    range_m, reflectivity = np.empty(rays), np.empty(rays)
+    _clutter(rays, target_range, target_reflectivity, np.uint64(seed), np.uint64(frame),
+             np.asarray(weather.clutter_params(), np.float64), DEFAULT_PULSE_LENGTH_M,
+             max(float(sensor.min_range_m), DEFAULT_MIN_RANGE_M), DEFAULT_BEAM_DIVERGENCE_RAD, floor, has, range_m,
+             reflectivity)
+    hit = np.flatnonzero(has)
+    if len(hit) == 0:
+        return returns
+    replaced = np.isin(returns.ray_index, hit)
+    echo = np.zeros(len(hit), POINT_DTYPE)
+    origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
+    o = origins[0 if len(origins) == 1 else hit]
+    for k, name in enumerate("xyz"):
+        echo[name] = o[..., k] + range_m[hit] * pattern.directions[hit, k]
+    echo["range"], echo["reflectivity"] = range_m[hit], reflectivity[hit]
+    echo["beam_id"], echo["object_id"] = pattern.beam_id[hit], WEATHER_OBJECT_ID
+    # OSI intensity of a Lambertian-equivalent echo (as physics.return_of_hit writes it)
+    from .physics import INTENSITY_REFERENCE_RANGE_M
+
+    scale = INTENSITY_REFERENCE_RANGE_M / np.maximum(range_m[hit], INTENSITY_REFERENCE_RANGE_M)
+    echo_intensity = np.minimum(100.0 * reflectivity[hit] * scale**2, 100.0).astype(np.float32)
+    record = np.dtype((np.void, POINT_DTYPE.itemsize))  # moved as opaque bytes: ~15× faster than field by field
+    points = np.concatenate([returns.points[~replaced].view(record), echo.view(record)])
+    ray_index = np.concatenate([returns.ray_index[~replaced], hit.astype(np.int32)])
+    intensity = np.concatenate([returns.intensity_percent[~replaced], echo_intensity])
+    order = np.argsort(ray_index, kind="stable")
+    return Returns(points[order].view(POINT_DTYPE), ray_index[order], intensity[order])
+
+
 def stretched_limit(limit):
     """The range–reflectivity limit at :data:`STRETCH` times its ranges: what the physics pass keeps under
     probabilistic detection (every fit's r_L scales with its pairs' ranges)."""
@@ -243,17 +339,22 @@ def stretched_limit(limit):
                                   limit.max_range_m)
 
 
-def apply_effects(returns, pattern, sensor, frame: int):
+def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None = None):
     """``returns`` (:class:`~lidar_fmu.physics.Returns` in the sensor frame) after ``sensor.effects`` in frame
-    ``frame`` → (returns kept, their existence probability (M,) float64). ``returns.points`` is changed in
-    place."""
+    ``frame`` → (returns kept, their existence probability (M,) float64). ``weather`` stands in for the spec's
+    when it sets none (the FMU's SensorView). ``returns.points`` is changed in place."""
     from .physics import Returns
 
     effects = sensor.effects
+    weather = effects.weather if effects.weather is not None else weather
+    foul = weather is not None and not weather.clear
     n = len(returns.points)
-    if not effects.active or n == 0:
+    if not (effects.active or foul):
         return returns, np.ones(n)
     noise = effects.noise or Noise()
+    if foul:  # clutter first: its echoes then meet the same detection, dropout and noise as any return
+        returns = _with_clutter(returns, pattern, weather, sensor, noise.seed, frame)
+        n = len(returns.points)
     limit = sensor.range_limit
     if limit is not None:
         code, a, b, c, tail_refl, tail_m, limit_max = limit.kernel_params()
@@ -264,11 +365,17 @@ def apply_effects(returns, pattern, sensor, frame: int):
     keep = np.empty(n, np.bool_)
     existence = np.empty(n)
     bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
+    # clutter carries its extinction already: the pass attenuates hard returns only
+    alpha = weather.extinction_per_m if foul else 0.0
+    is_clutter = points["object_id"] == WEATHER_OBJECT_ID
+    saturated = points["saturated"].copy()
+    points["saturated"][is_clutter] = 1  # (marks them as never attenuated or drawn again, for this pass only)
     _apply(points, np.asarray(returns.ray_index, np.int64), returns.intensity_percent, origins, pattern.directions,
            np.uint64(noise.seed), np.uint64(frame), effects.detection == "probabilistic", np.int64(code),
            np.float64(a), np.float64(b), np.float64(c), np.float64(tail_refl), np.float64(tail_m),
-           np.float64(limit_max), noise.dropout, noise.range_sigma_m,
-           noise.range_sigma_per_m, bias, math.radians(noise.angle_sigma_deg), keep, existence)
+           np.float64(limit_max), alpha, noise.dropout, noise.range_sigma_m, noise.range_sigma_per_m, bias,
+           math.radians(noise.angle_sigma_deg), keep, existence)
+    points["saturated"] = saturated
     if keep.all():
         return Returns(points, returns.ray_index, returns.intensity_percent), existence
     record = np.dtype((np.void, points.dtype.itemsize))  # moved as opaque bytes: ~15× faster than field by field

@@ -65,7 +65,7 @@ class Lidar:
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
     def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
-             frame: int | None = None) -> PointCloud:
+             frame: int | None = None, weather=None) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -73,7 +73,8 @@ class Lidar:
         ``motion``: how the sensor (from its start pose to ``sensor_pose``) and
         the scene's instances moved while they fired; ignored when the
         sensor's ``motion_distortion`` is off. ``frame``: the frame counter that seeds this frame's noise and
-        detection draws (default: this Lidar's scans so far, :attr:`frames`).
+        detection draws (default: this Lidar's scans so far, :attr:`frames`). ``weather``: a
+        :class:`~lidar_fmu.weather.Weather` for a sensor whose spec sets none (the FMU: the SensorView's).
         """
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
@@ -84,7 +85,8 @@ class Lidar:
         else:
             returns = self.backend.returns(RayBatch.from_pattern(pattern, sensor_pose, self.sensor.max_range_m), model)
         t0 = time.perf_counter()
-        returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame)
+        returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
+                                           weather)
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
         cloud.existence_probability = existence

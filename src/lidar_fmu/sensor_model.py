@@ -135,7 +135,7 @@ class LidarSensorModel:
         else:
             with serial():
                 cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
-                                        frame=self.cycle_counter)
+                                        frame=self.cycle_counter, weather=frame.weather)
         self._previous = (frame.timestamp_s, sensor_pose, dict(zip(self.scene.instance_ids.tolist(),
                                                                    self.scene.poses.copy())))
         t4 = time.perf_counter()

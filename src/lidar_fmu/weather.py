@@ -238,13 +238,14 @@ def two_way_transmission(alpha_per_m, range_m):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def detectable_in_weather(code, a, b, c, max_range_m, alpha_per_m, reflectivity, range_m):
+def detectable_in_weather(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, alpha_per_m, reflectivity,
+                          range_m):
     """Whether a hard return survives: ``range_m <= r_L(reflectivity · T(range_m))``.
 
-    ``code, a, b, c, max_range_m`` are ``RangeReflectivityLimit.kernel_params()``.
+    ``code … max_range_m`` are ``RangeReflectivityLimit.kernel_params()``.
     """
     attenuated = reflectivity * two_way_transmission(alpha_per_m, range_m)
-    return range_m <= range_limit_m(code, a, b, c, max_range_m, attenuated)
+    return range_m <= range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, attenuated)
 
 
 @njit(cache=True, nogil=True)

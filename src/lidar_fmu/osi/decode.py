@@ -75,6 +75,7 @@ class SensorViewFrame:
     mounting_pose: np.ndarray | None = None  # vehicle_from_sensor, None when the view carries none
     environment_reference: str = ""
     version: tuple[int, int, int] | None = None
+    weather: object | None = None  # lidar_fmu.weather.Weather of GroundTruth.environmental_conditions, if set
 
     def object(self, object_id: int) -> ObjectState | None:
         return next((o for o in self.objects if o.id == object_id), None)
@@ -166,7 +167,13 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
     version = None
     if view.HasField("version"):
         version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
+    weather = None
+    if gt.HasField("environmental_conditions"):
+        from ..weather import from_osi_environment
+
+        weather = from_osi_environment(gt.environmental_conditions)
     return SensorViewFrame(
+        weather=weather,
         timestamp_s=timestamp_s,
         sensor_id=int(view.sensor_id.value),
         host_vehicle_id=host_id,

@@ -27,6 +27,7 @@ Spec keys (a contract; units in the names):
                              or "datasheet" (σ = ``range_accuracy_m``); off when absent (:mod:`lidar_fmu.effects`)
 ``detection``                "threshold" (default: r ≤ r_L) or "probabilistic" (P(r_L) = 0.9)
 ``range_accuracy_m``         the datasheet's range accuracy (1σ), what ``noise: datasheet`` uses
+``weather``                  {fog_visibility_m, rain_mm_h, snow_mm_h}: extinction and clutter (:mod:`lidar_fmu.weather`)
 ``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
                              with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
 ``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
@@ -75,7 +76,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
-    "noise", "detection", "range_accuracy_m",
+    "noise", "detection", "range_accuracy_m", "weather",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
