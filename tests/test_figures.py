@@ -108,3 +108,12 @@ def test_scan_pattern_and_motion_distortion_pngs(tmp_path):
     path = tmp_path / "motion.png"
     plot_motion_distortion(path, [("still", points), ("moving", points)])
     assert read_png(path).shape[1] > 800
+
+
+def test_detection_probability_png(tmp_path):
+    from lidar_fmu.figures import plot_detection_probability
+    from lidar_fmu.range_limit import fit_range_limit
+
+    path = tmp_path / "p.png"
+    plot_detection_probability(path, fit_range_limit([[0.10, 40.0], [0.80, 120.0]], "log", 120.0))
+    assert read_png(path).shape[1] > 600

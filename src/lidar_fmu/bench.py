@@ -232,6 +232,31 @@ def bench_motion(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
     return rows
 
 
+def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
+    """What noise, detection probability and weather add to one frame (issue 13's goal: ≤ 1 ms for noise,
+    ≤ 3 ms for weather), against the clean frame measured alongside."""
+    cases = [("clean", {}), ("datasheet noise", {"noise": "datasheet"}),
+             ("noise (range, bias, angle, dropout) + probabilistic detection",
+              {"noise": {"range_sigma_m": 0.03, "laser_bias_sigma_m": 0.01, "angle_sigma_deg": 0.05,
+                         "dropout": 0.01}, "detection": "probabilistic"}),
+             ("fog, visibility 200 m", {"weather": {"fog_visibility_m": 200.0}}),
+             ("rain 25 mm/h", {"weather": {"rain_mm_h": 25.0}})]
+    rows, clean_ms = [], None
+    clean = Lidar(scene, preset, backend=backend)
+    for label, extra in cases:
+        lidar = Lidar(scene, {"preset": preset} | extra, backend=backend)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
+        clean_ms = frame_ms if clean_ms is None else min(clean_ms, median_ms(lambda: clean.scan(sensor_pose), repeat))
+        rows.append(dict(case=label, frame_ms=frame_ms, clean_ms=clean_ms))
+    return rows
+
+
+def print_effects_table(preset: str, rows) -> None:
+    print(f"\n| effects, demo street, {preset} | frame ms | clean frame ms (same run) | added ms |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['frame_ms']:.2f} | {r['clean_ms']:.2f} | {r['frame_ms'] - r['clean_ms']:+.2f} |")
+
+
 def print_motion_table(preset: str, rows) -> None:
     print(f"\n| motion distortion, demo street, {preset} | time slices | frame ms | still frame ms (same run) | "
           "× still |\n|---|---|---|---|---|")
@@ -302,7 +327,7 @@ def run_bench(args) -> list[dict]:
         device = f", GPU {device_name()}"
     print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs{device}, backend={args.backend}, "
           f"median of {args.repeat}")
-    rows, gpu_rows, motion_rows = [], [], []
+    rows, gpu_rows, motion_rows, effects_rows = [], [], [], []
     for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
         if name == "street":
             scene, pose = street_scene(args.work_dir)
@@ -313,11 +338,14 @@ def run_bench(args) -> list[dict]:
         rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
         if name == "street":
             motion_rows = bench_motion(scene, pose, args.backend, args.repeat)
+            effects_rows = bench_effects(scene, pose, args.backend, args.repeat)
         if gpu:
             gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))
     print_table(rows)
     if motion_rows:
         print_motion_table("OS1-128×1024", motion_rows)
+    if effects_rows:
+        print_effects_table("OS1-128×1024", effects_rows)
     if gpu_rows:
         print_gpu_table(gpu_rows)
     if not args.skip_step:

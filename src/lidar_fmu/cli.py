@@ -257,6 +257,7 @@ def cmd_figures(args) -> None:
     from .cache import cache_dir
     from .demo_scene import ensure_street, load_street_scene
     from .figures import (
+        plot_detection_probability,
         plot_livox_coverage,
         plot_motion_distortion,
         plot_range_limits,
@@ -299,8 +300,19 @@ def cmd_figures(args) -> None:
                            [("still", lidar.scan(pose).points),
                             ("driving at 20 m/s (+x): motion distortion", lidar.scan(pose, motion=moving).points)])
     plot_livox_coverage(os.path.join(args.output, "livox_coverage.png"))
-    print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png and "
-          f"livox_coverage.png to {args.output}")
+    # issue 13: the street clean, with datasheet noise, in fog and in rain; the detection law
+    weather_panels = []
+    for title, extra in (("clean", {}), ("datasheet noise (σ 3 cm)", {"noise": "datasheet"}),
+                         ("fog, visibility 50 m", {"weather": {"fog_visibility_m": 50.0}}),
+                         ("rain, 25 mm/h", {"weather": {"rain_mm_h": 25.0}})):
+        spec = {"preset": "ouster_os1_128", "range_reflectivity": limit} | extra
+        cloud = Lidar(scene, spec, materials=street_map, warn=lambda message: None).scan(pose)
+        weather_panels.append((title, cloud.points))
+    plot_reflectivity_bev(os.path.join(args.output, "street_weather.png"), weather_panels, extent_m=40.0)
+    plot_detection_probability(os.path.join(args.output, "detection_probability.png"),
+                               load_sensor("ouster_os1_128").range_limit)
+    print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png, "
+          f"livox_coverage.png, street_weather.png and detection_probability.png to {args.output}")
 
 
 def cmd_bench(args) -> None:

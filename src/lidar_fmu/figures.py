@@ -290,3 +290,32 @@ def plot_motion_distortion(path, clouds: Sequence[tuple[str, np.ndarray]], exten
     figure.colorbar(ScalarMappable(norm=norm, cmap=colormaps["turbo"]), ax=list(axes),
                     label="firing time after the frame start (ms)", shrink=0.85, pad=0.02)
     _save(figure, path)
+
+
+# ------------------------------------------- noise, weather and detection probability
+
+
+def plot_detection_probability(path, limit, reflectivities=(0.10, 0.80)) -> None:
+    """P(detected) against range for targets of each reflectivity under ``limit`` (probabilistic detection,
+    :mod:`lidar_fmu.effects`), the threshold (P = 1 up to r_L) dashed beside it."""
+    from .effects import detection_probability
+
+    figure = _new_figure(7.0, 4.5)
+    ax = figure.add_subplot()
+    top = float(limit.max_range_m_for(max(reflectivities))) * 1.6
+    ranges = np.linspace(0.1, top, 600)
+    for refl, color in zip(reflectivities, ("#1f77b4", "#d62728")):
+        r_l = float(limit.max_range_m_for(refl))
+        p = [detection_probability(r / r_l) for r in ranges]
+        ax.plot(ranges, p, color=color, linewidth=2.0, label=f"{100 * refl:.0f} % target (r_L = {r_l:.0f} m)")
+        ax.plot([0, r_l, r_l, top], [1, 1, 0, 0], color=color, linewidth=1.0, linestyle="--")
+        ax.plot([r_l], [0.9], marker="o", color=color)
+    ax.axhline(0.9, color="0.6", linewidth=0.8)
+    ax.set_xlim(0.0, top)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("range (m)")
+    ax.set_ylabel("detection probability")
+    ax.set_title("Probabilistic detection: P(r_L) = 0.9 (datasheet ranges), threshold dashed")
+    ax.grid(True, color="0.88", linewidth=0.8)
+    ax.legend(loc="upper right", fontsize=9)
+    _save(figure, path)
