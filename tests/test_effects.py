@@ -234,3 +234,49 @@ def test_bad_weather_specs_name_the_key():
     for bad, key in (({"fog_visibility_m": -1}, "fog_visibility_m"), ({"hail_mm_h": 3}, "hail_mm_h")):
         with pytest.raises(SensorSpecError, match=key):
             load_sensor({"preset": "velodyne_vlp16", "weather": bad})
+
+
+# -- through the command line and the FMU -----------------------------------------------------------------
+def test_scan_command_measures_the_noise_it_was_given(tmp_path):
+    import json
+
+    import trimesh
+
+    from lidar_fmu.cli import main
+    from lidar_fmu.io import read_pcd
+
+    trimesh.creation.box(extents=(0.2, 80.0, 40.0)).export(tmp_path / "wall.obj")
+    clouds = {}
+    for name, extra in (("exact", {}), ("noisy", {"noise": {"range_sigma_m": 0.05, "seed": 1}})):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"preset": "velodyne_vlp16"} | extra))
+        out = tmp_path / f"{name}.pcd"
+        assert main(["scan", "--mesh", str(tmp_path / "wall.obj"), "--sensor", str(tmp_path / f"{name}.json"),
+                     "--pose", "-20.1,0,0", "-o", str(out)]) == 0
+        clouds[name] = read_pcd(out)
+    exact, noisy = clouds["exact"], clouds["noisy"]
+    assert len(exact) == len(noisy) > 3000  # range noise drops nothing
+    residual = noisy["range"].astype(np.float64) - exact["range"]  # same rays, same order
+    assert residual.std() == pytest.approx(0.05, rel=0.1)
+
+
+def test_noise_through_the_fmu_is_reproducible(tmp_path):
+    import json
+
+    from lidar_fmu.fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
+    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.osi.detections import sensor_data_to_points
+
+    if sources_newer_than(DEFAULT_FMU):
+        build_fmu(DEFAULT_FMU)
+    spec = tmp_path / "noisy.json"
+    spec.write_text(json.dumps({"preset": "velodyne_vlp16", "noise": {"range_sigma_m": 0.05, "seed": 7},
+                                "motion_distortion": False}))
+    views = [sensor_view([(10, (20.1, 0.0, 0.75), (0, 0, 0), (0.2, 80.0, 40.0), "")], time_s=0.05 * k)
+             for k in (1, 2)]
+    runs = []
+    for _ in range(2):
+        with SensorFMU(DEFAULT_FMU, {"sensor": str(spec)}) as fmu:
+            runs.append([bytes(fmu.step(view, 0.05 * k, 0.05).sensor_data) for k, view in enumerate(views)])
+    assert runs[0] == runs[1] and runs[0][0] != runs[0][1]
+    wall = sensor_data_to_points(runs[0][0]).points
+    assert np.std(wall["x"] - np.median(wall["x"])) > 0.02  # not a flat, exact wall

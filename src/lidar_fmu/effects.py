@@ -207,15 +207,18 @@ def _laser_bias(seed, beams, sigma):
 @njit(cache=True, nogil=True, parallel=True)
 def _apply(points, ray_index, intensity, origins, directions, seed, frame, probabilistic, limit_code, limit_a,
            limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, alpha_per_m, dropout, range_sigma,
-           range_sigma_per_m, bias, angle_sigma_rad, keep, existence):
-    """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P."""
+           range_sigma_per_m, bias, angle_sigma_rad, weather_id, keep, existence):
+    """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P.
+
+    Weather echoes (``object_id == weather_id``) come with their extinction and detection decided
+    (:func:`~lidar_fmu.weather.clutter_return`): they meet only dropout and noise here."""
     one_origin = origins.shape[0] == 1
     for k in prange(points.shape[0]):  # each return's draws depend on its ray alone: any order, same bytes
         ray = ray_index[k]
         existence[k] = 1.0
         keep[k] = True
         r = points[k]["range"]
-        saturated = points[k]["saturated"] != 0
+        saturated = points[k]["saturated"] != 0 or points[k]["object_id"] == weather_id
         if alpha_per_m > 0.0 and not saturated:
             transmission = two_way_transmission(alpha_per_m, r)
             intensity[k] = intensity[k] * transmission
@@ -309,7 +312,7 @@ def _with_clutter(returns, pattern, weather: Weather, sensor, seed: int, frame: 
     hit = np.flatnonzero(has)
     if len(hit) == 0:
         return returns
-    replaced = np.isin(returns.ray_index, hit)
+    replaced = has[returns.ray_index]
     echo = np.zeros(len(hit), POINT_DTYPE)
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     o = origins[0 if len(origins) == 1 else hit]
@@ -323,7 +326,7 @@ def _with_clutter(returns, pattern, weather: Weather, sensor, seed: int, frame: 
     scale = INTENSITY_REFERENCE_RANGE_M / np.maximum(range_m[hit], INTENSITY_REFERENCE_RANGE_M)
     echo_intensity = np.minimum(100.0 * reflectivity[hit] * scale**2, 100.0).astype(np.float32)
     record = np.dtype((np.void, POINT_DTYPE.itemsize))  # moved as opaque bytes: ~15× faster than field by field
-    points = np.concatenate([returns.points[~replaced].view(record), echo.view(record)])
+    points = np.concatenate([returns.points.view(record)[~replaced], echo.view(record)])
     ray_index = np.concatenate([returns.ray_index[~replaced], hit.astype(np.int32)])
     intensity = np.concatenate([returns.intensity_percent[~replaced], echo_intensity])
     order = np.argsort(ray_index, kind="stable")
@@ -365,17 +368,12 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
     keep = np.empty(n, np.bool_)
     existence = np.empty(n)
     bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
-    # clutter carries its extinction already: the pass attenuates hard returns only
     alpha = weather.extinction_per_m if foul else 0.0
-    is_clutter = points["object_id"] == WEATHER_OBJECT_ID
-    saturated = points["saturated"].copy()
-    points["saturated"][is_clutter] = 1  # (marks them as never attenuated or drawn again, for this pass only)
     _apply(points, np.asarray(returns.ray_index, np.int64), returns.intensity_percent, origins, pattern.directions,
            np.uint64(noise.seed), np.uint64(frame), effects.detection == "probabilistic", np.int64(code),
            np.float64(a), np.float64(b), np.float64(c), np.float64(tail_refl), np.float64(tail_m),
            np.float64(limit_max), alpha, noise.dropout, noise.range_sigma_m, noise.range_sigma_per_m, bias,
-           math.radians(noise.angle_sigma_deg), keep, existence)
-    points["saturated"] = saturated
+           math.radians(noise.angle_sigma_deg), WEATHER_OBJECT_ID, keep, existence)
     if keep.all():
         return Returns(points, returns.ray_index, returns.intensity_percent), existence
     record = np.dtype((np.void, points.dtype.itemsize))  # moved as opaque bytes: ~15× faster than field by field
