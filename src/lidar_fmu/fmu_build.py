@@ -78,6 +78,15 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
             SLAVE_SCRIPT, dest=dest, project_files=[package, annotations], needsExecutionTool="false",
         )
         put_status_shim(Path(path), Path(staging))
+    import zipfile
+
+    with zipfile.ZipFile(path) as built:
+        if not any(name.startswith("binaries/") for name in built.namelist()):
+            import pythonfmu
+
+            raise RuntimeError(f"the FMU {path} has no binaries: pythonfmu was imported from {pythonfmu.__file__}, "
+                               "a copy without them (an FMU run in this process shadows the installed pythonfmu; "
+                               "build before running one)")
     return Path(path)
 
 

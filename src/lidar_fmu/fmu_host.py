@@ -28,6 +28,10 @@ class SensorFMU:
     def __init__(self, fmu_path, parameters: dict | None = None, instance_name: str = "lidar",
                  unzip_dir: str | None = None, echo_log: bool = False, initialize: bool = True):
         """``initialize=False`` stops after ``fmi2Instantiate`` (drive the FMI states through ``.fmu``)."""
+        # The installed pythonfmu first: a pythonfmu FMU run in this process puts its resources/ (which carry a
+        # copy of pythonfmu's Python package, without the binaries) in front of sys.path, so a later
+        # `import pythonfmu.builder` (lidar_fmu.fmu_build) would find no binaries and build an FMU without any.
+        import pythonfmu.builder  # noqa: F401
         from fmpy import extract, read_model_description
         from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
 
