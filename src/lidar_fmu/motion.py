@@ -65,8 +65,8 @@ def unit_quaternion(rotation: np.ndarray) -> np.ndarray:
     """(w, x, y, z) of a 3×3 rotation, by Shepperd's method: from the largest of the four squared components,
     so it stays accurate at every angle (the trace alone fails near a half turn).
 
-    (Not trimesh's: importing trimesh in the FMU pulls in its ray module and a second Embree, whose exit-time
-    teardown then crashed C masters.)
+    (Not trimesh's: importing trimesh here, in the middle of a step, pulls in its ray module and a second
+    Embree, and C masters with two instances then crashed at exit in ~1 run in 8.)
     """
     r = np.asarray(rotation, np.float64)
     t = np.trace(r)
