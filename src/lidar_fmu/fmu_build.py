@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
+import subprocess
 import tempfile
+import warnings
+import zipfile
 from pathlib import Path
 
 from .cache import cache_dir
@@ -78,8 +82,6 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
             SLAVE_SCRIPT, dest=dest, project_files=[package, annotations], needsExecutionTool="false",
         )
         put_status_shim(Path(path), Path(staging))
-    import zipfile
-
     with zipfile.ZipFile(path) as built:
         if not any(name.startswith("binaries/") for name in built.namelist()):
             import pythonfmu
@@ -105,11 +107,6 @@ def put_status_shim(fmu_path: Path, work_dir: Path) -> bool:
     binary and a warning says so (:data:`SHIM_MISSING`). → whether the shim
     went in.
     """
-    import platform
-    import subprocess
-    import warnings
-    import zipfile
-
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
         # pythonfmu ships an x86-64 Linux binary: a shim built here for another machine could not load it
         warnings.warn(f"the FMU's status shim is built on x86-64 Linux only (this is {platform.system()} "

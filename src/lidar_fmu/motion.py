@@ -11,7 +11,7 @@ Poses between two SensorViews are interpolated: position linearly, orientation
 by slerp (constant angular velocity about one axis), the same law for the
 sensor and for every object (:func:`interpolate_pose`). Before the first
 SensorView they are extrapolated from OSI ``base.velocity`` and
-``base.orientation_rate`` (:func:`extrapolate_pose`).
+``base.orientation_rate`` (:func:`~lidar_fmu.transforms.extrapolate_pose`).
 
 How a frame is cast (:func:`cast_moving`):
 
@@ -34,9 +34,9 @@ import numpy as np
 from numba import njit
 
 from .physics import Returns
-from .pointcloud import POINT_DTYPE
+from .pointcloud import POINT_DTYPE, place_on_rays
 from .raycast import RayBatch
-from .transforms import pose_matrix, roll_pitch_yaw
+from .transforms import split_scale
 
 #: Faster than this between two views, a pose change is a jump (a teleport, a respawn, a test placing objects),
 #: not motion, and is not interpolated. Assumed: 150 m/s (540 km/h) is beyond any road vehicle (the fastest
@@ -46,19 +46,19 @@ MAX_INTERPOLATED_SPEED_M_S = 150.0
 MAX_INTERPOLATED_TURN_RAD = 0.5 * np.pi
 
 
+def jumps(start: np.ndarray, end: np.ndarray, dt_s: float) -> np.ndarray:
+    """(K,) bool: did each pose change from ``start`` (K, 4, 4) to ``end`` over ``dt_s`` seconds too fast to be
+    motion? The turn's angle comes from the trace, exact enough for a quarter-turn threshold."""
+    r0, _ = split_scale(start)
+    r1, _ = split_scale(end)
+    distance_m = np.linalg.norm(np.asarray(end)[..., :3, 3] - np.asarray(start)[..., :3, 3], axis=-1)
+    cos_turn = 0.5 * (np.einsum("...ij,...ij->...", r0, r1) - 1.0)  # trace(r0ᵀ r1) = 1 + 2 cos θ
+    return (distance_m > MAX_INTERPOLATED_SPEED_M_S * dt_s) | (cos_turn < math.cos(MAX_INTERPOLATED_TURN_RAD))
+
+
 def is_jump(start: np.ndarray, end: np.ndarray, dt_s: float) -> bool:
-    """Did a pose change from ``start`` to ``end`` over ``dt_s`` seconds too fast to be motion?"""
-    r0, _ = _split_scale(start)
-    r1, _ = _split_scale(end)
-    distance_m = float(np.linalg.norm(end[:3, 3] - start[:3, 3]))
-    return (distance_m > MAX_INTERPOLATED_SPEED_M_S * dt_s
-            or float(np.linalg.norm(rotation_vector(r0.T @ r1))) > MAX_INTERPOLATED_TURN_RAD)
-
-
-def _split_scale(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rotation 3×3, per-axis scale (3,)) of a pose whose 3×3 is ``R · diag(scale)`` (OSI boxes are scaled so)."""
-    scale = np.linalg.norm(pose[:3, :3], axis=0)
-    return pose[:3, :3] / np.where(scale > 0, scale, 1.0), scale
+    """Did a pose change from ``start`` to ``end`` over ``dt_s`` seconds too fast to be motion (:func:`jumps`)?"""
+    return bool(jumps(np.asarray(start)[None], np.asarray(end)[None], dt_s)[0])
 
 
 def unit_quaternion(rotation: np.ndarray) -> np.ndarray:
@@ -137,10 +137,8 @@ class PoseInterpolation:
         start = np.asarray(start, np.float64).reshape(-1, 4, 4)
         end = np.asarray(end, np.float64).reshape(-1, 4, 4)
         self.p0, self.p1 = start[:, :3, 3], end[:, :3, 3]
-        self.s0 = np.linalg.norm(start[:, :3, :3], axis=1)  # column norms: the scale
-        self.s1 = np.linalg.norm(end[:, :3, :3], axis=1)
-        self.r0 = start[:, :3, :3] / np.where(self.s0 > 0, self.s0, 1.0)[:, None, :]
-        r1 = end[:, :3, :3] / np.where(self.s1 > 0, self.s1, 1.0)[:, None, :]
+        self.r0, self.s0 = split_scale(start)
+        r1, self.s1 = split_scale(end)
         rotvec = np.array([rotation_vector(a.T @ b) for a, b in zip(self.r0, r1)]).reshape(-1, 3)
         self.angle = np.linalg.norm(rotvec, axis=1)
         axis = rotvec / np.where(self.angle > 0, self.angle, 1.0)[:, None]
@@ -163,19 +161,6 @@ class PoseInterpolation:
 def interpolate_pose(start: np.ndarray, end: np.ndarray, fraction: float) -> np.ndarray:
     """The 4×4 pose a ``fraction`` of the way from ``start`` (0) to ``end`` (1) (:class:`PoseInterpolation`)."""
     return PoseInterpolation(start, end).at(fraction)[0]
-
-
-def extrapolate_pose(pose: np.ndarray, velocity_m_s, orientation_rate_rad_s, dt_s: float) -> np.ndarray:
-    """``pose`` moved by ``dt_s`` seconds at OSI ``base.velocity`` (world, m/s) and ``base.orientation_rate``.
-
-    OSI's ``orientation_rate`` is the time derivative of (roll, pitch, yaw),
-    so the angles move by ``rate · dt``; a scaled pose keeps its scale.
-    """
-    rotation, scale = _split_scale(pose)
-    angles = np.asarray(roll_pitch_yaw(rotation)) + dt_s * np.asarray(orientation_rate_rad_s, np.float64)
-    moved = pose_matrix(pose[:3, 3] + dt_s * np.asarray(velocity_m_s, np.float64), angles)
-    moved[:3, :3] *= scale
-    return moved
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,8 +205,8 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
     fraction = motion.fraction(pattern.time_offset_s)
     # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
     # axis and a shift (f − 1)·Δ, with slerp's constant axis in the sensor frame
-    r_start, _ = _split_scale(motion.sensor_start_pose)
-    r_end, _ = _split_scale(sensor_end_pose)
+    r_start, _ = split_scale(motion.sensor_start_pose)
+    r_end, _ = split_scale(sensor_end_pose)
     rotvec_end = rotation_vector(r_start.T @ r_end)
     shift_end = r_end.T @ (sensor_end_pose[:3, 3] - motion.sensor_start_pose[:3, 3])
     back = fraction - 1.0
@@ -289,20 +274,10 @@ def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> Non
     """
     if len(points) == 0:
         return
-    _place_on_rays(points["range"], ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32),
+    place_on_rays(points["range"], ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32),
                    points["x"], points["y"], points["z"])
     if np.any(rotvec_end):
         normals = np.stack([points["normal_x"], points["normal_y"], points["normal_z"]], axis=1)
         normals = rotate_about(normals, rotvec_end, -back[ray_index], dtype=np.float32)
         points["normal_x"], points["normal_y"], points["normal_z"] = normals.T
 
-
-@njit(cache=True, nogil=True)
-def _place_on_rays(range_m, ray_index, directions, origins, x, y, z):
-    one = origins.shape[0] == 1
-    for k in range(range_m.shape[0]):
-        i = ray_index[k]
-        o = 0 if one else i
-        x[k] = origins[o, 0] + range_m[k] * directions[i, 0]
-        y[k] = origins[o, 1] + range_m[k] * directions[i, 1]
-        z[k] = origins[o, 2] + range_m[k] * directions[i, 2]

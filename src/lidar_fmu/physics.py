@@ -22,7 +22,7 @@ sensor's range–reflectivity limit (:mod:`lidar_fmu.range_limit`).
 OSI ``intensity`` (percent) follows the lidar equation for an extended
 Lambertian target: the received power ∝ ρ(θ) / r², normalised so that a
 perfect Lambertian reflector (ρ = 1) facing the sensor at
-:data:`INTENSITY_REFERENCE_RANGE_M` gives 100 %, clipped to 0–100 %:
+:data:`~lidar_fmu.range_limit.INTENSITY_REFERENCE_RANGE_M` gives 100 %, clipped to 0–100 %:
 ``intensity = 100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)``;
 saturated (retroreflective) returns report 100 %.
 
@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from .codes import ABSORBENT, FIT_CONSTANT, RETROREFLECTIVE, TRANSPARENT
+from .codes import ABSORBENT, RETROREFLECTIVE, TRANSPARENT
 from .materials import (
     MaterialDatabase,
     load_database,
@@ -51,11 +51,9 @@ from .materials import (
 )
 from .materials.mapping import check_map
 from .pointcloud import CAST_FIELDS, ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
-from .range_limit import range_limit_m
+from .range_limit import intensity_percent, limit_params, range_limit_m
 from .raycast.rays import Continuation
 
-#: range (m) at which a perfect Lambertian reflector facing the sensor reads 100 % intensity
-INTENSITY_REFERENCE_RANGE_M = 10.0
 #: how far behind a surface a ray that goes on through it starts again (m). Assumed, not measured: well
 #: above float32 resolution at 300 m (~30 µm), so the ray cannot hit the same surface again, and well
 #: below any glazing's thickness that matters to a return.
@@ -199,9 +197,7 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
         rho = rho if rho < 1.0 else 1.0
         intensity = 100.0
     else:
-        scale = INTENSITY_REFERENCE_RANGE_M / (r if r > INTENSITY_REFERENCE_RANGE_M else INTENSITY_REFERENCE_RANGE_M)
-        intensity = 100.0 * (rho * scale * scale)
-        intensity = intensity if intensity < 100.0 else 100.0
+        intensity = intensity_percent(rho, r)
     return kept, ox + r * dx, oy + r * dy, oz + r * dz, sx, sy, sz, rho, intensity, saturated
 
 
@@ -302,10 +298,8 @@ class ReturnModel:
 
 def return_model(sensor, materials: Materials, scene) -> ReturnModel:
     triangle_material, first_triangle = materials.per_instance(scene)
-    limit = getattr(sensor, "physics_range_limit", sensor.range_limit)
-    params = (limit.kernel_params() if limit is not None
-              else (FIT_CONSTANT, 0.0, 0.0, 0.0, 0.0, 0.0, sensor.max_range_m))
-    return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), params,
+    limit = sensor.physics_range_limit
+    return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), limit_params(limit, sensor.max_range_m),
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
                        materials.class_code, materials.reflectance_table, materials.lambertian_rho0,
                        int(sensor.max_transparent_layers))

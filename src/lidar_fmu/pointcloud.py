@@ -240,3 +240,16 @@ def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = R
         raise RayMatchError(f"cannot give {m} points their rays in a {pattern.rows}×{pattern.columns} pattern: "
                             + "; ".join(problems))
     return out
+
+
+@njit(cache=True, nogil=True)
+def place_on_rays(range_m, ray_index, directions, origins, x, y, z):
+    """x, y, z[k] = the point ``range_m[k]`` along ray ``ray_index[k]``: ``origin + range · direction`` (origins
+    (N, 3), or (1, 3) for every ray), in float32 as the physics pass writes it."""
+    one = origins.shape[0] == 1
+    for k in range(range_m.shape[0]):
+        i = ray_index[k]
+        o = 0 if one else i
+        x[k] = origins[o, 0] + range_m[k] * directions[i, 0]
+        y[k] = origins[o, 1] + range_m[k] * directions[i, 1]
+        z[k] = origins[o, 2] + range_m[k] * directions[i, 2]

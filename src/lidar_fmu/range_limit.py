@@ -377,3 +377,26 @@ def range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, r
         return 0.0
     limit = max(limit, c)
     return min(max(limit, 0.0), max_range_m)
+
+
+def limit_params(limit, max_range_m: float) -> tuple:
+    """:func:`range_limit_m`'s parameters for ``limit`` (a :class:`RangeReflectivityLimit`), or for none: every
+    reflectivity reaches ``max_range_m``."""
+    if limit is not None:
+        return limit.kernel_params()
+    return FIT_CONSTANT, 0.0, 0.0, 0.0, 0.0, 0.0, float(max_range_m)
+
+
+#: range (m) at which a perfect Lambertian reflector facing the sensor reads 100 % intensity
+INTENSITY_REFERENCE_RANGE_M = 10.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def intensity_percent(reflectivity, range_m):
+    """OSI ``intensity`` (%) of an echo off an extended Lambertian target: the lidar equation's ρ/r², 100 % for
+    ρ = 1 at :data:`INTENSITY_REFERENCE_RANGE_M` and nearer, clipped to 100 %."""
+    # (no min/max builtins: the CUDA kernels compile this body too)
+    scale = INTENSITY_REFERENCE_RANGE_M / (range_m if range_m > INTENSITY_REFERENCE_RANGE_M  # noqa: FURB136
+                                           else INTENSITY_REFERENCE_RANGE_M)
+    percent = 100.0 * (reflectivity * scale * scale)
+    return percent if percent < 100.0 else 100.0  # noqa: FURB136

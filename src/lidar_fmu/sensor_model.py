@@ -26,14 +26,14 @@ import numpy as np
 
 from .errors import LidarFmuError
 from .lidar import Lidar
-from .motion import FrameMotion, extrapolate_pose, is_jump
+from .motion import FrameMotion, jumps
 from .osi.decode import check_position, decode_sensor_view
 from .osi.encode import encode_empty_sensor_data, encode_sensor_data_buffer
 from .parallel import serial, serialised, serialised_message, threadsafe_layer
 from .pointcloud import POINT_DTYPE, PointCloud
 from .scene import Scene
 from .scene_update import SceneUpdater
-from .transforms import PoseError, check_pose, pose_matrix
+from .transforms import PoseError, check_pose, extrapolate_pose, pose_matrix
 
 STAGES = ("decode", "scene", "cast", "physics", "encode")
 
@@ -76,7 +76,7 @@ class LidarSensorModel:
         self.sensor_id = sensor_id
         self.cycle_counter = 0
         self.last_measurement_time_s = None
-        #: the last view the sensor fired up to: (timestamp s, world_from_sensor, {instance id: world pose})
+        #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
         self._previous = None
         #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
         self._sensor_t0_s = None
@@ -136,8 +136,7 @@ class LidarSensorModel:
             with serial():
                 cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
                                         frame=self.cycle_counter, weather=frame.weather)
-        self._previous = (frame.timestamp_s, sensor_pose, dict(zip(self.scene.instance_ids.tolist(),
-                                                                   self.scene.poses.copy())))
+        self._previous = (frame.timestamp_s, sensor_pose, (self.scene.instance_ids.copy(), self.scene.poses.copy()))
         t4 = time.perf_counter()
         t3 = t2 + self.lidar.last_timings["cast"]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
@@ -179,16 +178,20 @@ class LidarSensorModel:
             return pattern, None
         # (with self-hits on, the host's own body is posed in the slices like any object: it moves with the
         # sensor, so its points carry up to half a slice of the host's motion; see README)
-        ids = self.scene.instance_ids.tolist()
-        if previous is not None:  # interpolated, but for jumps (is_jump): those are taken as they come
-            before, dt = previous[2], now - start
-            starts = {i: before[i] for i in ids if i in before
-                      and not np.array_equal(before[i], pose := self.scene.pose_of(i))
-                      and not is_jump(before[i], pose, dt)}
-            new = [i for i in ids if i not in before]
-            sensor_start = previous[1] if not is_jump(previous[1], sensor_pose, dt) else sensor_pose
+        ids, poses = self.scene.instance_ids, self.scene.poses
+        if previous is not None:  # interpolated, but for jumps (motion.jumps): those are taken as they come
+            (before_ids, before_poses), dt = previous[2], now - start
+            # each instance's pose at the previous view, found by id (sorted once), all at once
+            order = np.argsort(before_ids, kind="stable")
+            at = np.minimum(np.searchsorted(before_ids, ids, sorter=order), len(order) - 1) if len(order) else None
+            known = np.zeros(len(ids), bool) if at is None else before_ids[order[at]] == ids
+            then = before_poses[order[at[known]]] if at is not None else np.zeros((0, 4, 4))
+            moved = np.any(then != poses[known], axis=(1, 2)) & ~jumps(then, poses[known], dt)
+            starts = dict(zip(ids[known][moved].tolist(), then[moved]))
+            new = ids[~known].tolist()
+            sensor_start = previous[1] if not jumps(previous[1][None], sensor_pose[None], dt)[0] else sensor_pose
         else:
-            starts, new = {}, ids
+            starts, new = {}, ids.tolist()
             host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
             sensor_start = sensor_pose
             if host is not None and host.moves:
@@ -200,8 +203,7 @@ class LidarSensorModel:
             obj = objects.get(object_id)
             if obj is not None and obj.moves:
                 end = self.scene.pose_of(object_id)
-                starts[object_id] = _finite_or(extrapolate_pose(end, obj.velocity_m_s or (0, 0, 0),
-                                                                obj.orientation_rate_rad_s or (0, 0, 0),
+                starts[object_id] = _finite_or(extrapolate_pose(end, obj.velocity_m_s, obj.orientation_rate_rad_s,
                                                                 start - now), end)
         return pattern, FrameMotion(start, now, window_start, sensor_start, starts)
 

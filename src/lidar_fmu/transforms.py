@@ -145,3 +145,26 @@ def transform_points(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
     moved = _rotate(local, np.ascontiguousarray(pose[:3, :3], dtype=np.float64), np.empty_like(local))
     moved += pose[:3, 3]
     return moved.astype(np.float32)
+
+
+def split_scale(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rotations (..., 3, 3), per-axis scales (..., 3)) of poses (..., 4, 4) whose 3×3 is ``R · diag(scale)``
+    (OSI boxes are placed so: a unit box stretched by the instance pose)."""
+    poses = np.asarray(poses, np.float64)
+    scale = np.linalg.norm(poses[..., :3, :3], axis=-2)  # column norms
+    return poses[..., :3, :3] / np.where(scale > 0, scale, 1.0)[..., None, :], scale
+
+
+def extrapolate_pose(pose: np.ndarray, velocity_m_s, orientation_rate_rad_s, dt_s: float) -> np.ndarray:
+    """``pose`` moved by ``dt_s`` seconds at OSI ``base.velocity`` (world, m/s) and ``base.orientation_rate``
+    (unset: zero); how poses are taken back before a first SensorView.
+
+    OSI's ``orientation_rate`` is the time derivative of (roll, pitch, yaw),
+    so the angles move by ``rate · dt``; a scaled pose keeps its scale.
+    """
+    rotation, scale = split_scale(pose)
+    rate = np.zeros(3) if orientation_rate_rad_s is None else np.asarray(orientation_rate_rad_s, np.float64)
+    velocity = np.zeros(3) if velocity_m_s is None else np.asarray(velocity_m_s, np.float64)
+    moved = pose_matrix(np.asarray(pose)[:3, 3] + dt_s * velocity, np.asarray(roll_pitch_yaw(rotation)) + dt_s * rate)
+    moved[:3, :3] *= scale
+    return moved

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LidarFmuError
-from ..transforms import pose_matrix
+from ..transforms import extrapolate_pose, pose_matrix
 
 #: |coordinate| beyond this (m) is no place in any world: such a position is invalid input, like NaN
 #: (float32 rays there are metres apart, and a pose that far out is a unit or encoding error)
@@ -58,13 +58,6 @@ class ObjectState:
         """Does the view give this object a velocity or an orientation rate that is not zero?"""
         return any(v for v in (self.velocity_m_s or ()) + (self.orientation_rate_rad_s or ()))
 
-    def pose_after(self, dt_s: float) -> np.ndarray:
-        """The bounding-box pose ``dt_s`` seconds later (earlier when negative), at the view's velocity and
-        orientation rate (unset ones are zero): how poses are extrapolated before a first SensorView."""
-        return pose_matrix(np.add(self.position_m, np.multiply(self.velocity_m_s or (0.0, 0.0, 0.0), dt_s)),
-                           np.add(self.orientation_rad, np.multiply(self.orientation_rate_rad_s or (0.0, 0.0, 0.0),
-                                                                    dt_s)))
-
 
 @dataclass
 class SensorViewFrame:
@@ -82,11 +75,11 @@ class SensorViewFrame:
 
     def host_pose(self, dt_s: float = 0.0) -> np.ndarray | None:
         """4×4 world_from_vehicle (rear-axle frame) of the host, if it is in the ground truth (``dt_s`` later:
-        :meth:`ObjectState.pose_after`)."""
+        :func:`~lidar_fmu.transforms.extrapolate_pose`)."""
         host = self.object(self.host_vehicle_id) if self.host_vehicle_id is not None else None
         if host is None:
             return None
-        pose = host.pose_after(dt_s) if dt_s else host.pose
+        pose = extrapolate_pose(host.pose, host.velocity_m_s, host.orientation_rate_rad_s, dt_s) if dt_s else host.pose
         if host.bbcenter_to_rear_m is not None:
             pose[:3, 3] += pose[:3, :3] @ np.asarray(host.bbcenter_to_rear_m)
         return pose

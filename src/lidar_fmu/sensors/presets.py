@@ -28,6 +28,20 @@ from .rosette import MID70_HORIZONTAL_HZ, MID70_VERTICAL_HZ
 
 _FULL_TURN_CW = [180.0, -180.0]
 
+#: what every HDL-64E preset shares (they differ in their unit calibration). HDL-64E S2/S3 datasheets and
+#: user's manuals: 120 m, 905 nm, 5–15 Hz (S3: 5–20 Hz), 50 m at 10 % and 120 m at 80 % reflectivity, distance
+#: accuracy < 2 cm (1σ); 2083 upper+lower firings of 48 µs per 100 ms turn (velodyne.FIRING["HDL-64E"])
+_HDL64E = {
+    "velodyne_model": "HDL-64E",
+    "horizontal_fov_deg": _FULL_TURN_CW,
+    "frame_rate_hz": 10.0,
+    "min_range_m": 0.9,
+    "max_range_m": 120.0,
+    "wavelength_nm": 905.0,
+    "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
+    "range_accuracy_m": 0.02,
+}
+
 PRESETS: dict[str, dict] = {
     "velodyne_vlp16": {
         "range_accuracy_m": 0.03,  # VLP-16 datasheet (63-9229): range accuracy up to ±3 cm (typical)
@@ -66,17 +80,9 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_hdl64e": {
-        "range_accuracy_m": 0.02,  # HDL-64E S2 datasheet: distance accuracy < 2 cm (1σ)
+        **_HDL64E,
         "description": "Velodyne HDL-64E S2, 64 beams −24.7…+2.0° (unit calibration), 0.17° at 10 Hz",
         "calibration": "velodyne_64e_utexas.yaml",
-        # 2083 upper+lower firings of 48 µs per 100 ms turn (velodyne.FIRING["HDL-64E"])
-        "velodyne_model": "HDL-64E",
-        "horizontal_fov_deg": _FULL_TURN_CW,
-        "frame_rate_hz": 10.0,
-        "min_range_m": 0.9,
-        "max_range_m": 120.0,
-        "wavelength_nm": 905.0,
-        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     },
     # From velodyne-decoder's calibrations (data/velodyne_decoder_*.yml, BSD-3-Clause): per-laser angles and,
     # for the HDL-64E, the beam-origin offsets; timed by each model's documented firing sequence
@@ -106,30 +112,14 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 903.0,
     },
     "velodyne_hdl64e_s2": {
-        "range_accuracy_m": 0.02,  # HDL-64E S2 datasheet: distance accuracy < 2 cm (1σ)
-        # HDL-64E S2 datasheet and user's manual: 120 m, 905 nm, 5–15 Hz; 50 m at 10 %, 120 m at 80 %
+        **_HDL64E,
         "description": "Velodyne HDL-64E S2.1 (SZTAKI unit calibration, beam origin offsets), 10 Hz",
         "calibration": "velodyne_decoder_HDL-64E_S2.1-sztaki.yml",
-        "velodyne_model": "HDL-64E",
-        "horizontal_fov_deg": _FULL_TURN_CW,
-        "frame_rate_hz": 10.0,
-        "min_range_m": 0.9,
-        "max_range_m": 120.0,
-        "wavelength_nm": 905.0,
-        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     },
     "velodyne_hdl64e_s3": {
-        "range_accuracy_m": 0.02,  # HDL-64E S3 datasheet: distance accuracy < 2 cm (1σ)
-        # HDL-64E S3 datasheet and user's manual: 120 m, 905 nm, 5–20 Hz; 50 m at 10 %, 120 m at 80 %
+        **_HDL64E,
         "description": "Velodyne HDL-64E S3 (VeloView default calibration, beam origin offsets), 10 Hz",
         "calibration": "velodyne_decoder_HDL-64E_S3-VeloView.yml",
-        "velodyne_model": "HDL-64E",
-        "horizontal_fov_deg": _FULL_TURN_CW,
-        "frame_rate_hz": 10.0,
-        "min_range_m": 0.9,
-        "max_range_m": 120.0,
-        "wavelength_nm": 905.0,
-        "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_16": {
         "range_accuracy_m": 0.03,  # Ouster OS1 (gen 1) datasheet: range accuracy ±3 cm (Lambertian targets)
