@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
 from .errors import LidarFmuError
 
@@ -242,14 +243,19 @@ def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = R
     return out
 
 
+@register_jitable(inline="always")
+def point_on_ray(origins, ray, range_m, dx, dy, dz):
+    """``origin + range · direction`` for ray ``ray`` leaving ``origins[ray]`` (or ``origins[0]`` when
+    ``origins`` is (1, 3), every ray from the sensor origin) along (dx, dy, dz)."""
+    if origins.shape[0] == 1:  # two returns, not `o = 0 if … else ray`: numba unifies int64 and uint64 to float
+        return origins[0, 0] + range_m * dx, origins[0, 1] + range_m * dy, origins[0, 2] + range_m * dz
+    return origins[ray, 0] + range_m * dx, origins[ray, 1] + range_m * dy, origins[ray, 2] + range_m * dz
+
+
 @njit(cache=True, nogil=True)
 def place_on_rays(range_m, ray_index, directions, origins, x, y, z):
     """x, y, z[k] = the point ``range_m[k]`` along ray ``ray_index[k]``: ``origin + range · direction`` (origins
     (N, 3), or (1, 3) for every ray), in float32 as the physics pass writes it."""
-    one = origins.shape[0] == 1
     for k in range(range_m.shape[0]):
         i = ray_index[k]
-        o = 0 if one else i
-        x[k] = origins[o, 0] + range_m[k] * directions[i, 0]
-        y[k] = origins[o, 1] + range_m[k] * directions[i, 1]
-        z[k] = origins[o, 2] + range_m[k] * directions[i, 2]
+        x[k], y[k], z[k] = point_on_ray(origins, i, range_m[k], directions[i, 0], directions[i, 1], directions[i, 2])
