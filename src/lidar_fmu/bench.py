@@ -31,14 +31,18 @@ def median_ms(fn, repeat: int) -> float:
     return float(np.median(times) * 1e3)
 
 
-def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
-    """A closed UV sphere of ~``triangles`` faces, radius 20 m, sensor inside."""
+def sphere_mesh(triangles: int = 1_000_000) -> Mesh:
+    """A closed UV sphere of ~``triangles`` faces, radius 20 m."""
     import trimesh
 
     count = int(np.sqrt(triangles / 4)) + 1  # a UV sphere of count×count has ≈ 4·count² faces
     tm = trimesh.creation.uv_sphere(radius=20.0, count=[count, count])
-    mesh = Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
-    return Scene.from_meshes([mesh]), pose_matrix((1.0, 2.0, 0.5))
+    return Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
+
+
+def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
+    """:func:`sphere_mesh` as the whole scene, sensor inside."""
+    return Scene.from_meshes([sphere_mesh(triangles)]), pose_matrix((1.0, 2.0, 0.5))
 
 
 def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:

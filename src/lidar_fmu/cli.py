@@ -316,6 +316,11 @@ def cmd_figures(args) -> None:
 
 
 def cmd_bench(args) -> None:
+    if args.scaling:
+        from .bench_scaling import run_scaling
+
+        run_scaling(args.repeat, args.max_triangles, args.max_instances, args.output)
+        return
     from .bench import run_bench
 
     run_bench(args)
@@ -427,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
     p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
+    p.add_argument("--scaling", action="store_true",
+                   help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
+                        "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
+    p.add_argument("--max-triangles", type=_positive_int, default=10_000_000, help="--scaling: largest scene")
+    p.add_argument("--max-instances", type=_positive_int, default=10_000, help="--scaling: most moving instances")
+    p.add_argument("-o", "--output", default="docs", help="--scaling: folder for scaling.png")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("soak", help="run many steps of tracked pedestrians; print memory and step time as it goes",
