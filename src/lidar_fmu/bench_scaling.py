@@ -159,6 +159,16 @@ def print_scaling(result: dict) -> None:
               f"{r['moving_ms'] - r['still_ms']:+.2f} |")
 
 
+def _log_axes(axes, xlabel: str, ylabel: str, title: str) -> None:
+    axes.set_xscale("log")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_ylim(bottom=0)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    axes.set_title(title)
+
+
 def plot_scaling(result: dict, path: str) -> str:
     import matplotlib
 
@@ -176,23 +186,12 @@ def plot_scaling(result: dict, path: str) -> str:
         ref = [r for r in rows if r["o3d_ms"]]
         left.plot([r["triangles"] for r in ref], [r["o3d_ms"] for r in ref], "s--", color=colour,
                   label=f"{label}: Open3D RaycastingScene")
-    left.set_xscale("log")
-    left.set_xlabel("triangles in the scene")
-    left.set_ylabel("cast ms, OS1-128 frame (131,072 rays)")
-    left.set_ylim(bottom=0)
-    left.grid(True, which="both", alpha=0.3)
-    left.legend(fontsize=8)
-    left.set_title("cast time against scene size")
+    _log_axes(left, "triangles in the scene", "cast ms, OS1-128 frame (131,072 rays)", "cast time against scene size")
     rows = result["moving"]
     right.plot([r["instances"] for r in rows], [r["moving_ms"] for r in rows], "o-", label="all instances moved")
     right.plot([r["instances"] for r in rows], [r["still_ms"] for r in rows], "s--", label="standing still")
-    right.set_xscale("log")
-    right.set_xlabel("moving instances (boxes)")
-    right.set_ylabel("ms per frame (update + cast)")
-    right.set_ylim(bottom=0)
-    right.grid(True, which="both", alpha=0.3)
-    right.legend(fontsize=8)
-    right.set_title("top-level update against instance count")
+    _log_axes(right, "moving instances (boxes)", "ms per frame (update + cast)",
+              "top-level update against instance count")
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)
