@@ -99,6 +99,28 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
     assert variables["valid"].get("causality") == "output" and variables["count"].get("causality") == "output"
 
 
+def test_one_fmu_carries_a_rig_of_lidars(fmu_path):
+    """A JSON list in the sensor parameter: one lidar_sensor entry per lidar, each under its own header, and a
+    config request with one lidar view per lidar."""
+    import json
+
+    front = SMALL_SENSOR | {"mounting": {"xyz_m": [3.0, 0.0, 1.0]}, "sensor_id": 21}
+    rear = SMALL_SENSOR | {"mounting": {"xyz_m": [-1.0, 0.0, 1.0], "rpy_deg": [0, 0, 180]}, "sensor_id": 22}
+    with lidar(fmu_path, sensor=json.dumps([front, rear])) as fmu:
+        config = SensorViewConfiguration.FromString(fmu.config_request())
+        assert [v.sensor_id.value for v in config.lidar_sensor_view_configuration] == [21, 22]
+        out = fmu.step(sensor_view([(10, (12.0, 0.0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "")], time_s=0.1), 0.0,
+                       0.1)
+    data = SensorData.FromString(out.sensor_data)
+    entries = data.feature_data.lidar_sensor
+    assert [e.header.sensor_id.value for e in entries] == [21, 22]
+    assert [e.header.mounting_position.position.x for e in entries] == [3.0, -1.0]
+    assert {int(d.object_id.value) for d in entries[0].detection} == {10}
+    assert {int(d.object_id.value) for d in entries[1].detection} == {10}  # 360°: the rear lidar sees it too
+    nearest = [min(d.position.distance for d in e.detection) for e in entries]
+    assert nearest[1] - nearest[0] == pytest.approx(4.0, abs=0.3)  # from 4 m further back
+
+
 def test_config_request_describes_the_rays(fmu_path):
     with lidar(fmu_path, sensor="velodyne_vlp16", mounting_position_z=1.8) as fmu:
         config = SensorViewConfiguration.FromString(fmu.config_request())

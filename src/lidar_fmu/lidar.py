@@ -23,18 +23,20 @@ from .effects import apply_effects
 from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
-from .raycast import Hits, RayBatch, make_backend
+from .raycast import Backend, Hits, RayBatch, make_backend
 from .sensors import Sensor, load_sensor
 from .transforms import check_pose
 
 
 class Lidar:
-    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map."""
+    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map. ``backend``: a
+    name (:func:`~lidar_fmu.raycast.make_backend`) or a backend over ``scene`` to share."""
 
     def __init__(self, scene, sensor, backend: str = "auto", materials=None, warn=None):
         self.scene = scene
         self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
-        self.backend = make_backend(backend, scene)
+        # a Backend instance is shared (several lidars casting into one scene build and update it once)
+        self.backend = backend if isinstance(backend, Backend) else make_backend(backend, scene)
         self.materials = Materials(self.sensor.wavelength_nm, materials, warn=warn)
         #: seconds spent per stage in the last scan
         self.last_timings: dict[str, float] = {}

@@ -170,10 +170,14 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     from .osi.detections import sensor_data_to_points
     from .osi.trace import TraceWriter, count_frames, read_trace, trace_name
     from .pointcloud import RayMatchError
-    from .sensors import load_sensor
+    from .sensors.rig import load_rig
 
     scenario = load_scenario(scenario_path)
-    sensor = load_sensor(scenario["sensor"])  # fail early, with a clear message, on a bad spec
+    rig = load_rig(scenario["sensor"])  # fail early, with a clear message, on a bad spec
+    if len(rig) > 1:
+        raise UserError(f"scenario {scenario['name']}: replay writes one lidar's clouds and its sensor is a rig of "
+                        f"{len(rig)} lidars; replay one scenario per lidar (the FMU itself carries rigs)")
+    sensor = rig[0].sensor
     if scenario.get("materials"):
         from .materials import load_database, load_material_map
         from .materials.mapping import check_map

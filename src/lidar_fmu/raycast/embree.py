@@ -361,6 +361,10 @@ class _MeshData:
             _EMBREE.lib.rtcReleaseScene(self._scene)
 
 
+#: packet orders kept (one per pattern array: a rig's lidars, a partial sweep's window)
+_KEPT_ORDERS = 8  # ≤ ~20 MB for OS1-128 frames; partial sweeps bring a new array each step
+
+
 class EmbreeBackend(Backend):
     """Embree 4 with native instancing and 8-ray packets over a :class:`~lidar_fmu.scene.Scene`.
 
@@ -378,7 +382,7 @@ class EmbreeBackend(Backend):
         self._meshes: dict[int, _MeshData] = {}  # id(mesh) → its data, for the scene's current meshes only
         self._static = self._dynamic = None
         self._static_mask = None
-        self._order_for = None
+        self._orders: dict[int, tuple] = {}  # id(directions) → (directions, packet order), see _packet_order
         self._revision = -1
         self._pose_revision = -1
         self.update()
@@ -469,14 +473,18 @@ class EmbreeBackend(Backend):
 
         Packets run fastest when their rays travel together; a pattern's own
         order may interleave beams (the VLP-16 fires −15°, +1°, −13°, …), so
-        rays are sorted by azimuth in 0.2° steps, then by elevation. Kept while
-        the same pattern array is cast.
+        rays are sorted by azimuth in 0.2° steps, then by elevation. Kept per
+        pattern array (the last few: a rig's lidars share this backend), so a
+        lidar casting the same pattern again sorts nothing.
         """
-        if self._order_for is not directions:
+        entry = self._orders.get(id(directions))
+        if entry is None or entry[0] is not directions:
             azimuth_step = np.floor(np.degrees(np.arctan2(directions[:, 1], directions[:, 0])) / 0.2)
-            self._order = np.lexsort((directions[:, 2], azimuth_step)).astype(np.int64)
-            self._order_for = directions
-        return self._order
+            entry = (directions, np.lexsort((directions[:, 2], azimuth_step)).astype(np.int64))
+            if len(self._orders) >= _KEPT_ORDERS:
+                self._orders.pop(next(iter(self._orders)))  # the oldest
+            self._orders[id(directions)] = entry
+        return entry[1]
 
     def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
         self.update()
