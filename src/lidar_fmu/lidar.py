@@ -20,11 +20,13 @@ import time
 import numpy as np
 
 from .effects import apply_effects
+from .ground_truth import truth_per_ray
 from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
 from .raycast import Hits, RayBatch, make_backend
 from .sensors import Sensor, load_sensor
+from .tof import backfold
 from .transforms import check_pose
 
 
@@ -65,7 +67,7 @@ class Lidar:
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
     def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
-             frame: int | None = None, weather=None) -> PointCloud:
+             frame: int | None = None, weather=None, ground_truth: bool = False) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -75,6 +77,9 @@ class Lidar:
         sensor's ``motion_distortion`` is off. ``frame``: the frame counter that seeds this frame's noise and
         detection draws (default: this Lidar's scans so far, :attr:`frames`). ``weather``: a
         :class:`~lidar_fmu.weather.Weather` for a sensor whose spec sets none (the FMU: the SensorView's).
+        ``ground_truth``: the cloud also carries each point's noise-free return, material and incidence angle
+        (``cloud.ground_truth``, :mod:`lidar_fmu.ground_truth`). A ToF camera's ranges fold last
+        (:mod:`lidar_fmu.tof`).
         """
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
@@ -85,11 +90,16 @@ class Lidar:
         else:
             returns = self.backend.returns(RayBatch.from_pattern(pattern, sensor_pose, self.sensor.max_range_m), model)
         t0 = time.perf_counter()
+        truth = truth_per_ray(returns, pattern) if ground_truth else None  # before the effects change the returns
         returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
                                            weather)
+        if self.sensor.tof is not None:
+            returns = backfold(returns, pattern, self.sensor.tof)
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
         cloud.existence_probability = existence
+        if truth is not None:
+            cloud.ground_truth = truth[returns.ray_index]
         timings = dict(self.backend.last_timings)
         timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
         self.last_timings = timings

@@ -57,7 +57,8 @@ class LidarSensorModel:
 
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None,
-                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = ""):
+                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
+                 ground_truth: bool = False):
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():
@@ -74,6 +75,8 @@ class LidarSensorModel:
         except LidarFmuError as exc:
             raise PoseError(str(exc)) from None
         self.sensor_id = sensor_id
+        #: keep each point's ground truth in ``last_cloud`` (OSI carries none: for hosts that read it in-process)
+        self.ground_truth = ground_truth
         self.cycle_counter = 0
         self.last_measurement_time_s = None
         #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
@@ -135,7 +138,8 @@ class LidarSensorModel:
         else:
             with serial():
                 cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
-                                        frame=self.cycle_counter, weather=frame.weather)
+                                        frame=self.cycle_counter, weather=frame.weather,
+                                        ground_truth=self.ground_truth)
         self._previous = (frame.timestamp_s, sensor_pose, (self.scene.instance_ids.copy(), self.scene.poses.copy()))
         t4 = time.perf_counter()
         t3 = t2 + self.lidar.last_timings["cast"]
