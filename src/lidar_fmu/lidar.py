@@ -15,6 +15,7 @@ they were then (:func:`~lidar_fmu.motion.cast_moving`).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -84,6 +85,8 @@ class Lidar:
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
         model = self.return_model()
+        if ground_truth:  # the returns then keep the material each hit
+            model = dataclasses.replace(model, keep_material=True)
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
             returns = cast_moving(self.backend, self.scene, pattern, sensor_pose, motion, model,
                                   self.sensor.max_range_m, self.sensor.motion_slices)

@@ -255,11 +255,12 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         points = np.concatenate([p.points.view(record) for p in parts] or [np.zeros(0, record)])
         ray_index = np.concatenate([p.ray_index for p in parts] or [np.zeros(0, np.int32)])
         intensity = np.concatenate([p.intensity_percent for p in parts] or [np.zeros(0, np.float32)])
-        material_id = np.concatenate([p.material_id for p in parts] or [np.zeros(0, np.int16)])
+        kept = all(p.material_id is not None for p in parts)
+        material_id = np.concatenate([p.material_id for p in parts] or [np.zeros(0, np.int16)]) if kept else None
         if np.any(ray_index[1:] < ray_index[:-1]):
             order = np.argsort(ray_index, kind="stable")
-            points, ray_index, intensity, material_id = points[order], ray_index[order], intensity[order], \
-                material_id[order]
+            points, ray_index, intensity = points[order], ray_index[order], intensity[order]
+            material_id = None if material_id is None else material_id[order]
         points = points.view(POINT_DTYPE)
     _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
     backend.last_timings = {"cast": cast_s, "points": points_s}

@@ -261,8 +261,10 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
-                  path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, material_id):
+                  path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material,
+                  material_id):
     shared_origin = origins.shape[0] == 1
+    one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0
     for i in range(range_m.shape[0]):
         k = instance_index[i]
@@ -275,7 +277,7 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
             normal_world[i, 0], normal_world[i, 1], normal_world[i, 2], origins[o, 0], origins[o, 1], origins[o, 2],
             directions[i, 0], directions[i, 1], directions[i, 2], R, min_range_m, limit_code, limit_a, limit_b,
             limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
-            lambertian_rho0, path_gain[i])
+            lambertian_rho0, path_gain[0 if one_gain else i])
         if not kept:
             continue
         x[count] = px
@@ -291,7 +293,8 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
         saturated[count] = 1 if is_saturated else 0
         ray_index[count] = i
         intensity[count] = percent
-        material_id[count] = material
+        if keep_material:  # (only for ground truth: a frame without it stores nothing more than before)
+            material_id[count] = material
         count += 1
     return count
 
@@ -336,6 +339,8 @@ class ReturnModel:
     max_transparent_layers: int
     #: mirrors a ray reflects off at most (0 when the scene has no mirror: casts skip the bounce work)
     max_bounces: int = 0
+    #: the returns keep the IR material each hit (``Returns.material_id``, for ground truth)
+    keep_material: bool = False
 
     def limit_args(self) -> tuple:
         """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
@@ -376,14 +381,15 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
     points = np.empty(n, POINT_DTYPE)
     ray_index = np.empty(n, np.int32)
     intensity = np.empty(n, np.float32)
-    material_id = np.empty(n, np.int16)
+    material_id = np.empty(n if model.keep_material else 0, np.int16)
     m = _fill_returns(
         hits.range_m, hits.normal, hits.instance_id, hits.instance_index, rays.origins, rays.directions,
         rays.beam_id, sensor_from_world, *model.limit_args(), model.triangle_material, model.first_triangle,
-        hits.primitive_id, *model.material_args(), hits.gain(), *(points[name] for name in CAST_FIELDS), ray_index,
-        intensity, material_id,
+        hits.primitive_id, *model.material_args(), _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain,
+        *(points[name] for name in CAST_FIELDS), ray_index,
+        intensity, model.keep_material, material_id,
     )
-    return Returns(points[:m], ray_index[:m], intensity[:m], material_id[:m])
+    return Returns(points[:m], ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
 
 
 def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
@@ -397,6 +403,10 @@ def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
     cloud.intensity_percent = returns.intensity_percent
     return cloud
 
+
+#: the path gain of every ray of a cast without mirrors (one value for all)
+_NO_MIRROR_GAIN = np.ones(1, np.float32)
+_NO_MIRROR_GAIN.setflags(write=False)
 
 _FLOOR_BINS = 256
 

@@ -251,6 +251,8 @@ def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_
                 passed[j] = 0
                 bounced[j] = 0
                 path[j] = 0.0
+        if max_bounces > 0:  # a scene without mirrors skips this
+            for j in range(_W):
                 gain[j] = 1.0
                 for e in range(9):
                     unfold[j, e] = 1.0 if e % 4 == 0 else 0.0

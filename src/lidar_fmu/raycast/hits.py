@@ -45,10 +45,6 @@ class Hits:
         instance_id = np.where(hit, instance_ids[index] if len(instance_ids) else 0, -1).astype(np.int64)
         return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index, path_gain)
 
-    def gain(self) -> np.ndarray:
-        """(N,) float32 :attr:`path_gain`, ones when no ray met a mirror."""
-        return np.ones(len(self.range_m), np.float32) if self.path_gain is None else self.path_gain
-
     @classmethod
     def missed(cls, n: int) -> Hits:
         """``n`` rays that hit nothing."""
