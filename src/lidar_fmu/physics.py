@@ -39,7 +39,7 @@ perfect Lambertian reflector (ρ = 1) facing the sensor at
 ``intensity = 100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)``;
 saturated (retroreflective) returns report 100 %.
 
-Written once: the per-hit rules (:func:`material_of_hit`, :func:`goes_on`,
+Written once: the per-hit rules (:func:`material_of_hit`, :func:`segment_after`, :func:`reflect`,
 :func:`return_of_hit`) are single Numba bodies that the CPU pass inlines, the
 native Embree packet loop inlines, and the CUDA kernels compile as device
 functions; :mod:`lidar_fmu.codes` gives them the class and fit codes.
