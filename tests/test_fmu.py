@@ -428,3 +428,24 @@ def test_bad_material_map_is_reported_not_crashed(fmu_path, tmp_path):
     (tmp_path / "map.yaml").write_text("default: no_such_material\n")
     messages = cannot_start(fmu_path, sensor="ibeo_lux", materials=str(tmp_path / "map.yaml"))
     assert any("no_such_material" in text for text in messages)
+
+
+def test_mirror_ghosts_come_through_the_fmu(fmu_path, tmp_path):
+    """A 45° mirror 10 m ahead and a wall 10 m to its side, as the environment: SensorData's detections are the
+    ghosts, on the original rays at x ≈ 20 m (what ``scan`` and every backend give, tests/test_mirror.py)."""
+    import json
+
+    from mirror_scenes import MATERIALS, SENSOR, side_mirror_scene, write_obj
+
+    world = write_obj(tmp_path, side_mirror_scene())
+    (tmp_path / "map.json").write_text(json.dumps(MATERIALS))
+    (tmp_path / "sensor.json").write_text(json.dumps(SENSOR))
+    with lidar(fmu_path, sensor=str(tmp_path / "sensor.json"), environment=str(world),
+               materials=str(tmp_path / "map.json")) as fmu:
+        out = fmu.step(sensor_view([], 0.1, host=None), 0.0, 0.1)
+    cloud = sensor_data_to_points(out.sensor_data)
+    assert len(cloud) == 49
+    xyz = np.stack([cloud.points[c] for c in "xyz"], axis=1)
+    assert np.all(np.abs(xyz[:, 0] - 20.0) < 0.6) and np.all(cloud.points["range"] > 19.9)
+    centre = np.argmin(np.abs(xyz[:, 1]) + np.abs(xyz[:, 2]))
+    assert xyz[centre, 0] == pytest.approx(20.0, abs=1e-3)

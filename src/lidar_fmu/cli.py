@@ -113,7 +113,7 @@ def cmd_scan(args) -> None:
         if pattern is None:
             raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
     with event.install_recorder("numba:compile") as compiling:
-        cloud = lidar.scan(pose, pattern=pattern)
+        cloud = lidar.scan(pose, pattern=pattern, ground_truth=args.ground_truth)
     written = []
     try:  # all or nothing: no point cloud left behind when the preview cannot be written
         write_point_cloud(args.output, cloud)
@@ -259,6 +259,7 @@ def cmd_figures(args) -> None:
     from .figures import (
         plot_detection_probability,
         plot_livox_coverage,
+        plot_mirror_ghost,
         plot_motion_distortion,
         plot_range_limits,
         plot_reflectivity_bev,
@@ -311,8 +312,10 @@ def cmd_figures(args) -> None:
     plot_reflectivity_bev(os.path.join(args.output, "street_weather.png"), weather_panels, extent_m=40.0)
     plot_detection_probability(os.path.join(args.output, "detection_probability.png"),
                                load_sensor("ouster_os1_128").range_limit)
+    # issue 14: a mirror's ghosts
+    plot_mirror_ghost(os.path.join(args.output, "mirror_ghost.png"))
     print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png, "
-          f"livox_coverage.png, street_weather.png and detection_probability.png to {args.output}")
+          f"livox_coverage.png, street_weather.png, detection_probability.png and mirror_ghost.png to {args.output}")
 
 
 def cmd_bench(args) -> None:
@@ -390,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
     p.add_argument("--materials", default=None,
                    help="visual → IR material map (JSON/YAML); without one every triangle is default_grey")
+    p.add_argument("--ground-truth", action="store_true",
+                   help="also write each point's noise-free position and range, IR material id and incidence angle "
+                        "(x_true y_true z_true range_true material_id incidence_angle_rad; not in .ptx)")
     p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
     p.set_defaults(func=cmd_scan)

@@ -15,16 +15,19 @@ they were then (:func:`~lidar_fmu.motion.cast_moving`).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
 
 from .effects import apply_effects
+from .ground_truth import truth_per_ray
 from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
 from .raycast import Backend, Hits, RayBatch, make_backend
 from .sensors import Sensor, load_sensor
+from .tof import backfold
 from .transforms import check_pose
 
 
@@ -67,7 +70,7 @@ class Lidar:
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
     def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
-             frame: int | None = None, weather=None) -> PointCloud:
+             frame: int | None = None, weather=None, ground_truth: bool = False) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -77,21 +80,31 @@ class Lidar:
         sensor's ``motion_distortion`` is off. ``frame``: the frame counter that seeds this frame's noise and
         detection draws (default: this Lidar's scans so far, :attr:`frames`). ``weather``: a
         :class:`~lidar_fmu.weather.Weather` for a sensor whose spec sets none (the FMU: the SensorView's).
+        ``ground_truth``: the cloud also carries each point's noise-free return, material and incidence angle
+        (``cloud.ground_truth``, :mod:`lidar_fmu.ground_truth`). A ToF camera's ranges fold last
+        (:mod:`lidar_fmu.tof`).
         """
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
         model = self.return_model()
+        if ground_truth:  # the returns then keep the material each hit
+            model = dataclasses.replace(model, keep_material=True)
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
             returns = cast_moving(self.backend, self.scene, pattern, sensor_pose, motion, model,
                                   self.sensor.max_range_m, self.sensor.motion_slices)
         else:
             returns = self.backend.returns(RayBatch.from_pattern(pattern, sensor_pose, self.sensor.max_range_m), model)
         t0 = time.perf_counter()
+        truth = truth_per_ray(returns, pattern) if ground_truth else None  # before the effects change the returns
         returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
                                            weather)
+        if self.sensor.tof is not None:
+            returns = backfold(returns, pattern, self.sensor.tof)
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
         cloud.existence_probability = existence
+        if truth is not None:
+            cloud.ground_truth = truth[returns.ray_index]
         timings = dict(self.backend.last_timings)
         timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
         self.last_timings = timings

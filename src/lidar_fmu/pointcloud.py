@@ -82,6 +82,8 @@ class PointCloud:
     intensity_percent: np.ndarray | None = None  # (M,) OSI intensity, see lidar_fmu.physics
     pattern: RayPattern | None = None  # the rays the returns were cast with; ray_index indexes it
     existence_probability: np.ndarray | None = None  # (M,) P(detected), see lidar_fmu.effects; None: 1
+    #: (M,) lidar_fmu.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
+    ground_truth: np.ndarray | None = None
 
     def __post_init__(self):
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
@@ -90,6 +92,16 @@ class PointCloud:
 
     def __len__(self) -> int:
         return len(self.points)
+
+    def records(self) -> np.ndarray:
+        """The points with the ground-truth fields appended when the cloud carries them: what files hold."""
+        if self.ground_truth is None:
+            return self.points
+        out = np.empty(len(self.points), np.dtype(self.points.dtype.descr + self.ground_truth.dtype.descr))
+        for part in (self.points, self.ground_truth):
+            for name in part.dtype.names:
+                out[name] = part[name]
+        return out
 
     @property
     def xyz(self) -> np.ndarray:

@@ -67,7 +67,8 @@ class LidarSensorModel:
 
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None,
-                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = ""):
+                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
+                 ground_truth: bool = False):
         """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
         several (:func:`~lidar_fmu.sensors.rig.load_rig`)."""
         self.warn = warn or (lambda message: None)
@@ -86,6 +87,8 @@ class LidarSensorModel:
             disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
         self.sensor_id = sensor_id
+        #: keep each point's ground truth in ``last_cloud`` (OSI carries none: for hosts that read it in-process)
+        self.ground_truth = ground_truth
         self.cycle_counter = 0
         self.last_measurement_time_s = None
         #: per lidar, the last step's cloud (sensor frame) and world_from_sensor pose
@@ -161,7 +164,7 @@ class LidarSensorModel:
         scene_now = (self.scene.instance_ids.copy(), self.scene.poses.copy())  # what every lidar fired into
         clouds, cast_s = [], 0.0
         for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings):
-            clouds.append(mounted.scan(frame, sensor_pose, mounting, self.cycle_counter))
+            clouds.append(mounted.scan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth))
             mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
             cast_s += mounted.lidar.last_timings["cast"]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
@@ -212,7 +215,8 @@ class MountedLidar:
             return frame.lidar_mountings[k]
         return self.default_mounting_pose
 
-    def scan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int) -> PointCloud:
+    def scan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int,
+             ground_truth: bool = False) -> PointCloud:
         """The rays this lidar fired since its previous view, cast into the scene as it is now."""
         pattern, motion = self._window(frame, sensor_pose, mounting)
         if pattern is None:  # a step shorter than one firing: nothing fired
@@ -221,7 +225,7 @@ class MountedLidar:
                               self.sensor.name, np.zeros(0, np.float32))
         with serial():
             return self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
-                                   frame=cycle_counter, weather=frame.weather)
+                                   frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth)
 
     def _window(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray):
         """(the rays fired since the previous view, or None; how poses moved meanwhile) for this view."""
