@@ -354,7 +354,7 @@ class ReturnModel:
 
     def continuation(self) -> Continuation:
         """Which surfaces rays go on through (transparent ones) or reflect off (mirrors), up to the sensor's budgets."""
-        layers = self.max_transparent_layers if (self.class_code == TRANSPARENT).any() else 0
+        layers = self.max_transparent_layers  # 0 unless the scene has a transparent triangle (return_model)
         if not (layers or self.max_bounces):
             return Continuation.none()
         # a mirror's specular reflectance: its ρ at 0° (module doc)
@@ -366,11 +366,12 @@ class ReturnModel:
 def return_model(sensor, materials: Materials, scene) -> ReturnModel:
     triangle_material, first_triangle = materials.per_instance(scene)
     limit = sensor.physics_range_limit
+    # no continuation work (a material lookup on every hit) in scenes without glass or mirrors
     bounces = int(sensor.max_bounces) if materials.scene_has(MIRROR) else 0
+    layers = int(sensor.max_transparent_layers) if materials.scene_has(TRANSPARENT) else 0
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), limit_params(limit, sensor.max_range_m),
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
-                       materials.class_code, materials.reflectance_table, materials.lambertian_rho0,
-                       int(sensor.max_transparent_layers), bounces)
+                       materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces)
 
 
 def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:

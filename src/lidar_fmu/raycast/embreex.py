@@ -166,7 +166,7 @@ class EmbreexBackend(Backend):
 
     def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
         self.update()
-        if through is not None and through.max_surfaces:
+        if through is not None and (through.max_surfaces or through.max_bounces):  # glass or mirrors to follow
             return continue_by_recasting(self._cast_once, rays, through)
         return self._cast_once(rays)
 
