@@ -151,6 +151,7 @@ class LidarSensorModel:
             last_measurement_time_s=frame.timestamp_s,
             intensity_percent=cloud.intensity_percent,
             existence_probability=1.0 if cloud.existence_probability is None else cloud.existence_probability,
+            echo_pulse_width_m=cloud.echo_pulse_width_m,
         )
         t5 = time.perf_counter()
         self.last_cloud = cloud
