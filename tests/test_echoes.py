@@ -1,5 +1,6 @@
 """Beam divergence and multiple echoes: sub-rays across the footprint, echoes formed from their hits."""
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -283,3 +284,46 @@ def test_dual_returns_through_the_fmu(tmp_path):
     strongest, detections = results["strongest"]
     assert len(np.unique(organize(strongest, pattern).ray_index)) == len(strongest)
     assert len(detections) == len(strongest) and all(d.HasField("echo_pulse_width") for d in detections)
+
+
+# -- the real dual-return recording and the room built to compare with it -----------------------------------
+REAL = json.loads((pathlib.Path(__file__).parent / "data" / "ouster_os1_128_dual_returns.json").read_text())
+
+
+def test_the_default_echo_separation_is_the_recordings_smallest_gap():
+    from lidar_fmu.echoes import DEFAULT_ECHO_SEPARATION_M
+
+    assert REAL["second_echo_pixels"] == sum(REAL["gap_histogram"]["counts"]) > 1000
+    assert REAL["second_echo_fraction_of_returning"] == pytest.approx(0.0665, abs=5e-4)
+    assert DEFAULT_ECHO_SEPARATION_M == pytest.approx(REAL["gap_m"]["p0"], abs=0.01)
+
+
+def test_room_second_echoes_near_the_sensor_need_the_exit_beam():
+    """In the room (a cabinet 0.45 m away), the 10 mm exit beam, not the 3 mrad divergence, makes footprints
+    wide enough to straddle edges: with it about 3× the second echoes of a point source, every gap ≥ 1 m."""
+    from lidar_fmu.echoes import second_echo_stats
+    from lidar_fmu.figures import indoor_room_scene
+
+    scene, pose = indoor_room_scene()
+    meta = str(pathlib.Path(__file__).parent / "data" / "ouster_os1_128_fw3.1_122246000293.json")
+    spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": meta, "returns": "dual", "divergence_samples": 16,
+            "motion_distortion": False}
+    stats = {}
+    for label, extra in (("aperture", {}), ("point", {"beam_diameter_m": 0.0})):
+        lidar = Lidar(scene, spec | extra)
+        azimuth = np.degrees(lidar.sensor.pattern.azimuth_rad)
+        sector = np.flatnonzero((azimuth >= 134.0) | (azimuth <= -179.0))
+        stats[label] = second_echo_stats(lidar.scan(pose), sector)
+    assert stats["aperture"]["second_echo_rays"] > 2 * stats["point"]["second_echo_rays"] > 100
+    assert 0.01 < stats["aperture"]["second_echo_fraction"] < REAL["second_echo_fraction_of_returning"]
+    assert stats["aperture"]["gap_m"].min() >= 1.0
+
+
+def test_dual_returns_png(tmp_path):
+    from lidar_fmu.figures import indoor_room_scene, plot_dual_returns
+
+    scene, pose = indoor_room_scene()
+    cloud = Lidar(scene, {"preset": "ouster_os1_64", "returns": "dual", "divergence_samples": 8}).scan(pose)
+    path = tmp_path / "dual.png"
+    plot_dual_returns(path, [("room", cloud, 3.0), ("room, wider", cloud, 5.0)])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000

@@ -9,6 +9,9 @@ pulses: a dual-return unit reports both. Spec keys (:func:`parse_footprint`):
                           values, :mod:`lidar_fmu.sensors.presets`)
 ``divergence_samples``    sub-rays per beam across the footprint (default 1: the beam's centre ray alone,
                           exactly today's single ray)
+``beam_diameter_m``       the beam's diameter where it leaves the unit (default 0: a point; Ouster OS1
+                          datasheet: 10 mm): the footprint at range r spans about this plus r·divergence,
+                          which matters within a few metres
 ``returns``               ``"strongest"`` (default), ``"first"``, ``"last"`` or ``"dual"``: strongest and
                           last, as Velodyne's dual mode (VLP-16 user manual 63-9243 Rev D §9.3: "if the
                           strongest return is also the last return, then the second-strongest return is
@@ -22,7 +25,10 @@ axis (the TEM00 profile, Siegman, *Lasers*, 1986, §17.1; ``w = FWHM / √(2 ln 
 ``divergence_samples`` = S sub-rays sit on a sunflower (Vogel) spiral filling
 the 1/e² ellipse in equal areas, ρₖ = √((k + ½)/S), each carrying the
 energy ``wₖ ∝ exp(−2ρₖ²)`` of its cell, normalised to Σwₖ = 1; the 13.5 % of
-the power outside the 1/e² contour is left out. HELIOS++ samples the footprint
+the power outside the 1/e² contour is left out. With a ``beam_diameter_m`` D
+the sub-rays also leave from across the exit aperture, sub-ray k offset from
+the beam's origin by the same sunflower point scaled to D/2 (taken as the
+1/e² diameter, assumed), so it keeps its place in the footprint at every range. HELIOS++ samples the footprint
 the same way, sub-rays weighted by the Gaussian profile (Winiwarter et al.
 2022, *Remote Sensing of Environment* 269, §2.3.2). The sub-rays of one beam
 are adjacent in the ray batch (ray ``i·S + k``), so a caster's 8-ray packets
@@ -92,6 +98,7 @@ class Footprint:
     samples: int = 1
     mode: str = "strongest"
     separation_m: float = DEFAULT_ECHO_SEPARATION_M
+    diameter_m: float = 0.0  # at the exit aperture (1/e²)
 
     @property
     def active(self) -> bool:
@@ -123,8 +130,11 @@ def parse_footprint(spec: dict) -> Footprint:
     separation = spec.get("echo_separation_m", DEFAULT_ECHO_SEPARATION_M)
     if not _finite_at_least(separation, 0.0) or separation == 0:
         raise FootprintError(f"echo_separation_m must be a number > 0, got {separation!r}")
+    diameter = spec.get("beam_diameter_m", 0.0)
+    if not _finite_at_least(diameter, 0.0) or diameter > 1.0:
+        raise FootprintError(f"beam_diameter_m must be a number in 0..1 m, got {diameter!r}")
     return Footprint((float(divergence[0]) * 1e-3, float(divergence[1]) * 1e-3), int(samples), mode,
-                     float(separation))
+                     float(separation), float(diameter))
 
 
 def _finite_at_least(value, low: float) -> bool:
@@ -135,16 +145,20 @@ def _finite_at_least(value, low: float) -> bool:
 def footprint_offsets(footprint: Footprint) -> tuple[np.ndarray, np.ndarray]:
     """(S, 2) float64 angles (rad, horizontal and vertical) of the sub-rays off the beam axis, (S,) float64 energy
     weights summing to 1 (module doc). One sample: the axis, weight 1."""
-    s = footprint.samples
-    if s == 1:
+    unit, weights = _sunflower(footprint.samples)
+    return unit * np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2, weights
+
+
+def _sunflower(samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """(S, 2) points filling the unit disc in equal areas (Vogel's spiral; the centre for one), (S,) Gaussian
+    weights exp(−2ρ²) of a beam whose 1/e² radius is the disc's, summing to 1."""
+    if samples == 1:
         return np.zeros((1, 2)), np.ones(1)
-    k = np.arange(s, dtype=np.float64)
-    rho = np.sqrt((k + 0.5) / s)  # radius in units of the 1/e² half-width: equal-area cells
-    half_width = np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2
+    k = np.arange(samples, dtype=np.float64)
+    rho = np.sqrt((k + 0.5) / samples)
     angle = k * _GOLDEN_ANGLE_RAD
-    offsets = np.stack([rho * np.cos(angle), rho * np.sin(angle)], axis=1) * half_width
     weights = np.exp(-2.0 * rho * rho)
-    return offsets, weights / weights.sum()
+    return np.stack([rho * np.cos(angle), rho * np.sin(angle)], axis=1), weights / weights.sum()
 
 
 def sub_ray_pattern(pattern, footprint: Footprint):
@@ -169,9 +183,15 @@ def sub_ray_pattern(pattern, footprint: Footprint):
     sub = (d[:, None, :] + tan[None, :, 0, None] * horizontal[:, None, :] + tan[None, :, 1, None] * vertical[:, None, :])
     sub /= np.linalg.norm(sub, axis=2, keepdims=True)
     origins = None if pattern.origins is None else np.repeat(pattern.origins, s, axis=0)
+    if footprint.diameter_m > 0:  # across the exit aperture, each sub-ray at its own place in the footprint
+        unit, _ = _sunflower(s)
+        radius = 0.5 * footprint.diameter_m
+        shift = radius * (unit[None, :, 0, None] * horizontal[:, None, :] + unit[None, :, 1, None] * vertical[:, None, :])
+        base = np.zeros((len(d), 1, 3)) if pattern.origins is None else pattern.origins[:, None, :].astype(np.float64)
+        origins = (base + shift).reshape(-1, 3)
     return RayPattern(np.ascontiguousarray(sub.reshape(-1, 3), np.float32), np.repeat(pattern.beam_id, s),
                       np.repeat(pattern.column, s), np.repeat(pattern.time_offset_s, s), pattern.rows * s,
-                      pattern.columns, origins=origins)
+                      pattern.columns, origins=None if origins is None else np.ascontiguousarray(origins, np.float32))
 
 
 @njit(cache=True, nogil=True)
@@ -343,5 +363,24 @@ def pulse_widths_after(echoes, pulse_width_m: np.ndarray, kept, separation_m: fl
     return np.where(found, pulse_width_m[at] if len(key) else 0.0, separation_m)
 
 
+def second_echo_stats(cloud, rays=None) -> dict:
+    """How often and how far apart a cloud's rays give two echoes: of the rays that return (those of ``rays``, a
+    mask or indices into the cloud's pattern, else all), the fraction with a second echo, and the gaps
+    (second − first range, m) of those."""
+    ray_index = np.asarray(cloud.ray_index, np.int64)
+    wanted = np.ones(len(ray_index), bool)
+    if rays is not None:
+        mask = np.zeros(cloud.rows * cloud.columns, bool)
+        mask[rays] = True
+        wanted = mask[ray_index]
+    echo = cloud.points["echo"][wanted]
+    ray, range_m = ray_index[wanted], cloud.points["range"][wanted].astype(np.float64)
+    returning = len(np.unique(ray))
+    first = dict(zip(ray[echo == 0].tolist(), range_m[echo == 0].tolist()))
+    gaps = np.array([r - first[k] for k, r in zip(ray[echo == 1].tolist(), range_m[echo == 1].tolist())])
+    return {"returning_rays": returning, "second_echo_rays": len(gaps),
+            "second_echo_fraction": len(gaps) / returning if returning else 0.0, "gap_m": gaps}
+
+
 __all__ = ["DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "RETURN_MODES", "form_echoes",
-           "footprint_offsets", "parse_footprint", "pulse_widths_after", "sub_ray_pattern"]
+           "footprint_offsets", "parse_footprint", "pulse_widths_after", "second_echo_stats", "sub_ray_pattern"]

@@ -31,7 +31,8 @@ Spec keys (a contract; units in the names):
 ``beam_divergence_mrad``     [horizontal, vertical] FWHM beam divergence (presets: their datasheets')
 ``divergence_samples``       sub-rays per beam across its footprint (default 1: the beam's centre ray)
 ``returns``                  "strongest" (default), "first", "last" or "dual" (strongest + last, as Velodyne)
-``echo_separation_m``        echoes closer than this merge (default 1 m); all four: :mod:`lidar_fmu.echoes`
+``echo_separation_m``        echoes closer than this merge (default 1 m)
+``beam_diameter_m``          the beam's diameter at the exit (default 0; OS1: 10 mm); all five: :mod:`lidar_fmu.echoes`
 ``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
                              with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
 ``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
@@ -82,7 +83,7 @@ KNOWN_KEYS = {
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "range_accuracy_m", "weather",
-    "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m",
+    "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 

@@ -32,7 +32,10 @@ the 903/905 nm edge-emitter optics. Livox Mid-70 and Avia datasheets: 0.28°
 (vertical) × 0.03° (horizontal). Ibeo LUX: **assumed** 0.08° × 0.8° (h × v):
 each of its layers spans its 0.8° spacing vertically (the LUX datasheet's
 "3.2° for 4 layers"), horizontally the 0.08° of a 0.125° step unit; no
-datasheet figure found.
+datasheet figure found. ``beam_diameter_m``: Ouster OS1 (gen 1) datasheet,
+"beam diameter exiting sensor 10 mm"; the others give none and leave it 0 (a
+point source: their footprints are right beyond a few metres, too small
+nearer).
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ _FULL_TURN_CW = [180.0, -180.0]
 #: Velodyne VLS-128 user manual, Table F-1 "Beam Divergence": 3.0 mrad horizontal, 1.5 mrad vertical; the other
 #: Velodyne presets assumed the same (module doc)
 _VELODYNE_DIVERGENCE_MRAD = [3.0, 1.5]
+#: Ouster OS1 (gen 1) datasheet: "beam diameter exiting sensor 10 mm" (taken as the 1/e² diameter, assumed)
+_OS1_BEAM_DIAMETER_M = 0.010
 #: Ouster OS1 (gen 1) datasheet: beam divergence 0.13° FWHM (16 and 64 channels), 0.18° FWHM (128 channels)
 _OS1_16_64_DIVERGENCE_MRAD = [round(np.radians(0.13) * 1e3, 3)] * 2
 _OS1_128_DIVERGENCE_MRAD = [round(np.radians(0.18) * 1e3, 3)] * 2
@@ -161,6 +166,7 @@ PRESETS: dict[str, dict] = {
         "max_range_m": 120.0,
         "wavelength_nm": 850.0,
         "beam_divergence_mrad": _OS1_16_64_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_64": {
@@ -175,6 +181,7 @@ PRESETS: dict[str, dict] = {
         "max_range_m": 120.0,
         "wavelength_nm": 850.0,
         "beam_divergence_mrad": _OS1_16_64_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128": {
@@ -189,6 +196,7 @@ PRESETS: dict[str, dict] = {
         "max_range_m": 120.0,
         "wavelength_nm": 865.0,
         "beam_divergence_mrad": _OS1_128_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128_cal": {
@@ -202,6 +210,7 @@ PRESETS: dict[str, dict] = {
         "max_range_m": 120.0,
         "wavelength_nm": 865.0,
         "beam_divergence_mrad": _OS1_128_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the
