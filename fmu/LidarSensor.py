@@ -389,14 +389,18 @@ class LidarSensor(Fmi2Slave):
             (self.mounting_orientation_roll, self.mounting_orientation_pitch, self.mounting_orientation_yaw),
         )
 
-    def _sensor(self):
-        """The ``sensor`` parameter loaded (once per value)."""
+    def _rig(self):
+        """The ``sensor`` parameter loaded (once per value): its lidars (one, or a rig's)."""
         name = self.sensor or DEFAULT_SENSOR
         if self._sensor_cache[0] != name:
-            from lidar_fmu.sensors import load_sensor
+            from lidar_fmu.sensors.rig import load_rig
 
-            self._sensor_cache = (name, load_sensor(name))
+            self._sensor_cache = (name, load_rig(name))
         return self._sensor_cache[1]
+
+    def _sensor(self):
+        """The first (or only) lidar of the ``sensor`` parameter."""
+        return self._rig()[0].sensor
 
     def _get_model(self):
         if self._model is None and self._model_error is None:
@@ -409,7 +413,7 @@ class LidarSensor(Fmi2Slave):
                     inside = os.path.join(self.resources, assets)
                     assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
                 self._model = LidarSensorModel(
-                    sensor=self._sensor(), assets_dir=assets, environment=self.environment,
+                    sensor=self._rig(), assets_dir=assets, environment=self.environment,
                     materials=self.materials, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
                     warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
@@ -436,13 +440,16 @@ class LidarSensor(Fmi2Slave):
             self._config_request = DoubleBuffer()  # the previous request stays valid until the next but one
         self._config_key = key
         try:
-            from lidar_fmu.osi.config import sensor_view_configuration
+            from lidar_fmu.osi.config import rig_view_configuration
             from lidar_fmu.osi.decode import check_position
-            from lidar_fmu.sensor_model import mounting_of
+            from lidar_fmu.sensor_model import member_mounting
 
-            pose = mounting_of(self._sensor(), self._mounting_pose())  # as the model places it
-            check_position(pose[:3, 3], "mounting_position_x/y/z")
-            data = sensor_view_configuration(self._sensor(), pose)
+            lidars = []
+            for k, member in enumerate(self._rig()):
+                pose = member_mounting(member, self._mounting_pose())  # as the model places it
+                check_position(pose[:3, 3], "mounting_position_x/y/z" if k == 0 else f"sensors[{k}] mounting")
+                lidars.append((member.sensor, pose, member.sensor_id if member.sensor_id is not None else k))
+            data = rig_view_configuration(lidars)
         except Exception as exc:
             reason = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
             self._error(f"OSMPSensorViewInConfigRequest cannot be computed for sensor {key[0]!r}: "

@@ -277,3 +277,30 @@ def test_kernels_compile_for_a_real_gpu(monkeypatch):
         if name != "_returns_kernel":  # the per-hit physics runs in float64, as on the CPU
             f64 = re.findall(r"[^\n]*\.f64[^\n]*", ptx)
             assert not f64, f"float64 in {name}: " + "\n".join(f64[:5])
+
+
+# ---------------------------------------------------------------------------------------------- mirrors
+@needs_cuda
+@pytest.mark.parametrize("glass", [False, True])
+def test_mirror_ghosts_on_the_gpu_equal_embree(glass):
+    """Two bounces (and a pane in front): the same hits (path length, final surface, mirrored normal, path gain)
+    and the same returns as Embree's packets and embreex's recasting."""
+    from mirror_scenes import MATERIALS, SENSOR, periscope_scene
+
+    scene = periscope_scene(glass)
+    lidar = Lidar(scene, SENSOR, backend="embree", materials=MATERIALS)
+    rays, through = lidar.rays(np.eye(4)), lidar.return_model().continuation()
+    assert through.max_bounces == 2
+    ref = lidar.backend.cast_batch(rays, through)
+    for name in ("cuda", "embreex"):
+        got = make_backend(name, scene).cast_batch(rays, through)
+        assert np.array_equal(got.hit, ref.hit) and ref.hit.all() and np.array_equal(got.instance_id, ref.instance_id)
+        np.testing.assert_allclose(got.range_m, ref.range_m, atol=2e-4, err_msg=name)
+        np.testing.assert_allclose(got.normal, ref.normal, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got.path_gain, ref.path_gain, rtol=1e-6, err_msg=name)
+    on_gpu = Lidar(scene, SENSOR, backend="cuda", materials=MATERIALS).scan(np.eye(4))
+    on_cpu = lidar.scan(np.eye(4))
+    assert len(on_cpu) == 49 and np.array_equal(on_gpu.ray_index, on_cpu.ray_index)
+    for name in ("x", "y", "z", "range", "normal_x", "normal_y", "normal_z", "reflectivity"):
+        np.testing.assert_allclose(on_gpu.points[name], on_cpu.points[name], atol=2e-4, err_msg=name)
+    assert np.array_equal(on_gpu.points["object_id"], on_cpu.points["object_id"])

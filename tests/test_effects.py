@@ -6,7 +6,7 @@ import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.effects import detection_probability, uniform
+from lidar_fmu.effects import detection_probability, inverse_normal_cdf, uniform
 from lidar_fmu.scene import box_mesh
 from lidar_fmu.sensor_model import LidarSensorModel
 from lidar_fmu.sensors import SensorSpecError, load_sensor
@@ -107,6 +107,17 @@ def test_counter_based_uniforms_are_uniform_and_independent():
                       for r in range(500)])
     assert 0 < u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01 and abs(u.std() - math.sqrt(1 / 12)) < 0.01
     assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < 0.03
+
+
+def test_normal_draws_follow_the_inverse_normal_cdf_closely():
+    """The noise's normal numbers come from Acklam's inverse CDF: within 1e-8 of the exact quantile over the
+    whole of (0, 1), tails included."""
+    from statistics import NormalDist
+
+    exact = NormalDist().inv_cdf
+    p = np.concatenate([np.geomspace(1e-15, 0.5, 400), np.linspace(0.01, 0.99, 999), 1 - np.geomspace(1e-12, 0.5, 400)])
+    error = max(abs(inverse_normal_cdf(float(q)) - exact(float(q))) for q in p)
+    assert error < 1e-8
 
 
 def test_detection_probability_law():

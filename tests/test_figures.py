@@ -117,3 +117,15 @@ def test_detection_probability_png(tmp_path):
     path = tmp_path / "p.png"
     plot_detection_probability(path, fit_range_limit([[0.10, 40.0], [0.80, 120.0]], "log", 120.0))
     assert read_png(path).shape[1] > 600
+
+
+def test_mirror_ghost_png(tmp_path):
+    """The README's mirror figure: the ghosts are drawn red, past the mirror."""
+    from lidar_fmu.figures import plot_mirror_ghost
+
+    path = tmp_path / "ghost.png"
+    ghosts, returns = plot_mirror_ghost(path)
+    assert 100 < ghosts < returns  # the mirror's share of the sweep (its ±6° at 10 m, less the box's shadow)
+    image = read_png(path)[..., :3]  # floats 0–1
+    red = (image[..., 0] > 0.7) & (image[..., 1] < 0.35) & (image[..., 2] < 0.35)
+    assert red.sum() > 200

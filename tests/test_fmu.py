@@ -99,6 +99,28 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
     assert variables["valid"].get("causality") == "output" and variables["count"].get("causality") == "output"
 
 
+def test_one_fmu_carries_a_rig_of_lidars(fmu_path):
+    """A JSON list in the sensor parameter: one lidar_sensor entry per lidar, each under its own header, and a
+    config request with one lidar view per lidar."""
+    import json
+
+    front = SMALL_SENSOR | {"mounting": {"xyz_m": [3.0, 0.0, 1.0]}, "sensor_id": 21}
+    rear = SMALL_SENSOR | {"mounting": {"xyz_m": [-1.0, 0.0, 1.0], "rpy_deg": [0, 0, 180]}, "sensor_id": 22}
+    with lidar(fmu_path, sensor=json.dumps([front, rear])) as fmu:
+        config = SensorViewConfiguration.FromString(fmu.config_request())
+        assert [v.sensor_id.value for v in config.lidar_sensor_view_configuration] == [21, 22]
+        out = fmu.step(sensor_view([(10, (12.0, 0.0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "")], time_s=0.1), 0.0,
+                       0.1)
+    data = SensorData.FromString(out.sensor_data)
+    entries = data.feature_data.lidar_sensor
+    assert [e.header.sensor_id.value for e in entries] == [21, 22]
+    assert [e.header.mounting_position.position.x for e in entries] == [3.0, -1.0]
+    assert {int(d.object_id.value) for d in entries[0].detection} == {10}
+    assert {int(d.object_id.value) for d in entries[1].detection} == {10}  # 360°: the rear lidar sees it too
+    nearest = [min(d.position.distance for d in e.detection) for e in entries]
+    assert nearest[1] - nearest[0] == pytest.approx(4.0, abs=0.3)  # from 4 m further back
+
+
 def test_config_request_describes_the_rays(fmu_path):
     with lidar(fmu_path, sensor="velodyne_vlp16", mounting_position_z=1.8) as fmu:
         config = SensorViewConfiguration.FromString(fmu.config_request())
@@ -406,3 +428,24 @@ def test_bad_material_map_is_reported_not_crashed(fmu_path, tmp_path):
     (tmp_path / "map.yaml").write_text("default: no_such_material\n")
     messages = cannot_start(fmu_path, sensor="ibeo_lux", materials=str(tmp_path / "map.yaml"))
     assert any("no_such_material" in text for text in messages)
+
+
+def test_mirror_ghosts_come_through_the_fmu(fmu_path, tmp_path):
+    """A 45° mirror 10 m ahead and a wall 10 m to its side, as the environment: SensorData's detections are the
+    ghosts, on the original rays at x ≈ 20 m (what ``scan`` and every backend give, tests/test_mirror.py)."""
+    import json
+
+    from mirror_scenes import MATERIALS, SENSOR, side_mirror_scene, write_obj
+
+    world = write_obj(tmp_path, side_mirror_scene())
+    (tmp_path / "map.json").write_text(json.dumps(MATERIALS))
+    (tmp_path / "sensor.json").write_text(json.dumps(SENSOR))
+    with lidar(fmu_path, sensor=str(tmp_path / "sensor.json"), environment=str(world),
+               materials=str(tmp_path / "map.json")) as fmu:
+        out = fmu.step(sensor_view([], 0.1, host=None), 0.0, 0.1)
+    cloud = sensor_data_to_points(out.sensor_data)
+    assert len(cloud) == 49
+    xyz = np.stack([cloud.points[c] for c in "xyz"], axis=1)
+    assert np.all(np.abs(xyz[:, 0] - 20.0) < 0.6) and np.all(cloud.points["range"] > 19.9)
+    centre = np.argmin(np.abs(xyz[:, 1]) + np.abs(xyz[:, 2]))
+    assert xyz[centre, 0] == pytest.approx(20.0, abs=1e-3)

@@ -190,3 +190,33 @@ def test_the_fmu_stands_a_gltf_asset_up(fmu_path, tmp_path):
         tops[up_axis] = float(car["z"].max())
     assert tops[""] == pytest.approx(1.5, abs=0.07)  # (beams 5 cm apart there) 0.75 m centre + half of 1.5 m: standing on its wheels
     assert tops["z"] == pytest.approx(2.75, abs=0.07)  # 4 m tall: the glTF taken Z-up stands on its tail
+
+
+def test_replay_writes_ground_truth_beside_the_fmu_points(fmu_path, tmp_path):
+    """``ground_truth: true``: every frame PCD carries the in-process twin's truth, point for point (noise on: the
+    measured ranges scatter about it)."""
+    import lidar_fmu.replay as replay_module
+    from lidar_fmu.ground_truth import GROUND_TRUTH_DTYPE
+    from lidar_fmu.io import read_pcd
+    from lidar_fmu.osi.trace import write_trace
+
+    scenario = tmp_path / "scenario"
+    scenario.mkdir()
+    write_trace(scenario / "views.osi", _views())
+    sensor = {**CUSTOM_SENSOR, "noise": {"range_sigma_m": 0.02, "seed": 5}}
+    (scenario / "scenario.yaml").write_text(json.dumps({"trace": "views.osi", "sensor": sensor,
+                                                        "ground_truth": True}))
+    replay_module.replay(scenario, tmp_path / "out", fmu_path=fmu_path, progress=False)
+    frames = sorted((tmp_path / "out" / "frames").glob("*.pcd"))
+    assert len(frames) == 2
+    for frame in frames:
+        points = read_pcd(frame)
+        assert set(GROUND_TRUTH_DTYPE.names) <= set(points.dtype.names) and len(points) > 100
+        error = points["range"] - points["range_true"]
+        assert 0.015 < error.std() < 0.025 and np.abs(error).max() < 0.2
+        on_ray = np.stack([points[a] for a in "xyz"], 1) / points["range"][:, None]
+        truth_ray = np.stack([points[a + "_true"] for a in "xyz"], 1) / points["range_true"][:, None]
+        np.testing.assert_allclose(on_ray, truth_ray, atol=1e-4)  # the same ray: the truth is this point's
+    (scenario / "scenario.yaml").write_text(json.dumps({"trace": "views.osi", "ground_truth": "yes"}))
+    with pytest.raises(LidarFmuError, match="ground_truth"):
+        replay_module.load_scenario(scenario)

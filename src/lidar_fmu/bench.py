@@ -31,14 +31,18 @@ def median_ms(fn, repeat: int) -> float:
     return float(np.median(times) * 1e3)
 
 
-def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
-    """A closed UV sphere of ~``triangles`` faces, radius 20 m, sensor inside."""
+def sphere_mesh(triangles: int = 1_000_000) -> Mesh:
+    """A closed UV sphere of ~``triangles`` faces, radius 20 m."""
     import trimesh
 
     count = int(np.sqrt(triangles / 4)) + 1  # a UV sphere of count×count has ≈ 4·count² faces
     tm = trimesh.creation.uv_sphere(radius=20.0, count=[count, count])
-    mesh = Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
-    return Scene.from_meshes([mesh]), pose_matrix((1.0, 2.0, 0.5))
+    return Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
+
+
+def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
+    """:func:`sphere_mesh` as the whole scene, sensor inside."""
+    return Scene.from_meshes([sphere_mesh(triangles)]), pose_matrix((1.0, 2.0, 0.5))
 
 
 def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:
@@ -338,6 +342,41 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
     }
 
 
+def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lidars: int = 4) -> dict:
+    """The demo scenario's doStep (in-process) with ``lidars`` copies of its lidar on the roof corners against
+    the one lidar, views interleaved (issue 15's goal: 4 lidars ≤ 3.5× one; the scene update is shared)."""
+    import glob
+
+    from .demo import make_demo_scenario
+    from .osi.trace import read_trace
+    from .replay import load_scenario
+    from .sensor_model import LidarSensorModel
+    from .sensors import resolve_spec
+
+    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
+    if not glob.glob(os.path.join(folder, "*_sv_*_demo.osi")):
+        make_demo_scenario(folder, frames=frames)
+    scenario = load_scenario(folder)
+    views = list(read_trace(scenario["trace"]))[:frames]
+    spec = resolve_spec(scenario["sensor"])
+    corners = [(1.0, 0.8, 1.9, 45), (1.0, -0.8, 1.9, -45), (-1.0, 0.8, 1.9, 135), (-1.0, -0.8, 1.9, -135)]
+    rig = {"sensors": [spec | {"mounting": {"xyz_m": list(xyz), "rpy_deg": [0, 0, yaw]}}
+                       for *xyz, yaw in (corners * lidars)[:lidars]]}
+    one = LidarSensorModel(scenario["sensor"], assets_dir=scenario["assets"], backend=backend)
+    many = LidarSensorModel(rig, assets_dir=scenario["assets"], backend=backend)
+    times = {"one": [], "rig": []}
+    for k, view in enumerate(views):
+        for name, model in (("one", one), ("rig", many)):
+            t0 = time.perf_counter()
+            result = model.step(view, 0.1 * k)
+            if k:  # the first step loads meshes and builds
+                times[name].append(time.perf_counter() - t0)
+            if not result.valid:
+                raise RuntimeError(f"bench_rig: step {k} of the {name} model is invalid: {result.message}")
+    one_ms, rig_ms = (float(np.median(times[name]) * 1e3) for name in ("one", "rig"))
+    return {"lidars": lidars, "one_ms": one_ms, "rig_ms": rig_ms, "ratio": rig_ms / one_ms, "frames": len(views)}
+
+
 def run_bench(args) -> list[dict]:
     import platform
 
@@ -389,4 +428,8 @@ def run_bench(args) -> list[dict]:
         print("|" + "---|" * (len(step["stages_ms"]) + 4))
         print(f"| median ms over {step['frames']} frames ({step['returns']:,} returns) | {stages} | "
               f"{step['model_step_ms']:.2f} | {step['fmu_step_ms']:.2f} | {step['fmu_step_p90_ms']:.2f} |")
+        rig = bench_rig(args.work_dir, backend=args.backend)
+        print(f"\n| demo doStep (model), OS1-128×1024 | one lidar ms | {rig['lidars']} lidars, one scene ms | × one |\n"
+              f"|---|---|---|---|\n| median over {rig['frames'] - 1} frames | {rig['one_ms']:.2f} | {rig['rig_ms']:.2f} | "
+              f"{rig['ratio']:.2f}× |")
     return rows

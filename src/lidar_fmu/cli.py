@@ -113,7 +113,7 @@ def cmd_scan(args) -> None:
         if pattern is None:
             raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
     with event.install_recorder("numba:compile") as compiling:
-        cloud = lidar.scan(pose, pattern=pattern)
+        cloud = lidar.scan(pose, pattern=pattern, ground_truth=args.ground_truth)
     written = []
     try:  # all or nothing: no point cloud left behind when the preview cannot be written
         write_point_cloud(args.output, cloud)
@@ -261,6 +261,7 @@ def cmd_figures(args) -> None:
         plot_detection_probability,
         plot_dual_returns,
         plot_livox_coverage,
+        plot_mirror_ghost,
         plot_motion_distortion,
         plot_range_limits,
         plot_reflectivity_bev,
@@ -313,13 +314,21 @@ def cmd_figures(args) -> None:
     plot_reflectivity_bev(os.path.join(args.output, "street_weather.png"), weather_panels, extent_m=40.0)
     plot_detection_probability(os.path.join(args.output, "detection_probability.png"),
                                load_sensor("ouster_os1_128").range_limit)
-    # issue 14: dual returns at object edges, on the street and in the room of the real-recording comparison
+    # issue 14: a mirror's ghosts; dual returns at object edges, on the street and in the room of the
+    # real-recording comparison
+    plot_mirror_ghost(os.path.join(args.output, "mirror_ghost.png"))
     plot_dual_returns(os.path.join(args.output, "dual_returns.png"), dual_return_panels(scene, pose, street_map))
     print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png, "
-          f"livox_coverage.png, street_weather.png, detection_probability.png and dual_returns.png to {args.output}")
+          f"livox_coverage.png, street_weather.png, detection_probability.png, mirror_ghost.png and dual_returns.png "
+          f"to {args.output}")
 
 
 def cmd_bench(args) -> None:
+    if args.scaling:
+        from .bench_scaling import run_scaling
+
+        run_scaling(args.repeat, args.max_triangles, args.max_instances, args.output)
+        return
     from .bench import run_bench
 
     run_bench(args)
@@ -389,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
     p.add_argument("--materials", default=None,
                    help="visual → IR material map (JSON/YAML); without one every triangle is default_grey")
+    p.add_argument("--ground-truth", action="store_true",
+                   help="also write each point's noise-free position and range, IR material id and incidence angle "
+                        "(x_true y_true z_true range_true material_id incidence_angle_rad; not in .ptx)")
     p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
     p.set_defaults(func=cmd_scan)
@@ -431,6 +443,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
     p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
+    p.add_argument("--scaling", action="store_true",
+                   help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
+                        "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
+    p.add_argument("--max-triangles", type=_positive_int, default=10_000_000, help="--scaling: largest scene")
+    p.add_argument("--max-instances", type=_positive_int, default=10_000, help="--scaling: most moving instances")
+    p.add_argument("-o", "--output", default="docs", help="--scaling: folder for scaling.png")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("soak", help="run many steps of tracked pedestrians; print memory and step time as it goes",

@@ -196,10 +196,10 @@ def sub_ray_pattern(pattern, footprint: Footprint):
 
 @njit(cache=True, nogil=True)
 def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit_code, limit_a, limit_b, limit_c,
-                 limit_tail_refl, limit_tail_m, limit_max, out, out_ray, out_intensity, out_pulse):
+                 limit_tail_refl, limit_tail_m, limit_max, out, out_ray, out_intensity, out_pulse, out_source):
     """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices);
     writes the reported echoes into ``out`` (range, reflectivity, normal, beam, object, saturated, echo) and their
-    beam, intensity and pulse width; returns how many."""
+    beam, intensity, pulse width and strongest sub-ray return; returns how many."""
     m = points.shape[0]
     order = np.empty(samples, np.int64)
     # per echo of one beam: range, reflectivity, power, pulse spread, strongest member, saturated
@@ -287,6 +287,7 @@ def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit_co
             out_ray[count] = beam
             out_intensity[count] = 100.0 if e_saturated[e] else intensity_percent(e_refl[e], e_range[e])
             out_pulse[count] = separation_m + e_spread[e]
+            out_source[count] = e_best[e]
             count += 1
     return count
 
@@ -328,26 +329,30 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
     from .physics import Returns
 
     sub_ray = np.asarray(returns.ray_index, np.int64)
-    points = returns.points
+    points, material_id = returns.points, returns.material_id
     if len(sub_ray) > 1 and np.any(sub_ray[1:] < sub_ray[:-1]):
         order = np.argsort(sub_ray, kind="stable")
         sub_ray, points = sub_ray[order], points[order]
+        material_id = None if material_id is None else material_id[order]
     _, weights = footprint_offsets(footprint)
     n = len(pattern) * footprint.max_echoes
     out = np.zeros(n, POINT_DTYPE)
     out_ray = np.empty(n, np.int32)
     out_intensity = np.empty(n, np.float32)
     out_pulse = np.empty(n, np.float64)
+    out_source = np.empty(n, np.int64)
     code, a, b, c, tail_refl, tail_m, limit_max = limit_params(limit, max_range_m)
     m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights,
                      _MODE_CODE[footprint.mode], footprint.separation_m, np.int64(code), np.float64(a),
                      np.float64(b), np.float64(c), np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max),
-                     out, out_ray, out_intensity, out_pulse)
+                     out, out_ray, out_intensity, out_pulse, out_source)
     out, out_ray = out[:m], out_ray[:m]
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],
                   out["y"], out["z"])
-    return Returns(out, out_ray, out_intensity[:m]), out_pulse[:m]
+    # an echo's material (for ground truth) is its strongest sub-ray's
+    material = None if material_id is None else material_id[out_source[:m]]
+    return Returns(out, out_ray, out_intensity[:m], material), out_pulse[:m]
 
 
 def pulse_widths_after(echoes, pulse_width_m: np.ndarray, kept, separation_m: float) -> np.ndarray:
@@ -361,6 +366,23 @@ def pulse_widths_after(echoes, pulse_width_m: np.ndarray, kept, separation_m: fl
     found = (key[at] == want) & (kept.points["object_id"] != WEATHER_OBJECT_ID) if len(key) else np.zeros(
         len(want), bool)
     return np.where(found, pulse_width_m[at] if len(key) else 0.0, separation_m)
+
+
+def truth_per_echo(returns, pattern, max_echoes: int) -> np.ndarray:
+    """(max_echoes, rays) :data:`~lidar_fmu.ground_truth.GROUND_TRUTH_DTYPE`: per echo number, every ray's
+    noise-free echo (:func:`~lidar_fmu.ground_truth.truth_per_ray` of that echo's returns), so that a return after
+    the effects finds its truth at ``[echo, ray]``. With one ray per beam, row 0 is the ray's return."""
+    from .ground_truth import truth_per_ray
+
+    echo = returns.points["echo"]
+    rows = []
+    for e in range(max_echoes):
+        mine = np.flatnonzero(echo == e)
+        rows.append(truth_per_ray(type(returns)(returns.points[mine], returns.ray_index[mine],
+                                                returns.intensity_percent[mine],
+                                                None if returns.material_id is None else returns.material_id[mine]),
+                                  pattern))
+    return np.stack(rows)
 
 
 def second_echo_stats(cloud, rays=None) -> dict:
@@ -383,4 +405,5 @@ def second_echo_stats(cloud, rays=None) -> dict:
 
 
 __all__ = ["DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "RETURN_MODES", "form_echoes",
-           "footprint_offsets", "parse_footprint", "pulse_widths_after", "second_echo_stats", "sub_ray_pattern"]
+           "footprint_offsets", "parse_footprint", "pulse_widths_after", "second_echo_stats", "sub_ray_pattern",
+           "truth_per_echo"]

@@ -400,3 +400,91 @@ def dual_return_panels(street_scene, street_pose, street_map) -> list:
     indoor = Lidar(room, spec | {"divergence_samples": 16}).scan(room_pose)
     return [("demo street, OS1-128 dual, 8 sub-rays per beam", street, 20.0),
             ("furnished room, OS1-128 dual, 16 sub-rays, 10 mm exit beam", indoor, 3.0)]
+# ------------------------------------------------------------------------------ mirror ghosts
+
+
+def _quad_mesh(centre, u, v, material: str):
+    """A two-triangle square ``centre ± u ± v`` (m) of one visual material."""
+    from .scene import Mesh
+
+    c, u, v = (np.asarray(a, np.float64) for a in (centre, u, v))
+    return Mesh(np.array([c - u - v, c + u - v, c + u + v, c - u + v]), np.array([[0, 1, 2], [0, 2, 3]]),
+                np.zeros(2, np.int32), (material,), material)
+
+
+def plot_mirror_ghost(path) -> tuple[int, int]:
+    """Bird's-eye view of a scan past a 45° mirror: the direct returns, and the ghosts the mirror makes (the
+    side wall and a box seen in it), each on its own ray at the whole path length (BlenSor's ghost).
+    → (ghosts, returns)."""
+    from .lidar import Lidar
+    from .scene import Scene, box_mesh
+    from .transforms import pose_matrix
+
+    half = 1.5 * np.sqrt(0.5)
+    parts = {  # name: (centre, u, v, visual material); walls 4 m high
+        "mirror": ((10.0, 0.0, 0.0), (half, half, 0.0), (0.0, 0.0, 1.5), "mirror"),
+        "left wall": ((16.0, 10.0, 0.0), (14.0, 0.0, 0.0), (0.0, 0.0, 2.0), "wall"),
+        "right wall": ((16.0, -10.0, 0.0), (14.0, 0.0, 0.0), (0.0, 0.0, 2.0), "wall"),
+        "back wall": ((30.0, 0.0, 0.0), (0.0, 10.0, 0.0), (0.0, 0.0, 2.0), "wall"),
+    }
+    scene = Scene()
+    for k, (centre, u, v, material) in enumerate(parts.values()):
+        scene.add_instance(100 + k, _quad_mesh(centre, u, v, material), np.eye(4))
+    box_at = (10.5, 6.0)
+    scene.add_instance(42, box_mesh(1.5, 1.5, 1.5, material="box"), pose_matrix((box_at[0], box_at[1], 0.0)))
+    sensor = {"horizontal_fov_deg": [-45, 45], "horizontal_resolution_deg": 0.2, "vertical_fov_deg": [-1, 1],
+              "channels": 3, "max_range_m": 60.0, "motion_distortion": False}
+    materials = {"default": "lambertian_50", "materials": {"mirror": "mirror", "wall": "lambertian_50", "box": "lambertian_50"}}
+    lidar = Lidar(scene, sensor, materials=materials)
+    cloud = lidar.scan(np.eye(4))
+    ghost = lidar.cast(np.eye(4)).path_gain[cloud.ray_index] < 1.0  # rays that came back by the mirror
+    p = cloud.points
+    figure = _new_figure(7.5, 6.5)
+    ax = figure.add_subplot()
+    for name, (centre, u, _v, material) in parts.items():
+        ends = np.array([np.subtract(centre, u), np.add(centre, u)])
+        ax.plot(ends[:, 1], ends[:, 0], color="#1f77b4" if material == "mirror" else "0.55",
+                linewidth=4 if material == "mirror" else 2, solid_capstyle="butt", zorder=1,
+                label="mirror (45°)" if material == "mirror" else ("walls" if name == "left wall" else None))
+    ax.add_patch(_box_patch(box_at, 1.5, "box (object 42)"))
+    ax.scatter(p["y"][~ghost], p["x"][~ghost], s=3, color="black", linewidths=0, label="direct returns", zorder=3)
+    ax.scatter(p["y"][ghost], p["x"][ghost], s=4, color="#d62728", linewidths=0, zorder=3,
+               label="ghosts: on the original ray at the path length")
+    # one ghost of the wall: the light's path (out to the mirror plane x − y = 10, off it along (sin a, cos a)
+    # to the wall y = 10) and where the unit places the echo, on the original ray at the path length
+    wall_ghost = ghost & (p["range"] > 19.0)
+    k = int(np.argmin(np.where(wall_ghost, np.abs(p["y"] + 1.5) + np.abs(p["z"]), np.inf)))  # clear of the box
+    a_rad = float(np.arctan2(p["y"][k], p["x"][k]))
+    t1 = 10.0 / (np.cos(a_rad) - np.sin(a_rad))
+    hit = t1 * np.array([np.cos(a_rad), np.sin(a_rad)])
+    end = hit + (10.0 - hit[1]) / np.cos(a_rad) * np.array([np.sin(a_rad), np.cos(a_rad)])
+    ax.plot([0.0, hit[1], end[1]], [0.0, hit[0], end[0]], color="#2ca02c", linewidth=1.4, zorder=2,
+            label="the light's path (one ray)")
+    ax.plot([hit[1], p["y"][k]], [hit[0], p["x"][k]], color="#d62728", linewidth=1.0, linestyle=":", zorder=2)
+    ax.text(9.0, p["x"][k] + 0.7, f"the left wall in the mirror: {p['range'][k]:.1f} m of path",
+            color="#d62728", fontsize=8, ha="left")
+    box_ghost = ghost & (p["range"] < 19.0)
+    if box_ghost.any():
+        ax.text(9.0, float(p["x"][box_ghost].mean()) + 0.7, "the box in the mirror", color="#d62728", fontsize=8,
+                ha="left")
+    ax.plot([0.0], [0.0], marker="^", markersize=9, color="#e8402a", markeredgecolor="black", zorder=4)
+    ax.set_xlim(13.0, -13.0)
+    ax.set_ylim(-2.0, 32.0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("y (m), left ←")
+    ax.set_ylabel("x (m), forward ↑")
+    ax.set_title(f"A mirror ghost (max_bounces 2): {int(ghost.sum())} of {len(p)} returns came by the mirror",
+                 fontsize=10)
+    ax.grid(True, color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="center", bbox_to_anchor=(0.5, 0.84), fontsize=8)
+    _save(figure, path)
+    return int(ghost.sum()), len(p)
+
+
+def _box_patch(centre_xy, size_m: float, label: str):
+    """A square drawn in the bird's-eye axes (y across, x up) around ``centre_xy`` (x, y)."""
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((centre_xy[1] - size_m / 2, centre_xy[0] - size_m / 2), size_m, size_m, facecolor="none",
+                     edgecolor="#9467bd", linewidth=1.5, label=label, zorder=2)

@@ -24,23 +24,26 @@ import time
 
 import numpy as np
 
-from .echoes import form_echoes, pulse_widths_after, sub_ray_pattern
+from .echoes import form_echoes, pulse_widths_after, sub_ray_pattern, truth_per_echo
 from .effects import apply_effects
 from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
-from .raycast import Hits, RayBatch, make_backend
+from .raycast import Backend, Hits, RayBatch, make_backend
 from .sensors import Sensor, load_sensor
+from .tof import backfold
 from .transforms import check_pose
 
 
 class Lidar:
-    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map."""
+    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map. ``backend``: a
+    name (:func:`~lidar_fmu.raycast.make_backend`) or a backend over ``scene`` to share."""
 
     def __init__(self, scene, sensor, backend: str = "auto", materials=None, warn=None):
         self.scene = scene
         self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
-        self.backend = make_backend(backend, scene)
+        # a Backend instance is shared (several lidars casting into one scene build and update it once)
+        self.backend = backend if isinstance(backend, Backend) else make_backend(backend, scene)
         self.materials = Materials(self.sensor.wavelength_nm, materials, warn=warn)
         #: seconds spent per stage in the last scan
         self.last_timings: dict[str, float] = {}
@@ -79,7 +82,7 @@ class Lidar:
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
     def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
-             frame: int | None = None, weather=None) -> PointCloud:
+             frame: int | None = None, weather=None, ground_truth: bool = False) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -89,11 +92,16 @@ class Lidar:
         sensor's ``motion_distortion`` is off. ``frame``: the frame counter that seeds this frame's noise and
         detection draws (default: this Lidar's scans so far, :attr:`frames`). ``weather``: a
         :class:`~lidar_fmu.weather.Weather` for a sensor whose spec sets none (the FMU: the SensorView's).
+        ``ground_truth``: the cloud also carries each point's noise-free return, material and incidence angle
+        (``cloud.ground_truth``, :mod:`lidar_fmu.ground_truth`). A ToF camera's ranges fold last
+        (:mod:`lidar_fmu.tof`).
         """
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
         footprint = self.sensor.footprint
         model = self.return_model()
+        if ground_truth:  # the returns then keep the material each hit
+            model = dataclasses.replace(model, keep_material=True)
         # sub-rays are cast without the range limit: it decides on whole echoes (lidar_fmu.echoes)
         rays, model = (self.sub_rays(pattern), model.unlimited()) if footprint.active else (pattern, model)
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
@@ -110,13 +118,19 @@ class Lidar:
             returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,
                                                  self.sensor.max_range_m)
         echoes = returns
+        # before the effects change the returns: per echo number, each ray's truth
+        truth = truth_per_echo(returns, pattern, footprint.max_echoes) if ground_truth else None
         returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
                                            weather)
+        if self.sensor.tof is not None:
+            returns = backfold(returns, pattern, self.sensor.tof)
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
         cloud.existence_probability = existence
         if pulse_width_m is not None:
             cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)
+        if truth is not None:
+            cloud.ground_truth = truth[returns.points["echo"], returns.ray_index]
         timings = dict(self.backend.last_timings)
         timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
         self.last_timings = timings

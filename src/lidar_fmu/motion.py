@@ -250,20 +250,23 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         if len(ids):
             scene.set_poses(ids, end_poses)
     if len(parts) == 1:
-        points, ray_index, intensity = parts[0]
+        points, ray_index, intensity, material_id = parts[0]
     else:  # slices of rays in time order: back into ray order (mostly it is already)
         # records moved as opaque bytes: numpy copies a structured dtype field by field, 15× slower
         record = np.dtype((np.void, POINT_DTYPE.itemsize))
         points = np.concatenate([p.points.view(record) for p in parts] or [np.zeros(0, record)])
         ray_index = np.concatenate([p.ray_index for p in parts] or [np.zeros(0, np.int32)])
         intensity = np.concatenate([p.intensity_percent for p in parts] or [np.zeros(0, np.float32)])
+        kept = all(p.material_id is not None for p in parts)
+        material_id = np.concatenate([p.material_id for p in parts] or [np.zeros(0, np.int16)]) if kept else None
         if np.any(ray_index[1:] < ray_index[:-1]):
             order = np.argsort(ray_index, kind="stable")
             points, ray_index, intensity = points[order], ray_index[order], intensity[order]
+            material_id = None if material_id is None else material_id[order]
         points = points.view(POINT_DTYPE)
     _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
     backend.last_timings = {"cast": cast_s, "points": points_s}
-    return Returns(points, ray_index, intensity)
+    return Returns(points, ray_index, intensity, material_id)
 
 
 def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:

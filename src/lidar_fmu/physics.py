@@ -14,7 +14,20 @@ IR material (resolved once per mesh from its visual material) decides:
   reflectivity reported at full scale, 1.0 (real sensors report these apart:
   Velodyne encodes them as 101–255); the range limit uses the material's
   Lambertian-equivalent ρ, far above 1;
-* ``mirror``: reserved, handled as general.
+* ``mirror``: the ray reflects specularly, ``d' = d − 2(d·n)n``, up to the
+  sensor's ``max_bounces`` mirrors, and goes on; the return comes from the
+  surface it finally meets and is reported **along the original ray at the
+  total path length** — the ghost of BlenSor (Gschwandtner et al., ISVC 2011,
+  §3.1 and Fig. 2c: "totally reflecting surfaces which cause points to appear
+  farther away"): a time-of-flight unit measures the path, not where the
+  light turned, and places the echo on the beam it fired. The ghost's normal is
+  the surface's mirror image (the virtual surface the ghost lies on), so its
+  incidence angle is the real one, and its reflectivity is ρ(θ)·Π R², R the
+  material's specular ``reflectance`` for each mirror (out and back). A
+  mirror after the budget ends the ray without a return (a mirror scatters
+  next to nothing back diffusely). Not modelled: a mirror seen at normal
+  incidence sends the beam straight back into the receiver, which a real unit
+  sees as a saturated return at the mirror.
 
 A return is kept only if ``min_range_m ≤ range ≤ r_L(reflectivity)`` with the
 sensor's range–reflectivity limit (:mod:`lidar_fmu.range_limit`).
@@ -26,7 +39,7 @@ perfect Lambertian reflector (ρ = 1) facing the sensor at
 ``intensity = 100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)``;
 saturated (retroreflective) returns report 100 %.
 
-Written once: the per-hit rules (:func:`material_of_hit`, :func:`goes_on`,
+Written once: the per-hit rules (:func:`material_of_hit`, :func:`segment_after`, :func:`reflect`,
 :func:`return_of_hit`) are single Numba bodies that the CPU pass inlines, the
 native Embree packet loop inlines, and the CUDA kernels compile as device
 functions; :mod:`lidar_fmu.codes` gives them the class and fit codes.
@@ -42,7 +55,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from .codes import ABSORBENT, RETROREFLECTIVE, TRANSPARENT
+from .codes import ABSORBENT, MATERIAL_CLASSES, MIRROR, PASS, REFLECT, RETROREFLECTIVE, STOP, TRANSPARENT
 from .materials import (
     MaterialDatabase,
     load_database,
@@ -59,6 +72,7 @@ from .raycast.rays import Continuation
 #: below any glazing's thickness that matters to a return.
 CONTINUATION_STEP_M = 1e-3
 _DEG_PER_RAD = 180.0 / math.pi
+_TWO = np.float32(2.0)  # float32: the CUDA kernels compile these rules and must not promote to float64
 
 
 class Materials:
@@ -87,6 +101,7 @@ class Materials:
         # of a freed mesh); only the scene's current meshes and the last few that left are kept (per_instance)
         self._mesh_ids: dict[int, tuple] = {}
         self._revision = None
+        self._classes_present = np.zeros(len(MATERIAL_CLASSES), bool)
 
     def _triangle_ids(self, mesh) -> np.ndarray:
         entry = self._mesh_ids.get(id(mesh))
@@ -111,8 +126,16 @@ class Materials:
             offsets = np.cumsum([0] + [len(ids) for ids in per_mesh])[:-1].astype(np.int64)
             self._triangle_material = np.concatenate(per_mesh) if per_mesh else np.zeros(0, np.int16)
             self._first_triangle = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
+            # which classes the scene's triangles have, found once per scene revision (a frame without mirrors
+            # then skips the bounce work entirely)
+            self._classes_present = np.bincount(self.class_code[self._triangle_material],
+                                                minlength=len(MATERIAL_CLASSES)) > 0
             self._revision = scene.revision
         return self._triangle_material, self._first_triangle
+
+    def scene_has(self, class_code: int) -> bool:
+        """Does a triangle of the scene last passed to :meth:`per_instance` have a material of this class?"""
+        return bool(self._classes_present[class_code])
 
 
 # ----------------------------------------------------------------------------- per-hit rules
@@ -137,16 +160,44 @@ def material_of_hit(instance_index, primitive_id, triangle_material, first_trian
 
 
 @per_hit
-def goes_on(instance_index, primitive_id, surfaces_passed, max_surfaces, triangle_material, first_triangle,
-            class_code):
-    """Does a ray that hit this triangle, having passed ``surfaces_passed`` surfaces, go on behind it?
+def segment_after(instance_index, primitive_id, surfaces_passed, max_surfaces, bounces, max_bounces,
+                  triangle_material, first_triangle, class_code):
+    """What a ray that hit this triangle does next (:data:`~lidar_fmu.codes.STOP`, ``PASS``, ``REFLECT``).
 
-    Yes for a transparent surface while the budget lasts; a miss
-    (``instance_index < 0``) or any other surface ends the ray.
+    It goes on behind a transparent surface while fewer than ``max_surfaces``
+    were passed, reflects off a mirror while fewer than ``max_bounces`` were
+    bounced off; a miss (``instance_index < 0``) or any other surface ends it.
     """
-    if instance_index < 0 or surfaces_passed >= max_surfaces:
-        return False
-    return class_code[material_of_hit(instance_index, primitive_id, triangle_material, first_triangle)] == TRANSPARENT
+    if instance_index < 0 or (surfaces_passed >= max_surfaces and bounces >= max_bounces):
+        return STOP  # (budgets spent: the material is not even looked up; Continuation.none() has no table)
+    kind = class_code[material_of_hit(instance_index, primitive_id, triangle_material, first_triangle)]
+    if kind == TRANSPARENT and surfaces_passed < max_surfaces:
+        return PASS
+    if kind == MIRROR and bounces < max_bounces:
+        return REFLECT
+    return STOP
+
+
+@per_hit
+def reflect(dx, dy, dz, nx, ny, nz):
+    """The direction ``d`` mirrored at the unit normal ``n``: ``d − 2(d·n)n``."""
+    k = _TWO * (dx * nx + dy * ny + dz * nz)
+    return dx - k * nx, dy - k * ny, dz - k * nz
+
+
+@per_hit
+def unfold_after(m00, m01, m02, m10, m11, m12, m20, m21, m22, nx, ny, nz):
+    """``M·H`` for the reflection ``H = I − 2nnᵀ`` at one more mirror (``M``: the mirrors so far, row-major).
+
+    ``M`` maps the current segment's frame back to the original ray's: the
+    final surface's normal ``M·n`` is its mirror image, the normal of the
+    virtual surface a ghost lies on, with ``(M·n)·d = n·d'`` (same incidence).
+    """
+    a = _TWO * (m00 * nx + m01 * ny + m02 * nz)
+    b = _TWO * (m10 * nx + m11 * ny + m12 * nz)
+    c = _TWO * (m20 * nx + m21 * ny + m22 * nz)
+    return (m00 - a * nx, m01 - a * ny, m02 - a * nz, m10 - b * nx, m11 - b * ny, m12 - b * nz,
+            m20 - c * nx, m21 - c * ny, m22 - c * nz)
 
 
 @per_hit
@@ -158,19 +209,20 @@ def object_id_of(instance_id):
 @per_hit
 def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_m, limit_code, limit_a, limit_b,
                   limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
-                  lambertian_rho0):
+                  lambertian_rho0, path_gain):
     """The return of one hit, if the sensor sees one: materials, incidence angle, range limit, intensity.
 
     ``r``: range (m) along the unit ray ``d`` from ``o`` (both in the sensor
     frame, float32); ``material``: IR material hit; ``w``: world unit normal
     facing the ray; ``R``: (3, 3) float64 sensor_from_world; the rest: a
     :class:`ReturnModel`'s :meth:`~ReturnModel.limit_args` and material
-    arrays. → (kept, point x, y, z (float32, sensor frame), normal x, y, z
-    (sensor frame), reflectivity, intensity %, saturated).
+    arrays; ``path_gain``: the share of power the ray's mirrors kept, out and
+    back (1 without mirrors). → (kept, point x, y, z (float32, sensor frame),
+    normal x, y, z (sensor frame), reflectivity, intensity %, saturated).
     """
     kind = class_code[material]
-    # transparent left after the last surface, and absorbent surfaces give nothing
-    if not (r >= min_range_m and r < np.inf) or kind == TRANSPARENT or kind == ABSORBENT:
+    # transparent left after the last surface, a mirror after the last bounce and absorbent surfaces give nothing
+    if not (r >= min_range_m and r < np.inf) or kind == TRANSPARENT or kind == ABSORBENT or kind == MIRROR:
         return False, ox, oy, oz, 0.0, 0.0, 0.0, 0.0, 0.0, False
     sx = R[0, 0] * wx + R[0, 1] * wy + R[0, 2] * wz
     sy = R[1, 0] * wx + R[1, 1] * wy + R[1, 2] * wz
@@ -186,6 +238,7 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
         b = 8 if b > 8 else b
         f = angle_deg / 10.0 - b
         rho = (1.0 - f) * reflectance_table[material, b] + f * reflectance_table[material, b + 1]
+    rho = rho * path_gain  # what the receiver gets back through mirrors: the unit reads it as a dimmer target
     saturated = kind == RETROREFLECTIVE
     # r_L is monotonic in ρ: limit_floor_m[q] = r_L(q / Q) bounds it from
     # below on each bin, so most returns pass without evaluating r_L
@@ -208,20 +261,23 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
-                  x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity):
+                  path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material,
+                  material_id):
     shared_origin = origins.shape[0] == 1
+    one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0
     for i in range(range_m.shape[0]):
         k = instance_index[i]
         if k < 0:
             continue
         o = 0 if shared_origin else i
+        material = material_of_hit(k, primitive_id[i], triangle_material, first_triangle)
         kept, px, py, pz, sx, sy, sz, rho, percent, is_saturated = return_of_hit(
-            range_m[i], material_of_hit(k, primitive_id[i], triangle_material, first_triangle),
+            range_m[i], material,
             normal_world[i, 0], normal_world[i, 1], normal_world[i, 2], origins[o, 0], origins[o, 1], origins[o, 2],
             directions[i, 0], directions[i, 1], directions[i, 2], R, min_range_m, limit_code, limit_a, limit_b,
             limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
-            lambertian_rho0)
+            lambertian_rho0, path_gain[0 if one_gain else i])
         if not kept:
             continue
         x[count] = px
@@ -237,18 +293,20 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
         saturated[count] = 1 if is_saturated else 0
         ray_index[count] = i
         intensity[count] = percent
+        if keep_material:  # (only for ground truth: a frame without it stores nothing more than before)
+            material_id[count] = material
         count += 1
     return count
 
 
 @njit(cache=True, nogil=True)
-def rays_going_on(instance_index, primitive_id, surfaces_passed, max_surfaces, triangle_material, first_triangle,
-                  class_code):
-    """(N,) bool: :func:`goes_on` for every ray of a batch of hits."""
-    out = np.zeros(instance_index.shape[0], np.bool_)
+def segments_after(instance_index, primitive_id, surfaces_passed, max_surfaces, bounces, max_bounces,
+                   triangle_material, first_triangle, class_code):
+    """(N,) int8: :func:`segment_after` for every ray of a batch of hits (per-ray counts passed and bounced)."""
+    out = np.zeros(instance_index.shape[0], np.int8)
     for i in range(instance_index.shape[0]):
-        out[i] = goes_on(instance_index[i], primitive_id[i], surfaces_passed, max_surfaces, triangle_material,
-                         first_triangle, class_code)
+        out[i] = segment_after(instance_index[i], primitive_id[i], surfaces_passed[i], max_surfaces, bounces[i],
+                               max_bounces, triangle_material, first_triangle, class_code)
     return out
 
 
@@ -258,6 +316,8 @@ class Returns(NamedTuple):
     points: np.ndarray  # (M,) POINT_DTYPE, sensor frame
     ray_index: np.ndarray  # (M,) int32 ray of the batch
     intensity_percent: np.ndarray  # (M,) float32
+    #: (M,) int16 IR material hit (for ground truth); None where a stage did not keep it
+    material_id: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +337,10 @@ class ReturnModel:
     reflectance_table: np.ndarray  # (M, 10) float32
     lambertian_rho0: np.ndarray  # (M,) float64, NaN for angle tables
     max_transparent_layers: int
+    #: mirrors a ray reflects off at most (0 when the scene has no mirror: casts skip the bounce work)
+    max_bounces: int = 0
+    #: the returns keep the IR material each hit (``Returns.material_id``, for ground truth)
+    keep_material: bool = False
 
     def limit_args(self) -> tuple:
         """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
@@ -295,20 +359,24 @@ class ReturnModel:
                        limit_floor_m=_limit_floor(None, self.max_range_m))
 
     def continuation(self) -> Continuation:
-        """Which surfaces rays go on through: transparent ones, up to the sensor's budget."""
-        if not self.max_transparent_layers or not (self.class_code == TRANSPARENT).any():
+        """Which surfaces rays go on through (transparent ones) or reflect off (mirrors), up to the sensor's budgets."""
+        layers = self.max_transparent_layers if (self.class_code == TRANSPARENT).any() else 0
+        if not (layers or self.max_bounces):
             return Continuation.none()
-        return Continuation(self.max_transparent_layers, self.triangle_material, self.first_triangle,
-                            self.class_code)
+        # a mirror's specular reflectance: its ρ at 0° (module doc)
+        specular = np.where(self.class_code == MIRROR, self.reflectance_table[:, 0], 0.0).astype(np.float32)
+        return Continuation(layers, self.triangle_material, self.first_triangle, self.class_code,
+                            self.max_bounces, specular)
 
 
 def return_model(sensor, materials: Materials, scene) -> ReturnModel:
     triangle_material, first_triangle = materials.per_instance(scene)
     limit = sensor.physics_range_limit
+    bounces = int(sensor.max_bounces) if materials.scene_has(MIRROR) else 0
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), limit_params(limit, sensor.max_range_m),
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
                        materials.class_code, materials.reflectance_table, materials.lambertian_rho0,
-                       int(sensor.max_transparent_layers))
+                       int(sensor.max_transparent_layers), bounces)
 
 
 def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
@@ -319,15 +387,17 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
     points = np.empty(n, POINT_DTYPE)
     ray_index = np.empty(n, np.int32)
     intensity = np.empty(n, np.float32)
+    material_id = np.empty(n if model.keep_material else 0, np.int16)
     m = _fill_returns(
         hits.range_m, hits.normal, hits.instance_id, hits.instance_index, rays.origins, rays.directions,
         rays.beam_id, sensor_from_world, *model.limit_args(), model.triangle_material, model.first_triangle,
-        hits.primitive_id, *model.material_args(), *(points[name] for name in CAST_FIELDS), ray_index,
-        intensity,
+        hits.primitive_id, *model.material_args(), _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain,
+        *(points[name] for name in CAST_FIELDS), ray_index,
+        intensity, model.keep_material, material_id,
     )
     points = points[:m]
     points["echo"] = 0  # one return per ray: echo formation (lidar_fmu.echoes) numbers several
-    return Returns(points, ray_index[:m], intensity[:m])
+    return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
 
 
 def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
@@ -341,6 +411,10 @@ def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
     cloud.intensity_percent = returns.intensity_percent
     return cloud
 
+
+#: the path gain of every ray of a cast without mirrors (one value for all)
+_NO_MIRROR_GAIN = np.ones(1, np.float32)
+_NO_MIRROR_GAIN.setflags(write=False)
 
 _FLOOR_BINS = 256
 

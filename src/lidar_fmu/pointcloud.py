@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
 from .errors import LidarFmuError
 
@@ -84,6 +85,8 @@ class PointCloud:
     pattern: RayPattern | None = None  # the rays the returns were cast with; ray_index indexes it
     existence_probability: np.ndarray | None = None  # (M,) P(detected), see lidar_fmu.effects; None: 1
     echo_pulse_width_m: np.ndarray | None = None  # (M,) OSI echo_pulse_width, see lidar_fmu.echoes; None: not given
+    #: (M,) lidar_fmu.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
+    ground_truth: np.ndarray | None = None
 
     def __post_init__(self):
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
@@ -92,6 +95,16 @@ class PointCloud:
 
     def __len__(self) -> int:
         return len(self.points)
+
+    def records(self) -> np.ndarray:
+        """The points with the ground-truth fields appended when the cloud carries them: what files hold."""
+        if self.ground_truth is None:
+            return self.points
+        out = np.empty(len(self.points), np.dtype(self.points.dtype.descr + self.ground_truth.dtype.descr))
+        for part in (self.points, self.ground_truth):
+            for name in part.dtype.names:
+                out[name] = part[name]
+        return out
 
     @property
     def xyz(self) -> np.ndarray:
@@ -267,14 +280,19 @@ def echo_numbers(ray_index: np.ndarray, range_m: np.ndarray) -> np.ndarray:
     return echo
 
 
+@register_jitable(inline="always")
+def point_on_ray(origins, ray, range_m, dx, dy, dz):
+    """``origin + range · direction`` for ray ``ray`` leaving ``origins[ray]`` (or ``origins[0]`` when
+    ``origins`` is (1, 3), every ray from the sensor origin) along (dx, dy, dz)."""
+    if origins.shape[0] == 1:  # two returns, not `o = 0 if … else ray`: numba unifies int64 and uint64 to float
+        return origins[0, 0] + range_m * dx, origins[0, 1] + range_m * dy, origins[0, 2] + range_m * dz
+    return origins[ray, 0] + range_m * dx, origins[ray, 1] + range_m * dy, origins[ray, 2] + range_m * dz
+
+
 @njit(cache=True, nogil=True)
 def place_on_rays(range_m, ray_index, directions, origins, x, y, z):
     """x, y, z[k] = the point ``range_m[k]`` along ray ``ray_index[k]``: ``origin + range · direction`` (origins
     (N, 3), or (1, 3) for every ray), in float32 as the physics pass writes it."""
-    one = origins.shape[0] == 1
     for k in range(range_m.shape[0]):
         i = ray_index[k]
-        o = 0 if one else i
-        x[k] = origins[o, 0] + range_m[k] * directions[i, 0]
-        y[k] = origins[o, 1] + range_m[k] * directions[i, 1]
-        z[k] = origins[o, 2] + range_m[k] * directions[i, 2]
+        x[k], y[k], z[k] = point_on_ray(origins, i, range_m[k], directions[i, 0], directions[i, 1], directions[i, 2])

@@ -12,11 +12,17 @@ A scenario is a folder with ``scenario.yaml``::
     mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
     disable_self_hits: true                                   (optional)
     up_axis: y | z          (optional; up axis of the assets' meshes; default by format: glTF/GLB y, others z)
+    ground_truth: true      (optional; the frame PCDs also carry each point's noise-free truth, see below)
 
 Relative paths are relative to the scenario folder. Outputs: per-frame PCDs,
 a SensorData trace, a preview PNG and animated GIF, and ``summary.json``;
 a damaged trace is replayed up to its first damaged frame, which the summary
 and the :class:`DamagedTraceError` raised at the end name.
+
+OSI has no field for ground truth (:mod:`lidar_fmu.ground_truth`), so with
+``ground_truth: true`` the replay steps the model in-process beside the FMU,
+on the same SensorViews with the same parameters (:class:`GroundTruthTwin`),
+and writes its truth beside the FMU's points: one more model step per frame.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from .errors import UserError
 from .osi.trace import TraceError
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
-                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis"}
+                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis", "ground_truth"}
 
 
 def load_scenario(path) -> dict:
@@ -65,6 +71,8 @@ def load_scenario(path) -> dict:
     if isinstance(sensor, str) and os.path.isfile(os.path.join(folder, sensor)):
         sensor = os.path.join(folder, sensor)
     scenario["sensor"] = sensor
+    if not isinstance(scenario.get("ground_truth", False), bool):
+        raise UserError(f"scenario {path}: ground_truth must be true or false, got {scenario['ground_truth']!r}")
     from .scene_update import check_up_axis
 
     try:
@@ -115,6 +123,35 @@ def organize(cloud, pattern, max_echoes: int = 1):
     ``echo`` numbers back by range (0 = nearest).
     """
     return cloud.with_pattern(pattern, max_echoes)
+
+
+class GroundTruthTwin:
+    """The model stepped in-process beside the FMU (same parameters, same views) for the truth OSI cannot carry."""
+
+    def __init__(self, parameters: dict):
+        from .sensor_model import LidarSensorModel
+        from .transforms import pose_matrix
+
+        mounting = pose_matrix(
+            tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
+            tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
+        # warnings are the FMU's to report: the twin stays silent
+        self.model = LidarSensorModel(
+            sensor=parameters["sensor"], assets_dir=parameters.get("assets", ""),
+            environment=parameters.get("environment", ""), materials=parameters.get("materials", ""),
+            backend=parameters.get("backend", "auto"), default_mounting_pose=mounting,
+            disable_self_hits=bool(parameters.get("disable_self_hits", True)),
+            up_axis=parameters.get("up_axis", ""), ground_truth=True)
+
+    def truth_for(self, cloud, sensor_view: bytes, time_s: float) -> np.ndarray:
+        """(M,) ground truth of ``cloud`` (the FMU's points of this step, decoded from OSI, in detection order)."""
+        result = self.model.step(sensor_view, time_s)
+        twin = self.model.last_cloud if result.valid else None
+        if twin is None or len(twin) != len(cloud) or not np.array_equal(twin.points["beam_id"],
+                                                                           cloud.points["beam_id"]):
+            raise RuntimeError(f"the in-process model's step at t={time_s:g} s differs from the FMU's "
+                               f"({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
+        return twin.ground_truth
 
 
 #: frames read ahead to find the trace's step size when the scenario gives none
@@ -168,14 +205,19 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
 
     from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
     from .fmu_host import SensorFMU
+    from .ground_truth import GROUND_TRUTH_DTYPE
     from .io import OSI_FIELDS, bev_image, write_pcd, write_preview
     from .osi.detections import sensor_data_to_points
     from .osi.trace import TraceWriter, count_frames, read_trace, trace_name
     from .pointcloud import RayMatchError
-    from .sensors import load_sensor
+    from .sensors.rig import load_rig
 
     scenario = load_scenario(scenario_path)
-    sensor = load_sensor(scenario["sensor"])  # fail early, with a clear message, on a bad spec
+    rig = load_rig(scenario["sensor"])  # fail early, with a clear message, on a bad spec
+    if len(rig) > 1:
+        raise UserError(f"scenario {scenario['name']}: replay writes one lidar's clouds and its sensor is a rig of "
+                        f"{len(rig)} lidars; replay one scenario per lidar (the FMU itself carries rigs)")
+    sensor = rig[0].sensor
     if scenario.get("materials"):
         from .materials import load_database, load_material_map
         from .materials.mapping import check_map
@@ -220,6 +262,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         check_rerun_output(rerun_path)
         recording = RerunRecording(rerun_path, recording_name=name)
         mirror = SensorViewScene(params)  # the FMU keeps its scene to itself: rebuild it here for the viewer
+    twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
     if trace_format == "mcap":
         from .osi.mcap import SensorDataMcapWriter
 
@@ -238,6 +281,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
             trace.write(out.sensor_data)
             cloud = sensor_data_to_points(out.sensor_data)
             cloud.sensor_name, cloud.timestamp_s = sensor.name, times[k]
+            if twin is not None:
+                cloud.ground_truth = twin.truth_for(cloud, data, times[k])
             returns.append(len(cloud))
             object_ids.append(sorted(set(np.unique(cloud.points["object_id"]).tolist()) - {2**64 - 1}))
             if write_pcd_every and k % write_pcd_every == 0:  # OSI carries no normals or flags: only its fields
@@ -246,6 +291,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
                     with contextlib.suppress(RayMatchError):
                         cloud, fields = organize(cloud, sensor.pattern, echoes), OSI_FIELDS + ("time",)
                         fields += ("echo",) if echoes > 1 else ()
+                if cloud.ground_truth is not None:
+                    fields += GROUND_TRUTH_DTYPE.names
                 write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud,
                           compression="binary_compressed", fields=fields)
             if recording is not None:

@@ -226,6 +226,8 @@ class Scene:
         self._mesh_index = np.empty(0, np.int32)
         self._poses = np.empty((0, 4, 4))
         self._count = 0
+        self._order = self._sorted_ids = np.empty(0, np.int64)  # ids sorted, for indices_of
+        self._sorted_for = -1  # the revision they were sorted at
         self.revision = 0
         self.pose_revision = 0
 
@@ -337,13 +339,25 @@ class Scene:
     def set_poses(self, instance_ids, poses) -> None:
         """Move many existing instances at once ((K,) ids, (K, 4, 4) rigid or affine poses)."""
         poses = np.asarray(poses, dtype=np.float64)
-        indices = [self._index_of.get(int(i)) for i in instance_ids]
-        if None in indices:
-            raise KeyError(f"no instance with id {list(instance_ids)[indices.index(None)]}")
+        indices = self.indices_of(instance_ids)
         if poses.shape != (len(indices), 4, 4) or not np.isfinite(poses).all():
             raise ValueError("poses must be finite (K, 4, 4) matrices, one per id")
         self._poses[indices] = poses
         self.pose_revision += 1
+
+    def indices_of(self, instance_ids) -> np.ndarray:
+        """(K,) instance indices of ``instance_ids`` (KeyError naming the first unknown id), vectorised: a
+        search in the ids sorted once per :attr:`revision`, not a dict lookup per id."""
+        if self._sorted_for != self.revision:
+            self._order = np.argsort(self._ids[: self._count], kind="stable")
+            self._sorted_ids = self._ids[: self._count][self._order]
+            self._sorted_for = self.revision
+        wanted = np.asarray(instance_ids).astype(np.int64, copy=False).ravel()
+        at = np.minimum(np.searchsorted(self._sorted_ids, wanted), max(self._count - 1, 0))
+        found = self._sorted_ids[at] == wanted if self._count else np.zeros(len(wanted), bool)
+        if not found.all():
+            raise KeyError(f"no instance with id {int(wanted[np.argmin(found)])}")
+        return self._order[at]
 
     def remove_instance(self, instance_id) -> None:
         index = self._index_of.pop(int(instance_id))

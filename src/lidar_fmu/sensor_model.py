@@ -15,6 +15,15 @@ view (with one warning). The first step takes the frame that ends at its
 view. While the rays fire, the sensor and the objects move between the
 previous view's poses and this one's (before the first view, back along OSI
 ``base.velocity``/``orientation_rate``): :mod:`lidar_fmu.motion`.
+
+Several lidars (a rig, :mod:`lidar_fmu.sensors.rig`): the scene is updated
+once per step and each lidar casts into it from its own mounting, with its own
+clock and motion window; the SensorData carries one
+``feature_data.lidar_sensor`` entry per lidar, in rig order, each under its
+own header (sensor id, mounting position). A lidar's mounting is its
+SensorView ``lidar_sensor_view[k]``'s, else its rig entry's ``mounting``, else
+the default mounting (one lidar alone keeps the SensorView's own
+``mounting_position`` first, as always).
 """
 from __future__ import annotations
 
@@ -28,11 +37,12 @@ from .errors import LidarFmuError
 from .lidar import Lidar
 from .motion import FrameMotion, jumps
 from .osi.decode import check_position, decode_sensor_view
-from .osi.encode import encode_empty_sensor_data, encode_sensor_data_buffer
+from .osi.encode import LidarDetections, encode_empty_sensor_data, encode_lidars_buffer
 from .parallel import serial, serialised, serialised_message, threadsafe_layer
 from .pointcloud import POINT_DTYPE, PointCloud
 from .scene import Scene
 from .scene_update import SceneUpdater
+from .sensors.rig import RigMember, load_rig
 from .transforms import PoseError, check_pose, extrapolate_pose, pose_matrix
 
 STAGES = ("decode", "scene", "cast", "physics", "encode")
@@ -57,34 +67,54 @@ class LidarSensorModel:
 
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None,
-                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = ""):
+                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
+                 ground_truth: bool = False):
+        """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
+        several (:func:`~lidar_fmu.sensors.rig.load_rig`)."""
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():
             self.warn(serialised_message())
         self.materials = materials
         self.scene = Scene()
-        self.lidar = Lidar(self.scene, sensor, backend=backend, materials=materials or None, warn=self.warn)
+        self.lidars = []
+        for member in load_rig(sensor):
+            # one scene, one backend: the BVH is built once and updated once per step for every lidar
+            backend_of = self.lidars[0].lidar.backend if self.lidars else backend
+            lidar = Lidar(self.scene, member.sensor, backend=backend_of, materials=materials or None, warn=self.warn)
+            self.lidars.append(MountedLidar(lidar, member, default_mounting_pose, self.warn))
         if disable_self_hits is None:  # an AirSim lidar entry's own disable-self-hits, else the host is not seen
             disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
-        self.default_mounting_pose = check_pose(mounting_of(self.sensor, default_mounting_pose), "mounting pose")
-        try:
-            check_position(self.default_mounting_pose[:3, 3], "mounting pose position")
-        except LidarFmuError as exc:
-            raise PoseError(str(exc)) from None
         self.sensor_id = sensor_id
+        #: keep each point's ground truth in ``last_cloud`` (OSI carries none: for hosts that read it in-process)
+        self.ground_truth = ground_truth
         self.cycle_counter = 0
         self.last_measurement_time_s = None
-        #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
-        self._previous = None
-        #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
-        self._sensor_t0_s = None
-        self._warned_long_step = False
+        #: per lidar, the last step's cloud (sensor frame) and world_from_sensor pose
+        self.last_clouds: list[PointCloud] = []
+        self.last_sensor_poses: list[np.ndarray] = []
+
+    @property
+    def lidar(self) -> Lidar:
+        """The first (or only) lidar."""
+        return self.lidars[0].lidar
 
     @property
     def sensor(self):
         return self.lidar.sensor
+
+    @property
+    def default_mounting_pose(self) -> np.ndarray:
+        return self.lidars[0].default_mounting_pose
+
+    @property
+    def last_cloud(self) -> PointCloud:
+        return self.last_clouds[0]
+
+    @property
+    def last_sensor_pose(self) -> np.ndarray:
+        return self.last_sensor_poses[0]
 
     def _empty(self, time_s: float, message: str, mounting=None) -> StepResult:
         data = encode_empty_sensor_data(
@@ -116,54 +146,92 @@ class LidarSensorModel:
         frame = decode_sensor_view(sensor_view)
         t1 = time.perf_counter()
         self.updater.apply(frame)
-        mounting = frame.mounting_pose if frame.mounting_pose is not None else self.default_mounting_pose
+        single = len(self.lidars) == 1
+        mountings = [mounted.mounting(frame, k, single) for k, mounted in enumerate(self.lidars)]
         vehicle = frame.host_pose()
         if vehicle is None:
             if frame.host_vehicle_id is not None:
-                return self._empty(frame.timestamp_s, f"host vehicle {frame.host_vehicle_id} is not in the ground truth", mounting)
+                return self._empty(frame.timestamp_s, f"host vehicle {frame.host_vehicle_id} is not in the ground truth",
+                                   mountings[0])
             vehicle = np.eye(4)  # no host: the mounting pose is a world pose
         else:
             check_position(vehicle[:3, 3], f"host vehicle {frame.host_vehicle_id} position")
-        sensor_pose = vehicle @ mounting
-        check_position(sensor_pose[:3, 3], "sensor position (host vehicle · mounting_position)")
-        pattern, motion = self._window(frame, sensor_pose, mounting)
+        sensor_poses = []
+        for mounting in mountings:
+            sensor_poses.append(vehicle @ mounting)
+            check_position(sensor_poses[-1][:3, 3], "sensor position (host vehicle · mounting_position)")
         t2 = time.perf_counter()
-        if pattern is None:  # a step shorter than one firing: nothing fired
-            cloud = PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 0, 0, frame.timestamp_s, sensor_pose,
-                               self.sensor.name, np.zeros(0, np.float32))
-            self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
-        else:
-            with serial():
-                cloud = self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
-                                        frame=self.cycle_counter, weather=frame.weather)
-        self._previous = (frame.timestamp_s, sensor_pose, (self.scene.instance_ids.copy(), self.scene.poses.copy()))
-        t4 = time.perf_counter()
-        t3 = t2 + self.lidar.last_timings["cast"]
+        scene_now = (self.scene.instance_ids.copy(), self.scene.poses.copy())  # what every lidar fired into
+        clouds, cast_s = [], 0.0
+        for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings):
+            clouds.append(mounted.scan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth))
+            mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
+            cast_s += mounted.lidar.last_timings["cast"]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
-        data = encode_sensor_data_buffer(
-            cloud,
-            out=out,
-            timestamp_s=frame.timestamp_s,
-            sensor_id=sensor_id,
-            mounting_position=mounting,
-            cycle_counter=self.cycle_counter,
-            measurement_time_s=frame.timestamp_s,
-            last_measurement_time_s=frame.timestamp_s,
-            intensity_percent=cloud.intensity_percent,
-            existence_probability=1.0 if cloud.existence_probability is None else cloud.existence_probability,
-            echo_pulse_width_m=cloud.echo_pulse_width_m,
-        )
+        detections = [
+            LidarDetections(cloud, mounted.sensor_id if mounted.sensor_id is not None else sensor_id + k, mounting,
+                            frame.timestamp_s,
+                            1.0 if cloud.existence_probability is None else cloud.existence_probability,
+                            cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
+            for k, (mounted, cloud, mounting) in enumerate(zip(self.lidars, clouds, mountings))
+        ]
+        t4 = time.perf_counter()
+        data = encode_lidars_buffer(detections, out=out, timestamp_s=frame.timestamp_s, sensor_id=sensor_id,
+                                    mounting_position=mountings[0], cycle_counter=self.cycle_counter,
+                                    last_measurement_time_s=frame.timestamp_s)
         t5 = time.perf_counter()
-        self.last_cloud = cloud
-        self.last_sensor_pose = sensor_pose
-        timings = dict(zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)))
-        return StepResult(data, True, len(cloud), "", timings)
+        self.last_clouds, self.last_sensor_poses = clouds, sensor_poses
+        timings = dict(zip(STAGES, (t1 - t0, t2 - t1, cast_s, t4 - t2 - cast_s, t5 - t4)))
+        return StepResult(data, True, sum(len(cloud) for cloud in clouds), "", timings)
+
+
+class MountedLidar:
+    """One lidar of a model: where it sits on the vehicle, its own clock and the last view it fired up to."""
+
+    def __init__(self, lidar: Lidar, member: RigMember, default_mounting_pose, warn):
+        self.lidar = lidar
+        self.warn = warn
+        self.sensor_id = member.sensor_id
+        self.default_mounting_pose = check_pose(member_mounting(member, default_mounting_pose), "mounting pose")
+        try:
+            check_position(self.default_mounting_pose[:3, 3], "mounting pose position")
+        except LidarFmuError as exc:
+            raise PoseError(str(exc)) from None
+        #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
+        self.previous = None
+        #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
+        self._sensor_t0_s = None
+        self._warned_long_step = False
+
+    @property
+    def sensor(self):
+        return self.lidar.sensor
+
+    def mounting(self, frame, k: int, single: bool) -> np.ndarray:
+        """This lidar's vehicle_from_sensor in ``frame`` (module doc: which mounting wins)."""
+        if single and frame.mounting_pose is not None:
+            return frame.mounting_pose
+        if k < len(frame.lidar_mountings) and frame.lidar_mountings[k] is not None:
+            return frame.lidar_mountings[k]
+        return self.default_mounting_pose
+
+    def scan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int,
+             ground_truth: bool = False) -> PointCloud:
+        """The rays this lidar fired since its previous view, cast into the scene as it is now."""
+        pattern, motion = self._window(frame, sensor_pose, mounting)
+        if pattern is None:  # a step shorter than one firing: nothing fired
+            self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
+            return PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 0, 0, frame.timestamp_s, sensor_pose,
+                              self.sensor.name, np.zeros(0, np.float32))
+        with serial():
+            return self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
+                                   frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth)
 
     def _window(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray):
         """(the rays fired since the previous view, or None; how poses moved meanwhile) for this view."""
         sensor, now = self.sensor, frame.timestamp_s
         period = sensor.frame_period_s
-        previous = self._previous if self._previous is not None and self._previous[0] < now else None
+        previous = self.previous if self.previous is not None and self.previous[0] < now else None
         start = previous[0] if previous is not None else now - period
         # a step longer than a frame publishes the last frame period before the view (a rosette too: after a
         # gap its shots would otherwise pile up without bound)
@@ -179,7 +247,7 @@ class LidarSensorModel:
             return pattern, None
         # (with self-hits on, the host's own body is posed in the slices like any object: it moves with the
         # sensor, so its points carry up to half a slice of the host's motion; see README)
-        ids, poses = self.scene.instance_ids, self.scene.poses
+        ids, poses = self.lidar.scene.instance_ids, self.lidar.scene.poses
         if previous is not None:  # interpolated, but for jumps (motion.jumps): those are taken as they come
             (before_ids, before_poses), dt = previous[2], now - start
             # each instance's pose at the previous view, found by id (sorted once), all at once
@@ -203,7 +271,7 @@ class LidarSensorModel:
         for object_id in new:  # objects without an earlier pose: back along their velocity
             obj = objects.get(object_id)
             if obj is not None and obj.moves:
-                end = self.scene.pose_of(object_id)
+                end = self.lidar.scene.pose_of(object_id)
                 starts[object_id] = _finite_or(extrapolate_pose(end, obj.velocity_m_s, obj.orientation_rate_rad_s,
                                                                 start - now), end)
         return pattern, FrameMotion(start, now, window_start, sensor_start, starts)
@@ -217,6 +285,13 @@ def _finite_or(pose: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     except LidarFmuError:
         return fallback
     return pose if np.all(np.isfinite(pose)) else fallback
+
+
+def member_mounting(member: RigMember, default_mounting_pose=None) -> np.ndarray:
+    """A rig member's mounting when the SensorView gives none: its spec's ``mounting``, else
+    ``default_mounting_pose`` (the FMU's parameters) as :func:`mounting_of` completes it."""
+    pose = member.mounting_pose if member.mounting_pose is not None else default_mounting_pose
+    return mounting_of(member.sensor, pose)
 
 
 def mounting_of(sensor, pose=None) -> np.ndarray:

@@ -248,7 +248,7 @@ def detectable_in_weather(code, a, b, c, tail_reflectivity, tail_range_m, max_ra
     return range_m <= range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, attenuated)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # inlined: the frame's constants (tan θ, …) leave the ray loop
 def clutter_return(
     alpha_per_m,
     fog_backscatter_per_m_sr,
@@ -298,18 +298,24 @@ def clutter_return(
             best_reflectivity = refl
     # The nearest rain drop / snow flake in the beam cone (LISA, Kilic et al. 2021). Particles within
     # range r of the apex of a cone of diameter r·tanθ: N·(π/12)·tan²θ·r³; beyond min_range_m they
-    # arrive as a Poisson process in r³, so the first lies at r³ = min³ + E/k, E ~ Exp(1) = −ln(1−u1).
+    # arrive as a Poisson process in r³, so the first lies at r³ = min³ + E/k, E ~ Exp(1) = −ln(u1).
     tan_div = math.tan(beam_divergence_rad)
     if particles_per_m3 > 0.0 and tan_div > 0.0:
         k = particles_per_m3 * math.pi * tan_div * tan_div / 12.0
-        r = (min_range_m**3 - math.log1p(-u1) / k) ** (1.0 / 3.0)
-        if r > 0.0 and r < target_range_m:
-            diameter = particle_min_diameter_m - particle_diameter_scale_m * math.log1p(-u2)
+        r3 = min_range_m**3 - math.log(u1) / k
+        diameter = particle_min_diameter_m - particle_diameter_scale_m * math.log(u2)
+        # Exact rejections before the cube root (most drops are too faint): the echo power R·fill·T/r² is
+        # at most R/r² (fill, T ≤ 1) and at most R·D²/(r⁴·tan²θ) (fill ≤ (D / r·tanθ)²); if either is below
+        # the floor, or the drop lies behind the target, no echo. Compared as powers of r³, no root taken.
+        a = PARTICLE_REFLECTANCE / min_power_per_m2 if min_power_per_m2 > 0.0 else np.inf
+        b = a * (diameter / tan_div) ** 2
+        if r3 * r3 <= a * a * a and r3**4 <= b * b * b and r3 < target_range_m**3:
+            r = r3 ** (1.0 / 3.0)
             beam = r * tan_div
             fill = min(1.0, (diameter / beam) ** 2)
             refl = PARTICLE_REFLECTANCE * fill * two_way_transmission(alpha_per_m, r)
             power = refl / (r * r)
-            if power > best_power:
+            if r > 0.0 and power > best_power:
                 best_power = power
                 best_range = r
                 best_reflectivity = refl

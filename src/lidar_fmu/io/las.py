@@ -99,6 +99,10 @@ _DESCRIPTIONS = {
     "beam_id": "emitter index",
     "object_id": "hit instance; 2^64-1 environment",
     "saturated": "1: retroreflector saturated",
+    "x_true": "noise-free x (m)", "y_true": "noise-free y (m)", "z_true": "noise-free z (m)",
+    "range_true": "noise-free range (m)",
+    "material_id": "IR material id; 65535 none",
+    "incidence_angle_rad": "ray to surface normal (rad)",
 }
 
 

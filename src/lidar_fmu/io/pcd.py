@@ -38,8 +38,10 @@ _VALID_SIZES = {"F": (2, 4, 8), "U": (1, 2, 4, 8), "I": (1, 2, 4, 8)}
 
 
 def _points_array(cloud_or_points) -> np.ndarray:
-    """A structured array from a PointCloud, a structured array or (N, 3) xyz."""
-    points = getattr(cloud_or_points, "points", cloud_or_points)
+    """A structured array from a PointCloud (its points, and ground truth when it has any), a structured array or
+    (N, 3) xyz."""
+    records = getattr(cloud_or_points, "records", None)
+    points = records() if callable(records) else getattr(cloud_or_points, "points", cloud_or_points)
     points = np.asarray(points)
     if points.dtype.names is None:
         if points.ndim != 2 or points.shape[1] != 3:

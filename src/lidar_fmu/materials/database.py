@@ -49,7 +49,8 @@ __all__ = [
 #: Material classes; the class code of a material is its position here.
 #: general: return with ρ(θ); transparent: the ray passes on; absorbent: the ray
 #: ends without a return; retroreflective: a very strong (saturating) return;
-#: mirror: reserved (accepted, treated like general for now).
+#: mirror: the ray reflects specularly and the return comes from what it meets (``reflectance`` is the
+#: specular reflectance each bounce keeps; :mod:`lidar_fmu.physics`).
 # (the tuple lives in lidar_fmu.codes, where the kernels read the codes from)
 
 #: Table columns of :meth:`MaterialDatabase.arrays`: 0, 10, …, 90° (ρ(90°) = 0).

@@ -66,6 +66,8 @@ class SensorViewFrame:
     host_vehicle_id: int | None
     objects: list[ObjectState] = field(default_factory=list)
     mounting_pose: np.ndarray | None = None  # vehicle_from_sensor, None when the view carries none
+    #: per ``lidar_sensor_view[k]``, its view configuration's mounting (None where it has none): a rig's lidars
+    lidar_mountings: list = field(default_factory=list)
     environment_reference: str = ""
     version: tuple[int, int, int] | None = None
     weather: object | None = None  # lidar_fmu.weather.Weather of GroundTruth.environmental_conditions, if set
@@ -156,6 +158,11 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         mounting = _mounting_pose(
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
+    lidar_mountings = [
+        _mounting_pose(lidar.view_configuration.mounting_position, f"lidar_sensor_view[{k}] mounting_position")
+        if lidar.view_configuration.HasField("mounting_position") else None
+        for k, lidar in enumerate(view.lidar_sensor_view)
+    ]
     objects = [_object(o, True) for o in gt.moving_object] + [_object(o, False) for o in gt.stationary_object]
     version = None
     if view.HasField("version"):
@@ -172,6 +179,7 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         host_vehicle_id=host_id,
         objects=objects,
         mounting_pose=mounting,
+        lidar_mountings=lidar_mountings,
         environment_reference=gt.model_reference,
         version=version,
     )

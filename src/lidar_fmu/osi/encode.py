@@ -53,6 +53,7 @@ import math
 import sys
 import threading
 import time
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -470,6 +471,19 @@ def _per_point(values, m: int, what: str) -> np.ndarray:
     return arr
 
 
+class LidarDetections(NamedTuple):
+    """One lidar's part of a SensorData: its points (sensor frame) and the header it is reported under."""
+
+    cloud: object  # a PointCloud or its POINT_DTYPE array
+    sensor_id: int
+    mounting_position: object  # 4×4 vehicle_from_sensor or an osi3.MountingPosition
+    measurement_time_s: float | None = None
+    existence_probability: object = 1.0  # scalar or one per point
+    intensity_percent: object = None  # None: reflectivity · 100
+    data_qualifier: object = None  # None: DATA_QUALIFIER_AVAILABLE
+    echo_pulse_width_m: object = None  # one per point (lidar_fmu.echoes), or None: not written
+
+
 def encode_sensor_data_buffer(
     cloud,
     *,
@@ -495,37 +509,67 @@ def encode_sensor_data_buffer(
     hand out the returned array's address directly (OSMP double-buffering:
     alternate two ``out`` arrays).
     """
-    points = _points(cloud)
-    m = len(points)
-    existence = _per_point(existence_probability, m, "existence_probability")
-    intensity = (
-        np.empty(0, np.float64) if intensity_percent is None
-        else np.broadcast_to(_per_point(intensity_percent, m, "intensity_percent"), (m,)).copy()
-    )
-    msg, header = _build_head(
-        timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
-        cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
-        data_qualifier=DATA_QUALIFIER_AVAILABLE if data_qualifier is None else data_qualifier,
-        number_of_valid_detections=m, last_measurement_time_s=last_measurement_time_s,
-    )
-    pulse_width = (np.empty(0, np.float64) if echo_pulse_width_m is None
-                   else np.broadcast_to(_per_point(echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
-    detections_nbytes = _detections_nbytes(points, pulse_width)
+    lidar = LidarDetections(cloud, sensor_id, mounting_position, measurement_time_s, existence_probability,
+                            intensity_percent, data_qualifier, echo_pulse_width_m)
+    return encode_lidars_buffer([lidar], timestamp_s=timestamp_s, sensor_id=sensor_id,
+                                mounting_position=mounting_position, cycle_counter=cycle_counter, version=version,
+                                last_measurement_time_s=last_measurement_time_s, out=out)
 
-    # SensorData fields 1..9 ‖ feature_data(26){ lidar_sensor(3){ header(1) ‖ detection(2)* } }:
-    # the official serializer emits fields in number order and nothing we set
-    # follows feature_data, so the detections are the very last bytes and
-    # only the two enclosing length prefixes depend on them.
-    ldd_head = LidarDetectionData(header=header).SerializeToString()
-    ldd_nbytes = len(ldd_head) + detections_nbytes
-    lidar_sensor_prefix = _varint(_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + _varint(ldd_nbytes)
-    feature_data_nbytes = len(lidar_sensor_prefix) + ldd_nbytes
-    head = b"".join((
-        msg.SerializeToString(),
-        _varint(_tag(_SD_FEATURE_DATA, _WIRE_LEN)), _varint(feature_data_nbytes),
-        lidar_sensor_prefix, ldd_head,
-    ))
-    size = len(head) + detections_nbytes
+
+def encode_lidars_buffer(
+    lidars: list[LidarDetections],
+    *,
+    timestamp_s: float,
+    sensor_id: int,
+    mounting_position,
+    cycle_counter: int,
+    version: InterfaceVersion | None = None,
+    last_measurement_time_s: float | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """One SensorData for several lidars: ``feature_data.lidar_sensor[k]`` holds ``lidars[k]``'s detections
+    under its own header (sensor id, mounting position, measurement time, qualifier); ``sensor_id`` and
+    ``mounting_position`` are the SensorData's own (the FMU reports its first lidar's). ``out``: as in
+    :func:`encode_sensor_data_buffer`."""
+    if not lidars:
+        raise ValueError("a SensorData needs at least one lidar")
+    parts = []  # per lidar: (points, existence, intensity, pulse widths, serialized lidar_sensor head, detections bytes)
+    for lidar in lidars:
+        points = _points(lidar.cloud)
+        m = len(points)
+        existence = _per_point(lidar.existence_probability, m, "existence_probability")
+        intensity = (
+            np.empty(0, np.float64) if lidar.intensity_percent is None
+            else np.broadcast_to(_per_point(lidar.intensity_percent, m, "intensity_percent"), (m,)).copy()
+        )
+        measurement_time_s = timestamp_s if lidar.measurement_time_s is None else lidar.measurement_time_s
+        _, header = _build_head(
+            timestamp_s=timestamp_s, sensor_id=lidar.sensor_id, mounting_position=lidar.mounting_position,
+            cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
+            data_qualifier=DATA_QUALIFIER_AVAILABLE if lidar.data_qualifier is None else lidar.data_qualifier,
+            number_of_valid_detections=m, last_measurement_time_s=last_measurement_time_s,
+        )
+        pulse_width = (np.empty(0, np.float64) if lidar.echo_pulse_width_m is None
+                       else np.broadcast_to(_per_point(lidar.echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
+        detections_nbytes = _detections_nbytes(points, pulse_width)
+        # lidar_sensor(3){ header(1) ‖ detection(2)* }
+        ldd_head = LidarDetectionData(header=header).SerializeToString()
+        ldd_nbytes = len(ldd_head) + detections_nbytes
+        head = _varint(_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + _varint(ldd_nbytes) + ldd_head
+        parts.append((points, existence, intensity, pulse_width, head, detections_nbytes))
+    first_time_s = lidars[0].measurement_time_s
+    msg, _ = _build_head(
+        timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
+        cycle_counter=cycle_counter, measurement_time_s=timestamp_s if first_time_s is None else first_time_s,
+        version=version, data_qualifier=DATA_QUALIFIER_AVAILABLE, number_of_valid_detections=0,
+        last_measurement_time_s=last_measurement_time_s,
+    )
+    # SensorData fields 1..9 ‖ feature_data(26){ lidar_sensor(3){…} × lidars }: the official serializer emits
+    # fields in number order and nothing we set follows feature_data, so each lidar's detections follow its
+    # header and only the enclosing length prefixes depend on them.
+    feature_data_nbytes = sum(len(head) + nbytes for *_, head, nbytes in parts)
+    top = msg.SerializeToString() + _varint(_tag(_SD_FEATURE_DATA, _WIRE_LEN)) + _varint(feature_data_nbytes)
+    size = len(top) + feature_data_nbytes
     if (
         out is not None and out.dtype == np.uint8 and out.ndim == 1 and out.flags.c_contiguous
         and out.flags.writeable and len(out) >= size
@@ -533,10 +577,15 @@ def encode_sensor_data_buffer(
         buf = out[:size]
     else:
         buf = np.empty(size, np.uint8)
-    buf[: len(head)] = np.frombuffer(head, np.uint8)
-    end = _write_detections(buf, len(head), points, existence, intensity, pulse_width)
-    if end != size:
-        raise RuntimeError(f"detection encoder wrote {end} of {size} bytes")
+    buf[: len(top)] = np.frombuffer(top, np.uint8)
+    at = len(top)
+    for points, existence, intensity, pulse_width, head, nbytes in parts:
+        buf[at: at + len(head)] = np.frombuffer(head, np.uint8)
+        at += len(head)
+        end = _write_detections(buf, at, points, existence, intensity, pulse_width)
+        if end != at + nbytes:
+            raise RuntimeError(f"detection encoder wrote {end - at} of {nbytes} bytes")
+        at = end
     return buf
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from .. import physics
+from ..codes import PASS, REFLECT, STOP
 from .hits import Hits
 from .rays import Continuation, RayBatch
 
@@ -75,24 +76,62 @@ class Backend(ABC):
 def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> Hits:
     """:meth:`Backend.cast_batch` with a continuation, for a caster that can only stop at the first surface.
 
-    ``cast_once(batch) → Hits``. Rays that :func:`~lidar_fmu.physics.goes_on`
-    are cast again from :data:`~lidar_fmu.physics.CONTINUATION_STEP_M` behind
-    their hit, in the same frame, and their ranges add up.
+    ``cast_once(batch) → Hits``. Rays that :func:`~lidar_fmu.physics.segment_after` sends on are cast again
+    in the same frame: behind a transparent surface from
+    :data:`~lidar_fmu.physics.CONTINUATION_STEP_M` beyond it along the ray, off a mirror from that step
+    along the reflected direction; their path lengths add up.
     """
     hits = cast_once(rays)
-    for surfaces_passed in range(through.max_surfaces):
-        going = np.flatnonzero(physics.rays_going_on(
-            hits.instance_index, hits.primitive_id, surfaces_passed, through.max_surfaces,
-            through.triangle_material, through.first_triangle, through.class_code))
+    if not (through.max_surfaces or through.max_bounces):
+        return hits
+    n = len(rays)
+    # each ray's current segment: where it starts (frame), its direction (frame), the path length there
+    seg_origin = np.broadcast_to(rays.origins, (n, 3)).astype(np.float32)
+    seg_direction = rays.directions.copy()
+    seg_path = np.zeros(n, np.float32)
+    passed, bounced = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    unfold = gain = None  # per ray: the mirrors' reflection so far (world frame), the power they kept
+    frame_from_world = np.asarray(rays.world_from_frame, np.float64)[:3, :3].T
+    for _ in range(through.max_surfaces + through.max_bounces):
+        action = physics.segments_after(hits.instance_index, hits.primitive_id, passed, through.max_surfaces,
+                                        bounced, through.max_bounces, through.triangle_material,
+                                        through.first_triangle, through.class_code)
+        going = np.flatnonzero(action != STOP)
         if len(going) == 0:
             break
-        ahead = rays.select(going)
-        travelled = (hits.range_m[going] + physics.CONTINUATION_STEP_M).astype(np.float32)
-        starts = (ahead.origins + ahead.directions * travelled[:, None]).astype(np.float32)
-        behind = cast_once(RayBatch(starts, ahead.directions, rays.world_from_frame, ahead.time_s, ahead.beam_id,
+        along = hits.range_m[going] - seg_path[going]  # from the segment's start to the surface
+        mirrored = going[action[going] == REFLECT]
+        if len(mirrored):
+            if unfold is None:
+                unfold, gain = np.tile(np.eye(3, dtype=np.float32), (n, 1, 1)), np.ones(n, np.float32)
+            at = action[going] == REFLECT
+            normal_world = hits.normal[mirrored].astype(np.float32)
+            seg_origin[mirrored] += seg_direction[mirrored] * along[at][:, None]
+            seg_path[mirrored] = hits.range_m[mirrored]
+            along[at] = 0.0
+            normal = (normal_world.astype(np.float64) @ frame_from_world.T).astype(np.float32)
+            d = seg_direction[mirrored]
+            seg_direction[mirrored] = d - 2.0 * np.einsum("ij,ij->i", d, normal)[:, None] * normal
+            # M ← M·(I − 2nnᵀ), as physics.unfold_after does per ray in the compiled casters
+            unfold[mirrored] -= 2.0 * np.einsum("kij,kj->ki", unfold[mirrored], normal_world)[:, :, None] \
+                * normal_world[:, None, :]
+            material = through.triangle_material[through.first_triangle[hits.instance_index[mirrored]]
+                                                 + hits.primitive_id[mirrored]]
+            gain[mirrored] *= through.specular[material] ** 2
+            bounced[mirrored] += 1
+        passed[going[action[going] == PASS]] += 1
+        offset = (along + physics.CONTINUATION_STEP_M).astype(np.float32)  # from the segment start to the next start
+        starts = (seg_origin[going] + seg_direction[going] * offset[:, None]).astype(np.float32)
+        travelled = (seg_path[going] + offset).astype(np.float32)
+        behind = cast_once(RayBatch(starts, np.ascontiguousarray(seg_direction[going]), rays.world_from_frame,
+                                    rays.time_s[going], rays.beam_id[going],
                                     max(rays.max_range_m - float(travelled.min()), 0.0)))
         total = behind.range_m + travelled
         hits.replace(going, behind, np.where(total <= rays.max_range_m, total, np.inf))
+    if unfold is not None:  # the final surface's normal mirrored back into the original ray's frame
+        ghosts = np.flatnonzero((bounced > 0) & hits.hit)
+        hits.normal[ghosts] = np.einsum("kij,kj->ki", unfold[ghosts], hits.normal[ghosts])
+        hits.path_gain = gain
     return hits
 
 

@@ -34,13 +34,16 @@ import numpy as np
 from numba import cuda
 from numba.cuda.extending import register_jitable
 
+from ..codes import PASS, STOP
 from ..physics import (
     CONTINUATION_STEP_M,
     Returns,
-    goes_on,
     material_of_hit,
     object_id_of,
+    reflect,
     return_of_hit,
+    segment_after,
+    unfold_after,
 )
 from ..pointcloud import POINT_DTYPE
 from .backend import Backend
@@ -59,15 +62,15 @@ THREADS_PER_BLOCK = 128
 _INF = np.float32(np.inf)  # float32 globals: a literal would be float64 on the GPU
 _STEP = np.float32(CONTINUATION_STEP_M)
 #: per-ray record of a return before packing: x, y, z, range, reflectivity, normal x, y, z (sensor frame),
-#: intensity %, beam id, saturated, ray index (integers exact in float32 below 2**24)
+#: intensity %, beam id, saturated, ray index, IR material (integers exact in float32 below 2**24)
 RECORD_FIELDS = ("x", "y", "z", "range", "reflectivity", "normal_x", "normal_y", "normal_z", "intensity", "beam_id",
-                 "saturated", "ray_index")
+                 "saturated", "ray_index", "material_id")
 _WIDTH = len(RECORD_FIELDS)
 
 _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)
 # the CPU pass's own per-hit functions, compiled into these kernels (numba-cuda keeps its own registry)
-for _per_hit in (material_of_hit, goes_on, object_id_of, return_of_hit):
+for _per_hit in (material_of_hit, segment_after, reflect, unfold_after, object_id_of, return_of_hit):
     register_jitable(inline="always")(_per_hit)
 
 
@@ -82,38 +85,63 @@ def _to_world(P, x, y, z, w):
 @cuda.jit(device=True)
 def _closest_through(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index,
                      roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                     ox, oy, oz, dx, dy, dz, tmax, max_surfaces, triangle_material, first_triangle, class_code,
-                     stack, top_stack):
-    """Closest hit of a world ray, going on through the surfaces :func:`goes_on` passes.
+                     ox, oy, oz, dx, dy, dz, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
+                     class_code, specular, stack, top_stack):
+    """Closest hit of a world ray, going on through the surfaces and off the mirrors :func:`segment_after` names.
 
-    → (range from the origin, instance index (-1: miss), BVH triangle, u, v,
-    world normal); behind a surface the ray starts again ``travelled`` along
-    itself, as :func:`~.backend.continue_by_recasting` does on the CPU. Zeros
-    but the range (inf) on a miss.
+    → (path length, instance index (-1: miss), BVH triangle, u, v, world
+    normal, power kept by mirrors); behind a surface the ray starts again
+    ``along`` its segment, off a mirror a step along the reflected direction,
+    as :func:`~.backend.continue_by_recasting` does on the CPU; a ghost's
+    normal is mirrored back into the original ray's frame. Zeros but the
+    range (inf) on a miss.
     """
-    travelled = np.float32(0.0)
-    for surfaces_passed in range(max_surfaces + 1):
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    path = zero  # path length at the segment's origin (o)
+    along = zero  # where along the segment the cast starts
+    passed = 0
+    bounced = 0
+    gain = one
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = one, zero, zero, zero, one, zero, zero, zero, one
+    for _ in range(max_surfaces + max_bounces + 1):
         t, index, tri, u, v, nx, ny, nz = _closest(
             node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, roots, local_from_world,
             normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-            ox + dx * travelled, oy + dy * travelled, oz + dz * travelled, dx, dy, dz, tmax - travelled,
+            ox + dx * along, oy + dy * along, oz + dz * along, dx, dy, dz, tmax - path - along,
             stack, top_stack)
-        t = t + travelled
-        if index < 0 or t > tmax:
+        t = t + along  # along the segment
+        if index < 0 or path + t > tmax:
             break
-        if not goes_on(index, tri_index[tri], surfaces_passed, max_surfaces, triangle_material, first_triangle,
-                       class_code):
-            return t, index, tri, u, v, nx, ny, nz
-        travelled = t + _STEP
-    zero = np.float32(0.0)
-    return _INF, -1, -1, zero, zero, zero, zero, zero
+        action = segment_after(index, tri_index[tri], passed, max_surfaces, bounced, max_bounces, triangle_material,
+                               first_triangle, class_code)
+        if action == STOP:
+            if bounced > 0:
+                nx, ny, nz = (m00 * nx + m01 * ny + m02 * nz, m10 * nx + m11 * ny + m12 * nz,
+                              m20 * nx + m21 * ny + m22 * nz)
+            return path + t, index, tri, u, v, nx, ny, nz, gain
+        if action == PASS:
+            passed += 1
+            along = t + _STEP
+        else:
+            s = specular[material_of_hit(index, tri_index[tri], triangle_material, first_triangle)]
+            gain = gain * s * s
+            ox, oy, oz = ox + dx * t, oy + dy * t, oz + dz * t
+            path = path + t
+            dx, dy, dz = reflect(dx, dy, dz, nx, ny, nz)
+            m00, m01, m02, m10, m11, m12, m20, m21, m22 = unfold_after(m00, m01, m02, m10, m11, m12, m20, m21, m22,
+                                                                       nx, ny, nz)
+            bounced += 1
+            along = _STEP
+    return _INF, -1, -1, zero, zero, zero, zero, zero, one
 
 
 @cuda.jit
 def _cast_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index,
                  roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                 world_from_frame, origins, directions, tmax, max_surfaces, triangle_material, first_triangle,
-                 class_code, out_range, out_instance_index, out_prim, out_u, out_v, out_normal):
+                 world_from_frame, origins, directions, tmax, max_surfaces, max_bounces, triangle_material,
+                 first_triangle, class_code, specular, out_range, out_instance_index, out_prim, out_u, out_v,
+                 out_normal, out_gain):
     """Closest hit of ray ``i`` = ``origins[i or 0] + t·directions[i]`` (a frame placed by the 3×4 ``world_from_frame``)."""
     i = cuda.grid(1)
     if i >= directions.shape[0]:
@@ -123,11 +151,12 @@ def _cast_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v
     o = i if origins.shape[0] > 1 else 0
     ox, oy, oz = _to_world(world_from_frame, origins[o, 0], origins[o, 1], origins[o, 2], np.float32(1.0))
     dx, dy, dz = _to_world(world_from_frame, directions[i, 0], directions[i, 1], directions[i, 2], np.float32(0.0))
-    t, index, tri, u, v, nx, ny, nz = _closest_through(
+    t, index, tri, u, v, nx, ny, nz, gain = _closest_through(
         node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index, roots, local_from_world,
         normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance, ox, oy, oz, dx, dy, dz, tmax,
-        max_surfaces, triangle_material, first_triangle, class_code, stack, top_stack)
+        max_surfaces, max_bounces, triangle_material, first_triangle, class_code, specular, stack, top_stack)
     out_instance_index[i] = index
+    out_gain[i] = gain
     out_range[i] = t
     out_prim[i] = tri_index[tri] if index >= 0 else -1
     out_u[i] = u
@@ -140,8 +169,9 @@ def _cast_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v
 @cuda.jit
 def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index,
                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
-                    world_from_frame, origins, directions, tmax, max_surfaces, triangle_material, first_triangle,
-                    class_code, frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0,
+                    world_from_frame, origins, directions, tmax, max_surfaces, max_bounces, triangle_material,
+                    first_triangle, class_code, specular, frame_from_world, beam_id, instance_ids, reflectance_table,
+                    lambertian_rho0,
                     min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                     limit_floor_m, record, object_id, keep, block_count):
     """Ray ``i`` of a batch → its return, if any: the cast of :func:`_cast_kernel`, then :func:`return_of_hit`.
@@ -159,16 +189,17 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
         fdx, fdy, fdz = directions[i, 0], directions[i, 1], directions[i, 2]
         ox, oy, oz = _to_world(world_from_frame, fox, foy, foz, np.float32(1.0))
         dx, dy, dz = _to_world(world_from_frame, fdx, fdy, fdz, np.float32(0.0))
-        t, index, tri, _u, _v, nx, ny, nz = _closest_through(
+        t, index, tri, _u, _v, nx, ny, nz, gain = _closest_through(
             node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, tri_index, roots, local_from_world,
             normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance, ox, oy, oz, dx, dy, dz, tmax,
-            max_surfaces, triangle_material, first_triangle, class_code, stack, top_stack)
+            max_surfaces, max_bounces, triangle_material, first_triangle, class_code, specular, stack, top_stack)
         if index >= 0:
+            material = material_of_hit(index, tri_index[tri], triangle_material, first_triangle)
             ok, px, py, pz, nsx, nsy, nsz, rho, percent, saturated = return_of_hit(
-                t, material_of_hit(index, tri_index[tri], triangle_material, first_triangle), nx, ny, nz,
+                t, material, nx, ny, nz,
                 fox, foy, foz, fdx, fdy, fdz, frame_from_world, min_range_m, limit_code, limit_a, limit_b, limit_c,
                 limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
-                lambertian_rho0)
+                lambertian_rho0, gain)
             if ok:
                 kept = True
                 record[i, 0] = px
@@ -183,6 +214,7 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                 record[i, 9] = beam_id[i]
                 record[i, 10] = 1 if saturated else 0
                 record[i, 11] = i
+                record[i, 12] = material
                 object_id[i] = object_id_of(instance_ids[index])
         keep[i] = 1 if kept else 0
     count = cuda.syncthreads_count(1 if kept else 0)
@@ -262,13 +294,13 @@ def kernel_signatures() -> dict:
     bvh = (f2, f2, i1, i1, f2, f2, f2)
     instances = (i1, f3, f3, f2, f2, i1, i1, i1)
     # world_from_frame, origins, directions, tmax, then the Continuation
-    rays = (f2, f2, f2, T.float32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1])
+    rays = (f2, f2, f2, T.float32, T.int32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1], f1)
     # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, then ReturnModel.limit_args():
     # min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max range, limit_floor_m
     physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1],
                T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
     return {
-        "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2)),
+        "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2, f1)),
         "_returns_kernel": (_returns_kernel, bvh + (i1,) + instances + rays + physics + (f2, T.uint64[::1], i1, i1)),
         "_compact_kernel": (_compact_kernel, (f2, T.uint64[::1], i1, i1, f2, T.uint64[::1])),
         "_ranges_kernel": (_ranges_kernel, bvh + instances + (f3, f2, T.float32, f2)),
@@ -373,10 +405,10 @@ class CudaBackend(Backend):
         """The kernels' ray and continuation arguments; the pattern's arrays stay resident between frames."""
         return (cuda.to_device(np.ascontiguousarray(rays.world_from_frame[:3, :4], np.float32)),
                 self._on_device("origins", rays.origins), self._on_device("directions", rays.directions),
-                _tmax(rays.max_range_m), np.int32(through.max_surfaces),
+                _tmax(rays.max_range_m), np.int32(through.max_surfaces), np.int32(through.max_bounces),
                 self._on_device("triangle_material", through.triangle_material),
                 self._on_device("first_triangle", through.first_triangle),
-                self._on_device("class_code", through.class_code))
+                self._on_device("class_code", through.class_code), self._on_device("specular", through.specular))
 
     def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
         self.update()
@@ -384,13 +416,15 @@ class CudaBackend(Backend):
         if not (n and self._count):
             return Hits.missed(n)
         # every output element is written by the kernel: no upload of initial values
+        through = through or Continuation.none()
         outputs = (cuda.device_array(n, np.float32), cuda.device_array(n, np.int32), cuda.device_array(n, np.int32),
                    cuda.device_array(n, np.float32), cuda.device_array(n, np.float32),
-                   cuda.device_array((n, 3), np.float32))
+                   cuda.device_array((n, 3), np.float32), cuda.device_array(n, np.float32))
         _cast_kernel[_blocks(n), THREADS_PER_BLOCK](*self._d_bvh, self._d_tri_index, *self._d_instances,
-                                                    *self._ray_args(rays, through or Continuation.none()), *outputs)
-        range_m, instance_index, prim, u, v, normal = (a.copy_to_host() for a in outputs)
-        return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids)
+                                                    *self._ray_args(rays, through), *outputs)
+        range_m, instance_index, prim, u, v, normal, gain = (a.copy_to_host() for a in outputs)
+        return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids,
+                                        gain if through.max_bounces else None)
 
     def returns(self, rays: RayBatch, model) -> Returns:
         """The whole batch on the GPU; equal to the CPU pass over :meth:`cast`'s hits (the simulator test holds it)."""
@@ -399,7 +433,8 @@ class CudaBackend(Backend):
         n = len(rays)
         if not (n and self._count):
             self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
-            return Returns(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), np.zeros(0, np.float32))
+            return Returns(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), np.zeros(0, np.float32),
+                           np.zeros(0, np.int16))
         blocks = _blocks(n)
         record = self._buffer("record", (n, _WIDTH), np.float32)
         object_id = self._buffer("object_id", (n,), np.uint64)
@@ -428,7 +463,8 @@ class CudaBackend(Backend):
         points["object_id"] = out_object_id[:m].copy_to_host() if m else np.zeros(0, np.uint64)
         points["echo"] = 0
         self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
-        return Returns(points, packed[:, 11].astype(np.int32), np.ascontiguousarray(packed[:, 8]))
+        return Returns(points, packed[:, 11].astype(np.int32), np.ascontiguousarray(packed[:, 8]),
+                       packed[:, 12].astype(np.int16))
 
     def cast_poses(self, world_from_sensor, directions, max_range_m: float = np.inf, to_host: bool = True):
         """Batched casting: ``directions`` (N, 3, sensor frame) from each of ``world_from_sensor`` (P, 4, 4).

@@ -29,18 +29,21 @@ class Hits:
     u: np.ndarray  # (N,) float32
     v: np.ndarray  # (N,) float32
     instance_index: np.ndarray  # (N,) int32
+    #: (N,) float32 share of power the ray's mirrors kept, out and back (None: no mirror on any ray, all 1)
+    path_gain: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.range_m)
 
     @classmethod
-    def from_instance_index(cls, range_m, normal, instance_index, primitive_id, u, v, instance_ids) -> Hits:
+    def from_instance_index(cls, range_m, normal, instance_index, primitive_id, u, v, instance_ids,
+                            path_gain=None) -> Hits:
         """Hits from per-ray instance indices (``-1`` = miss); ``instance_ids`` maps index → scene instance id."""
         hit = instance_index >= 0
         range_m[~hit] = np.inf
         index = np.maximum(instance_index, 0)
         instance_id = np.where(hit, instance_ids[index] if len(instance_ids) else 0, -1).astype(np.int64)
-        return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index)
+        return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index, path_gain)
 
     @classmethod
     def missed(cls, n: int) -> Hits:
@@ -60,3 +63,7 @@ class Hits:
         self.primitive_id[rays] = np.where(hit, other.primitive_id, -1)
         self.u[rays] = np.where(hit, other.u, 0.0)
         self.v[rays] = np.where(hit, other.v, 0.0)
+        if other.path_gain is not None:
+            if self.path_gain is None:
+                self.path_gain = np.ones(len(self.range_m), np.float32)
+            self.path_gain[rays] = other.path_gain

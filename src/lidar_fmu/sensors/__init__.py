@@ -19,6 +19,9 @@ Spec keys (a contract; units in the names):
 ``range_reflectivity``       {pairs: [[reflectivity, range_m], …], fit: linear|root2|root3|root4|log|blensor|constant}:
                              a return is kept only within r_L(reflectivity) (:mod:`lidar_fmu.range_limit`)
 ``max_transparent_layers``   transparent surfaces a ray passes before it gives up (default 4)
+``max_bounces``              mirrors a ray reflects off before it gives up (default 2; :mod:`lidar_fmu.physics`)
+``tof``                      {modulation_frequency_hz}: a continuous-wave ToF camera (with ``pinhole``): ranges
+                             fold back modulo c/(2f) (:mod:`lidar_fmu.tof`)
 ``motion_distortion``        true (default): each ray leaves the sensor pose at its firing time and meets the
                              objects where they are then (:mod:`lidar_fmu.motion`); false: one pose per frame
 ``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
@@ -81,7 +84,7 @@ KNOWN_KEYS = {
     "vertical_angles_deg", "vertical_fov_deg", "channels", "calibration",
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
-    "range_reflectivity", "max_transparent_layers", "ouster_metadata", "motion_distortion", "motion_slices",
+    "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
@@ -105,6 +108,8 @@ class Sensor:
     spec: dict = field(default_factory=dict)  # the resolved spec it was made from
     range_limit: object | None = None  # RangeReflectivityLimit, or None: every reflectivity reaches max_range_m
     max_transparent_layers: int = 4
+    #: mirrors a ray reflects off at most (:mod:`lidar_fmu.physics`)
+    max_bounces: int = 2
     #: rays as a function of time for patterns that do not repeat every frame; None: ``pattern`` repeats
     continuous: ContinuousScan | None = None
     motion_distortion: bool = True
@@ -113,6 +118,8 @@ class Sensor:
     effects: Effects = field(default_factory=Effects)
     #: beam divergence, sub-rays and which echoes are reported (:mod:`lidar_fmu.echoes`); default: one ray per beam
     footprint: Footprint = field(default_factory=Footprint)
+    #: a continuous-wave ToF camera's modulation (:mod:`lidar_fmu.tof`); None: a pulsed lidar, no folding
+    tof: object | None = None
 
     @functools.cached_property
     def physics_range_limit(self):
@@ -480,6 +487,17 @@ def load_sensor(spec) -> Sensor:
     layers = spec.get("max_transparent_layers", 4)
     if not isinstance(layers, (int, np.integer)) or isinstance(layers, bool) or not 0 <= layers <= 64:
         raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {layers!r}")
+    bounces = spec.get("max_bounces", 2)
+    if not isinstance(bounces, (int, np.integer)) or isinstance(bounces, bool) or not 0 <= bounces <= 16:
+        raise SensorSpecError(f"max_bounces must be an integer in 0..16, got {bounces!r}")
+    from ..tof import ToFSpecError, parse_tof
+
+    try:
+        tof = parse_tof(spec.get("tof"))
+    except ToFSpecError as exc:
+        raise SensorSpecError(str(exc)) from None
+    if tof is not None and "pinhole" not in spec:
+        raise SensorSpecError("tof is a continuous-wave ToF camera's modulation: it needs a pinhole sensor")
     if "range_accuracy_m" in spec:
         _number(spec, "range_accuracy_m")
     try:
@@ -512,6 +530,8 @@ def load_sensor(spec) -> Sensor:
         spec=spec,
         range_limit=range_limit,
         max_transparent_layers=int(layers),
+        max_bounces=int(bounces),
+        tof=tof,
         motion_distortion=distortion,
         motion_slices=int(slices),
         effects=effects,

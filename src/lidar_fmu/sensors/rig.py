@@ -1,0 +1,118 @@
+"""Several lidars on one vehicle: a rig spec → the sensors and where each is mounted.
+
+A rig is a list of sensor specs, given as
+
+* a YAML/JSON list: ``["velodyne_vlp16", {"preset": "ouster_os1_128", "mounting": {...}}]`` (inline text
+  starting with ``[``, e.g. the FMU's ``sensor`` parameter), or
+* a mapping (or spec file) with the one key ``sensors: [...]``.
+
+Each entry is anything :func:`~lidar_fmu.sensors.load_sensor` takes, a mapping optionally adding
+
+* ``mounting: {"xyz_m": [x, y, z], "rpy_deg": [roll, pitch, yaw]}``: the lidar's pose on the vehicle
+  (vehicle_from_sensor, m and degrees, OSI's vehicle frame and R = Rz(yaw)·Ry(pitch)·Rx(roll));
+* ``sensor_id``: the id its detection header carries (default: the FMU's sensor id + its index).
+
+Any other spec (a preset name, a file, a mapping without ``sensors``) is a rig of one.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..transforms import pose_matrix
+from . import Sensor, SensorSpecError, _read_spec_file, load_sensor
+
+#: at most this many lidars in one rig (each keeps its pattern and buffers; a bound against typos)
+MAX_RIG_SIZE = 64
+
+
+@dataclass(frozen=True)
+class RigMember:
+    """One lidar of a rig: the sensor, its spec mounting (4×4 vehicle_from_sensor, None: not set) and id."""
+
+    sensor: Sensor
+    mounting_pose: np.ndarray | None = None
+    sensor_id: int | None = None
+
+
+def load_rig(spec) -> list[RigMember]:
+    """The lidars of ``spec`` (module doc); SensorSpecError naming the entry on bad input."""
+    if isinstance(spec, Sensor):
+        return [RigMember(spec)]
+    if isinstance(spec, RigMember):
+        return [spec]
+    if isinstance(spec, (list, tuple)) and spec and all(isinstance(m, RigMember) for m in spec):
+        return list(spec)
+    entries = _entries(spec)
+    if entries is None:
+        return [RigMember(load_sensor(spec))]
+    if not isinstance(entries, list) or not entries:
+        raise SensorSpecError("sensors must be a non-empty list of sensor specs")
+    if len(entries) > MAX_RIG_SIZE:
+        raise SensorSpecError(f"sensors: at most {MAX_RIG_SIZE} lidars in one rig, got {len(entries)}")
+    return [_member(entry, k) for k, entry in enumerate(entries)]
+
+
+def _entries(spec):
+    """The rig's entry list, or None for a single sensor spec."""
+    if isinstance(spec, (list, tuple)):
+        return list(spec)
+    if isinstance(spec, (str, os.PathLike)):
+        text = os.fspath(spec).strip()
+        if text.startswith("["):
+            import yaml
+
+            try:
+                return yaml.safe_load(text)  # JSON is YAML
+            except yaml.YAMLError as exc:
+                raise SensorSpecError(f"cannot parse the sensor list {text[:60]!r}: {exc}") from None
+        if os.path.isfile(text) and text.lower().endswith((".json", ".yaml", ".yml")):
+            data = _read_spec_file(text)
+            if "sensors" in data:
+                return _only_sensors(data, text)
+        return None
+    if isinstance(spec, dict) and "sensors" in spec:
+        return _only_sensors(spec, "the rig spec")
+    return None
+
+
+def _only_sensors(data: dict, where: str):
+    extra = set(data) - {"sensors", "name", "description"}
+    if extra:
+        raise SensorSpecError(f"{where}: a rig has only 'sensors' (and a name/description), got also "
+                              f"{', '.join(sorted(extra))}")
+    return data["sensors"]
+
+
+def _member(entry, k: int) -> RigMember:
+    where = f"sensors[{k}]"
+    mounting = sensor_id = None
+    if isinstance(entry, dict):
+        entry = dict(entry)
+        mounting = _mounting(entry.pop("mounting"), where) if "mounting" in entry else None
+        if "sensor_id" in entry:
+            sensor_id = entry.pop("sensor_id")
+            if isinstance(sensor_id, bool) or not isinstance(sensor_id, int) or not 0 <= sensor_id < 2**63:
+                raise SensorSpecError(f"{where}.sensor_id must be an integer in 0 … 2⁶³−1, got {sensor_id!r}")
+    try:
+        return RigMember(load_sensor(entry), mounting, sensor_id)
+    except SensorSpecError as exc:
+        raise SensorSpecError(f"{where}: {exc}") from None
+
+
+def _mounting(value, where: str) -> np.ndarray:
+    if not isinstance(value, dict) or set(value) - {"xyz_m", "rpy_deg"}:
+        raise SensorSpecError(f"{where}.mounting must be a mapping of xyz_m and rpy_deg, got {value!r}")
+    xyz, rpy = value.get("xyz_m", [0, 0, 0]), value.get("rpy_deg", [0, 0, 0])
+    for key, triple in (("xyz_m", xyz), ("rpy_deg", rpy)):
+        if (not isinstance(triple, (list, tuple)) or len(triple) != 3
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                           for v in triple)):
+            raise SensorSpecError(f"{where}.mounting.{key} must be three finite numbers, got {triple!r}")
+    return pose_matrix(xyz, np.radians(rpy))
+
+
+__all__ = ["MAX_RIG_SIZE", "RigMember", "load_rig"]

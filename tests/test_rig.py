@@ -1,0 +1,114 @@
+"""Several lidars in one sensor model / FMU: one scene update, one cast per lidar, one lidar_sensor entry each."""
+import json
+import math
+
+import numpy as np
+import pytest
+from osi3.osi_sensordata_pb2 import SensorData
+from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
+
+from lidar_fmu.osi.config import rig_view_configuration
+from lidar_fmu.osi.decode import decode_sensor_view
+from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.sensors import SensorSpecError
+from lidar_fmu.sensors.rig import load_rig
+from lidar_fmu.transforms import pose_matrix, roll_pitch_yaw
+from osi_views import HOST_ID, sensor_view
+
+SPEC = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 5],
+        "channels": 8, "max_range_m": 60, "motion_distortion": False}
+FRONT = {"xyz_m": [3.0, 0.0, 1.2], "rpy_deg": [0, 0, 0]}
+REAR = {"xyz_m": [-0.5, 0.0, 1.2], "rpy_deg": [0, 0, 180]}
+RIG = {"sensors": [SPEC | {"mounting": FRONT, "sensor_id": 7}, SPEC | {"mounting": REAR}]}
+# a car ahead and one behind the host (id, bbox-centre position, rpy, dimensions, model_reference)
+OBJECTS = [(10, (15.0, 0.0, 0.75), (0.0, 0.0, 0.0), (4.0, 1.8, 1.5), ""),
+           (11, (-14.0, 1.0, 0.75), (0.0, 0.0, 0.0), (4.0, 1.8, 1.5), "")]
+HOST = (HOST_ID, (0.0, 0.0, 0.75), 0.0)
+
+
+def test_rig_specs_in_every_form_and_errors_that_name_the_entry(tmp_path):
+    path = tmp_path / "rig.yaml"
+    path.write_text(json.dumps(RIG))
+    for spec in (RIG, RIG["sensors"], str(path), json.dumps(RIG["sensors"])):
+        rig = load_rig(spec)
+        assert len(rig) == 2 and rig[0].sensor_id == 7 and rig[1].sensor_id is None
+        np.testing.assert_allclose(rig[1].mounting_pose, pose_matrix((-0.5, 0, 1.2), (0, 0, math.pi)), atol=1e-12)
+    single = load_rig("velodyne_vlp16")
+    assert len(single) == 1 and single[0].mounting_pose is None
+    with pytest.raises(SensorSpecError, match=r"sensors\[1\]: unknown sensor preset 'nope'"):
+        load_rig({"sensors": [SPEC, "nope"]})
+    with pytest.raises(SensorSpecError, match=r"sensors\[0\]\.mounting\.xyz_m must be three finite numbers"):
+        load_rig({"sensors": [SPEC | {"mounting": {"xyz_m": [1, 2]}}]})
+    with pytest.raises(SensorSpecError, match="non-empty list"):
+        load_rig({"sensors": []})
+    with pytest.raises(SensorSpecError, match="a rig has only 'sensors'"):
+        load_rig({"sensors": [SPEC], "max_range_m": 5})
+
+
+def test_two_lidars_each_see_what_a_lone_lidar_at_their_mounting_sees():
+    view = sensor_view(OBJECTS, time_s=0.1, host=HOST)
+    rig = LidarSensorModel(sensor=RIG, sensor_id=3)
+    result = rig.step(view, 0.1)
+    assert result.valid, result.message
+    data = SensorData.FromString(bytes(result.sensor_data))
+    assert len(data.feature_data.lidar_sensor) == 2
+    front, rear = data.feature_data.lidar_sensor
+    assert (front.header.sensor_id.value, rear.header.sensor_id.value) == (7, 3 + 1)
+    assert data.sensor_id.value == 3 and data.mounting_position == front.header.mounting_position
+    assert rear.header.mounting_position.orientation.yaw == pytest.approx(math.pi)
+    assert result.count == len(front.detection) + len(rear.detection)
+    seen = [{int(d.object_id.value) for d in lidar.detection} for lidar in (front, rear)]
+    assert seen == [{10}, {11}]  # the front lidar sees the car ahead, the rear one the car behind
+    for k, mounting in enumerate((FRONT, REAR)):
+        alone = LidarSensorModel(sensor=SPEC, default_mounting_pose=pose_matrix(
+            mounting["xyz_m"], np.radians(mounting["rpy_deg"])), sensor_id=3)
+        reference = SensorData.FromString(bytes(alone.step(view, 0.1).sensor_data)).feature_data.lidar_sensor[0]
+        assert [d.SerializeToString() for d in data.feature_data.lidar_sensor[k].detection] == \
+               [d.SerializeToString() for d in reference.detection]
+        np.testing.assert_allclose(rig.last_sensor_poses[k], alone.last_sensor_pose, atol=1e-12)
+
+
+def test_the_sensor_views_per_lidar_mountings_win():
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    view = SensorView.FromString(sensor_view(OBJECTS, time_s=0.1, host=HOST))
+    for x in (2.5, 0.0):  # lidar 0 moved forward; lidar 1 given no mounting: its rig entry's
+        lidar = view.lidar_sensor_view.add()
+        if x:
+            lidar.view_configuration.mounting_position.position.x = x
+    frame = decode_sensor_view(view.SerializeToString())
+    assert frame.lidar_mountings[0][0, 3] == 2.5 and frame.lidar_mountings[1] is None
+    rig = LidarSensorModel(sensor=RIG)
+    data = SensorData.FromString(bytes(rig.step(view.SerializeToString(), 0.1).sensor_data))
+    front, rear = data.feature_data.lidar_sensor
+    assert front.header.mounting_position.position.x == 2.5
+    assert rear.header.mounting_position.position.x == -0.5
+
+
+def test_the_config_request_asks_for_one_lidar_view_per_lidar():
+    rig = load_rig(RIG)
+    poses = [member.mounting_pose for member in rig]
+    config = SensorViewConfiguration.FromString(
+        rig_view_configuration([(m.sensor, pose, k) for k, (m, pose) in enumerate(zip(rig, poses))]))
+    assert len(config.lidar_sensor_view_configuration) == 2
+    rear = config.lidar_sensor_view_configuration[1]
+    assert rear.mounting_position.position.x == -0.5 and rear.sensor_id.value == 1
+    assert rear.number_of_rays_horizontal * rear.number_of_rays_vertical == len(rig[1].sensor.pattern)
+    assert roll_pitch_yaw(poses[1])[2] == pytest.approx(math.pi)
+
+
+def test_replay_refuses_a_rig_by_name(tmp_path):
+    import pathlib
+    import shutil
+
+    from lidar_fmu.errors import UserError
+    from lidar_fmu.replay import replay
+
+    source = pathlib.Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal"
+    folder = tmp_path / "rig_scenario"
+    shutil.copytree(source, folder)
+    text = (folder / "scenario.yaml").read_text().replace("sensor: ouster_os1_128",
+                                                          "sensor: {sensors: [velodyne_vlp16, ouster_os1_128]}")
+    (folder / "scenario.yaml").write_text(text)
+    with pytest.raises(UserError, match="rig of 2 lidars"):
+        replay(str(folder), str(tmp_path / "out"), progress=False)
