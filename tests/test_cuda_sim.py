@@ -215,6 +215,26 @@ def test_cast_batch_goes_through_glass_as_every_backend_does(street):
 
 
 @needs_cuda
+def test_echoes_from_sub_rays_cast_on_the_gpu_equal_the_cpu_path():
+    """Divergence sub-rays are ordinary rays to the GPU; echo formation after it gives the CPU path's echoes."""
+    scene = Scene()
+    scene.add_instance(1, _box((0.2, 40, 20), (20.1, 0, 0), "wall"), np.eye(4))
+    scene.add_instance(2, _box((0.05, 10, 10), (10.0, -5.0, 0), "plate"), np.eye(4))
+    # 3 beams × 9 columns across the plate's edge (azimuth 0), 8 sub-rays each: 216 rays on the simulator
+    dual = {"vertical_fov_deg": [-2, 2], "channels": 3, "horizontal_fov_deg": [0.4, -0.4], "horizontal_samples": 9,
+            "beam_divergence_mrad": [3.0, 3.0], "divergence_samples": 8, "returns": "dual",
+            "motion_distortion": False}
+    g = Lidar(scene, dual, backend="cuda").scan(np.eye(4))
+    c = Lidar(scene, dual, backend="embree").scan(np.eye(4))
+    assert np.array_equal(g.ray_index, c.ray_index) and np.array_equal(g.points["echo"], c.points["echo"])
+    assert np.count_nonzero(c.points["echo"] == 1) >= 3
+    for name in ("range", "reflectivity", "x", "y", "z"):
+        assert np.abs(g.points[name] - c.points[name]).max() <= 1e-4 * 21, name
+    assert np.array_equal(g.points["object_id"], c.points["object_id"])
+    assert np.abs(g.echo_pulse_width_m - c.echo_pulse_width_m).max() <= 1e-4
+
+
+@needs_cuda
 def test_the_gpu_bench_runs(street):
     """The GPU part of ``lidar-fmu bench --backend cuda`` (tiny sensors: the simulator is slow)."""
     from lidar_fmu.bench import bench_gpu, print_gpu_table

@@ -74,9 +74,9 @@ def test_pcd_round_trip_is_exact(cloud, tmp_path):
     header = {line.split()[0]: line.split()[1:] for line in lines if not line.startswith("#")}
     assert header["VERSION"] == [".7"]
     assert header["FIELDS"] == list(POINT_DTYPE.names)
-    assert header["SIZE"] == ["4"] * 9 + ["8", "1", "4"]
-    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U", "F"]
-    assert header["COUNT"] == ["1"] * 12
+    assert header["SIZE"] == ["4"] * 9 + ["8", "1", "4", "1"]
+    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U", "F", "U"]
+    assert header["COUNT"] == ["1"] * 13
     assert header["WIDTH"] == [str(len(cloud))] and header["HEIGHT"] == ["1"]
     assert header["POINTS"] == [str(len(cloud))]
     assert header["VIEWPOINT"] == ["0", "0", "0", "1", "0", "0", "0"]
@@ -101,9 +101,9 @@ def test_pcd_header_follows_the_dtype(cloud, tmp_path):
     path = tmp_path / "extra.pcd"
     write_pcd(path, points)
     lines, _ = _header_lines(path)
-    assert "TYPE F F F F F F F F U U U F F F I" in lines
-    assert "SIZE 4 4 4 4 4 4 4 4 4 8 1 4 4 8 2" in lines
-    assert "COUNT 1 1 1 1 1 1 1 1 1 1 1 1 3 1 1" in lines
+    assert "TYPE F F F F F F F F U U U F U F F I" in lines
+    assert "SIZE 4 4 4 4 4 4 4 4 4 8 1 4 1 4 8 2" in lines
+    assert "COUNT 1 1 1 1 1 1 1 1 1 1 1 1 1 3 1 1" in lines
     assert np.array_equal(read_pcd(path), points)
 
 

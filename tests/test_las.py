@@ -73,10 +73,7 @@ def test_laz_holds_the_same_points_in_fewer_bytes(cloud, tmp_path):
 
 def test_las_uses_echo_and_time_fields(cloud, tmp_path):
     """echo (0 = first return) → return number; returns sharing a ray → number of returns; time → GPS time."""
-    dtype = np.dtype(POINT_DTYPE.descr + [("echo", "u1")])
-    first = np.zeros(len(cloud), dtype)
-    for name in POINT_DTYPE.names:
-        first[name] = cloud.points[name]
+    first = cloud.points.copy()
     first["time"] = np.linspace(0.0, 0.05, len(cloud), dtype=np.float32)
     second = first[:10].copy()  # ten rays with a second return behind the first
     second["echo"], second["x"] = 1, second["x"] + 2.0
@@ -123,7 +120,7 @@ def test_las_world_frame(cloud, tmp_path):
 def test_las_empty_and_bad_input(tmp_path):
     write_las(tmp_path / "empty.las", np.empty(0, POINT_DTYPE))
     assert len(laspy.read(tmp_path / "empty.las").points) == 0
-    bad = np.zeros(3, np.dtype(POINT_DTYPE.descr + [("echo", "u1")]))
+    bad = np.zeros(3, POINT_DTYPE)
     bad["echo"] = 15
     with pytest.raises(PointCloudFileError, match="echo must be 0–14"):
         write_las(tmp_path / "bad.las", bad)

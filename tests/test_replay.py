@@ -120,8 +120,8 @@ def test_replay_organizes_the_fmu_output_as_the_scan(fmu_path, tmp_path, monkeyp
     (scenario / "scenario.yaml").write_text(json.dumps({"trace": "views.osi", "sensor": CUSTOM_SENSOR}))
     organized, original = [], replay_module.organize
 
-    def organize(cloud, pattern):  # keep what the replay draws its preview from
-        organized.append(original(cloud, pattern))
+    def organize(cloud, pattern, max_echoes=1):  # keep what the replay draws its preview from
+        organized.append(original(cloud, pattern, max_echoes))
         return organized[-1]
 
     monkeypatch.setattr(replay_module, "organize", organize)

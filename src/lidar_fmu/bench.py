@@ -255,6 +255,32 @@ def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1
     return rows
 
 
+def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
+    """What beam divergence costs one frame: the preset as it is (one ray per beam), then its footprint cast as
+    4 and 8 sub-rays per beam in dual-return mode, against the preset's frame measured alongside."""
+    cases = [("one ray per beam (divergence_samples 1)", {}),
+             ("dual, 4 sub-rays per beam", {"divergence_samples": 4, "returns": "dual"}),
+             ("dual, 8 sub-rays per beam", {"divergence_samples": 8, "returns": "dual"})]
+    rows, plain_ms = [], None
+    plain = Lidar(scene, preset, backend=backend)
+    for label, extra in cases:
+        lidar = Lidar(scene, {"preset": preset} | extra, backend=backend)
+        cloud = lidar.scan(sensor_pose)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
+        plain_ms = frame_ms if plain_ms is None else min(plain_ms, median_ms(lambda: plain.scan(sensor_pose), repeat))
+        rows.append(dict(case=label, frame_ms=frame_ms, plain_ms=plain_ms, returns=len(cloud),
+                         second=int(np.count_nonzero(cloud.points["echo"] == 1))))
+    return rows
+
+
+def print_echoes_table(preset: str, rows) -> None:
+    print(f"\n| beam divergence, demo street, {preset} | frame ms | one ray per beam ms (same run) | × | returns | "
+          "second echoes |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['frame_ms']:.2f} | {r['plain_ms']:.2f} | {r['frame_ms'] / r['plain_ms']:.2f}× | "
+              f"{r['returns']:,} | {r['second']:,} |")
+
+
 def print_effects_table(preset: str, rows) -> None:
     print(f"\n| effects, demo street, {preset} | frame ms | clean frame ms (same run) | added ms |\n|---|---|---|---|")
     for r in rows:
@@ -366,7 +392,7 @@ def run_bench(args) -> list[dict]:
         device = f", GPU {device_name()}"
     print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs{device}, backend={args.backend}, "
           f"median of {args.repeat}")
-    rows, gpu_rows, motion_rows, effects_rows = [], [], [], []
+    rows, gpu_rows, motion_rows, effects_rows, echo_rows = [], [], [], [], []
     for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
         if name == "street":
             scene, pose = street_scene(args.work_dir)
@@ -378,6 +404,7 @@ def run_bench(args) -> list[dict]:
         if name == "street":
             motion_rows = bench_motion(scene, pose, args.backend, args.repeat)
             effects_rows = bench_effects(scene, pose, args.backend, args.repeat)
+            echo_rows = bench_echoes(scene, pose, args.backend, args.repeat)
         if gpu:
             gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))
     print_table(rows)
@@ -385,6 +412,8 @@ def run_bench(args) -> list[dict]:
         print_motion_table("OS1-128×1024", motion_rows)
     if effects_rows:
         print_effects_table("OS1-128×1024", effects_rows)
+    if echo_rows:
+        print_echoes_table("OS1-128×1024", echo_rows)
     if gpu_rows:
         print_gpu_table(gpu_rows)
     if not args.skip_step:

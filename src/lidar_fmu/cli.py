@@ -257,7 +257,9 @@ def cmd_figures(args) -> None:
     from .cache import cache_dir
     from .demo_scene import ensure_street, load_street_scene
     from .figures import (
+        dual_return_panels,
         plot_detection_probability,
+        plot_dual_returns,
         plot_livox_coverage,
         plot_mirror_ghost,
         plot_motion_distortion,
@@ -312,10 +314,13 @@ def cmd_figures(args) -> None:
     plot_reflectivity_bev(os.path.join(args.output, "street_weather.png"), weather_panels, extent_m=40.0)
     plot_detection_probability(os.path.join(args.output, "detection_probability.png"),
                                load_sensor("ouster_os1_128").range_limit)
-    # issue 14: a mirror's ghosts
+    # issue 14: a mirror's ghosts; dual returns at object edges, on the street and in the room of the
+    # real-recording comparison
     plot_mirror_ghost(os.path.join(args.output, "mirror_ghost.png"))
+    plot_dual_returns(os.path.join(args.output, "dual_returns.png"), dual_return_panels(scene, pose, street_map))
     print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png, "
-          f"livox_coverage.png, street_weather.png, detection_probability.png and mirror_ghost.png to {args.output}")
+          f"livox_coverage.png, street_weather.png, detection_probability.png, mirror_ghost.png and dual_returns.png "
+          f"to {args.output}")
 
 
 def cmd_bench(args) -> None:

@@ -386,6 +386,7 @@ def _merge(points, intensity, return_slot, echo_slot, range_m, reflectivity, bea
         out[j]["object_id"] = weather_id
         out[j]["saturated"] = 0
         out[j]["time"] = 0.0
+        out[j]["echo"] = 0  # the ray's one return now (lidar_fmu.echoes)
         out_intensity[j] = intensity_percent(reflectivity[ray], r)
 
 

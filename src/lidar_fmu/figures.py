@@ -139,6 +139,18 @@ def _auto_point_size(count: int) -> float:
     return float(np.clip(3.0e4 / max(count, 1), 0.25, 6.0))
 
 
+def _bev_axes(ax, extent_m: float) -> None:
+    """A bird's-eye panel's frame: the sensor, ±``extent_m`` with +x up and +y (left) to the left, a light grid."""
+    # The sensor: a triangle pointing forward (+x, up in the panel).
+    ax.plot([0.0], [0.0], marker="^", markersize=8, color="#e8402a", markeredgecolor="black", zorder=4)
+    ax.set_xlim(extent_m, -extent_m)  # +y (left) to the left: x-axis runs from +extent to −extent
+    ax.set_ylim(-extent_m, extent_m)
+    ax.set_aspect("equal")
+    ax.set_xlabel("y (m), left ←")
+    ax.grid(True, color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+
+
 def _draw_bev(ax, title: str, points: np.ndarray, extent_m: float, norm, cmap, point_size) -> None:
     x = np.asarray(points["x"], dtype=np.float64)
     y = np.asarray(points["y"], dtype=np.float64)
@@ -150,15 +162,8 @@ def _draw_bev(ax, title: str, points: np.ndarray, extent_m: float, norm, cmap, p
     order = visible[np.argsort(z[visible], kind="stable")]
     size = _auto_point_size(len(order)) if point_size is None else point_size
     ax.scatter(y[order], x[order], c=refl[order], cmap=cmap, norm=norm, s=size, linewidths=0, rasterized=True)
-    # The sensor: a triangle pointing forward (+x, up in the panel).
-    ax.plot([0.0], [0.0], marker="^", markersize=8, color="#e8402a", markeredgecolor="black", zorder=4)
     ax.set_title(f"{title}\n{len(points):,} points", fontsize=10)
-    ax.set_xlim(extent_m, -extent_m)  # +y (left) to the left: x-axis runs from +extent to −extent
-    ax.set_ylim(-extent_m, extent_m)
-    ax.set_aspect("equal")
-    ax.set_xlabel("y (m), left ←")
-    ax.grid(True, color="0.9", linewidth=0.6)
-    ax.set_axisbelow(True)
+    _bev_axes(ax, extent_m)
     if not len(points):
         ax.text(0.5, 0.5, "no points", transform=ax.transAxes, ha="center", va="center", color="0.5")
 
@@ -278,14 +283,8 @@ def plot_motion_distortion(path, clouds: Sequence[tuple[str, np.ndarray]], exten
         order = np.argsort(p["z"], kind="stable")
         ax.scatter(p["y"][order], p["x"][order], c=1e3 * p["time"][order], cmap="turbo", norm=norm,
                    s=_auto_point_size(len(p)), linewidths=0, rasterized=True)
-        ax.plot([0.0], [0.0], marker="^", markersize=8, color="#e8402a", markeredgecolor="black", zorder=4)
         ax.set_title(f"{title}\n{len(points):,} points", fontsize=10)
-        ax.set_xlim(extent_m, -extent_m)
-        ax.set_ylim(-extent_m, extent_m)
-        ax.set_aspect("equal")
-        ax.set_xlabel("y (m), left ←")
-        ax.grid(True, color="0.9", linewidth=0.6)
-        ax.set_axisbelow(True)
+        _bev_axes(ax, extent_m)
     axes[0].set_ylabel("x (m), forward ↑")
     figure.colorbar(ScalarMappable(norm=norm, cmap=colormaps["turbo"]), ax=list(axes),
                     label="firing time after the frame start (ms)", shrink=0.85, pad=0.02)
@@ -321,6 +320,86 @@ def plot_detection_probability(path, limit, reflectivities=(0.10, 0.80)) -> None
     _save(figure, path)
 
 
+# ------------------------------------------------ dual returns at object edges (issue 14)
+
+
+def indoor_room_scene():
+    """A furnished room around a sensor 1 m above the floor, for the comparison with the shared Ouster
+    dual-return recording (``tests/data/ouster_os1_128_dual_returns.json``) → (scene, sensor pose).
+
+    Laid out after what that recording shows, since it carries no geometry: behind the sensor (azimuth
+    ≈ 135–177°, the sector the unit sent) a cabinet's face 0.45 m away fills most of the view, the room's walls
+    1.5–3 m beyond; around the rest of the turn a table, two chairs, a sofa and a shelf. Room 5 × 4.5 × 2.6 m,
+    0.1 m walls; instance ids: 1 walls, floor and ceiling, 2 cabinet, 3 table, 4–5 chairs, 6 sofa, 7 shelf.
+    """
+    from .scene import Mesh, Scene, box_mesh, concatenate
+
+    scene = Scene()
+    floor_z, ceiling_z, x0, x1, y0, y1 = -1.0, 1.6, -2.2, 2.8, -2.0, 2.5
+
+    def placed(lo, hi):
+        """A box from corner ``lo`` to corner ``hi`` (m), as a mesh in place."""
+        lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+        mesh = box_mesh(*(hi - lo))
+        return Mesh(mesh.vertices + (lo + hi) / 2, mesh.faces, mesh.face_material, mesh.material_names, "box")
+
+    def box(instance, lo, hi):
+        scene.add_instance(instance, placed(lo, hi), np.eye(4))
+
+    room = [((x0 - 0.1, y0, floor_z), (x0, y1, ceiling_z)), ((x1, y0, floor_z), (x1 + 0.1, y1, ceiling_z)),
+            ((x0, y0 - 0.1, floor_z), (x1, y0, ceiling_z)), ((x0, y1, floor_z), (x1, y1 + 0.1, ceiling_z)),
+            ((x0, y0, floor_z - 0.1), (x1, y1, floor_z)), ((x0, y0, ceiling_z), (x1, y1, ceiling_z + 0.1))]
+    scene.add_instance(1, concatenate([placed(lo, hi) for lo, hi in room], "room"), np.eye(4))
+    box(2, (-1.05, 0.02, floor_z), (-0.45, 0.45, 0.8))  # cabinet, its face 0.45 m behind the sensor
+    box(3, (0.9, -0.9, -0.28), (2.1, -0.1, -0.25))  # table top, 0.75 m high
+    box(4, (1.1, 0.3, floor_z), (1.55, 0.75, -0.55))  # chair seat block
+    box(5, (0.2, -1.6, floor_z), (0.65, -1.15, -0.55))  # chair
+    box(6, (-1.9, -1.9, floor_z), (-1.0, -0.2, -0.2))  # sofa
+    box(7, (2.4, 0.8, floor_z), (2.8, 2.2, 0.9))  # shelf against the far wall
+    return scene, np.eye(4)
+
+
+def plot_dual_returns(path, panels: Sequence[tuple[str, object, float]]) -> None:
+    """Dual returns at object edges, one bird's-eye panel per ``(title, cloud, extent_m)``.
+
+    ``cloud``: a :class:`~lidar_fmu.pointcloud.PointCloud` scanned with ``returns: dual`` (it needs ``echo`` and
+    ``ray_index``). Every return is a grey dot; where a ray gave two echoes its first (echo 0, at the edge of the
+    nearer object) is blue and its second (echo 1, behind it) red, so the second echoes trace the objects'
+    outlines on what lies behind them.
+    """
+    if not panels:
+        raise ValueError("plot_dual_returns needs at least one (title, cloud, extent_m) panel")
+    figure = _new_figure(5.0 * len(panels), 5.4)
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (title, cloud, extent_m) in zip(axes, panels):
+        points, ray = cloud.points, np.asarray(cloud.ray_index)
+        second = points["echo"] == 1
+        paired = np.isin(ray, ray[second]) & ~second
+        near = (np.abs(points["x"]) <= extent_m) & (np.abs(points["y"]) <= extent_m)
+        for mask, colour, size, label in ((near & ~second & ~paired, "0.7", 0.4, "single echo"),
+                                          (near & paired, "#1f5fbf", 3.0, "echo 0 of a ray with two"),
+                                          (near & second, "#d62728", 3.0, "echo 1 (behind the edge)")):
+            ax.scatter(points["y"][mask], points["x"][mask], c=colour, s=size, linewidths=0, rasterized=True,
+                       label=f"{label} ({np.count_nonzero(mask):,})")
+        ax.set_title(f"{title}\n{np.count_nonzero(second):,} second echoes of {len(np.unique(ray)):,} returning "
+                     "rays", fontsize=10)
+        _bev_axes(ax, extent_m)
+        ax.legend(loc="lower left", fontsize=7, markerscale=3, framealpha=0.9)
+    axes[0].set_ylabel("x (m), forward ↑")
+    _save(figure, path)
+
+
+def dual_return_panels(street_scene, street_pose, street_map) -> list:
+    """The panels of ``dual_returns.png``: the OS1-128 in ``dual`` mode (8 sub-rays per beam) on the demo street
+    (cars' and poles' edges, ±20 m) and in :func:`indoor_room_scene` (±3 m)."""
+    from .lidar import Lidar
+
+    spec = {"preset": "ouster_os1_128", "returns": "dual", "divergence_samples": 8}
+    street = Lidar(street_scene, spec, materials=street_map, warn=lambda message: None).scan(street_pose)
+    room, room_pose = indoor_room_scene()
+    indoor = Lidar(room, spec | {"divergence_samples": 16}).scan(room_pose)
+    return [("demo street, OS1-128 dual, 8 sub-rays per beam", street, 20.0),
+            ("furnished room, OS1-128 dual, 16 sub-rays, 10 mm exit beam", indoor, 3.0)]
 # ------------------------------------------------------------------------------ mirror ghosts
 
 

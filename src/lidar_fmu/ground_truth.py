@@ -8,7 +8,7 @@ scan --ground-truth``, a scenario's ``ground_truth: true``), a
 :class:`~lidar_fmu.pointcloud.PointCloud` carries :data:`GROUND_TRUTH_DTYPE`
 beside its points (``cloud.ground_truth``, one row per point), and the file
 writers append these fields (:meth:`~lidar_fmu.pointcloud.PointCloud.records`).
-Off by default: a record stays 45 bytes.
+Off by default: a record stays 46 bytes.
 
 Per point, from its ray's return as the geometry and the materials gave it
 (after glass and mirrors, before weather, detection draws, noise and ToF

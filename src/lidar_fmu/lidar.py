@@ -8,6 +8,10 @@ scene's instance poses, casts the sensor's pattern as one
 :class:`~lidar_fmu.raycast.RayBatch` and turns hits into returns, all behind
 the backend's one call (:meth:`~lidar_fmu.raycast.Backend.returns`).
 
+A sensor with ``divergence_samples`` > 1 casts each beam's footprint as that
+many sub-rays, adjacent in the batch, and forms the beam's echoes from their
+hits (:mod:`lidar_fmu.echoes`) before the effects, whichever backend cast them.
+
 With a :class:`~lidar_fmu.motion.FrameMotion` (how the sensor and objects
 moved over the frame) and the sensor's ``motion_distortion`` on, each ray
 leaves the sensor where it was when the ray fired and meets the objects where
@@ -20,8 +24,8 @@ import time
 
 import numpy as np
 
+from .echoes import form_echoes, pulse_widths_after, sub_ray_pattern, truth_per_echo
 from .effects import apply_effects
-from .ground_truth import truth_per_ray
 from .motion import FrameMotion, cast_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
@@ -45,6 +49,7 @@ class Lidar:
         self.last_timings: dict[str, float] = {}
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
         self.frames = 0
+        self._sub_rays = (None, None)  # (a pattern, its sub-ray pattern): kept while the same pattern is cast
 
     def rays(self, sensor_pose) -> RayBatch:
         """This sensor's pattern from ``sensor_pose`` (4×4 world_from_sensor, m)."""
@@ -54,6 +59,13 @@ class Lidar:
     def world_rays(self, sensor_pose: np.ndarray):
         """(origins (1, 3) or (N, 3), directions (N, 3)) of the pattern in the world frame."""
         return self.rays(sensor_pose).world_rays()
+
+    def sub_rays(self, pattern):
+        """``pattern``'s beams as their footprints' sub-rays (:func:`~lidar_fmu.echoes.sub_ray_pattern`), kept
+        while the same pattern is cast."""
+        if self._sub_rays[0] is not pattern:
+            self._sub_rays = (pattern, sub_ray_pattern(pattern, self.sensor.footprint))
+        return self._sub_rays[1]
 
     def return_model(self) -> ReturnModel:
         """This sensor's limits and the scene's current materials, as the physics passes read them."""
@@ -86,16 +98,28 @@ class Lidar:
         """
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
+        footprint = self.sensor.footprint
         model = self.return_model()
         if ground_truth:  # the returns then keep the material each hit
             model = dataclasses.replace(model, keep_material=True)
+        # sub-rays are cast without the range limit: it decides on whole echoes (lidar_fmu.echoes)
+        rays, model = (self.sub_rays(pattern), model.unlimited()) if footprint.active else (pattern, model)
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
-            returns = cast_moving(self.backend, self.scene, pattern, sensor_pose, motion, model,
-                                  self.sensor.max_range_m, self.sensor.motion_slices)
+            returns = cast_moving(self.backend, self.scene, rays, sensor_pose, motion, model,
+                                  self.sensor.max_range_m, self.sensor.motion_slices, keep_order=footprint.active)
         else:
-            returns = self.backend.returns(RayBatch.from_pattern(pattern, sensor_pose, self.sensor.max_range_m), model)
+            batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
+            # a beam's sub-rays stay adjacent, so that packets hold whole footprints
+            returns = self.backend.returns(dataclasses.replace(batch, in_packet_order=True) if footprint.active
+                                           else batch, model)
         t0 = time.perf_counter()
-        truth = truth_per_ray(returns, pattern) if ground_truth else None  # before the effects change the returns
+        pulse_width_m = None
+        if footprint.active:
+            returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,
+                                                 self.sensor.max_range_m)
+        echoes = returns
+        # before the effects change the returns: per echo number, each ray's truth
+        truth = truth_per_echo(returns, pattern, footprint.max_echoes) if ground_truth else None
         returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
                                            weather)
         if self.sensor.tof is not None:
@@ -103,8 +127,10 @@ class Lidar:
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
         cloud.existence_probability = existence
+        if pulse_width_m is not None:
+            cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)
         if truth is not None:
-            cloud.ground_truth = truth[returns.ray_index]
+            cloud.ground_truth = truth[returns.points["echo"], returns.ray_index]
         timings = dict(self.backend.last_timings)
         timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
         self.last_timings = timings

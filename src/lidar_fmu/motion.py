@@ -195,12 +195,14 @@ class FrameMotion:
 
 
 def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
-                slices: int):
+                slices: int, keep_order: bool = False):
     """The returns of ``pattern`` fired while the sensor and objects move (see the module doc) → ``Returns``.
 
     ``backend`` casts over ``scene``, whose instance poses are the end poses;
     they are moved for the slices and put back. Returns come in ray order,
-    each in the sensor frame at its own firing time.
+    each in the sensor frame at its own firing time. ``keep_order``: the
+    pattern's own order already groups rays for packets (a beam's sub-rays,
+    :mod:`lidar_fmu.echoes`): casters keep it.
     """
     fraction = motion.fraction(pattern.time_offset_s)
     # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
@@ -221,7 +223,7 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
     edges = np.linspace(float(fraction.min()), float(fraction.max()), slices + 1)
     if slices == 1:  # the pattern's packet order (kept per pattern by the caster) still groups the turned rays
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
-                        coherence_key=pattern.directions)
+                        coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
         bounds, gather = [0, len(fraction)], None
     else:  # rays gathered by slice once: each slice is a contiguous run, in firing order (neighbours together)
         slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -352,6 +352,12 @@ class ReturnModel:
         """The material arrays :func:`return_of_hit` takes, in order."""
         return self.class_code, self.reflectance_table, self.lambertian_rho0
 
+    def unlimited(self) -> ReturnModel:
+        """This model keeping every return up to ``max_range_m``, whatever its reflectivity: what sub-rays are cast
+        with, the range limit then deciding on whole echoes (:mod:`lidar_fmu.echoes`)."""
+        return replace(self, limit_params=limit_params(None, self.max_range_m),
+                       limit_floor_m=_limit_floor(None, self.max_range_m))
+
     def continuation(self) -> Continuation:
         """Which surfaces rays go on through (transparent ones) or reflect off (mirrors), up to the sensor's budgets."""
         layers = self.max_transparent_layers  # 0 unless the scene has a transparent triangle (return_model)
@@ -390,7 +396,9 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
         *(points[name] for name in CAST_FIELDS), ray_index,
         intensity, model.keep_material, material_id,
     )
-    return Returns(points[:m], ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
+    points = points[:m]
+    points["echo"] = 0  # one return per ray: echo formation (lidar_fmu.echoes) numbers several
+    return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
 
 
 def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:

@@ -38,10 +38,12 @@ POINT_DTYPE = np.dtype(
         ("object_id", "<u8"),  # instance id hit; NO_OBJECT_ID for the environment
         ("saturated", "u1"),  # 1: a retroreflector saturated the receiver
         ("time", "<f4"),  # s: when the return's ray fired, after the frame's (or partial sweep's) first firing
+        ("echo", "u1"),  # the ray's reported echoes numbered by range, 0 = nearest (lidar_fmu.echoes)
     ]
 )
 #: the fields a caster's physics pass writes; ``time`` comes from the ray pattern (:func:`lidar_fmu.physics.returns_cloud`)
-CAST_FIELDS = tuple(name for name in POINT_DTYPE.names if name != "time")
+#: and ``echo`` from echo formation (:mod:`lidar_fmu.echoes`; 0 where a ray gives one return)
+CAST_FIELDS = tuple(name for name in POINT_DTYPE.names if name not in ("time", "echo"))
 
 #: angle (rad) within which a point must lie of its ray in :func:`match_rays`. A return is
 #: ``range · direction`` in float32 and OSI carries its angles as doubles of those
@@ -82,6 +84,7 @@ class PointCloud:
     intensity_percent: np.ndarray | None = None  # (M,) OSI intensity, see lidar_fmu.physics
     pattern: RayPattern | None = None  # the rays the returns were cast with; ray_index indexes it
     existence_probability: np.ndarray | None = None  # (M,) P(detected), see lidar_fmu.effects; None: 1
+    echo_pulse_width_m: np.ndarray | None = None  # (M,) OSI echo_pulse_width, see lidar_fmu.echoes; None: not given
     #: (M,) lidar_fmu.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
     ground_truth: np.ndarray | None = None
 
@@ -117,11 +120,18 @@ class PointCloud:
                 "none (points read from a file or decoded from OSI know no scan grid)")
         return self.pattern
 
-    def with_pattern(self, pattern: RayPattern) -> PointCloud:
-        """This cloud organized on ``pattern``: each return's ray found by :func:`match_rays` (exact, or it raises)."""
-        ray_index = match_rays(self.points, pattern)
+    def with_pattern(self, pattern: RayPattern, max_echoes: int = 1) -> PointCloud:
+        """This cloud organized on ``pattern``: each return's ray found by :func:`match_rays` (exact, or it raises).
+
+        ``max_echoes``: how many returns one ray may carry (2 for a dual-return sensor); the returns of one ray
+        are then numbered by range in ``echo`` (0 = nearest), as the scan numbered them (OSI carries no echo
+        number: detections decoded from it get theirs back here).
+        """
+        ray_index = match_rays(self.points, pattern, max_echoes=max_echoes)
         points = self.points.copy()
         points["time"] = pattern.time_offset_s[ray_index]
+        if max_echoes > 1:
+            points["echo"] = echo_numbers(ray_index, points["range"])
         return dataclasses.replace(self, points=points, ray_index=ray_index, rows=pattern.rows,
                                    columns=pattern.columns, pattern=pattern)
 
@@ -201,16 +211,19 @@ def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, ray_origi
             out[k] = -2
 
 
-def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = RAY_MATCH_TOLERANCE_RAD) -> np.ndarray:
+def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = RAY_MATCH_TOLERANCE_RAD,
+               max_echoes: int = 1) -> np.ndarray:
     """(M,) int32 index of the ray of ``pattern`` each of ``points`` (POINT_DTYPE, sensor frame) was cast along.
 
     Exact, not a nearest guess: a return lies on its ray (``range · direction``)
     up to float32 rounding, so point ``k`` gets ray ``i`` only when ``i`` is
     the one ray of beam ``points["beam_id"][k]`` within ``tolerance_rad`` of
-    the point's direction, and no ray is given twice. Anything else raises
-    :class:`RayMatchError`: a point on no ray of its beam (the points were not
-    cast with this pattern), on several (the pattern repeats a direction
-    within one beam), or two points on one ray.
+    the point's direction, and no ray is given more than ``max_echoes`` points
+    (1: no ray twice; a dual-return sensor's rays carry up to 2, its echoes).
+    Anything else raises :class:`RayMatchError`: a point on no ray of its beam
+    (the points were not cast with this pattern), on several (the pattern
+    repeats a direction within one beam), or more points on one ray than it
+    has echoes.
     """
     points = np.asarray(points)
     m = len(points)
@@ -247,12 +260,24 @@ def match_rays(points: np.ndarray, pattern: RayPattern, tolerance_rad: float = R
         problems.append(f"{len(several)} lie on several rays of their beam (the pattern repeats a direction)")
     if not problems:
         given = np.bincount(out, minlength=len(pattern))
-        if given.max() > 1:
-            problems.append(f"{int(np.count_nonzero(given > 1))} rays would carry two points")
+        if given.max() > max_echoes:
+            problems.append(f"{int(np.count_nonzero(given > max_echoes))} rays would carry more than "
+                            f"{max_echoes} point{'s' if max_echoes > 1 else ''}")
     if problems:
         raise RayMatchError(f"cannot give {m} points their rays in a {pattern.rows}×{pattern.columns} pattern: "
                             + "; ".join(problems))
     return out
+
+
+def echo_numbers(ray_index: np.ndarray, range_m: np.ndarray) -> np.ndarray:
+    """(M,) uint8 echo number of each return: its rank by range among the returns of its ray (0 = nearest)."""
+    order = np.lexsort((range_m, ray_index))
+    ray = np.asarray(ray_index)[order]
+    first = np.flatnonzero(np.r_[True, ray[1:] != ray[:-1]]) if len(ray) else np.zeros(0, np.int64)
+    starts = np.repeat(first, np.diff(np.r_[first, len(ray)]))
+    echo = np.empty(len(ray), np.uint8)
+    echo[order] = np.arange(len(ray)) - starts
+    return echo
 
 
 @register_jitable(inline="always")

@@ -111,16 +111,18 @@ def _timestamp_s(sensor_view: bytes) -> float:
     return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
 
 
-def organize(cloud, pattern):
+def organize(cloud, pattern, max_echoes: int = 1):
     """A cloud decoded from the FMU's OSI SensorData, given back its pattern and each detection's ray.
 
     OSI LidarDetections carry ``beam_id`` and the direction of the return
     (``position``), not the ray index; a return lies on its ray up to float32
     rounding, so :meth:`~lidar_fmu.pointcloud.PointCloud.with_pattern` finds
     every detection's ray exactly — the one ray of its beam in that direction
-    — or raises :class:`~lidar_fmu.pointcloud.RayMatchError`.
+    — or raises :class:`~lidar_fmu.pointcloud.RayMatchError`. A dual-return
+    sensor (``max_echoes`` 2) gives a ray up to two detections: they get their
+    ``echo`` numbers back by range (0 = nearest).
     """
-    return cloud.with_pattern(pattern)
+    return cloud.with_pattern(pattern, max_echoes)
 
 
 class GroundTruthTwin:
@@ -269,6 +271,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         writer = TraceWriter(sd_path)
     # each step one whole frame of a repeating pattern: a detection's ray (so its firing time) is known
     whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
+    echoes = sensor.footprint.max_echoes if sensor.footprint.active else 1  # returns one ray may carry
     with SensorFMU(fmu_path, params) as fmu, writer as trace, (recording or contextlib.nullcontext()):
         for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
             times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
@@ -286,7 +289,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
                 fields = OSI_FIELDS
                 if whole_frames:  # and no firing times, but every detection's ray has one
                     with contextlib.suppress(RayMatchError):
-                        cloud, fields = organize(cloud, sensor.pattern), OSI_FIELDS + ("time",)
+                        cloud, fields = organize(cloud, sensor.pattern, echoes), OSI_FIELDS + ("time",)
+                        fields += ("echo",) if echoes > 1 else ()
                 if cloud.ground_truth is not None:
                     fields += GROUND_TRUTH_DTYPE.names
                 write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud,
@@ -308,7 +312,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
             os.remove(os.path.join(out_dir, old))
     os.replace(sd_path, final)
     try:
-        preview_cloud, preview_note = organize(cloud, sensor.pattern), None
+        preview_cloud, preview_note = organize(cloud, sensor.pattern, echoes), None
     except RayMatchError as exc:  # the pattern repeats a direction within a beam: no exact grid to draw
         preview_cloud, preview_note = cloud, f"preview.png has no range image: {exc}"
     write_preview(os.path.join(out_dir, "preview.png"), preview_cloud, max_range_m=extent_m)

@@ -172,7 +172,7 @@ class LidarSensorModel:
             LidarDetections(cloud, mounted.sensor_id if mounted.sensor_id is not None else sensor_id + k, mounting,
                             frame.timestamp_s,
                             1.0 if cloud.existence_probability is None else cloud.existence_probability,
-                            cloud.intensity_percent)
+                            cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
             for k, (mounted, cloud, mounting) in enumerate(zip(self.lidars, clouds, mountings))
         ]
         t4 = time.perf_counter()

@@ -20,6 +20,11 @@ always ``rows × columns`` lines. Within a column the lines run from the lowest
 to the highest beam (ascending elevation), whatever the emitter order of the
 sensor (Velodyne interleaves its lasers); columns are in firing order.
 
+A ray with two echoes (a dual-return sensor, :mod:`lidar_fmu.echoes`) holds its
+nearest, echo 0, in the grid; the second echoes go into a second grid file of
+their own, ``NAME.echo1.ptx`` beside ``NAME.ptx`` (as Ouster's ``RANGE`` and
+``RANGE2`` images), written only when the cloud has any.
+
 The grid is the cloud's ray pattern (``PointCloud.pattern``, the rays the
 returns were cast with): its rows, columns and beam elevations, never guessed
 from the returns or the sensor's name. A cloud without one cannot be written
@@ -35,14 +40,17 @@ import numpy as np
 _DECIMALS = 6
 
 
-def grid_index(cloud) -> np.ndarray:
-    """(rows, columns) index into ``cloud.points`` of each grid cell's return, −1 where the ray missed.
+def grid_index(cloud, echo: int = 0) -> np.ndarray:
+    """(rows, columns) index into ``cloud.points`` of each grid cell's return number ``echo`` (0: the nearest),
+    −1 where the ray has none.
 
     Rows are the pattern's rows (not yet sorted by elevation); see
     :func:`row_order`.
     """
     index = np.full(cloud.rows * cloud.columns, -1, np.int64)
-    index[np.asarray(cloud.ray_index, np.int64)] = np.arange(len(cloud.points))
+    of_echo = np.flatnonzero(cloud.points["echo"] == echo) if "echo" in cloud.points.dtype.names else (
+        np.arange(len(cloud.points)) if echo == 0 else np.zeros(0, np.int64))
+    index[np.asarray(cloud.ray_index, np.int64)[of_echo]] = of_echo
     # ray i sits at row i % rows, column i // rows: the flat grid is column-major
     return index.reshape(cloud.columns, cloud.rows).T
 
@@ -140,7 +148,15 @@ def write_ptx(path, cloud, pattern=None) -> None:
     pose = np.asarray(cloud.sensor_pose, np.float64)
     if pose.shape != (4, 4):
         raise ValueError(f"sensor_pose must be 4×4, got {pose.shape}")
-    index = grid_index(cloud)[row_order(cloud, pattern)]  # (rows, columns), rows by elevation
+    _write_grid(path, cloud, pattern, pose, 0)
+    if "echo" in cloud.points.dtype.names and np.any(cloud.points["echo"] == 1):
+        stem, suffix = os.path.splitext(os.fspath(path))
+        _write_grid(f"{stem}.echo1{suffix}", cloud, pattern, pose, 1)
+
+
+def _write_grid(path, cloud, pattern, pose, echo: int) -> None:
+    """One PTX file: the grid of the returns numbered ``echo``."""
+    index = grid_index(cloud, echo)[row_order(cloud, pattern)]  # (rows, columns), rows by elevation
     flat = index.T.ravel()  # PTX body: all rows of column 0, then column 1, …
     hit = flat >= 0
     points = cloud.points

@@ -31,6 +31,9 @@ Detection fields written per point (all in the sensor frame):
   e.g. read back from a file).
 * ``reflectivity`` — the point's Lambertian-equivalent reflectivity (0–1).
 * ``beam_id`` — the point's emitter index.
+* ``echo_pulse_width`` — only when the cloud carries pulse widths (a sensor with
+  ``divergence_samples`` > 1, :mod:`lidar_fmu.echoes`): one detection per echo,
+  so a dual-return ray gives two, each with its echo's pulse width (m).
 
 OSI 3.8's ``LidarDetection`` has no field for the ray (pattern index) a
 return came from, and none is invented here. It is not lost: a return lies on
@@ -85,6 +88,7 @@ _DET_FIELDS = {  # name → (number, protobuf FieldDescriptor type)
     "position": (3, 11),  # TYPE_MESSAGE Spherical3d
     "intensity": (7, 1),
     "reflectivity": (10, 1),
+    "echo_pulse_width": (11, 1),
     "beam_id": (13, 11),
 }
 
@@ -127,6 +131,7 @@ _T_OBJECT_ID = _tag(2, _WIRE_LEN)
 _T_POSITION = _tag(3, _WIRE_LEN)
 _T_INTENSITY = _tag(7, _WIRE_FIXED64)
 _T_REFLECTIVITY = _tag(10, _WIRE_FIXED64)
+_T_ECHO_PULSE_WIDTH = _tag(11, _WIRE_FIXED64)
 _T_BEAM_ID = _tag(13, _WIRE_LEN)
 _T_DETECTION = _tag(_LDD_DETECTION, _WIRE_LEN)
 _T_IDENT_VALUE = _tag(1, _WIRE_VARINT)
@@ -134,7 +139,7 @@ _T_SPH_DISTANCE = _tag(1, _WIRE_FIXED64)
 _T_SPH_AZIMUTH = _tag(2, _WIRE_FIXED64)
 _T_SPH_ELEVATION = _tag(3, _WIRE_FIXED64)
 _SPHERICAL_BYTES = 27  # three (tag + fixed64)
-# A detection body is 62 + the two id varints (≤ 10 + 5) ≤ 77 bytes, so its
+# A detection body is 62 + the two id varints (≤ 10 + 5) ≤ 77 bytes, 86 with an echo pulse width, so its
 # length prefix is always one byte.
 _DETECTION_FIXED_BYTES = 9 + 3 + (2 + _SPHERICAL_BYTES) + 9 + 9 + 3
 
@@ -307,26 +312,29 @@ def _spherical_angles(points, azimuth_rad, elevation_rad):
 
 
 @njit(cache=True, nogil=True)
-def _detections_nbytes(points):
-    """Bytes of the whole repeated ``detection`` field (tags and lengths included)."""
-    total = 0
+def _detections_nbytes(points, pulse_width):
+    """Bytes of the whole repeated ``detection`` field (tags and lengths included); ``pulse_width``: one per
+    point, or none (not written)."""
+    total = 9 * pulse_width.shape[0]
     for i in range(points.shape[0]):
         total += 2 + _DETECTION_FIXED_BYTES + _varint_bytes(points[i].object_id) + _varint_bytes(points[i].beam_id)
     return total
 
 
 @njit(cache=True, nogil=True)
-def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existence, intensity_percent):
+def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existence, intensity_percent, pulse_width):
     # points[first + i] has angles azimuth_rad[i], elevation_rad[i]
     per_point_existence = existence.shape[0] > 1
     derive_intensity = intensity_percent.shape[0] == 0
+    with_pulse = pulse_width.shape[0] > 0
     for i in range(azimuth_rad.shape[0]):
         j = first + i
         p = points[j]
         reflectivity = np.float64(p.reflectivity)
         intensity = reflectivity * 100.0 if derive_intensity else intensity_percent[j]
         buf[pos] = _T_DETECTION
-        buf[pos + 1] = _DETECTION_FIXED_BYTES + _varint_bytes(p.object_id) + _varint_bytes(p.beam_id)
+        buf[pos + 1] = (_DETECTION_FIXED_BYTES + _varint_bytes(p.object_id) + _varint_bytes(p.beam_id)
+                        + (9 if with_pulse else 0))
         pos = _put_double(buf, pos + 2, _T_EXISTENCE, existence[j] if per_point_existence else existence[0])
         pos = _put_identifier(buf, pos, _T_OBJECT_ID, p.object_id)
         buf[pos] = _T_POSITION
@@ -336,6 +344,8 @@ def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existenc
         pos = _put_double(buf, pos, _T_SPH_ELEVATION, elevation_rad[i])
         pos = _put_double(buf, pos, _T_INTENSITY, intensity)
         pos = _put_double(buf, pos, _T_REFLECTIVITY, reflectivity)
+        if with_pulse:
+            pos = _put_double(buf, pos, _T_ECHO_PULSE_WIDTH, pulse_width[j])
         pos = _put_beam_identifier(buf, pos, _T_BEAM_ID, p.beam_id)
     return pos
 
@@ -344,11 +354,12 @@ _CHUNK = 2048  # points per angle batch: the two float64 scratch rows stay in L1
 
 
 @njit(cache=True, nogil=True)
-def _write_detections(buf, pos, points, existence, intensity_percent):
+def _write_detections(buf, pos, points, existence, intensity_percent, pulse_width):
     """Write one ``detection`` record per point from ``buf[pos]``; return the end position.
 
     ``existence``: one value for all points or one per point;
-    ``intensity_percent``: one per point, or none for ``reflectivity · 100``.
+    ``intensity_percent``: one per point, or none for ``reflectivity · 100``;
+    ``pulse_width``: one ``echo_pulse_width`` (m) per point, or none.
     Writes only inside ``buf`` (the varint fast path checks its end), so a
     caller splitting the work can give each part a view ending at its records.
     """
@@ -359,7 +370,7 @@ def _write_detections(buf, pos, points, existence, intensity_percent):
         count = min(_CHUNK, m - start)
         _spherical_angles(points[start : start + count], azimuth[:count], elevation[:count])
         pos = _write_records(
-            buf, pos, points, start, azimuth[:count], elevation[:count], existence, intensity_percent
+            buf, pos, points, start, azimuth[:count], elevation[:count], existence, intensity_percent, pulse_width
         )
     return pos
 
@@ -470,6 +481,7 @@ class LidarDetections(NamedTuple):
     existence_probability: object = 1.0  # scalar or one per point
     intensity_percent: object = None  # None: reflectivity · 100
     data_qualifier: object = None  # None: DATA_QUALIFIER_AVAILABLE
+    echo_pulse_width_m: object = None  # one per point (lidar_fmu.echoes), or None: not written
 
 
 def encode_sensor_data_buffer(
@@ -486,6 +498,7 @@ def encode_sensor_data_buffer(
     intensity_percent=None,
     last_measurement_time_s: float | None = None,
     out: np.ndarray | None = None,
+    echo_pulse_width_m=None,
 ) -> np.ndarray:
     """:func:`encode_sensor_data` as a uint8 array, optionally written into ``out``.
 
@@ -497,7 +510,7 @@ def encode_sensor_data_buffer(
     alternate two ``out`` arrays).
     """
     lidar = LidarDetections(cloud, sensor_id, mounting_position, measurement_time_s, existence_probability,
-                            intensity_percent, data_qualifier)
+                            intensity_percent, data_qualifier, echo_pulse_width_m)
     return encode_lidars_buffer([lidar], timestamp_s=timestamp_s, sensor_id=sensor_id,
                                 mounting_position=mounting_position, cycle_counter=cycle_counter, version=version,
                                 last_measurement_time_s=last_measurement_time_s, out=out)
@@ -520,7 +533,7 @@ def encode_lidars_buffer(
     :func:`encode_sensor_data_buffer`."""
     if not lidars:
         raise ValueError("a SensorData needs at least one lidar")
-    parts = []  # per lidar: (points, existence, intensity, serialized lidar_sensor head, detections bytes)
+    parts = []  # per lidar: (points, existence, intensity, pulse widths, serialized lidar_sensor head, detections bytes)
     for lidar in lidars:
         points = _points(lidar.cloud)
         m = len(points)
@@ -536,12 +549,14 @@ def encode_lidars_buffer(
             data_qualifier=DATA_QUALIFIER_AVAILABLE if lidar.data_qualifier is None else lidar.data_qualifier,
             number_of_valid_detections=m, last_measurement_time_s=last_measurement_time_s,
         )
-        detections_nbytes = _detections_nbytes(points)
+        pulse_width = (np.empty(0, np.float64) if lidar.echo_pulse_width_m is None
+                       else np.broadcast_to(_per_point(lidar.echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
+        detections_nbytes = _detections_nbytes(points, pulse_width)
         # lidar_sensor(3){ header(1) ‖ detection(2)* }
         ldd_head = LidarDetectionData(header=header).SerializeToString()
         ldd_nbytes = len(ldd_head) + detections_nbytes
         head = _varint(_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + _varint(ldd_nbytes) + ldd_head
-        parts.append((points, existence, intensity, head, detections_nbytes))
+        parts.append((points, existence, intensity, pulse_width, head, detections_nbytes))
     first_time_s = lidars[0].measurement_time_s
     msg, _ = _build_head(
         timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
@@ -552,7 +567,7 @@ def encode_lidars_buffer(
     # SensorData fields 1..9 ‖ feature_data(26){ lidar_sensor(3){…} × lidars }: the official serializer emits
     # fields in number order and nothing we set follows feature_data, so each lidar's detections follow its
     # header and only the enclosing length prefixes depend on them.
-    feature_data_nbytes = sum(len(head) + nbytes for _, _, _, head, nbytes in parts)
+    feature_data_nbytes = sum(len(head) + nbytes for *_, head, nbytes in parts)
     top = msg.SerializeToString() + _varint(_tag(_SD_FEATURE_DATA, _WIRE_LEN)) + _varint(feature_data_nbytes)
     size = len(top) + feature_data_nbytes
     if (
@@ -564,10 +579,10 @@ def encode_lidars_buffer(
         buf = np.empty(size, np.uint8)
     buf[: len(top)] = np.frombuffer(top, np.uint8)
     at = len(top)
-    for points, existence, intensity, head, nbytes in parts:
+    for points, existence, intensity, pulse_width, head, nbytes in parts:
         buf[at: at + len(head)] = np.frombuffer(head, np.uint8)
         at += len(head)
-        end = _write_detections(buf, at, points, existence, intensity)
+        end = _write_detections(buf, at, points, existence, intensity, pulse_width)
         if end != at + nbytes:
             raise RuntimeError(f"detection encoder wrote {end - at} of {nbytes} bytes")
         at = end
@@ -590,6 +605,7 @@ def encode_sensor_data(
     existence_probability=1.0,
     intensity_percent=None,
     last_measurement_time_s: float | None = None,
+    echo_pulse_width_m=None,
 ) -> bytes:
     """Serialized ``osi3.SensorData`` with one LidarDetection per point of ``cloud``.
 
@@ -606,7 +622,8 @@ def encode_sensor_data(
     since a working sensor that saw nothing still delivers valid data; use
     :func:`encode_empty_sensor_data` when there is no measurement.
     ``existence_probability``, ``intensity_percent``: scalar or one per point;
-    intensity defaults to ``reflectivity · 100``.
+    intensity defaults to ``reflectivity · 100``. ``echo_pulse_width_m``: one per
+    point (written as ``echo_pulse_width``), or None (not written).
 
     Bytes are identical to ``SerializeToString()`` of the same message built
     with the official classes (see the module docstring for the fields).
@@ -619,7 +636,7 @@ def encode_sensor_data(
         cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
         data_qualifier=data_qualifier, existence_probability=existence_probability,
         intensity_percent=intensity_percent, last_measurement_time_s=last_measurement_time_s,
-        out=getattr(_scratch, "buffer", None),
+        out=getattr(_scratch, "buffer", None), echo_pulse_width_m=echo_pulse_width_m,
     )
     if buf.base is None:  # outgrew the scratch: keep a little headroom for the next, slightly larger scan
         _scratch.buffer = np.empty(len(buf) + len(buf) // 4, np.uint8)
@@ -670,6 +687,7 @@ def build_sensor_data_reference(
     intensity_percent=None,
     last_measurement_time_s: float | None = None,
     atan2=atan2_rad.py_func,
+    echo_pulse_width_m=None,
 ) -> SensorData:
     """The same message as :func:`encode_sensor_data`, built with the official classes in a Python loop.
 
@@ -694,6 +712,8 @@ def build_sensor_data_reference(
     )
     lidar = msg.feature_data.lidar_sensor.add()
     lidar.header.CopyFrom(header)
+    pulse_width = (None if echo_pulse_width_m is None
+                   else np.broadcast_to(_per_point(echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).tolist())
     columns = (points[name].tolist() for name in ("x", "y", "z", "range", "object_id", "beam_id"))
     for x, y, z, range_m, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
         d = lidar.detection.add()
@@ -704,6 +724,8 @@ def build_sensor_data_reference(
         d.position.elevation = atan2(z, math.sqrt(x * x + y * y))
         d.intensity = intens
         d.reflectivity = refl
+        if pulse_width is not None:
+            d.echo_pulse_width = pulse_width[len(lidar.detection) - 1]
         d.beam_id.value = beam_id
     return msg
 

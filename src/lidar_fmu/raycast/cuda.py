@@ -461,6 +461,7 @@ class CudaBackend(Backend):
         points["beam_id"] = packed[:, 9]
         points["saturated"] = packed[:, 10]
         points["object_id"] = out_object_id[:m].copy_to_host() if m else np.zeros(0, np.uint64)
+        points["echo"] = 0
         self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
         return Returns(points, packed[:, 11].astype(np.int32), np.ascontiguousarray(packed[:, 8]),
                        packed[:, 12].astype(np.int16))

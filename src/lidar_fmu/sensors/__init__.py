@@ -31,6 +31,11 @@ Spec keys (a contract; units in the names):
 ``detection``                "threshold" (default: r ≤ r_L) or "probabilistic" (P(r_L) = 0.9)
 ``range_accuracy_m``         the datasheet's range accuracy (1σ), what ``noise: datasheet`` uses
 ``weather``                  {fog_visibility_m, rain_mm_h, snow_mm_h}: extinction and clutter (:mod:`lidar_fmu.weather`)
+``beam_divergence_mrad``     [horizontal, vertical] FWHM beam divergence (presets: their datasheets')
+``divergence_samples``       sub-rays per beam across its footprint (default 1: the beam's centre ray)
+``returns``                  "strongest" (default), "first", "last" or "dual" (strongest + last, as Velodyne)
+``echo_separation_m``        echoes closer than this merge (default 1 m)
+``beam_diameter_m``          the beam's diameter at the exit (default 0; OS1: 10 mm); all five: :mod:`lidar_fmu.echoes`
 ``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
                              with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
 ``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
@@ -56,6 +61,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..echoes import Footprint, FootprintError, parse_footprint
 from ..effects import Effects, EffectsError, parse_effects, stretched_limit
 from ..errors import LidarFmuError
 from .pattern import (
@@ -80,6 +86,7 @@ KNOWN_KEYS = {
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "range_accuracy_m", "weather",
+    "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
@@ -109,6 +116,8 @@ class Sensor:
     motion_slices: int = 10
     #: detection probability and measurement noise (:mod:`lidar_fmu.effects`); the default changes nothing
     effects: Effects = field(default_factory=Effects)
+    #: beam divergence, sub-rays and which echoes are reported (:mod:`lidar_fmu.echoes`); default: one ray per beam
+    footprint: Footprint = field(default_factory=Footprint)
     #: a continuous-wave ToF camera's modulation (:mod:`lidar_fmu.tof`); None: a pulsed lidar, no folding
     tof: object | None = None
 
@@ -495,6 +504,10 @@ def load_sensor(spec) -> Sensor:
         effects = parse_effects(spec)
     except EffectsError as exc:
         raise SensorSpecError(str(exc)) from None
+    try:
+        footprint = parse_footprint(spec)
+    except FootprintError as exc:
+        raise SensorSpecError(str(exc)) from None
     distortion = spec.get("motion_distortion", True)
     if not isinstance(distortion, bool):
         raise SensorSpecError(f"motion_distortion must be true or false, got {distortion!r}")
@@ -522,4 +535,5 @@ def load_sensor(spec) -> Sensor:
         motion_distortion=distortion,
         motion_slices=int(slices),
         effects=effects,
+        footprint=footprint,
     )

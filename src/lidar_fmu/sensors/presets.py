@@ -19,6 +19,23 @@ pavement, 120 m for cars and foliage"); Ouster OS1 (gen 1) 40 m at 10 % and
 pairs use the logarithmic fit, which passes through both. Velodyne's VLP-16,
 Puck Hi-Res and HDL-32E datasheets give 100 m without a reflectivity, so those
 presets have no limit below max_range_m.
+
+``beam_divergence_mrad`` ([horizontal, vertical], full width at half maximum,
+:mod:`lidar_fmu.echoes`): Ouster OS1 (gen 1) datasheet "beam divergence 0.13°
+(FWHM; 64 and 16 channel), 0.18° (FWHM; 128 channel)", one figure for both
+axes; Velodyne's user manuals, appendix "Laser Pulse", §F.2.3 "Beam
+Divergence" (VLS-128 manual, Table F-1): 3.0 mrad horizontal, 1.5 mrad
+vertical, taken as FWHM (assumed: the manual names no convention). The other
+Velodyne units (VLP-16, Puck Hi-Res, HDL-32E, VLP-32C, HDL-64E) carry the same
+3.0 × 1.5 mrad, **assumed**: their datasheets give no divergence and they share
+the 903/905 nm edge-emitter optics. Livox Mid-70 and Avia datasheets: 0.28°
+(vertical) × 0.03° (horizontal). Ibeo LUX: **assumed** 0.08° × 0.8° (h × v):
+each of its layers spans its 0.8° spacing vertically (the LUX datasheet's
+"3.2° for 4 layers"), horizontally the 0.08° of a 0.125° step unit; no
+datasheet figure found. ``beam_diameter_m``: Ouster OS1 (gen 1) datasheet,
+"beam diameter exiting sensor 10 mm"; the others give none and leave it 0 (a
+point source: their footprints are right beyond a few metres, too small
+nearer).
 """
 from __future__ import annotations
 
@@ -27,6 +44,16 @@ import numpy as np
 from .rosette import MID70_HORIZONTAL_HZ, MID70_VERTICAL_HZ
 
 _FULL_TURN_CW = [180.0, -180.0]
+#: Velodyne VLS-128 user manual, Table F-1 "Beam Divergence": 3.0 mrad horizontal, 1.5 mrad vertical; the other
+#: Velodyne presets assumed the same (module doc)
+_VELODYNE_DIVERGENCE_MRAD = [3.0, 1.5]
+#: Ouster OS1 (gen 1) datasheet: "beam diameter exiting sensor 10 mm" (taken as the 1/e² diameter, assumed)
+_OS1_BEAM_DIAMETER_M = 0.010
+#: Ouster OS1 (gen 1) datasheet: beam divergence 0.13° FWHM (16 and 64 channels), 0.18° FWHM (128 channels)
+_OS1_16_64_DIVERGENCE_MRAD = [round(np.radians(0.13) * 1e3, 3)] * 2
+_OS1_128_DIVERGENCE_MRAD = [round(np.radians(0.18) * 1e3, 3)] * 2
+#: Livox Mid-70 and Avia datasheets: beam divergence 0.28° (vertical) × 0.03° (horizontal)
+_LIVOX_DIVERGENCE_MRAD = [round(np.radians(0.03) * 1e3, 3), round(np.radians(0.28) * 1e3, 3)]
 
 #: what every HDL-64E preset shares (they differ in their unit calibration). HDL-64E S2/S3 datasheets and
 #: user's manuals: 120 m, 905 nm, 5–15 Hz (S3: 5–20 Hz), 50 m at 10 % and 120 m at 80 % reflectivity, distance
@@ -40,6 +67,7 @@ _HDL64E = {
     "wavelength_nm": 905.0,
     "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
     "range_accuracy_m": 0.02,
+    "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
 }
 
 PRESETS: dict[str, dict] = {
@@ -54,6 +82,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.5,
         "max_range_m": 100.0,
         "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
     },
     "velodyne_puck_hires": {
         "range_accuracy_m": 0.03,  # Puck Hi-Res datasheet: range accuracy up to ±3 cm (typical)
@@ -66,6 +95,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.5,
         "max_range_m": 100.0,
         "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
     },
     "velodyne_hdl32e": {
         "range_accuracy_m": 0.02,  # HDL-32E datasheet: accuracy < 2 cm (one sigma at 25 m)
@@ -78,6 +108,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 1.0,
         "max_range_m": 100.0,
         "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
     },
     "velodyne_hdl64e": {
         **_HDL64E,
@@ -98,6 +129,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.5,  # assumed: the datasheet gives none; the VLP-16's 0.5 m (same Puck optics family)
         "max_range_m": 200.0,
         "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
     },
     "velodyne_vls128": {
         "range_accuracy_m": 0.03,  # VLS-128 (Alpha Prime) datasheet: range accuracy ±3 cm (typical)
@@ -110,6 +142,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.5,  # assumed: the datasheet gives none; as the VLP-16's 0.5 m
         "max_range_m": 245.0,
         "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
     },
     "velodyne_hdl64e_s2": {
         **_HDL64E,
@@ -132,6 +165,8 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.8,
         "max_range_m": 120.0,
         "wavelength_nm": 850.0,
+        "beam_divergence_mrad": _OS1_16_64_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_64": {
@@ -145,6 +180,8 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.8,
         "max_range_m": 120.0,
         "wavelength_nm": 850.0,
+        "beam_divergence_mrad": _OS1_16_64_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128": {
@@ -158,6 +195,8 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.3,
         "max_range_m": 120.0,
         "wavelength_nm": 865.0,
+        "beam_divergence_mrad": _OS1_128_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128_cal": {
@@ -170,6 +209,8 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.3,
         "max_range_m": 120.0,
         "wavelength_nm": 865.0,
+        "beam_divergence_mrad": _OS1_128_DIVERGENCE_MRAD,
+        "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the
@@ -187,6 +228,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.05,
         "max_range_m": 260.0,
         "wavelength_nm": 905.0,
+        "beam_divergence_mrad": _LIVOX_DIVERGENCE_MRAD,
         "range_reflectivity": {"pairs": [[0.10, 90.0], [0.80, 260.0]], "fit": "log"},
     },
     "livox_avia": {
@@ -202,6 +244,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 1.0,  # assumed: the Avia's datasheet gives no minimum; Livox's 1 m blind zone note
         "max_range_m": 450.0,
         "wavelength_nm": 905.0,
+        "beam_divergence_mrad": _LIVOX_DIVERGENCE_MRAD,
         "range_reflectivity": {"pairs": [[0.10, 190.0], [0.80, 450.0]], "fit": "log"},
     },
     "ibeo_lux": {
@@ -217,6 +260,7 @@ PRESETS: dict[str, dict] = {
         "min_range_m": 0.3,
         "max_range_m": 200.0,
         "wavelength_nm": 905.0,
+        "beam_divergence_mrad": [1.396, 13.963],  # assumed: 0.08° × 0.8° (module doc)
         "range_reflectivity": {"pairs": [[0.10, 50.0]], "fit": "root2"},
     },
 }
