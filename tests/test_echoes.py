@@ -157,6 +157,12 @@ def test_effects_act_on_each_echo():
     assert np.all(moved[second] != 0.0) and moved.std() == pytest.approx(0.05, rel=0.15)
     _, dropped = scan("dual", noise={"dropout": 0.5, "seed": 3})
     assert 0.4 * len(exact) < len(dropped) < 0.6 * len(exact)
+    # a ray's two echoes draw their own numbers: their noise is not the same offset twice
+    rays = exact.ray_index[second]
+    first_of = {ray: k for k, ray in enumerate(exact.ray_index) if exact.points["echo"][k] == 0}
+    paired = np.array([first_of[ray] for ray in rays])
+    assert not np.any(moved[second] == moved[paired])
+    assert abs(np.corrcoef(moved[second], moved[paired])[0, 1]) < 0.35
 
 
 def test_ground_truth_is_each_echo_before_the_noise():

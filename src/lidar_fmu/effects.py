@@ -72,6 +72,8 @@ SNR_AT_LIMIT = 6.0
 STRETCH = 2.0
 DETECTION_MODES = ("threshold", "probabilistic")
 
+#: draw numbers of echo e of a ray start at e × this (above every draw below)
+_ECHO_DRAW_STRIDE = 16
 # draws of one ray: distinct streams of the hash
 _DRAW_DETECT, _DRAW_DROP, _DRAW_RANGE, _DRAW_ANGLE, _DRAW_BIAS, _DRAW_CLUTTER = 1, 2, 3, 5, 7, 11
 
@@ -264,6 +266,8 @@ def _apply(points, ray_index, intensity, origins, directions, key, probabilistic
     noise here."""
     for k in prange(points.shape[0]):  # each return's draws depend on its ray alone: any order, same bytes
         ray = ray_index[k]
+        # a ray's second echo draws numbers of its own (its first draws as a single-echo sensor's would)
+        echo_draws = _ECHO_DRAW_STRIDE * np.int64(points[k]["echo"])
         existence[k] = 1.0
         keep[k] = True
         r = points[k]["range"]
@@ -283,16 +287,16 @@ def _apply(points, ray_index, intensity, origins, directions, key, probabilistic
                                   rho)
             p = detection_probability(r / limit) if limit > 0.0 else 0.0
             existence[k] = p
-            if draw_uniform(key, ray, _DRAW_DETECT) >= p:
+            if draw_uniform(key, ray, _DRAW_DETECT + echo_draws) >= p:
                 keep[k] = False
                 continue
-        if dropout > 0.0 and draw_uniform(key, ray, _DRAW_DROP) < dropout:
+        if dropout > 0.0 and draw_uniform(key, ray, _DRAW_DROP + echo_draws) < dropout:
             keep[k] = False
             continue
         sigma = range_sigma + range_sigma_per_m * r
         dr = bias[points[k]["beam_id"]] if bias.shape[0] > points[k]["beam_id"] else 0.0
         if sigma > 0.0:
-            dr += sigma * draw_normal(key, ray, _DRAW_RANGE)
+            dr += sigma * draw_normal(key, ray, _DRAW_RANGE + echo_draws)
         if dr == 0.0 and angle_sigma_rad == 0.0:
             continue
         new_r = r + dr
@@ -309,8 +313,8 @@ def _apply(points, ray_index, intensity, origins, directions, key, probabilistic
             norm = math.sqrt(ax * ax + ay * ay + az * az)
             ax, ay, az = ax / norm, ay / norm, az / norm
             bx, by, bz = dy * az - dz * ay, dz * ax - dx * az, dx * ay - dy * ax
-            ta = angle_sigma_rad * draw_normal(key, ray, _DRAW_ANGLE)
-            tb = angle_sigma_rad * draw_normal(key, ray, _DRAW_ANGLE + 1)
+            ta = angle_sigma_rad * draw_normal(key, ray, _DRAW_ANGLE + echo_draws)
+            tb = angle_sigma_rad * draw_normal(key, ray, _DRAW_ANGLE + 1 + echo_draws)
             dx, dy, dz = dx + ta * ax + tb * bx, dy + ta * ay + tb * by, dz + ta * az + tb * bz
             norm = math.sqrt(dx * dx + dy * dy + dz * dz)
             dx, dy, dz = dx / norm, dy / norm, dz / norm
