@@ -131,3 +131,18 @@ def test_threadsafe_layer_is_chosen_where_one_loads():
     if result.returncode and "omppool" in result.stderr:
         pytest.skip("no libgomp here")
     assert result.stdout.split() == ["omp", "False"], result.stderr
+
+
+def test_idle_openmp_threads_sleep_unless_the_environment_says_otherwise():
+    """Spinning threads would take the cores from whatever runs between two casts (parallel.py)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, lidar_fmu.raycast.embree; print(os.environ.get('OMP_WAIT_POLICY'))"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", code], env=env | {"OMP_WAIT_POLICY": "active"}, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "active"
