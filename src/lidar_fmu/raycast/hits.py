@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 
 @dataclass
@@ -39,10 +40,10 @@ class Hits:
     def from_instance_index(cls, range_m, normal, instance_index, primitive_id, u, v, instance_ids,
                             path_gain=None) -> Hits:
         """Hits from per-ray instance indices (``-1`` = miss); ``instance_ids`` maps index → scene instance id."""
-        hit = instance_index >= 0
-        range_m[~hit] = np.inf
-        index = np.maximum(instance_index, 0)
-        instance_id = np.where(hit, instance_ids[index] if len(instance_ids) else 0, -1).astype(np.int64)
+        hit = np.empty(len(range_m), np.bool_)
+        instance_id = np.empty(len(range_m), np.int64)
+        _instance_ids_of(np.asarray(instance_index, np.int32), np.asarray(instance_ids, np.int64), range_m, hit,
+                         instance_id)
         return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index, path_gain)
 
     @classmethod
@@ -67,3 +68,17 @@ class Hits:
             if self.path_gain is None:
                 self.path_gain = np.ones(len(self.range_m), np.float32)
             self.path_gain[rays] = other.path_gain
+
+
+@njit(cache=True, nogil=True)
+def _instance_ids_of(instance_index, instance_ids, range_m, hit, instance_id):
+    """hit, instance id (−1 on a miss) and ``inf`` range of misses in one pass (numpy took five, ~2 ms a frame)."""
+    for i in range(instance_index.shape[0]):
+        k = instance_index[i]
+        if k >= 0:
+            hit[i] = True
+            instance_id[i] = instance_ids[k]
+        else:
+            hit[i] = False
+            instance_id[i] = -1
+            range_m[i] = np.inf
