@@ -142,7 +142,8 @@ def _percentiles(values_ms) -> dict:
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
-           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None) -> dict:
+           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
+           overrides: dict | None = None, fmu_unzip_dir: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``.
 
     The trace is read lazily and each frame's outputs are written as it is
@@ -157,6 +158,11 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
     recording of the replay. The first step (it loads the model) is reported
     apart as ``first_step_ms``, not in the step percentiles.
+
+    ``overrides``: scenario keys laid over the file's (``lidar-fmu sweep``
+    gives each run its ``sensor`` and ``mounting`` so; paths in them
+    absolute). ``fmu_unzip_dir``: ``fmu_path`` already extracted there (a
+    sweep worker extracts its FMU once for all its runs).
     """
     if trace_format not in ("osi", "mcap"):
         raise UserError(f"trace format must be osi or mcap, got {trace_format!r}")
@@ -172,7 +178,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     from .pointcloud import RayMatchError
     from .sensors import load_sensor
 
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(scenario_path) | (overrides or {})
     sensor = load_sensor(scenario["sensor"])  # fail early, with a clear message, on a bad spec
     if scenario.get("materials"):
         from .materials import load_database, load_material_map
@@ -226,7 +232,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         writer = TraceWriter(sd_path)
     # each step one whole frame of a repeating pattern: a detection's ray (so its firing time) is known
     whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
-    with SensorFMU(fmu_path, params) as fmu, writer as trace, (recording or contextlib.nullcontext()):
+    with SensorFMU(fmu_path, params, unzip_dir=fmu_unzip_dir) as fmu, writer as trace, (recording or contextlib.nullcontext()):
         for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
             times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
             t0 = time.perf_counter()
