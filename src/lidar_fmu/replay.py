@@ -141,6 +141,23 @@ def _percentiles(values_ms) -> dict:
     return {p: float(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(values_ms)}
 
 
+@contextlib.contextmanager
+def _started(fmu_path, params: dict, unzip_dir: str | None):
+    """An initialized FMU instance; one that refuses its parameters (an unreadable mesh, a bad spec) is a
+    :class:`UserError` carrying the errors the FMU logged, not a bare FMI status."""
+    from fmpy.fmi1 import FMICallException
+
+    from .fmu_host import SensorFMU
+
+    with SensorFMU(fmu_path, unzip_dir=unzip_dir, initialize=False) as fmu:
+        try:
+            fmu.initialize(params)
+        except FMICallException as exc:
+            logged = "; ".join(" ".join(text.split()) for status, text in fmu.messages if status in ("ERROR", "FATAL"))
+            raise UserError(f"the FMU cannot start ({exc}): {logged or 'it logged no error'}") from None
+        yield fmu
+
+
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
            write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
            overrides: dict | None = None, fmu_unzip_dir: str | None = None) -> dict:
@@ -171,7 +188,6 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     from PIL import Image
 
     from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
-    from .fmu_host import SensorFMU
     from .io import OSI_FIELDS, bev_image, write_pcd, write_preview
     from .osi.detections import sensor_data_to_points
     from .osi.trace import TraceWriter, count_frames, read_trace, trace_name
@@ -232,7 +248,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         writer = TraceWriter(sd_path)
     # each step one whole frame of a repeating pattern: a detection's ray (so its firing time) is known
     whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
-    with SensorFMU(fmu_path, params, unzip_dir=fmu_unzip_dir) as fmu, writer as trace, (recording or contextlib.nullcontext()):
+    with _started(fmu_path, params, fmu_unzip_dir) as fmu, writer as trace, (recording or contextlib.nullcontext()):
         for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
             times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
             t0 = time.perf_counter()

@@ -26,6 +26,7 @@ sweep's scenarios, spec files and ``OUT`` at the same paths as the client
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -34,15 +35,17 @@ import os
 import re
 import shutil
 import socket
+import sys
 import time
 
-from .errors import UserError
+from .errors import LidarFmuError, UserError
 
 SWEEP_KEYS = {"name", "description", "scenarios", "sensors", "mountings", "weather", "spec", "frames"}
 MOUNTING_KEYS = {"name", "position_m", "orientation_rad"}
 #: completion markers of runs (what resume reads), beside the runs' folders
 MARKER_DIR = ".runs"
-#: seconds a sweep waits for the first worker of an external scheduler
+#: seconds a sweep tries to reach an external scheduler, then waits for its first worker
+CONNECT_TIMEOUT_S = 15.0
 WORKER_WAIT_S = 60.0
 
 
@@ -312,7 +315,7 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
         row |= _figures(summary) | {"status": "ok", "sensordata_trace": summary["sensordata_trace"]}
     except Exception as exc:  # any failure belongs to this run alone: reported in its row, the sweep goes on
         text = " ".join(str(exc).split()) or type(exc).__name__
-        row["error"] = text if isinstance(exc, UserError | OSError) else f"{type(exc).__name__}: {text}"
+        row["error"] = text if isinstance(exc, LidarFmuError | OSError) else f"{type(exc).__name__}: {text}"
     row |= {"wall_s": round(time.perf_counter() - started, 2), "peak_rss_mb": round(_peak_rss_mb(), 1)}
     if row["status"] == "ok":
         os.makedirs(os.path.dirname(_marker_path(out_dir, run.name)), exist_ok=True)
@@ -356,11 +359,28 @@ def _local_cluster(workers: int | None):
                         env={"NUMBA_NUM_THREADS": str(max(1, cores // workers))})
 
 
+@contextlib.contextmanager
+def _workers_import_this_package():
+    """While a LocalCluster lives, the folder this ``lidar_fmu`` came from leads ``sys.path``.
+
+    Its worker processes are spawned, nanny restarts included, with this
+    process's ``sys.path``; an FMU run in this process put the FMU's
+    ``resources/`` in front of it, and the copy of ``lidar_fmu`` in there
+    cannot build an FMU (its slave is not beside it). Restored afterwards.
+    """
+    saved = list(sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
 def _connect(scheduler: str):
     from distributed import Client
 
     try:
-        client = Client(scheduler, timeout="15s")
+        client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
     except (OSError, TimeoutError) as exc:
         raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     try:
@@ -475,8 +495,6 @@ def run_sweep(sweep_path, out_dir, *, workers: int | None = None, scheduler: str
 
 def _distributed(todo, out_dir, options, task, progress, workers, scheduler, echo):
     """Run ``todo`` on Dask → (rows, a phrase saying where)."""
-    import contextlib
-
     if not scheduler and options.fmu is None:
         from .fmu_build import cached_fmu
 
@@ -488,6 +506,7 @@ def _distributed(todo, out_dir, options, task, progress, workers, scheduler, ech
         else:
             from distributed import Client
 
+            stack.enter_context(_workers_import_this_package())
             cluster = stack.enter_context(_local_cluster(workers))
             client = stack.enter_context(Client(cluster))
             where = "LocalCluster"
