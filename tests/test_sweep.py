@@ -57,6 +57,16 @@ def test_plan_crosses_every_axis_in_order():
         "sensor": "velodyne_vlp16"}
 
 
+def test_the_example_sweep_file_plans_the_demo_with_four_lidars():
+    from lidar_fmu.sweep import load_sweep
+
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "scenarios", "sweep_demo.yaml")
+    runs = plan_runs(*load_sweep(example))
+    assert [run.name for run in runs] == ["demo__ouster_os1_128", "demo__ouster_os1_64", "demo__velodyne_hdl32e",
+                                         "demo__velodyne_vlp16"]
+    assert runs[0].scenario.endswith(os.path.join("out", "demo", "scenario")) and runs[0].frames == 40
+
+
 @pytest.mark.parametrize("sweep, message", [
     ({"sensors": ["velodyne_vlp16"]}, "'scenarios' must be a non-empty list"),
     ({"scenarios": ["a"], "sensors": []}, "'sensors' must be a non-empty list"),

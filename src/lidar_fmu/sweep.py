@@ -2,7 +2,7 @@
 
 A sweep file (YAML) lists what to cross; relative paths are relative to it::
 
-    scenarios: [<scenario folder or scenario.yaml>, ...]   # as `lidar-fmu replay` takes them
+    scenarios: [<scenario folder or scenario.yaml | {name: …, path: …}>, ...]   # as `lidar-fmu replay` takes them
     sensors: [<preset name | spec file | inline spec mapping>, ...]
     mountings: [{name: roof, position_m: [x, y, z], orientation_rad: [r, p, y]}, ...]   (optional)
     weather: [clear, {name: fog50, fog_visibility_m: 50}, ...]                           (optional)
@@ -134,11 +134,14 @@ def _list(sweep: dict, key: str, required: bool) -> list:
 def _scenario_axis(entries: list, base_dir: str) -> list[tuple[str, str]]:
     axis = []
     for entry in entries:
+        name = None
+        if isinstance(entry, dict) and set(entry) == {"name", "path"}:
+            name, entry = entry["name"], entry["path"]
         if not isinstance(entry, str):
-            raise UserError(f"sweep: a scenario must be a folder path, got {entry!r}")
+            raise UserError(f"sweep: a scenario must be a folder path or {{name: …, path: …}}, got {entry!r}")
         path = os.path.normpath(os.path.join(base_dir, entry))
         folder = os.path.dirname(path) if path.endswith((".yaml", ".yml")) else path
-        axis.append((_label(os.path.basename(folder)), path))
+        axis.append((_label(name or os.path.basename(folder)), path))
     return axis
 
 
@@ -347,6 +350,7 @@ def _local_cluster(workers: int | None):
     """A LocalCluster of ``workers`` processes (default: one per core), one Dask thread each."""
     import logging
 
+    import dask
     from distributed import LocalCluster
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -354,9 +358,14 @@ def _local_cluster(workers: int | None):
     # The FMU and Numba own their threads: share the cores among the workers' Numba pools instead of
     # oversubscribing them. allowed_failures=0: a task whose worker dies comes back at once as KilledWorker,
     # and the sweep retries it once itself (an external scheduler keeps its own setting, 3 by default).
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                        silence_logs=logging.ERROR, scheduler_kwargs={"allowed_failures": 0},
-                        env={"NUMBA_NUM_THREADS": str(max(1, cores // workers))})
+    # Dask starts its workers with MALLOC_TRIM_THRESHOLD_=64 KiB to hand memory back sooner; a fixed threshold
+    # also pins glibc's mmap threshold, so every frame's large arrays are mapped and unmapped afresh (the demo
+    # sweep of 4 lidars: 12 s of system time instead of 1.5 s). A sweep worker holds nothing between runs:
+    # glibc's own dynamic thresholds serve it better. None unsets the variable.
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                            silence_logs=logging.ERROR, scheduler_kwargs={"allowed_failures": 0},
+                            env={"NUMBA_NUM_THREADS": str(max(1, cores // workers))})
 
 
 @contextlib.contextmanager
