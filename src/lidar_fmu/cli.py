@@ -1,4 +1,4 @@
-"""lidar-fmu command line: scan meshes, replay OSI scenarios through the FMU, benchmark.
+"""lidar-fmu command line: scan meshes, replay OSI scenarios through the FMU (one, or a sweep on Dask), benchmark.
 
 Every user error (a :class:`~lidar_fmu.errors.LidarFmuError` or an ``OSError``)
 ends in one line on stderr and exit code 2, no traceback. Any other exception
