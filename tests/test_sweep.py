@@ -302,3 +302,14 @@ def test_a_broken_scenario_and_a_dead_worker_sink_no_other_run(scenarios, refere
     names = ["shared__small16", "shared__tiny8"]
     _check_identical(out, reference, names)
     assert not math.isnan(float(rows["shared__small16"]["returns_mean"]))
+
+
+def test_a_replay_whose_fmu_cannot_start_says_why_in_one_line(tmp_path, capsys):
+    """The FMU refusing its parameters (here an unreadable environment mesh) ends `replay` with the reason the FMU
+    logged (exit 2), not an FMI status code and a traceback."""
+    broken = _scenario(tmp_path / "broken", SHARED_TRACE, SMALL_SENSOR, environment="street.obj")
+    (broken / "street.obj").write_text("v 0 0 0\nv 1 nonsense\nf 1 2 3\n")
+    assert main(["replay", str(broken), "-o", str(tmp_path / "out"), "--frames", "1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "the FMU cannot start" in err and "cannot read mesh" in err and "street.obj" in err
