@@ -1,4 +1,4 @@
-"""lidar-fmu command line: scan meshes, replay OSI scenarios through the FMU, benchmark.
+"""lidar-fmu command line: scan meshes, replay OSI scenarios through the FMU (one, or a sweep on Dask), benchmark.
 
 Every user error (a :class:`~lidar_fmu.errors.LidarFmuError` or an ``OSError``)
 ends in one line on stderr and exit code 2, no traceback. Any other exception
@@ -178,6 +178,16 @@ def cmd_replay(args) -> None:
     _print_summary(summary, args.output)
 
 
+def cmd_sweep(args) -> None:
+    from .sweep import run_sweep
+
+    if args.fmu:
+        _check_fmu_path(args.fmu)
+    run_sweep(args.sweep, args.output, workers=args.workers, scheduler=args.scheduler, serial=args.serial,
+              force=args.force, fmu=args.fmu, trace_format=args.trace_format, pcd_every=args.pcd_every,
+              progress=not args.quiet)
+
+
 def _int_at_least(minimum: int):
     """An argparse type: a whole number ≥ ``minimum``, refused with a reason before any work."""
 
@@ -221,13 +231,14 @@ def cmd_demo(args) -> None:
     _print_disk_use(args.output)
 
 
-def _add_output_options(p, trace_format: str) -> None:
+def _add_output_options(p, trace_format: str, rerun: bool = True) -> None:
     p.add_argument("--trace-format", choices=["osi", "mcap"], default=trace_format,
                    help="SensorData trace: osi (length-prefixed, read by openMSL's trace-file player) or mcap "
                         "(zstd-compressed, OSI's recommendation since 3.7)")
     p.add_argument("--pcd-every", type=_non_negative_int, default=1, metavar="N",
                    help="write a PCD of every N-th frame (compressed; 0: none)")
-    p.add_argument("--rerun", metavar="PATH", help="also write a Rerun recording (.rrd) of the replay")
+    if rerun:
+        p.add_argument("--rerun", metavar="PATH", help="also write a Rerun recording (.rrd) of the replay")
 
 
 def _print_disk_use(folder: str) -> None:
@@ -414,6 +425,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p, trace_format="osi")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("sweep", help="replay scenarios × sensors (× mountings, weather, spec keys) on a Dask cluster",
+                       description="Cross the sweep file's scenarios, sensors and optional mountings, weather and "
+                                   "spec keys; replay each run through the FMU into OUT/<scenario>__<sensor>[__…]/ "
+                                   "as `replay` does; write OUT/sweep.csv and OUT/sweep.png. Runs complete from an "
+                                   "earlier sweep are skipped. Workers must see the sweep's paths (shared file "
+                                   "system). Exit code 2 names the failed runs.")
+    p.add_argument("sweep", help="sweep file (YAML: scenarios, sensors, mountings, weather, spec, frames)")
+    p.add_argument("-o", "--output", required=True, help="output folder (one folder per run, sweep.csv, sweep.png)")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="processes of the LocalCluster (default: one per core; one Dask thread each)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on an existing Dask cluster (tcp://host:port of its scheduler) instead")
+    p.add_argument("--serial", action="store_true", help="no Dask: the runs one after another in this process")
+    p.add_argument("--force", action="store_true", help="rerun runs whose outputs are complete")
+    p.add_argument("--fmu", default=None, help="FMU every worker drives (default: each worker's build of these "
+                                                "sources, content-hashed in its user cache)")
+    _add_output_options(p, trace_format="osi", rerun=False)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
     p.add_argument("-o", "--output", default="out/demo", help="output folder")

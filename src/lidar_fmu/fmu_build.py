@@ -42,18 +42,60 @@ else:  # a source checkout
     DEFAULT_FMU = REPO_ROOT / "dist" / "LidarSensor.fmu"
 
 
+def _source_files():
+    """Every file that goes into the FMU (the package, the templates, the slave, the shim), caches aside."""
+    for root in (PACKAGE_DIR, ANNOTATIONS_DIR, SLAVE_SCRIPT, STATUS_SHIM):
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        yield from (f for f in files if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc")
+
+
 def sources_newer_than(fmu_path: Path) -> bool:
     """Does any source that goes into the FMU post-date ``fmu_path``?"""
     fmu_path = Path(fmu_path)
     if not fmu_path.exists():
         return True
     built = fmu_path.stat().st_mtime
-    roots = [PACKAGE_DIR, ANNOTATIONS_DIR, SLAVE_SCRIPT, STATUS_SHIM]
-    for root in roots:
-        files = [root] if root.is_file() else root.rglob("*")
-        if any(f.is_file() and "__pycache__" not in f.parts and f.stat().st_mtime > built for f in files):
-            return True
-    return False
+    return any(f.stat().st_mtime > built for f in _source_files())
+
+
+def content_hash() -> str:
+    """SHA-256 (hex) of what goes into the FMU: every source file's place and bytes, and pythonfmu's version."""
+    import pythonfmu
+
+    digest = hashlib.sha256(f"pythonfmu {pythonfmu.__version__}".encode())
+    top = PACKAGE_DIR.parent.parent  # the checkout (src/, fmu/, modelDescription/) or site-packages' parent
+    for path in _source_files():
+        digest.update(f"\0{os.path.relpath(path, top)}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cached_fmu() -> Path:
+    """The FMU of these sources in the user cache, named by their content hash; built once when missing.
+
+    Several processes may ask at once (the workers of a sweep): one builds
+    under a file lock while the others wait, and the FMU appears by an atomic
+    rename, so nobody reads a half-written one.
+    """
+    path = cache_dir("fmu", f"sha256-{content_hash()[:16]}", "LidarSensor.fmu")
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / "build.lock", "w") as lock:
+        _lock_file(lock)
+        if not path.is_file():
+            staged = build_fmu(path.with_name(f"LidarSensor.{os.getpid()}.fmu"))
+            os.replace(staged, path)
+    return path
+
+
+def _lock_file(handle) -> None:
+    """An exclusive lock on an open file, held until it is closed (no-op where ``fcntl`` is missing: Windows)."""
+    try:
+        import fcntl
+    except ImportError:  # the rename alone keeps the FMU whole; two processes may just both build it
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
 
 def _package_files(folder, names):

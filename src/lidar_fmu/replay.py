@@ -180,8 +180,26 @@ def _percentiles(values_ms) -> dict:
     return {p: float(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(values_ms)}
 
 
+@contextlib.contextmanager
+def _started(fmu_path, params: dict, unzip_dir: str | None):
+    """An initialized FMU instance; one that refuses its parameters (an unreadable mesh, a bad spec) is a
+    :class:`UserError` carrying the errors the FMU logged, not a bare FMI status."""
+    from fmpy.fmi1 import FMICallException
+
+    from .fmu_host import SensorFMU
+
+    with SensorFMU(fmu_path, unzip_dir=unzip_dir, initialize=False) as fmu:
+        try:
+            fmu.initialize(params)
+        except FMICallException as exc:
+            logged = "; ".join(" ".join(text.split()) for status, text in fmu.messages if status in ("ERROR", "FATAL"))
+            raise UserError(f"the FMU cannot start ({exc}): {logged or 'it logged no error'}") from None
+        yield fmu
+
+
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
-           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None) -> dict:
+           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
+           overrides: dict | None = None, fmu_unzip_dir: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``.
 
     The trace is read lazily and each frame's outputs are written as it is
@@ -196,6 +214,11 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
     recording of the replay. The first step (it loads the model) is reported
     apart as ``first_step_ms``, not in the step percentiles.
+
+    ``overrides``: scenario keys laid over the file's (``lidar-fmu sweep``
+    gives each run its ``sensor`` and ``mounting`` so; paths in them
+    absolute). ``fmu_unzip_dir``: ``fmu_path`` already extracted there (a
+    sweep worker extracts its FMU once for all its runs).
     """
     if trace_format not in ("osi", "mcap"):
         raise UserError(f"trace format must be osi or mcap, got {trace_format!r}")
@@ -204,7 +227,6 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     from PIL import Image
 
     from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
-    from .fmu_host import SensorFMU
     from .ground_truth import GROUND_TRUTH_DTYPE
     from .io import OSI_FIELDS, bev_image, write_pcd, write_preview
     from .osi.detections import sensor_data_to_points
@@ -212,7 +234,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     from .pointcloud import RayMatchError
     from .sensors.rig import load_rig
 
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(scenario_path) | (overrides or {})
     rig = load_rig(scenario["sensor"])  # fail early, with a clear message, on a bad spec
     if len(rig) > 1:
         raise UserError(f"scenario {scenario['name']}: replay writes one lidar's clouds and its sensor is a rig of "
@@ -272,7 +294,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     # each step one whole frame of a repeating pattern: a detection's ray (so its firing time) is known
     whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
     echoes = sensor.footprint.max_echoes if sensor.footprint.active else 1  # returns one ray may carry
-    with SensorFMU(fmu_path, params) as fmu, writer as trace, (recording or contextlib.nullcontext()):
+    with _started(fmu_path, params, fmu_unzip_dir) as fmu, writer as trace, (recording or contextlib.nullcontext()):
         for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
             times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
             t0 = time.perf_counter()
