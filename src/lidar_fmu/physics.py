@@ -360,9 +360,9 @@ class ReturnModel:
 
     def continuation(self) -> Continuation:
         """Which surfaces rays go on through (transparent ones) or reflect off (mirrors), up to the sensor's budgets."""
-        layers = self.max_transparent_layers  # 0 unless the scene has a transparent triangle (return_model)
-        if not (layers or self.max_bounces):
-            return Continuation.none()
+        # budgets 0 unless the scene has a transparent or mirror triangle (return_model): the casters then skip
+        # the per-hit material lookup; the tables still go along (the CUDA returns kernel reads materials there)
+        layers = self.max_transparent_layers
         # a mirror's specular reflectance: its ρ at 0° (module doc)
         specular = np.where(self.class_code == MIRROR, self.reflectance_table[:, 0], 0.0).astype(np.float32)
         return Continuation(layers, self.triangle_material, self.first_triangle, self.class_code,
