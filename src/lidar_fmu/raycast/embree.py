@@ -43,9 +43,15 @@ from .hits import Hits
 from .rays import Continuation, RayBatch
 
 PACKET = 8
+#: in the dynamic scene's index table: this geometry is the static scene, instanced once at identity
+_STATIC_INSTANCE = -2
+#: cast one top-level scene (the static world as one instance beside the moving ones: one Embree call per
+#: packet) rather than the static scene and then the instances (two calls)
+ONE_TOP_LEVEL = True
 # Numba's threads on a layer that several instances casting at once may share (OpenMP or TBB; its
 # fallback, workqueue, would abort the process): chosen before anything here starts them
 threadsafe_layer()
+_IDENTITY_3X4 = np.ascontiguousarray(np.eye(4, dtype=np.float32)[:3, :4])
 _RTC_GEOMETRY_TYPE_TRIANGLE = 0
 _RTC_GEOMETRY_TYPE_INSTANCE = 121
 _RTC_BUFFER_TYPE_INDEX, _RTC_BUFFER_TYPE_VERTEX = 0, 1
@@ -234,7 +240,10 @@ def _instance_index_of(ilanes, j, static_index, dynamic_index):
     if geom == _INVALID:
         return -1
     inst = ilanes[19 * _W + j]
-    return dynamic_index[inst] if inst != _INVALID else static_index[geom]
+    if inst == _INVALID:
+        return static_index[geom]  # the static scene, cast on its own
+    k = dynamic_index[inst]
+    return static_index[geom] if k == _STATIC_INSTANCE else k  # the static scene as one instance of the top level
 
 @njit(nogil=True, cache=True)
 def _lane_normal(lanes, j, N):
@@ -481,6 +490,7 @@ class EmbreeBackend(Backend):
         self.threads = max(1, threads or numba.get_num_threads())
         self._meshes: dict[int, _MeshData] = {}  # id(mesh) → its data, for the scene's current meshes only
         self._static = self._dynamic = None
+        self._one_level = False  # the static scene is an instance inside the dynamic one (ONE_TOP_LEVEL)
         self._static_mask = None
         self._orders: dict[int, tuple] = {}  # id(directions) → (directions, packet order), see _packet_order
         self._revision = -1
@@ -524,10 +534,20 @@ class EmbreeBackend(Backend):
                 geom_id = e.lib.rtcAttachGeometry(self._dynamic, instance)
                 dynamic_index.append((geom_id, index))
                 self._instances.append((instance, index))
+        self._one_level = bool(ONE_TOP_LEVEL and self._static and self._dynamic)
+        if self._one_level:  # the static world joins the top level as one more instance, at identity
+            e.lib.rtcCommitScene(self._static)
+            instance = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
+            e.lib.rtcSetGeometryInstancedScene(instance, self._static)
+            e.lib.rtcSetGeometryTransform(instance, 0, _RTC_FORMAT_FLOAT3X4_ROW_MAJOR, _IDENTITY_3X4.ctypes.data)
+            e.lib.rtcCommitGeometry(instance)
+            dynamic_index.append((e.lib.rtcAttachGeometry(self._dynamic, instance), _STATIC_INSTANCE))
+            e.lib.rtcReleaseGeometry(instance)
         self._instance_handles = np.array([handle for handle, _ in self._instances], np.intp)
         self._instance_index = np.array([index for _, index in self._instances], np.intp)
-        if self._static:
+        if self._static and not self._one_level:
             e.lib.rtcCommitScene(self._static)
+        if self._static:
             e.check("building the static scene")
         self._static_index = self._index_table(static_index)
         self._dynamic_index = self._index_table(dynamic_index)
@@ -604,7 +624,8 @@ class EmbreeBackend(Backend):
             order = self._packet_order(rays.directions if rays.coherence_key is None else rays.coherence_key)
         # only rays that may meet a mirror need their power kept (a scene without mirrors writes none)
         path_gain = np.ones(n if through.max_bounces else 1, np.float32)
-        cast_parallel(embree().intersect_address, self._static or 0, self._dynamic or 0, self._static_index,
+        cast_parallel(embree().intersect_address, 0 if self._one_level else (self._static or 0), self._dynamic or 0,
+                      self._static_index,
                       self._dynamic_index, self._normal_from_local, origins, rays.directions,
                       order, np.ascontiguousarray(pose[:3, :3], np.float32),
                       np.float32(min(rays.max_range_m, 3.0e38)), through.max_surfaces, through.max_bounces,
