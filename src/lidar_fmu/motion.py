@@ -31,7 +31,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+from numba.extending import register_jitable
 
 from .physics import Returns
 from .pointcloud import POINT_DTYPE, place_on_rays
@@ -97,21 +98,36 @@ def rotation_vector(rotation: np.ndarray) -> np.ndarray:
     return xyz / sin_half * (2.0 * np.arctan2(sin_half, abs(w)))
 
 
-@njit(cache=True, nogil=True)
+@register_jitable(inline="always")
+def _rodrigues(vx, vy, vz, kx, ky, kz, theta):
+    """(vx, vy, vz) turned by ``theta`` about the unit axis (kx, ky, kz)."""
+    c, s = math.cos(theta), math.sin(theta)
+    along = (kx * vx + ky * vy + kz * vz) * (1.0 - c)
+    return (vx * c + (ky * vz - kz * vy) * s + kx * along, vy * c + (kz * vx - kx * vz) * s + ky * along,
+            vz * c + (kx * vy - ky * vx) * s + kz * along)
+
+
+@njit(cache=True, nogil=True, parallel=True)
 def _turn(vectors, axis, angle, fraction, shift, out):
     """out[i] = vectors[i] (or [0]) turned by ``fraction[i]·angle`` about the unit ``axis`` + ``fraction[i]·shift``."""
-    kx, ky, kz = axis[0], axis[1], axis[2]
     one = vectors.shape[0] == 1
-    for i in range(out.shape[0]):
-        j = 0 if one else i
+    for i in prange(out.shape[0]):  # a cos and a sin per ray: on every core
+        j = i - i if one else i  # (not `0 if …`: numba would unify the prange index's uint64 and int64 to float)
         f = fraction[i]
-        c, s = math.cos(f * angle), math.sin(f * angle)
-        vx, vy, vz = vectors[j, 0], vectors[j, 1], vectors[j, 2]
-        along = (kx * vx + ky * vy + kz * vz) * (1.0 - c)
-        out[i, 0] = vx * c + (ky * vz - kz * vy) * s + kx * along + f * shift[0]
-        out[i, 1] = vy * c + (kz * vx - kx * vz) * s + ky * along + f * shift[1]
-        out[i, 2] = vz * c + (kx * vy - ky * vx) * s + kz * along + f * shift[2]
+        x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], f * angle)
+        out[i, 0] = x + f * shift[0]
+        out[i, 1] = y + f * shift[1]
+        out[i, 2] = z + f * shift[2]
     return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _turn_normals(points, ray_index, axis, angle, fraction):
+    """Each return's normal turned by ``fraction[ray]·angle`` about the unit ``axis``, in the records, in place."""
+    for k in prange(points.shape[0]):
+        theta = fraction[ray_index[k]] * angle
+        points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"] = _rodrigues(
+            points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"], axis[0], axis[1], axis[2], theta)
 
 
 def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, dtype=np.float64) -> np.ndarray:
@@ -225,6 +241,13 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
                         coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
         bounds, gather = [0, len(fraction)], None
+    elif not np.any(fraction[1:] < fraction[:-1]):  # rays stored in firing order (a spinning lidar's columns):
+        # each slice is already a contiguous run of the pattern, nothing to gather or put back (a ray at an edge
+        # goes to the later slice, as below)
+        bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
+        rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
+                        in_packet_order=True)
+        gather = np.arange(len(fraction), dtype=np.int32)
     else:  # rays gathered by slice once: each slice is a contiguous run, in firing order (neighbours together)
         slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1)
         gather = np.argsort(slice_of, kind="stable")
@@ -281,8 +304,8 @@ def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> Non
         return
     place_on_rays(points["range"], ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32),
                    points["x"], points["y"], points["z"])
-    if np.any(rotvec_end):
-        normals = np.stack([points["normal_x"], points["normal_y"], points["normal_z"]], axis=1)
-        normals = rotate_about(normals, rotvec_end, -back[ray_index], dtype=np.float32)
-        points["normal_x"], points["normal_y"], points["normal_z"] = normals.T
+    angle = float(np.linalg.norm(rotvec_end))
+    if angle > 0:  # in the records: no (N, 3) copies out and back
+        _turn_normals(points, np.ascontiguousarray(ray_index, np.int64), np.asarray(rotvec_end, np.float64) / angle,
+                      angle, np.ascontiguousarray(-back, np.float64))
 
