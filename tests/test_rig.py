@@ -112,3 +112,48 @@ def test_replay_refuses_a_rig_by_name(tmp_path):
     (folder / "scenario.yaml").write_text(text)
     with pytest.raises(UserError, match="rig of 2 lidars"):
         replay(str(folder), str(tmp_path / "out"), progress=False)
+
+
+def test_rig_ids_seeds_and_unused_broken_lidar_views():
+    with pytest.raises(SensorSpecError, match="same sensor_id"):
+        load_rig({"sensors": [SPEC | {"sensor_id": 4}, SPEC | {"sensor_id": 4}]})
+    said = []
+    LidarSensorModel(sensor={"sensors": [SPEC | {"noise": {"range_sigma_m": 0.01}}] * 2}, warn=said.append)
+    assert any("same noise.seed" in message for message in said)
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    view = SensorView.FromString(sensor_view(OBJECTS, time_s=0.1, host=HOST))
+    view.lidar_sensor_view.add()  # entry 0: no mounting
+    broken = view.lidar_sensor_view.add().view_configuration.mounting_position
+    broken.position.x = float("nan")  # entry 1: unusable
+    alone = LidarSensorModel(sensor=SPEC)  # one lidar: entry 1 is nobody's, the frame stays valid
+    assert alone.step(view.SerializeToString(), 0.1).valid
+    rig = LidarSensorModel(sensor=RIG)  # lidar 1 uses it: the step says which entry is wrong
+    result = rig.step(view.SerializeToString(), 0.1)
+    assert not result.valid and "lidar_sensor_view[1]" in result.message
+
+
+def test_embree_rebuilds_do_not_leak_instance_geometry():
+    """Each rebuild (instances come and go) used to keep every moving instance's Embree geometry, and through it
+    the BVH of meshes no longer in the scene."""
+    import trimesh
+
+    from lidar_fmu import Lidar, Scene
+    from lidar_fmu.scene import Mesh, box_mesh
+
+    def rss_mb() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+    scene = Scene()
+    scene.add_instance(1, box_mesh(1.0, 1.0, 1.0), pose_matrix((20.0, 0.0, 0.0)))
+    lidar = Lidar(scene, SPEC)
+    grid = trimesh.creation.icosphere(subdivisions=6)  # 81,920 triangles: a BVH of ~10 MB
+    before = None
+    for k in range(12):
+        mesh = Mesh(grid.vertices * 2.0, grid.faces, np.zeros(len(grid.faces), np.int32), ("m",), f"m{k}")
+        scene.add_instance(2, mesh, pose_matrix((10.0, 0.0, 0.0)))  # a new mesh each time: a rebuild
+        lidar.cast(np.eye(4))
+        if k == 2:
+            before = rss_mb()
+    assert rss_mb() - before < 40  # leaking, nine rebuilds grew it by ~60 MB

@@ -399,6 +399,10 @@ def _with_clutter(returns, pattern, weather: Weather, sensor, key):
     echo, else on rays that returned nothing; in ray order."""
     from .physics import Returns
 
+    if np.any(returns.ray_index[1:] < returns.ray_index[:-1]):  # the merge walks rays and returns in step
+        order = np.argsort(returns.ray_index, kind="stable")
+        returns = Returns(returns.points[order], returns.ray_index[order], returns.intensity_percent[order],
+                          None if returns.material_id is None else returns.material_id[order])
     rays = len(pattern)
     limit = sensor.range_limit
     # the weakest power ρ/r² the unit resolves: its datasheet pairs, else (no pairs) 10 % at its maximum range

@@ -83,6 +83,10 @@ class LidarSensorModel:
             backend_of = self.lidars[0].lidar.backend if self.lidars else backend
             lidar = Lidar(self.scene, member.sensor, backend=backend_of, materials=materials or None, warn=self.warn)
             self.lidars.append(MountedLidar(lidar, member, default_mounting_pose, self.warn))
+        seeds = [m.sensor.effects.seed for m in self.lidars if m.sensor.effects.noise is not None]
+        if len(seeds) > len(set(seeds)):
+            self.warn("several lidars of the rig draw their noise with the same noise.seed: their noise is the same "
+                      "numbers (give each its own seed)")
         if disable_self_hits is None:  # an AirSim lidar entry's own disable-self-hits, else the host is not seen
             disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
         self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
@@ -211,9 +215,10 @@ class MountedLidar:
         """This lidar's vehicle_from_sensor in ``frame`` (module doc: which mounting wins)."""
         if single and frame.mounting_pose is not None:
             return frame.mounting_pose
-        if k < len(frame.lidar_mountings) and frame.lidar_mountings[k] is not None:
-            return frame.lidar_mountings[k]
-        return self.default_mounting_pose
+        mounting = frame.lidar_mountings[k] if k < len(frame.lidar_mountings) else None
+        if isinstance(mounting, LidarFmuError):  # the view's mounting for this lidar is unusable: say so
+            raise mounting
+        return self.default_mounting_pose if mounting is None else mounting
 
     def scan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int,
              ground_truth: bool = False) -> PointCloud:

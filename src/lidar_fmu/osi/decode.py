@@ -66,7 +66,8 @@ class SensorViewFrame:
     host_vehicle_id: int | None
     objects: list[ObjectState] = field(default_factory=list)
     mounting_pose: np.ndarray | None = None  # vehicle_from_sensor, None when the view carries none
-    #: per ``lidar_sensor_view[k]``, its view configuration's mounting (None where it has none): a rig's lidars
+    #: per ``lidar_sensor_view[k]``, its view configuration's mounting (None where it has none; the error where
+    #: it is unusable, raised only by the lidar that uses it): a rig's lidars
     lidar_mountings: list = field(default_factory=list)
     environment_reference: str = ""
     version: tuple[int, int, int] | None = None
@@ -92,6 +93,16 @@ def _vector(msg, names, what: str) -> tuple:
     if not all(map(math.isfinite, values)):
         raise SensorViewError(f"{what} contains NaN or infinite values: {list(values)}")
     return values
+
+
+def _lidar_mounting(lidar_view, k: int):
+    """``lidar_sensor_view[k]``'s mounting, None, or the error it gives (an entry no lidar uses may be broken)."""
+    if not lidar_view.view_configuration.HasField("mounting_position"):
+        return None
+    try:
+        return _mounting_pose(lidar_view.view_configuration.mounting_position, f"lidar_sensor_view[{k}] mounting_position")
+    except LidarFmuError as exc:
+        return exc
 
 
 def _mounting_pose(mounting, what: str) -> np.ndarray:
@@ -158,11 +169,7 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         mounting = _mounting_pose(
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
-    lidar_mountings = [
-        _mounting_pose(lidar.view_configuration.mounting_position, f"lidar_sensor_view[{k}] mounting_position")
-        if lidar.view_configuration.HasField("mounting_position") else None
-        for k, lidar in enumerate(view.lidar_sensor_view)
-    ]
+    lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]
     objects = [_object(o, True) for o in gt.moving_object] + [_object(o, False) for o in gt.stationary_object]
     version = None
     if view.HasField("version"):

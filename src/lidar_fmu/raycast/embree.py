@@ -532,6 +532,10 @@ class EmbreeBackend(Backend):
                 instance = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
                 e.lib.rtcSetGeometryInstancedScene(instance, data.scene)
                 geom_id = e.lib.rtcAttachGeometry(self._dynamic, instance)
+                # the dynamic scene holds the geometry now: our reference goes, and the handle stays valid while
+                # that scene lives (it and the handles are replaced together); kept, every rebuild leaked the
+                # instances and, through them, the BVHs of meshes that had left the scene
+                e.lib.rtcReleaseGeometry(instance)
                 dynamic_index.append((geom_id, index))
                 self._instances.append((instance, index))
         self._one_level = bool(ONE_TOP_LEVEL and self._static and self._dynamic)

@@ -53,7 +53,11 @@ def load_rig(spec) -> list[RigMember]:
         raise SensorSpecError("sensors must be a non-empty list of sensor specs")
     if len(entries) > MAX_RIG_SIZE:
         raise SensorSpecError(f"sensors: at most {MAX_RIG_SIZE} lidars in one rig, got {len(entries)}")
-    return [_member(entry, k) for k, entry in enumerate(entries)]
+    members = [_member(entry, k) for k, entry in enumerate(entries)]
+    ids = [m.sensor_id for m in members if m.sensor_id is not None]
+    if len(ids) > len(set(ids)):
+        raise SensorSpecError(f"sensors: two lidars with the same sensor_id ({', '.join(map(str, sorted(ids)))})")
+    return members
 
 
 def _entries(spec):
