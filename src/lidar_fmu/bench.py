@@ -78,6 +78,11 @@ def open3d_reference(scene: Scene):
     return ref, o3d
 
 
+def open3d_rays(o3d, origin, directions):
+    """Rays as Open3D's ``cast_rays`` takes them: an (N, 6) float32 tensor of origin and direction."""
+    return o3d.core.Tensor(np.hstack([np.broadcast_to(origin, directions.shape), directions]).astype(np.float32))
+
+
 def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
     from .io.pcd import pcd_bytes
 
@@ -102,7 +107,7 @@ def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
         )
         if reference is not None:
             ref, o3d = reference
-            tensor = o3d.core.Tensor(np.hstack([np.broadcast_to(origin, directions.shape), directions]).astype(np.float32))
+            tensor = open3d_rays(o3d, origin, directions)
             ref_hits = ref.cast_rays(tensor)["t_hit"].numpy()
             ref_ms = median_ms(lambda: ref.cast_rays(tensor), repeat)
             # re-measure ours right after, and Open3D again after that: each the better of two medians, so both see
@@ -185,30 +190,36 @@ def hit_parity(hits, reference) -> dict:
                 range_outliers=int((~close).sum()), worst_range_m=float(far.max()) if len(far) else 0.0)
 
 
+def print_markdown(header, lines) -> None:
+    """One markdown table after a blank line: the ``header`` cells, then each of ``lines`` (cell strings)."""
+    print("\n| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for cells in lines:
+        print("| " + " | ".join(cells) + " |")
+
+
 def print_gpu_table(rows) -> None:
-    print("\n| scene | triangles | BVH build s (cold) | BVH load s (cached) | backend setup s | top level + table ms "
-          "| frame rays | frame cast kernel ms | batched poses | batched rays | batched ms | G rays/s "
-          "| hit/miss = Embree | range = Embree | worst range difference m |")
-    print("|" + "---|" * 15)
-    for r in rows:
-        print(f"| {r['scene']} | {r['triangles']:,} | {r['build_s']:.2f} | {r['load_s']:.3f} | {r['setup_s']:.2f} | "
-              f"{r['tlas_ms']:.3f} | {r['frame_rays']:,} | {r['frame_kernel_ms']:.3f} | {r['poses']:,} | {r['batch_rays']:,} | "
-              f"{r['batch_ms']:.1f} | {r['batch_grays_s']:.2f} | {100 * r['hit_agreement']:.4f} % | "
-              f"{100 * r['range_agreement']:.4f} % | {r['worst_range_m']:.2e} |")
+    print_markdown(
+        ["scene", "triangles", "BVH build s (cold)", "BVH load s (cached)", "backend setup s", "top level + table ms",
+         "frame rays", "frame cast kernel ms", "batched poses", "batched rays", "batched ms", "G rays/s",
+         "hit/miss = Embree", "range = Embree", "worst range difference m"],
+        [[r["scene"], f"{r['triangles']:,}", f"{r['build_s']:.2f}", f"{r['load_s']:.3f}", f"{r['setup_s']:.2f}",
+          f"{r['tlas_ms']:.3f}", f"{r['frame_rays']:,}", f"{r['frame_kernel_ms']:.3f}", f"{r['poses']:,}",
+          f"{r['batch_rays']:,}", f"{r['batch_ms']:.1f}", f"{r['batch_grays_s']:.2f}",
+          f"{100 * r['hit_agreement']:.4f} %", f"{100 * r['range_agreement']:.4f} %", f"{r['worst_range_m']:.2e}"]
+         for r in rows])
 
 
 def print_table(rows) -> None:
-    head = ("| scene | sensor | rays | triangles | cast ms | Mrays/s | Open3D ms | Open3D Mrays/s | ours/Open3D speed "
-            "| points ms | frame ms | PCD pack ms | returns | hit/miss agreement |")
-    print(head)
-    print("|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|")
-    for r in rows:
-        ref = (f"{r['o3d_ms']:.2f} | {r['o3d_mrays_s']:.2f} | {r['ratio']:.2f}×" if "o3d_ms" in r else "– | – | –")
-        agree = f"{100 * r['hit_agreement']:.3f} %" if "hit_agreement" in r else "–"
-        print(
-            f"| {r['scene']} | {r['sensor']} | {r['rays']:,} | {r['triangles']:,} | {r['cast_ms']:.2f} | {r['mrays_s']:.2f} | "
-            f"{ref} | {r['points_ms']:.2f} | {r['frame_ms']:.2f} | {r['pack_ms']:.2f} | {r['returns']:,} | {agree} |"
-        )
+    print_markdown(
+        ["scene", "sensor", "rays", "triangles", "cast ms", "Mrays/s", "Open3D ms", "Open3D Mrays/s",
+         "ours/Open3D speed", "points ms", "frame ms", "PCD pack ms", "returns", "hit/miss agreement"],
+        [[r["scene"], r["sensor"], f"{r['rays']:,}", f"{r['triangles']:,}", f"{r['cast_ms']:.2f}",
+          f"{r['mrays_s']:.2f}",
+          *([f"{r['o3d_ms']:.2f}", f"{r['o3d_mrays_s']:.2f}", f"{r['ratio']:.2f}×"] if "o3d_ms" in r else ["–"] * 3),
+          f"{r['points_ms']:.2f}", f"{r['frame_ms']:.2f}", f"{r['pack_ms']:.2f}", f"{r['returns']:,}",
+          f"{100 * r['hit_agreement']:.3f} %" if "hit_agreement" in r else "–"]
+         for r in rows])
 
 
 def bench_motion(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
@@ -276,44 +287,49 @@ def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
 
 
 def print_echoes_table(preset: str, rows) -> None:
-    print(f"\n| beam divergence, demo street, {preset} | frame ms | one ray per beam ms (same run) | × | returns | "
-          "second echoes |\n|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['case']} | {r['frame_ms']:.2f} | {r['plain_ms']:.2f} | {r['frame_ms'] / r['plain_ms']:.2f}× | "
-              f"{r['returns']:,} | {r['second']:,} |")
+    print_markdown([f"beam divergence, demo street, {preset}", "frame ms", "one ray per beam ms (same run)", "×",
+                    "returns", "second echoes"],
+                   [[r["case"], f"{r['frame_ms']:.2f}", f"{r['plain_ms']:.2f}", f"{r['frame_ms'] / r['plain_ms']:.2f}×",
+                     f"{r['returns']:,}", f"{r['second']:,}"] for r in rows])
 
 
 def print_effects_table(preset: str, rows) -> None:
-    print(f"\n| effects, demo street, {preset} | frame ms | clean frame ms (same run) | added ms |\n|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['case']} | {r['frame_ms']:.2f} | {r['clean_ms']:.2f} | {r['frame_ms'] - r['clean_ms']:+.2f} |")
+    print_markdown([f"effects, demo street, {preset}", "frame ms", "clean frame ms (same run)", "added ms"],
+                   [[r["case"], f"{r['frame_ms']:.2f}", f"{r['clean_ms']:.2f}", f"{r['frame_ms'] - r['clean_ms']:+.2f}"]
+                    for r in rows])
 
 
 def print_motion_table(preset: str, rows) -> None:
-    print(f"\n| motion distortion, demo street, {preset} | time slices | frame ms | still frame ms (same run) | "
-          "× still |\n|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['case']} | {r['slices']} | {r['frame_ms']:.2f} | {r['still_ms']:.2f} | "
-              f"{r['frame_ms'] / r['still_ms']:.2f}× |")
+    print_markdown([f"motion distortion, demo street, {preset}", "time slices", "frame ms", "still frame ms (same run)",
+                    "× still"],
+                   [[r["case"], str(r["slices"]), f"{r['frame_ms']:.2f}", f"{r['still_ms']:.2f}",
+                     f"{r['frame_ms'] / r['still_ms']:.2f}×"] for r in rows])
+
+
+def demo_views(work_dir: str | None, frames: int):
+    """(the demo scenario, its first ``frames`` SensorViews), generating the scenario in the cache if needed."""
+    import glob
+
+    from .demo import make_demo_scenario
+    from .osi.trace import read_trace
+    from .replay import load_scenario
+
+    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
+    if not glob.glob(os.path.join(folder, "*_sv_*_demo.osi")):
+        make_demo_scenario(folder, frames=frames)
+    scenario = load_scenario(folder)
+    return scenario, list(read_trace(scenario["trace"]))[:frames]
 
 
 def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") -> dict:
     """doStep of the demo scenario (OS1-128×1024 on the street): stage medians in-process, and through the FMU."""
-    import glob
-
-    from .demo import make_demo_scenario
     from .fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
     from .fmu_host import SensorFMU
-    from .osi.trace import read_trace
-    from .replay import fmu_parameters, load_scenario
+    from .replay import fmu_parameters
     from .sensor_model import STAGES, LidarSensorModel
 
-    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
-    traces = glob.glob(os.path.join(folder, "*_sv_*_demo.osi"))
-    if not traces:
-        make_demo_scenario(folder, frames=frames)
-    scenario = load_scenario(folder)
-    views = list(read_trace(scenario["trace"]))[:frames]
+    scenario, views = demo_views(work_dir, frames)
+    folder = os.path.dirname(scenario["trace"])
     scenario["backend"] = backend
     model = LidarSensorModel(scenario["sensor"], assets_dir=scenario["assets"], backend=backend)
     model.step(views[0], 0.0)  # loads meshes, builds, compiles
@@ -347,19 +363,10 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
 def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lidars: int = 4) -> dict:
     """The demo scenario's doStep (in-process) with ``lidars`` copies of its lidar on the roof corners against
     the one lidar, views interleaved (issue 15's goal: 4 lidars ≤ 3.5× one; the scene update is shared)."""
-    import glob
-
-    from .demo import make_demo_scenario
-    from .osi.trace import read_trace
-    from .replay import load_scenario
     from .sensor_model import LidarSensorModel
     from .sensors import resolve_spec
 
-    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
-    if not glob.glob(os.path.join(folder, "*_sv_*_demo.osi")):
-        make_demo_scenario(folder, frames=frames)
-    scenario = load_scenario(folder)
-    views = list(read_trace(scenario["trace"]))[:frames]
+    scenario, views = demo_views(work_dir, frames)
     spec = resolve_spec(scenario["sensor"])
     corners = [(1.0, 0.8, 1.9, 45), (1.0, -0.8, 1.9, -45), (-1.0, 0.8, 1.9, 135), (-1.0, -0.8, 1.9, -135)]
     rig = {"sensors": [spec | {"mounting": {"xyz_m": list(xyz), "rpy_deg": [0, 0, yaw]}}
@@ -425,13 +432,14 @@ def run_bench(args) -> list[dict]:
         print(f"\nOSI encode, 131,072 detections: {enc['encode_ms']:.2f} ms (official osi3 classes in a Python loop: "
               f"{enc['reference_extrapolated_ms']:.0f} ms extrapolated, {enc['speedup']:.0f}× slower)")
         step = bench_step(args.work_dir, backend=args.backend)
-        stages = " | ".join(f"{v:.2f}" for v in step["stages_ms"].values())
-        print("\n| doStep, demo street, OS1-128×1024 | " + " | ".join(step["stages_ms"]) + " | model step | FMU doStep (FMPy) | FMU p90 |")
-        print("|" + "---|" * (len(step["stages_ms"]) + 4))
-        print(f"| median ms over {step['frames']} frames ({step['returns']:,} returns) | {stages} | "
-              f"{step['model_step_ms']:.2f} | {step['fmu_step_ms']:.2f} | {step['fmu_step_p90_ms']:.2f} |")
+        print_markdown(["doStep, demo street, OS1-128×1024", *step["stages_ms"], "model step", "FMU doStep (FMPy)",
+                        "FMU p90"],
+                       [[f"median ms over {step['frames']} frames ({step['returns']:,} returns)",
+                         *(f"{v:.2f}" for v in step["stages_ms"].values()), f"{step['model_step_ms']:.2f}",
+                         f"{step['fmu_step_ms']:.2f}", f"{step['fmu_step_p90_ms']:.2f}"]])
         rig = bench_rig(args.work_dir, backend=args.backend)
-        print(f"\n| demo doStep (model), OS1-128×1024 | one lidar ms | {rig['lidars']} lidars, one scene ms | × one |\n"
-              f"|---|---|---|---|\n| median over {rig['frames'] - 1} frames | {rig['one_ms']:.2f} | {rig['rig_ms']:.2f} | "
-              f"{rig['ratio']:.2f}× |")
+        print_markdown(["demo doStep (model), OS1-128×1024", "one lidar ms", f"{rig['lidars']} lidars, one scene ms",
+                        "× one"],
+                       [[f"median over {rig['frames'] - 1} frames", f"{rig['one_ms']:.2f}", f"{rig['rig_ms']:.2f}",
+                         f"{rig['ratio']:.2f}×"]])
     return rows

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from .bench import median_ms, open3d_reference, sphere_mesh
+from .bench import median_ms, open3d_rays, open3d_reference, print_markdown, sphere_mesh
 from .lidar import Lidar
 from .scene import Mesh, Scene, box_mesh
 from .transforms import pose_matrix
@@ -77,8 +77,7 @@ def cast_case(label: str, scene: Scene, sensor_pose, repeat: int, reference: boo
         if ref is not None:
             ref, o3d = ref
             origin, directions = lidar.world_rays(sensor_pose)
-            rays = o3d.core.Tensor(np.hstack([np.broadcast_to(origin, directions.shape), directions])
-                                   .astype(np.float32))
+            rays = open3d_rays(o3d, origin, directions)
             # each the better of two medians, ours measured before and after Open3D's, Open3D's around ours
             row["o3d_ms"] = median_ms(lambda: ref.cast_rays(rays), repeat)
             row["cast_ms"] = min(row["cast_ms"], median_ms(lambda: lidar.cast(sensor_pose), repeat))
@@ -145,20 +144,18 @@ def growth_per_decade(rows, x: str, y: str) -> list[float]:
 
 
 def print_scaling(result: dict) -> None:
-    print(f"\n| scene ({PRESET}, 131,072 rays) | triangles | instances | build s | cast ms | Open3D ms | "
-          "Open3D / ours |\n|---|---|---|---|---|---|---|")
-    for r in result["mesh"] + result["city"]:
-        o3d = f"{r['o3d_ms']:.2f} | {r['o3d_ms'] / r['cast_ms']:.2f}×" if r["o3d_ms"] else "– | –"
-        print(f"| {r['case']} | {r['triangles']:,} | {r['instances']:,} | {r['build_s']:.2f} | {r['cast_ms']:.2f} | "
-              f"{o3d} |")
+    print_markdown([f"scene ({PRESET}, 131,072 rays)", "triangles", "instances", "build s", "cast ms", "Open3D ms",
+                    "Open3D / ours"],
+                   [[r["case"], f"{r['triangles']:,}", f"{r['instances']:,}", f"{r['build_s']:.2f}", f"{r['cast_ms']:.2f}",
+                     *([f"{r['o3d_ms']:.2f}", f"{r['o3d_ms'] / r['cast_ms']:.2f}×"] if r["o3d_ms"] else ["–", "–"])]
+                    for r in result["mesh"] + result["city"]])
     for name in ("mesh", "city"):
         rows = result[name]
         print(f"{rows[0]['case'] if rows else name}: cast time × per 10× triangles: "
               + ", ".join(f"{g:.2f}" for g in growth_per_decade(rows, "triangles", "cast_ms")))
-    print("\n| moving instances | still cast ms | moved + cast ms | update ms (difference) |\n|---|---|---|---|")
-    for r in result["moving"]:
-        print(f"| {r['instances']:,} | {r['still_ms']:.2f} | {r['moving_ms']:.2f} | "
-              f"{r['moving_ms'] - r['still_ms']:+.2f} |")
+    print_markdown(["moving instances", "still cast ms", "moved + cast ms", "update ms (difference)"],
+                   [[f"{r['instances']:,}", f"{r['still_ms']:.2f}", f"{r['moving_ms']:.2f}",
+                     f"{r['moving_ms'] - r['still_ms']:+.2f}"] for r in result["moving"]])
 
 
 def _log_axes(axes, xlabel: str, ylabel: str, title: str) -> None:
