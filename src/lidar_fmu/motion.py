@@ -247,7 +247,7 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
                         in_packet_order=True)
-        gather = np.arange(len(fraction), dtype=np.int32)
+        gather = None
     else:  # rays gathered by slice once: each slice is a contiguous run, in firing order (neighbours together)
         slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1)
         gather = np.argsort(slice_of, kind="stable")
@@ -265,10 +265,11 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
                 continue
             if objects is not None:
                 scene.set_poses(ids, objects.at(0.5 * (edges[j] + edges[j + 1])))
-            part = backend.returns(rays if gather is None else rays.span(a, b), model)
+            part = backend.returns(rays if len(bounds) == 2 else rays.span(a, b), model)
             cast_s += backend.last_timings.get("cast", 0.0)
             points_s += backend.last_timings.get("points", 0.0)
-            parts.append(part if gather is None else part._replace(ray_index=gather[a + part.ray_index].astype(np.int32)))
+            ray_index = a + part.ray_index if gather is None else gather[a + part.ray_index]  # back to the pattern's
+            parts.append(part._replace(ray_index=ray_index.astype(np.int32, copy=False)))
     finally:
         if len(ids):
             scene.set_poses(ids, end_poses)

@@ -205,6 +205,18 @@ def check_instance_pose(pose, what: str = "pose") -> np.ndarray:
     return check_pose(pose, what)  # raises, naming what is wrong
 
 
+def find_ids(ids: np.ndarray, wanted: np.ndarray, order: np.ndarray | None = None):
+    """(index into ``ids`` of each of ``wanted``, whether it is there): one sorted search, no loop over ids.
+
+    ``order``: ``np.argsort(ids)`` when the caller keeps it; an index where ``found`` is False is meaningless.
+    """
+    if len(ids) == 0:
+        return np.zeros(len(wanted), np.int64), np.zeros(len(wanted), bool)
+    order = np.argsort(ids, kind="stable") if order is None else order
+    index = order[np.minimum(np.searchsorted(ids, wanted, sorter=order), len(ids) - 1)]
+    return index, ids[index] == wanted
+
+
 class Scene:
     """Instances of meshes: ``instance_id → (mesh, pose)``.
 
@@ -226,7 +238,7 @@ class Scene:
         self._mesh_index = np.empty(0, np.int32)
         self._poses = np.empty((0, 4, 4))
         self._count = 0
-        self._order = self._sorted_ids = np.empty(0, np.int64)  # ids sorted, for indices_of
+        self._order = np.empty(0, np.int64)  # the order that sorts the ids, for indices_of
         self._sorted_for = -1  # the revision they were sorted at
         self.revision = 0
         self.pose_revision = 0
@@ -350,14 +362,12 @@ class Scene:
         search in the ids sorted once per :attr:`revision`, not a dict lookup per id."""
         if self._sorted_for != self.revision:
             self._order = np.argsort(self._ids[: self._count], kind="stable")
-            self._sorted_ids = self._ids[: self._count][self._order]
             self._sorted_for = self.revision
         wanted = np.asarray(instance_ids).astype(np.int64, copy=False).ravel()
-        at = np.minimum(np.searchsorted(self._sorted_ids, wanted), max(self._count - 1, 0))
-        found = self._sorted_ids[at] == wanted if self._count else np.zeros(len(wanted), bool)
+        index, found = find_ids(self._ids[: self._count], wanted, self._order)
         if not found.all():
             raise KeyError(f"no instance with id {int(wanted[np.argmin(found)])}")
-        return self._order[at]
+        return index
 
     def remove_instance(self, instance_id) -> None:
         index = self._index_of.pop(int(instance_id))

@@ -40,7 +40,7 @@ from .osi.decode import check_position, decode_sensor_view
 from .osi.encode import LidarDetections, encode_empty_sensor_data, encode_lidars_buffer
 from .parallel import serial, serialised, serialised_message, threadsafe_layer
 from .pointcloud import POINT_DTYPE, PointCloud
-from .scene import Scene
+from .scene import Scene, find_ids
 from .scene_update import SceneUpdater
 from .sensors.rig import RigMember, load_rig
 from .transforms import PoseError, check_pose, extrapolate_pose, pose_matrix
@@ -256,10 +256,8 @@ class MountedLidar:
         if previous is not None:  # interpolated, but for jumps (motion.jumps): those are taken as they come
             (before_ids, before_poses), dt = previous[2], now - start
             # each instance's pose at the previous view, found by id (sorted once), all at once
-            order = np.argsort(before_ids, kind="stable")
-            at = np.minimum(np.searchsorted(before_ids, ids, sorter=order), len(order) - 1) if len(order) else None
-            known = np.zeros(len(ids), bool) if at is None else before_ids[order[at]] == ids
-            then = before_poses[order[at[known]]] if at is not None else np.zeros((0, 4, 4))
+            index, known = find_ids(before_ids, ids)
+            then = before_poses[index[known]]
             moved = np.any(then != poses[known], axis=(1, 2)) & ~jumps(then, poses[known], dt)
             starts = dict(zip(ids[known][moved].tolist(), then[moved]))
             new = ids[~known].tolist()
