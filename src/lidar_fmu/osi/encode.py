@@ -445,14 +445,23 @@ def _build_head(
     set_mounting_position(msg.mounting_position, mounting_position)
     set_timestamp(msg.last_measurement_time, last_measurement_time_s)
 
+    header = _detection_header(measurement_time_s=measurement_time_s, cycle_counter=cycle_counter,
+                               mounting_position=msg.mounting_position, data_qualifier=data_qualifier,
+                               number_of_valid_detections=number_of_valid_detections, sensor_id=sensor_id)
+    return msg, header
+
+
+def _detection_header(*, measurement_time_s, cycle_counter, mounting_position, data_qualifier,
+                      number_of_valid_detections, sensor_id) -> SensorDetectionHeader:
+    """One lidar's detection header; ``mounting_position`` a 4×4 pose or an ``osi3.MountingPosition``."""
     header = SensorDetectionHeader()
     set_timestamp(header.measurement_time, measurement_time_s)
     header.cycle_counter = int(cycle_counter)
-    header.mounting_position.CopyFrom(msg.mounting_position)
+    set_mounting_position(header.mounting_position, mounting_position)
     header.data_qualifier = _data_qualifier_value(data_qualifier)
     header.number_of_valid_detections = int(number_of_valid_detections)
     header.sensor_id.value = int(sensor_id)
-    return msg, header
+    return header
 
 
 def _points(cloud) -> np.ndarray:
@@ -542,13 +551,11 @@ def encode_lidars_buffer(
             np.empty(0, np.float64) if lidar.intensity_percent is None
             else np.broadcast_to(_per_point(lidar.intensity_percent, m, "intensity_percent"), (m,)).copy()
         )
-        measurement_time_s = timestamp_s if lidar.measurement_time_s is None else lidar.measurement_time_s
-        _, header = _build_head(
-            timestamp_s=timestamp_s, sensor_id=lidar.sensor_id, mounting_position=lidar.mounting_position,
-            cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
+        header = _detection_header(
+            measurement_time_s=timestamp_s if lidar.measurement_time_s is None else lidar.measurement_time_s,
+            cycle_counter=cycle_counter, mounting_position=lidar.mounting_position,
             data_qualifier=DATA_QUALIFIER_AVAILABLE if lidar.data_qualifier is None else lidar.data_qualifier,
-            number_of_valid_detections=m, last_measurement_time_s=last_measurement_time_s,
-        )
+            number_of_valid_detections=m, sensor_id=lidar.sensor_id)
         pulse_width = (np.empty(0, np.float64) if lidar.echo_pulse_width_m is None
                        else np.broadcast_to(_per_point(lidar.echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
         detections_nbytes = _detections_nbytes(points, pulse_width)
