@@ -398,8 +398,9 @@ def second_echo_stats(cloud, rays=None) -> dict:
     echo = cloud.points["echo"][wanted]
     ray, range_m = ray_index[wanted], cloud.points["range"][wanted].astype(np.float64)
     returning = len(np.unique(ray))
-    first = dict(zip(ray[echo == 0].tolist(), range_m[echo == 0].tolist()))
-    gaps = np.array([r - first[k] for k, r in zip(ray[echo == 1].tolist(), range_m[echo == 1].tolist())])
+    first_m = np.full(int(ray.max()) + 1 if len(ray) else 0, np.nan)  # each ray's echo-0 range, by ray
+    first_m[ray[echo == 0]] = range_m[echo == 0]
+    gaps = range_m[echo == 1] - first_m[ray[echo == 1]]
     return {"returning_rays": returning, "second_echo_rays": len(gaps),
             "second_echo_fraction": len(gaps) / returning if returning else 0.0, "gap_m": gaps}
 
