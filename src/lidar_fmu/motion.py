@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
 from .physics import Returns
-from .pointcloud import POINT_DTYPE, place_on_rays
+from .pointcloud import place_on_rays
 from .raycast import RayBatch
 from .transforms import split_scale
 
@@ -255,42 +256,32 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         rays = RayBatch(origins[gather], directions[gather], sensor_end_pose, time_s[gather], beam_id[gather],
                         float(max_range_m), in_packet_order=True)
     ids = np.fromiter(moving, np.int64, len(moving))
-    end_poses = np.stack([scene.pose_of(i) for i in ids]) if len(ids) else np.zeros((0, 4, 4))
-    objects = PoseInterpolation(np.stack([moving[i] for i in ids]), end_poses) if len(ids) else None
-    parts, cast_s, points_s = [], 0.0, 0.0
-    try:
-        for j in range(len(bounds) - 1):
-            a, b = int(bounds[j]), int(bounds[j + 1])
-            if a == b:
-                continue
-            if objects is not None:
-                scene.set_poses(ids, objects.at(0.5 * (edges[j] + edges[j + 1])))
-            part = backend.returns(rays if len(bounds) == 2 else rays.span(a, b), model)
-            cast_s += backend.last_timings.get("cast", 0.0)
-            points_s += backend.last_timings.get("points", 0.0)
-            ray_index = a + part.ray_index if gather is None else gather[a + part.ray_index]  # back to the pattern's
-            parts.append(part._replace(ray_index=ray_index.astype(np.int32, copy=False)))
-    finally:
-        if len(ids):
+    if len(ids):
+        end_poses = np.stack([scene.pose_of(i) for i in ids])
+        objects = PoseInterpolation(np.stack([moving[i] for i in ids]), end_poses)
+        # the caster poses the objects at each slice's middle, then casts its rays (one buffer of hits, one
+        # physics pass for the whole frame)
+        runs = [(int(a), int(b), partial(_pose_objects, scene, ids, objects, 0.5 * (edges[j] + edges[j + 1])))
+                for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if a < b]
+        try:
+            returns = backend.returns(rays, model, runs)
+        finally:
             scene.set_poses(ids, end_poses)
-    if len(parts) == 1:
-        points, ray_index, intensity, material_id = parts[0]
-    else:  # slices of rays in time order: back into ray order (mostly it is already)
-        # records moved as opaque bytes: numpy copies a structured dtype field by field, 15× slower
-        record = np.dtype((np.void, POINT_DTYPE.itemsize))
-        points = np.concatenate([p.points.view(record) for p in parts] or [np.zeros(0, record)])
-        ray_index = np.concatenate([p.ray_index for p in parts] or [np.zeros(0, np.int32)])
-        intensity = np.concatenate([p.intensity_percent for p in parts] or [np.zeros(0, np.float32)])
-        kept = all(p.material_id is not None for p in parts)
-        material_id = np.concatenate([p.material_id for p in parts] or [np.zeros(0, np.int16)]) if kept else None
+    else:
+        returns = backend.returns(rays, model)
+    points, ray_index, intensity, material_id = returns
+    if gather is not None:  # back to the pattern's ray order
+        ray_index = gather[ray_index].astype(np.int32)
         if np.any(ray_index[1:] < ray_index[:-1]):
             order = np.argsort(ray_index, kind="stable")
             points, ray_index, intensity = points[order], ray_index[order], intensity[order]
             material_id = None if material_id is None else material_id[order]
-        points = points.view(POINT_DTYPE)
     _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
-    backend.last_timings = {"cast": cast_s, "points": points_s}
     return Returns(points, ray_index, intensity, material_id)
+
+
+def _pose_objects(scene, ids, objects: PoseInterpolation, fraction: float) -> None:
+    scene.set_poses(ids, objects.at(fraction))
 
 
 def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:

@@ -8,9 +8,11 @@ calls with the same meaning on every device:
   :class:`~.rays.Continuation`) → :class:`~.hits.Hits`, world frame
   (:meth:`Backend.cast` is its shorthand for world-frame rays);
 * :meth:`Backend.returns`: a batch and a :class:`~lidar_fmu.physics.ReturnModel`
-  → :class:`~lidar_fmu.physics.Returns`. By default the hits go through the
-  CPU physics pass; a backend that runs the physics where its hits are (the
-  CUDA one) overrides it, with results equal to the default's.
+  → :class:`~lidar_fmu.physics.Returns`, optionally in time slices (the scene
+  posed anew before each run of rays: motion). By default the hits of the
+  whole batch go into one buffer, kept for the next frame, and then through
+  one CPU physics pass; a backend that runs the physics where its hits are
+  (the CUDA one) overrides it, with results equal to the default's.
 
 Rmagine's simulators, Open3D's ``RaycastingScene`` and trimesh's two
 intersectors work this way: one interface, the device a constructor argument.
@@ -46,23 +48,51 @@ class Backend(ABC):
         self.scene = scene
         #: seconds of the last :meth:`returns`: ``cast`` (hits) and ``points`` (physics)
         self.last_timings: dict[str, float] = {}
+        self._hit_buffers: dict[tuple, Hits] = {}  # (rays, with path gain) → hits of :meth:`returns`, reused
 
     @abstractmethod
     def update(self) -> None:
         """Follow the scene: new meshes and instances, new poses (cheap when nothing changed)."""
 
     @abstractmethod
-    def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
-        """Closest hit of every ray (world frame); rays go on through the surfaces ``through`` names."""
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None, out: Hits | None = None) -> Hits:
+        """Closest hit of every ray (world frame); rays go on through the surfaces ``through`` names.
 
-    def returns(self, rays: RayBatch, model: ReturnModel) -> Returns:
-        """The returns of ``rays`` (in the batch's frame, ray order) under ``model``."""
+        ``out``: :class:`~.hits.Hits` of ``len(rays)`` to fill and return (every slot is written), e.g. a
+        buffer kept across frames or one time slice of a frame's (:meth:`Hits.span`).
+        """
+
+    def returns(self, rays: RayBatch, model: ReturnModel, slices=None) -> Returns:
+        """The returns of ``rays`` (in the batch's frame, ray order) under ``model``.
+
+        ``slices``: ``(start, stop, pose)`` runs of the batch, in order and
+        covering it: ``pose()`` sets the scene as it stands while those rays
+        fire (:func:`lidar_fmu.motion.cast_moving`), then they are cast.
+        """
         t0 = time.perf_counter()
-        hits = self.cast_batch(rays, model.continuation())
+        through = model.continuation()
+        hits = self._hit_buffer(len(rays), bool(through.max_bounces))
+        for start, stop, pose in slices or [(0, len(rays), None)]:
+            if pose is not None:
+                pose()
+            whole = stop - start == len(rays)  # the batch itself, not a view: casters key packet orders by its arrays
+            self.cast_batch(rays if whole else rays.span(start, stop), through,
+                            out=hits if whole else hits.span(start, stop))
         t1 = time.perf_counter()
         returns = physics.returns_of_hits(hits, rays, model)
         self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return returns
+
+    def _hit_buffer(self, n: int, path_gain: bool) -> Hits:
+        """Hits for ``n`` rays, the same arrays frame after frame (the physics pass copies out what it keeps):
+        fresh arrays cost their page faults, ~1 ms per OS1-128 frame."""
+        key = (n, path_gain)
+        hits = self._hit_buffers.get(key)
+        if hits is None:
+            if len(self._hit_buffers) >= 4:  # a rig's lidars, a partial sweep: the last few sizes
+                self._hit_buffers.pop(next(iter(self._hit_buffers)))
+            hits = self._hit_buffers[key] = Hits.empty(n, path_gain)
+        return hits
 
     def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
         """Closest hits of world-frame rays ``origins + t·directions``, ``t ≤ max_range_m`` (m): a shorthand.
@@ -71,6 +101,11 @@ class Backend(ABC):
         normalised here. Rays stop at the first surface.
         """
         return self.cast_batch(RayBatch.in_world(origins, directions, max_range_m))
+
+
+def into(out: Hits | None, hits: Hits) -> Hits:
+    """``hits``, or copied into ``out`` when the caller gave one (a caster that cannot write in place)."""
+    return hits if out is None else out.assign(hits)
 
 
 def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> Hits:
@@ -135,4 +170,4 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
     return hits
 
 
-__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "continue_by_recasting"]
+__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "continue_by_recasting", "into"]

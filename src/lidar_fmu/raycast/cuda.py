@@ -38,6 +38,7 @@ from ..codes import PASS, STOP
 from ..physics import (
     CONTINUATION_STEP_M,
     Returns,
+    concatenate_returns,
     material_of_hit,
     object_id_of,
     reflect,
@@ -46,7 +47,7 @@ from ..physics import (
     unfold_after,
 )
 from ..pointcloud import POINT_DTYPE
-from .backend import Backend
+from .backend import Backend, into
 from .bvh import (
     STACK_SIZE,
     _intersect_closest_py,
@@ -410,11 +411,11 @@ class CudaBackend(Backend):
                 self._on_device("first_triangle", through.first_triangle),
                 self._on_device("class_code", through.class_code), self._on_device("specular", through.specular))
 
-    def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None, out: Hits | None = None) -> Hits:
         self.update()
         n = len(rays)
         if not (n and self._count):
-            return Hits.missed(n)
+            return into(out, Hits.missed(n))
         # every output element is written by the kernel: no upload of initial values
         through = through or Continuation.none()
         outputs = (cuda.device_array(n, np.float32), cuda.device_array(n, np.int32), cuda.device_array(n, np.int32),
@@ -423,11 +424,23 @@ class CudaBackend(Backend):
         _cast_kernel[_blocks(n), THREADS_PER_BLOCK](*self._d_bvh, self._d_tri_index, *self._d_instances,
                                                     *self._ray_args(rays, through), *outputs)
         range_m, instance_index, prim, u, v, normal, gain = (a.copy_to_host() for a in outputs)
-        return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids,
-                                        gain if through.max_bounces else None)
+        return into(out, Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids,
+                                                  gain if through.max_bounces else None))
 
-    def returns(self, rays: RayBatch, model) -> Returns:
-        """The whole batch on the GPU; equal to the CPU pass over :meth:`cast`'s hits (the simulator test holds it)."""
+    def returns(self, rays: RayBatch, model, slices=None) -> Returns:
+        """The whole batch on the GPU, slice by slice; equal to the CPU pass over :meth:`cast`'s hits (the
+        simulator test holds it)."""
+        if slices is None:
+            return self._returns(rays, model)
+        t0, parts = time.perf_counter(), []
+        for start, stop, pose in slices:
+            pose()
+            part = self._returns(rays.span(start, stop), model)
+            parts.append(part._replace(ray_index=part.ray_index + np.int32(start)))
+        self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
+        return concatenate_returns(parts)
+
+    def _returns(self, rays: RayBatch, model) -> Returns:
         t0 = time.perf_counter()
         self.update()
         n = len(rays)

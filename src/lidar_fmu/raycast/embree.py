@@ -37,17 +37,11 @@ from numba.extending import intrinsic
 from ..codes import PASS, STOP
 from ..parallel import threadsafe_layer
 from ..physics import CONTINUATION_STEP_M, material_of_hit, reflect, segment_after, unfold_after
-from ..transforms import transform_points
 from .backend import MIN_RAYS_PER_THREAD, Backend
 from .hits import Hits
 from .rays import Continuation, RayBatch
 
 PACKET = 8
-#: in the dynamic scene's index table: this geometry is the static scene, instanced once at identity
-_STATIC_INSTANCE = -2
-#: cast one top-level scene (the static world as one instance beside the moving ones: one Embree call per
-#: packet) rather than the static scene and then the instances (two calls)
-ONE_TOP_LEVEL = True
 # Numba's threads on a layer that several instances casting at once may share (OpenMP or TBB; its
 # fallback, workqueue, would abort the process): chosen before anything here starts them
 threadsafe_layer()
@@ -190,20 +184,29 @@ def _set_transforms(set_transform, commit_geometry, handles, instance_index, tra
         _call_commit_geometry(commit_geometry, handles[k])
 
 
+@njit(nogil=True, cache=True)
 def normal_transforms(poses: np.ndarray) -> np.ndarray:
     """(K, 3, 3) inverse-transpose of each pose's linear part (normals from instance to world frame), as the
-    cofactor matrix over the determinant: vectorised, ~10× faster than ``np.linalg.inv`` on (K, 4, 4)."""
-    a = poses[:, :3, :3]
-    cofactor = np.stack([np.cross(a[:, :, 1], a[:, :, 2]), np.cross(a[:, :, 2], a[:, :, 0]),
-                         np.cross(a[:, :, 0], a[:, :, 1])], axis=2)  # columns: cofactors of A's columns
-    det = np.einsum("ki,ki->k", a[:, :, 0], cofactor[:, :, 0])
-    return np.ascontiguousarray(cofactor / det[:, None, None])
+    cofactor matrix over the determinant; compiled (numpy's crosses over a frame's ten motion slices took
+    ~2 ms)."""
+    out = np.empty((poses.shape[0], 3, 3))
+    for k in range(poses.shape[0]):
+        a = poses[k]
+        for c in range(3):  # column c: the cross product of the other two columns of A
+            p, q = (c + 1) % 3, (c + 2) % 3
+            out[k, 0, c] = a[1, p] * a[2, q] - a[2, p] * a[1, q]
+            out[k, 1, c] = a[2, p] * a[0, q] - a[0, p] * a[2, q]
+            out[k, 2, c] = a[0, p] * a[1, q] - a[1, p] * a[0, q]
+        det = a[0, 0] * out[k, 0, 0] + a[1, 0] * out[k, 1, 0] + a[2, 0] * out[k, 2, 0]
+        for r in range(3):
+            for c in range(3):
+                out[k, r, c] /= det
+    return out
 
 
-# The packet loop. Each packet is intersected with the static scene (meshes
-# placed at identity, attached directly) and then, with ``tfar`` already cut to
-# the static hit, with the scene of moving instances. A hit in the second keeps
-# ``instID[0]``; one from the first has only its ``geomID``.
+# The packet loop. Each packet is intersected with the one top-level scene: a
+# hit on a static triangle mesh has only its ``geomID``, one inside a moving
+# instance also ``instID[0]`` (the instance's geometry id in that scene).
 _W = PACKET
 
 
@@ -227,23 +230,14 @@ def _coherent_arguments():
 
 
 @njit(nogil=True, cache=True)
-def _intersect_both(intersect, valid, lanes, static_scene, dynamic_scene, arguments):
-    if static_scene:
-        _call_intersect(intersect, valid.ctypes.data, static_scene, lanes.ctypes.data, arguments.ctypes.data)
-    if dynamic_scene:
-        _call_intersect(intersect, valid.ctypes.data, dynamic_scene, lanes.ctypes.data, arguments.ctypes.data)
-
-
-@njit(nogil=True, cache=True)
-def _instance_index_of(ilanes, j, static_index, dynamic_index):
+def _instance_index_of(ilanes, j, index_of_geometry):
+    """The scene instance lane ``j`` hit (−1: a miss): through the top-level scene's geometry id → instance index
+    table, a moving instance's ``instID`` or else a static mesh's ``geomID``."""
     geom = ilanes[18 * _W + j]
     if geom == _INVALID:
         return -1
     inst = ilanes[19 * _W + j]
-    if inst == _INVALID:
-        return static_index[geom]  # the static scene, cast on its own
-    k = dynamic_index[inst]
-    return static_index[geom] if k == _STATIC_INSTANCE else k  # the static scene as one instance of the top level
+    return index_of_geometry[geom if inst == _INVALID else inst]
 
 @njit(nogil=True, cache=True)
 def _lane_normal(lanes, j, N):
@@ -280,9 +274,19 @@ def _bounce(lanes, j, k, normal_from_local, unfold, path):
 
 
 @njit(nogil=True, cache=True)
-def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
-                 directions, order, rotation, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
-                 class_code, specular, part, parts, range_m, prim, instance_index, u, v, normal, path_gain):
+def _placed(P, origins, i):
+    """Ray ``i``'s origin in the world, float64 arithmetic rounded to float32 (as transforms.transform_points)."""
+    x, y, z = np.float64(origins[i, 0]), np.float64(origins[i, 1]), np.float64(origins[i, 2])
+    return (np.float32(P[0, 0] * x + P[0, 1] * y + P[0, 2] * z + P[0, 3]),
+            np.float32(P[1, 0] * x + P[1, 1] * y + P[1, 2] * z + P[1, 3]),
+            np.float32(P[2, 0] * x + P[2, 1] * y + P[2, 2] * z + P[2, 3]))
+
+
+@njit(nogil=True, cache=True)
+def _cast_packets(intersect, top, index_of_geometry, normal_from_local, origins,
+                 directions, order, pose, rotation, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
+                 class_code, specular, part, parts, instance_ids, range_m, hit, instance_id, prim, instance_index, u, v,
+                  normal, path_gain):
     raw = np.zeros(16 + _W * _SOA_ARRAYS, np.float32)
     lanes = raw[(64 - raw.ctypes.data % 64) % 64 // 4:][: _W * _SOA_ARRAYS]  # 64-byte aligned
     ilanes = lanes.view(np.int32)
@@ -292,6 +296,8 @@ def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_
     n = directions.shape[0]
     single = origins.shape[0] == 1
     R = rotation
+    P = pose  # float64 world_from_frame: origins placed as transforms.transform_points places them
+    ox, oy, oz = _placed(P, origins, 0)
     # per lane: surfaces passed, mirrors bounced off, path length at its origin, power kept, the mirrors'
     # reflection M (row-major) that takes the final normal back into the original ray's frame
     passed = np.zeros(_W, np.int32)
@@ -307,12 +313,13 @@ def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_
                 valid[j] = 0
                 continue
             i = order[first + j]
-            io = 0 if single else i
+            if not single:
+                ox, oy, oz = _placed(P, origins, i)
             dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
             valid[j] = -1
-            lanes[0 * _W + j] = origins[io, 0]
-            lanes[1 * _W + j] = origins[io, 1]
-            lanes[2 * _W + j] = origins[io, 2]
+            lanes[0 * _W + j] = ox
+            lanes[1 * _W + j] = oy
+            lanes[2 * _W + j] = oz
             lanes[3 * _W + j] = 0.0  # tnear
             lanes[4 * _W + j] = R[0, 0] * dx + R[0, 1] * dy + R[0, 2] * dz
             lanes[5 * _W + j] = R[1, 0] * dx + R[1, 1] * dy + R[1, 2] * dz
@@ -325,7 +332,7 @@ def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_
             ilanes[17 * _W + j] = _INVALID  # primID
             ilanes[18 * _W + j] = _INVALID  # geomID
             ilanes[19 * _W + j] = _INVALID  # instID[0]
-        _intersect_both(intersect, valid, lanes, static_scene, dynamic_scene, arguments)
+        _call_intersect(intersect, valid.ctypes.data, top, lanes.ctypes.data, arguments.ctypes.data)
         if max_surfaces + max_bounces > 0:
             for j in range(_W):
                 passed[j] = 0
@@ -341,7 +348,7 @@ def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_
             for j in range(count):
                 if valid[j] == 0:
                     continue
-                k = _instance_index_of(ilanes, j, static_index, dynamic_index)
+                k = _instance_index_of(ilanes, j, index_of_geometry)
                 action = segment_after(k, ilanes[17 * _W + j], passed[j], max_surfaces, bounced[j], max_bounces,
                                        triangle_material, first_triangle, class_code)
                 if action == STOP:
@@ -362,40 +369,52 @@ def _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_
                 again = True
             if not again:
                 break
-            _intersect_both(intersect, valid, lanes, static_scene, dynamic_scene, arguments)
-        for j in range(count):
+            _call_intersect(intersect, valid.ctypes.data, top, lanes.ctypes.data, arguments.ctypes.data)
+        for j in range(count):  # every ray's slots written, hit or miss: output buffers are reused
             i = order[first + j]
-            k = _instance_index_of(ilanes, j, static_index, dynamic_index)
-            if k < 0:
-                continue
-            nx, ny, nz = _lane_normal(lanes, j, normal_from_local[k])
-            if nx == 0.0 and ny == 0.0 and nz == 0.0:
-                continue  # degenerate triangle
+            k = _instance_index_of(ilanes, j, index_of_geometry)
+            nx = ny = nz = np.float32(0.0)
+            if k >= 0:
+                nx, ny, nz = _lane_normal(lanes, j, normal_from_local[k])
+                if nx == 0.0 and ny == 0.0 and nz == 0.0:
+                    k = -1  # a degenerate triangle: no surface to return from
             if max_bounces > 0:
-                if bounced[j] > 0:  # a ghost: the surface's normal mirrored back into the original ray's frame
+                if k >= 0 and bounced[j] > 0:  # a ghost: the surface's normal mirrored back into the original ray's frame
                     m = unfold[j]
                     nx, ny, nz = (m[0] * nx + m[1] * ny + m[2] * nz, m[3] * nx + m[4] * ny + m[5] * nz,
                                   m[6] * nx + m[7] * ny + m[8] * nz)
-                path_gain[i] = gain[j]
+                path_gain[i] = gain[j] if k >= 0 else np.float32(1.0)
             normal[i, 0] = nx
             normal[i, 1] = ny
             normal[i, 2] = nz
+            instance_index[i] = k
+            if k < 0:
+                range_m[i] = np.inf
+                u[i] = 0.0
+                v[i] = 0.0
+                prim[i] = -1
+                hit[i] = False
+                instance_id[i] = -1
+                continue
             range_m[i] = path[j] + lanes[8 * _W + j]
             u[i] = lanes[15 * _W + j]
             v[i] = lanes[16 * _W + j]
             prim[i] = ilanes[17 * _W + j]
-            instance_index[i] = k
+            hit[i] = True
+            instance_id[i] = instance_ids[k]
         first += parts * _W
 
 @njit(parallel=True, nogil=True, cache=True)
-def cast_parallel(intersect, static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
-                  directions, order, rotation, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
-                  class_code, specular, parts, range_m, prim, instance_index, u, v, normal, path_gain):
+def cast_parallel(intersect, top, index_of_geometry, normal_from_local, origins,
+                  directions, order, pose, rotation, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
+                  class_code, specular, parts, instance_ids, range_m, hit, instance_id, prim, instance_index, u, v,
+                  normal, path_gain):
     # one share of interleaved packets per Numba worker thread
     for part in prange(parts):
-        _cast_packets(intersect, static_scene, dynamic_scene, static_index, dynamic_index, normal_from_local, origins,
-                     directions, order, rotation, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
-                     class_code, specular, part, parts, range_m, prim, instance_index, u, v, normal, path_gain)
+        _cast_packets(intersect, top, index_of_geometry, normal_from_local, origins,
+                     directions, order, pose, rotation, tmax, max_surfaces, max_bounces, triangle_material, first_triangle,
+                     class_code, specular, part, parts, instance_ids, range_m, hit, instance_id, prim, instance_index, u,
+                      v, normal, path_gain)
 
 
 def _triangle_geometry(buffers):
@@ -477,9 +496,12 @@ _KEPT_ORDERS = 8  # ≤ ~20 MB for OS1-128 frames; partial sweeps bring a new ar
 class EmbreeBackend(Backend):
     """Embree 4 with native instancing and 8-ray packets over a :class:`~lidar_fmu.scene.Scene`.
 
-    Instances at identity (the static world) are attached directly to a static
-    scene built once; the others are Embree instances in a small dynamic
-    scene whose transforms are rewritten each step.
+    One top-level Embree scene: the instances at identity (the static world)
+    are attached to it as triangle meshes, the others as Embree instances of
+    their mesh's own scene, whose transforms are rewritten each step. Embree
+    keeps an unmodified mesh's BVH across commits, so a step's commit
+    rebuilds only the top level; a packet is one Embree call, and a ray
+    meeting the static world crosses no instance transform.
     """
 
     name = "embree"
@@ -489,8 +511,7 @@ class EmbreeBackend(Backend):
         super().__init__(scene)
         self.threads = max(1, threads or numba.get_num_threads())
         self._meshes: dict[int, _MeshData] = {}  # id(mesh) → its data, for the scene's current meshes only
-        self._static = self._dynamic = None
-        self._one_level = False  # the static scene is an instance inside the dynamic one (ONE_TOP_LEVEL)
+        self._top = None
         self._static_mask = None
         self._orders: dict[int, tuple] = {}  # id(directions) → (directions, packet order), see _packet_order
         self._revision = -1
@@ -498,63 +519,47 @@ class EmbreeBackend(Backend):
         self.update()
 
     def _release(self):
-        for handle in (self._static, self._dynamic):
-            if handle:
-                embree().lib.rtcReleaseScene(handle)
-        self._static = self._dynamic = None
+        if self._top:
+            embree().lib.rtcReleaseScene(self._top)
+        self._top = None
 
     def _rebuild(self, static_mask) -> None:
-        """New static and dynamic top-level scenes for the current instance list."""
+        """A new top-level scene for the current instance list."""
         e = embree()
         scene = self.scene
         self._release()
         # Only the scene's current meshes are kept (meshes no instance uses leave the scene); the old top-level
-        # scenes are released above, so nothing instances a dropped mesh's scene any more.
+        # scene is released above, so nothing instances a dropped mesh's scene any more.
         kept = {}
         for mesh in scene.meshes:
             data = self._meshes.get(id(mesh))
             kept[id(mesh)] = data if data is not None and data.mesh is mesh else _MeshData(mesh)
         self._meshes = kept
-        static_index, dynamic_index, self._instances = [], [], []
-        if static_mask.any():
-            self._static = _new_scene(_RTC_SCENE_FLAG_ROBUST)
-        if (~static_mask).any():
-            self._dynamic = _new_scene(_RTC_SCENE_FLAG_DYNAMIC | _RTC_SCENE_FLAG_ROBUST)
-            e.lib.rtcSetSceneBuildQuality(self._dynamic, _RTC_BUILD_QUALITY_LOW)
+        index_of_geometry, self._instances = [], []
+        if len(static_mask):
+            moving = bool((~static_mask).any())
+            # a scene with moving instances is committed every step: a dynamic one (Embree then refits or
+            # rebuilds its top level quickly); one without is built once, for the fastest traversal
+            self._top = _new_scene((_RTC_SCENE_FLAG_DYNAMIC if moving else 0) | _RTC_SCENE_FLAG_ROBUST)
+            if moving:
+                e.lib.rtcSetSceneBuildQuality(self._top, _RTC_BUILD_QUALITY_LOW)
         for index, (mesh_index, static) in enumerate(zip(scene.instance_mesh_index, static_mask)):
             data = self._meshes[id(scene.meshes[mesh_index])]
             if static:
                 geometry = _triangle_geometry(data.buffers)
-                geom_id = e.lib.rtcAttachGeometry(self._static, geometry)
-                e.lib.rtcReleaseGeometry(geometry)
-                static_index.append((geom_id, index))
             else:
-                instance = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
-                e.lib.rtcSetGeometryInstancedScene(instance, data.scene)
-                geom_id = e.lib.rtcAttachGeometry(self._dynamic, instance)
-                # the dynamic scene holds the geometry now: our reference goes, and the handle stays valid while
-                # that scene lives (it and the handles are replaced together); kept, every rebuild leaked the
-                # instances and, through them, the BVHs of meshes that had left the scene
-                e.lib.rtcReleaseGeometry(instance)
-                dynamic_index.append((geom_id, index))
-                self._instances.append((instance, index))
-        self._one_level = bool(ONE_TOP_LEVEL and self._static and self._dynamic)
-        if self._one_level:  # the static world joins the top level as one more instance, at identity
-            e.lib.rtcCommitScene(self._static)
-            instance = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
-            e.lib.rtcSetGeometryInstancedScene(instance, self._static)
-            e.lib.rtcSetGeometryTransform(instance, 0, _RTC_FORMAT_FLOAT3X4_ROW_MAJOR, _IDENTITY_3X4.ctypes.data)
-            e.lib.rtcCommitGeometry(instance)
-            dynamic_index.append((e.lib.rtcAttachGeometry(self._dynamic, instance), _STATIC_INSTANCE))
-            e.lib.rtcReleaseGeometry(instance)
+                geometry = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
+                e.lib.rtcSetGeometryInstancedScene(geometry, data.scene)
+            index_of_geometry.append((e.lib.rtcAttachGeometry(self._top, geometry), index))
+            # the scene holds the geometry now: our reference goes, and the handle stays valid while that scene
+            # lives (it and the handles are replaced together); kept, every rebuild leaked the instances and,
+            # through them, the BVHs of meshes that had left the scene
+            e.lib.rtcReleaseGeometry(geometry)
+            if not static:
+                self._instances.append((geometry, index))
         self._instance_handles = np.array([handle for handle, _ in self._instances], np.intp)
         self._instance_index = np.array([index for _, index in self._instances], np.intp)
-        if self._static and not self._one_level:
-            e.lib.rtcCommitScene(self._static)
-        if self._static:
-            e.check("building the static scene")
-        self._static_index = self._index_table(static_index)
-        self._dynamic_index = self._index_table(dynamic_index)
+        self._index_of_geometry = self._index_table(index_of_geometry)
         self._static_mask = static_mask
 
     @staticmethod
@@ -566,26 +571,33 @@ class EmbreeBackend(Backend):
         return table
 
     def update(self) -> None:
-        """Follow the scene: rebuild when instances come or go (or leave identity), else rewrite transforms."""
+        """Follow the scene: rebuild when instances come or go (or leave identity), else rewrite transforms.
+
+        An instance that has left identity stays a moving one until the
+        instance list changes, even back at identity: a frame's motion slices
+        may pose it there (at the view) and away (before it), and must not
+        rebuild the scene for each.
+        """
         scene = self.scene
         if scene.revision == self._revision and scene.pose_revision == self._pose_revision:
             return
         poses = np.asarray(scene.poses, dtype=np.float64)
-        static_mask = np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool)
-        if (scene.revision != self._revision or self._static_mask is None
-                or not np.array_equal(static_mask, self._static_mask)):
-            self._rebuild(static_mask)
+        at_identity = np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool)
+        if scene.revision != self._revision or self._static_mask is None:
+            self._rebuild(at_identity)
             self._revision = scene.revision
+        elif np.any(self._static_mask & ~at_identity):
+            self._rebuild(self._static_mask & at_identity)
         e = embree()
         transforms = np.ascontiguousarray(poses[:, :3, :4], dtype=np.float32)  # row-major 3×4
         if self._instances:
             _set_transforms(e.set_transform_address, e.commit_geometry_address, self._instance_handles,
                             self._instance_index, transforms)
-        if self._dynamic:
-            e.lib.rtcCommitScene(self._dynamic)
-            e.check("committing instances")
-        self._normal_from_local = normal_transforms(poses)
-        self._instance_ids = np.asarray(scene.instance_ids).copy()
+        if self._top:
+            e.lib.rtcCommitScene(self._top)
+            e.check("committing the scene")
+        self._normal_from_local = normal_transforms(np.ascontiguousarray(poses))
+        self._instance_ids = np.array(scene.instance_ids, np.int64)
         self._pose_revision = scene.pose_revision
 
     def __del__(self):
@@ -606,34 +618,34 @@ class EmbreeBackend(Backend):
             self._orders[id(directions)] = entry
         return entry[1]
 
-    def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None, out: Hits | None = None) -> Hits:
         self.update()
         through = through or Continuation.none()
         n = len(rays)
-        range_m = np.full(n, np.inf, np.float32)
-        prim = np.full(n, -1, np.int32)
-        instance_index = np.full(n, -1, np.int32)
-        u = np.zeros(n, np.float32)
-        v = np.zeros(n, np.float32)
-        normal = np.zeros((n, 3), np.float32)
-        pose = rays.world_from_frame
-        # origins to the world here (one point for a spinning lidar); directions in the kernel, so the
-        # packet order of a pattern is computed once
-        # (a compiled loop: numpy's BLAS took 42 ms for the 131k beam origins of an OS1-128 unit calibration)
-        origins = transform_points(rays.origins, pose)
+        hits = Hits.empty(n) if out is None else out  # the kernel writes every ray's slots, hit or miss
+        if through.max_bounces and hits.path_gain is None:
+            hits.path_gain = np.empty(n, np.float32)  # only rays that may meet a mirror keep their power
+        if not self._top:  # an empty scene
+            return hits.assign(Hits.missed(n))
+        # rays to the world in the kernel (so the packet order of a pattern is computed once, and a unit's 131k
+        # beam origins are not moved in a pass of their own)
+        pose = np.ascontiguousarray(rays.world_from_frame, np.float64)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
         if rays.in_packet_order:
             order = np.arange(n, dtype=np.int64)
         else:
             order = self._packet_order(rays.directions if rays.coherence_key is None else rays.coherence_key)
-        # only rays that may meet a mirror need their power kept (a scene without mirrors writes none)
-        path_gain = np.ones(n if through.max_bounces else 1, np.float32)
-        cast_parallel(embree().intersect_address, 0 if self._one_level else (self._static or 0), self._dynamic or 0,
-                      self._static_index,
-                      self._dynamic_index, self._normal_from_local, origins, rays.directions,
-                      order, np.ascontiguousarray(pose[:3, :3], np.float32),
+        cast_parallel(embree().intersect_address, self._top, self._index_of_geometry, self._normal_from_local,
+                      rays.origins, rays.directions, order, pose, np.ascontiguousarray(pose[:3, :3], np.float32),
                       np.float32(min(rays.max_range_m, 3.0e38)), through.max_surfaces, through.max_bounces,
                       through.triangle_material, through.first_triangle, through.class_code, through.specular, parts,
-                      range_m, prim, instance_index, u, v, normal, path_gain)
-        return Hits.from_instance_index(range_m, normal, instance_index, prim, u, v, self._instance_ids,
-                                        path_gain if through.max_bounces else None)
+                      self._instance_ids, hits.range_m, hits.hit, hits.instance_id, hits.primitive_id,
+                      hits.instance_index, hits.u, hits.v, hits.normal,
+                      hits.path_gain if through.max_bounces else _NO_GAIN)
+        if hits.path_gain is not None and not through.max_bounces:
+            hits.path_gain[...] = 1.0  # a reused buffer sized for mirrors: none on these rays
+        return hits
+
+
+#: the path gain slot of a cast without mirrors (never written)
+_NO_GAIN = np.ones(1, np.float32)

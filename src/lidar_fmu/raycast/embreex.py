@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..transforms import rotate
-from .backend import MIN_RAYS_PER_THREAD, Backend, continue_by_recasting
+from .backend import MIN_RAYS_PER_THREAD, Backend, continue_by_recasting, into
 from .hits import Hits
 from .instancing import (
     N_AZIMUTH_CELLS,
@@ -164,11 +164,11 @@ class EmbreexBackend(Backend):
         best_t, best_prim, best_inst, best_u, best_v, best_normal = best
         return Hits.from_instance_index(best_t, best_normal, best_inst, best_prim, best_u, best_v, self._instance_ids)
 
-    def cast_batch(self, rays: RayBatch, through: Continuation | None = None) -> Hits:
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None, out: Hits | None = None) -> Hits:
         self.update()
         if through is not None and (through.max_surfaces or through.max_bounces):  # glass or mirrors to follow
-            return continue_by_recasting(self._cast_once, rays, through)
-        return self._cast_once(rays)
+            return into(out, continue_by_recasting(self._cast_once, rays, through))
+        return into(out, self._cast_once(rays))
 
     def _cast_once(self, rays: RayBatch) -> Hits:
         """Closest hits, stopping at the first surface.

@@ -47,6 +47,29 @@ class Hits:
         return cls(range_m, hit, normal, instance_id, primitive_id, u, v, instance_index, path_gain)
 
     @classmethod
+    def empty(cls, n: int, path_gain: bool = False) -> Hits:
+        """Uninitialised arrays for ``n`` rays, for a caster to fill (``out=`` of ``cast_batch``)."""
+        return cls(np.empty(n, np.float32), np.empty(n, np.bool_), np.empty((n, 3), np.float32),
+                   np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.float32), np.empty(n, np.float32),
+                   np.empty(n, np.int32), np.empty(n, np.float32) if path_gain else None)
+
+    def span(self, start: int, stop: int) -> Hits:
+        """Rays ``start:stop`` as views: a caster filling them fills this batch (one time slice of a frame)."""
+        return Hits(*(None if a is None else a[start:stop] for a in self._arrays()))
+
+    def assign(self, other: Hits) -> Hits:
+        """Copy ``other`` (same length) into these arrays; rays without a path gain in ``other`` keep all power."""
+        for mine, theirs in zip(self._arrays()[:-1], other._arrays()[:-1]):
+            mine[...] = theirs
+        if self.path_gain is not None:
+            self.path_gain[...] = 1.0 if other.path_gain is None else other.path_gain
+        return self
+
+    def _arrays(self) -> tuple:
+        return (self.range_m, self.hit, self.normal, self.instance_id, self.primitive_id, self.u, self.v,
+                self.instance_index, self.path_gain)
+
+    @classmethod
     def missed(cls, n: int) -> Hits:
         """``n`` rays that hit nothing."""
         return cls.from_instance_index(
