@@ -102,23 +102,38 @@ def rotation_vector(rotation: np.ndarray) -> np.ndarray:
 @register_jitable(inline="always")
 def _rodrigues(vx, vy, vz, kx, ky, kz, theta):
     """(vx, vy, vz) turned by ``theta`` about the unit axis (kx, ky, kz)."""
-    c, s = math.cos(theta), math.sin(theta)
+    return _rodrigues_cs(vx, vy, vz, kx, ky, kz, math.cos(theta), math.sin(theta))
+
+
+@register_jitable(inline="always")
+def _rodrigues_cs(vx, vy, vz, kx, ky, kz, c, s):
+    """:func:`_rodrigues` given the angle's cosine ``c`` and sine ``s``."""
     along = (kx * vx + ky * vy + kz * vz) * (1.0 - c)
     return (vx * c + (ky * vz - kz * vy) * s + kx * along, vy * c + (kz * vx - kx * vz) * s + ky * along,
             vz * c + (kx * vy - ky * vx) * s + kz * along)
+
+
+#: rays per task of _turn: a spinning lidar's column (up to 128 rays fired at once) shares one cos and sin
+_TURN_CHUNK = 4096
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _turn(vectors, axis, angle, fraction, shift, out):
     """out[i] = vectors[i] (or [0]) turned by ``fraction[i]·angle`` about the unit ``axis`` + ``fraction[i]·shift``."""
     one = vectors.shape[0] == 1
-    for i in prange(out.shape[0]):  # a cos and a sin per ray: on every core
-        j = i - i if one else i  # (not `0 if …`: numba would unify the prange index's uint64 and int64 to float)
-        f = fraction[i]
-        x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], f * angle)
-        out[i, 0] = x + f * shift[0]
-        out[i, 1] = y + f * shift[1]
-        out[i, 2] = z + f * shift[2]
+    n = out.shape[0]
+    for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
+        last, c, s = np.nan, 1.0, 0.0
+        for i in range(chunk * _TURN_CHUNK, min(n, (chunk + 1) * _TURN_CHUNK)):
+            j = 0 if one else i
+            f = fraction[i]
+            if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
+                last = f
+                c, s = math.cos(f * angle), math.sin(f * angle)
+            x, y, z = _rodrigues_cs(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
+            out[i, 0] = x + f * shift[0]
+            out[i, 1] = y + f * shift[1]
+            out[i, 2] = z + f * shift[2]
     return out
 
 

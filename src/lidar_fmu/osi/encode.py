@@ -53,8 +53,10 @@ import math
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -558,12 +560,13 @@ def encode_lidars_buffer(
             number_of_valid_detections=m, sensor_id=lidar.sensor_id)
         pulse_width = (np.empty(0, np.float64) if lidar.echo_pulse_width_m is None
                        else np.broadcast_to(_per_point(lidar.echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
-        detections_nbytes = _detections_nbytes(points, pulse_width)
+        chunks = _chunks(points, existence, intensity, pulse_width)
+        detections_nbytes = sum(nbytes for *_, nbytes in chunks)
         # lidar_sensor(3){ header(1) ‖ detection(2)* }
         ldd_head = LidarDetectionData(header=header).SerializeToString()
         ldd_nbytes = len(ldd_head) + detections_nbytes
         head = _varint(_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + _varint(ldd_nbytes) + ldd_head
-        parts.append((points, existence, intensity, pulse_width, head, detections_nbytes))
+        parts.append((chunks, head, detections_nbytes))
     first_time_s = lidars[0].measurement_time_s
     msg, _ = _build_head(
         timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
@@ -585,15 +588,51 @@ def encode_lidars_buffer(
     else:
         buf = np.empty(size, np.uint8)
     buf[: len(top)] = np.frombuffer(top, np.uint8)
-    at = len(top)
-    for points, existence, intensity, pulse_width, head, nbytes in parts:
+    at, tasks = len(top), []
+    for chunks, head, _ in parts:
         buf[at: at + len(head)] = np.frombuffer(head, np.uint8)
         at += len(head)
-        end = _write_detections(buf, at, points, existence, intensity, pulse_width)
-        if end != at + nbytes:
-            raise RuntimeError(f"detection encoder wrote {end - at} of {nbytes} bytes")
-        at = end
+        for *arrays, chunk_nbytes in chunks:
+            tasks.append((at, arrays, chunk_nbytes))
+            at += chunk_nbytes
+    # every chunk's place is known: the chunks are written side by side (the writer holds no GIL), each in a
+    # view of the buffer that ends at its last byte
+    for written, (_, _, nbytes) in zip(_run(_write_chunk, [(buf, *task) for task in tasks]), tasks):
+        if written != nbytes:
+            raise RuntimeError(f"detection encoder wrote {written} of {nbytes} bytes")
     return buf
+
+
+#: detections per writing task (~1 ms of work): a frame of an OS1-128 is four
+_CHUNK_POINTS = 32_768
+
+
+def _chunks(points, existence, intensity, pulse_width) -> list[tuple]:
+    """One lidar's detections in runs of :data:`_CHUNK_POINTS`: (points, existence, intensity, pulse widths,
+    bytes) each, the arrays sliced alike (one-value and empty arrays kept whole)."""
+    m, chunks = len(points), []
+    for a in range(0, max(m, 1), _CHUNK_POINTS):
+        b = min(a + _CHUNK_POINTS, m)
+        cut = [x[a:b] if x.shape[0] == m and m > 1 else x for x in (existence, intensity, pulse_width)]
+        chunks.append((points[a:b], *cut, _detections_nbytes(points[a:b], cut[2])))
+    return chunks
+
+
+def _write_chunk(buf, at, arrays, nbytes) -> int:
+    return _write_detections(buf[: at + nbytes], at, *arrays) - at
+
+
+_POOL = None
+
+
+def _run(fn, argument_tuples) -> list:
+    """``fn(*args)`` for each, on a few threads when there is more than one (``fn`` releases the GIL)."""
+    global _POOL
+    if len(argument_tuples) < 2:
+        return [fn(*args) for args in argument_tuples]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads()), thread_name_prefix="lidar-fmu-encode")
+    return list(_POOL.map(lambda args: fn(*args), argument_tuples))
 
 
 _scratch = threading.local()
