@@ -35,6 +35,7 @@ import os
 import sys
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 
@@ -134,3 +135,23 @@ def serial():
 
 
 __all__ = ["THREADSAFE_LAYERS", "serial", "serialised", "serialised_message", "threadsafe_layer"]
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def side_by_side(fn, argument_tuples) -> list:
+    """``[fn(*args) for args in argument_tuples]``, run on Numba's number of threads when there are several.
+
+    For compiled serial kernels that release the GIL (``nogil``) over parts of one array that are known in
+    advance, e.g. a frame's detections in chunks (:mod:`lidar_fmu.osi.encode`): a few threads, no ``prange``.
+    """
+    global _pool
+    if len(argument_tuples) < 2:
+        return [fn(*args) for args in argument_tuples]
+    if _pool is None:
+        with _choice_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads()),
+                                           thread_name_prefix="lidar-fmu")
+    return list(_pool.map(lambda args: fn(*args), argument_tuples))

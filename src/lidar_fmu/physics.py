@@ -63,6 +63,7 @@ from .materials import (
     resolve_mesh_materials,
 )
 from .materials.mapping import check_map
+from .parallel import side_by_side
 from .pointcloud import CAST_FIELDS, ENVIRONMENT_ID_BASE, NO_OBJECT_ID, POINT_DTYPE, PointCloud
 from .range_limit import intensity_percent, limit_params, range_limit_m
 from .raycast.rays import Continuation
@@ -384,21 +385,43 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
     """Hits of a :class:`~lidar_fmu.raycast.RayBatch` → its :class:`Returns` (in the batch's frame), on the CPU."""
     sensor_from_world = np.ascontiguousarray(np.asarray(rays.world_from_frame, np.float64)[:3, :3].T)
     n = len(hits.range_m)
-    # one pass into arrays sized for every ray; the returns are the filled front
+    # one pass into arrays sized for every ray; each run of rays fills the front of its own part, side by side
+    # on the cores, and the parts then close up
     points = np.empty(n, POINT_DTYPE)
     ray_index = np.empty(n, np.int32)
     intensity = np.empty(n, np.float32)
     material_id = np.empty(n if model.keep_material else 0, np.int16)
-    m = _fill_returns(
-        hits.range_m, hits.normal, hits.instance_id, hits.instance_index, rays.origins, rays.directions,
-        rays.beam_id, sensor_from_world, *model.limit_args(), model.triangle_material, model.first_triangle,
-        hits.primitive_id, *model.material_args(), _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain,
-        *(points[name] for name in CAST_FIELDS), ray_index,
-        intensity, model.keep_material, material_id,
-    )
+    gain = _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain
+    runs = [(a, min(a + _FILL_RAYS, n)) for a in range(0, n, _FILL_RAYS)]
+
+    def fill(a, b):
+        per_ray = slice(a, b)
+        return _fill_returns(
+            hits.range_m[per_ray], hits.normal[per_ray], hits.instance_id[per_ray], hits.instance_index[per_ray],
+            rays.origins if rays.origins.shape[0] == 1 else rays.origins[per_ray], rays.directions[per_ray],
+            rays.beam_id[per_ray], sensor_from_world, *model.limit_args(), model.triangle_material,
+            model.first_triangle, hits.primitive_id[per_ray], *model.material_args(),
+            gain if gain.shape[0] == 1 else gain[per_ray], *(points[name][per_ray] for name in CAST_FIELDS),
+            ray_index[per_ray], intensity[per_ray], model.keep_material, material_id[per_ray] if model.keep_material
+            else material_id)
+
+    m = 0
+    record = points.view(np.dtype((np.void, POINT_DTYPE.itemsize)))  # records moved as opaque bytes
+    for (a, _), count in zip(runs, side_by_side(fill, runs)):
+        if a != m:  # close up: the part's returns follow the previous parts' (numpy copies overlapping runs safely)
+            record[m:m + count] = record[a:a + count]
+            intensity[m:m + count] = intensity[a:a + count]
+            if model.keep_material:
+                material_id[m:m + count] = material_id[a:a + count]
+        ray_index[m:m + count] = ray_index[a:a + count] + a
+        m += count
     points = points[:m]
     points["echo"] = 0  # one return per ray: echo formation (lidar_fmu.echoes) numbers several
     return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
+
+
+#: rays per part of the physics pass (~1 ms of work each)
+_FILL_RAYS = 32_768
 
 
 def concatenate_returns(parts) -> Returns:

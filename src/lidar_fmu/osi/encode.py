@@ -53,10 +53,8 @@ import math
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -67,6 +65,7 @@ from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_version_pb2 import DESCRIPTOR as _VERSION_FILE
 from osi3.osi_version_pb2 import InterfaceVersion, current_interface_version
 
+from ..parallel import side_by_side
 from ..pointcloud import POINT_DTYPE, PointCloud
 from ..transforms import check_pose, roll_pitch_yaw
 
@@ -597,7 +596,7 @@ def encode_lidars_buffer(
             at += chunk_nbytes
     # every chunk's place is known: the chunks are written side by side (the writer holds no GIL), each in a
     # view of the buffer that ends at its last byte
-    for written, (_, _, nbytes) in zip(_run(_write_chunk, [(buf, *task) for task in tasks]), tasks):
+    for written, (_, _, nbytes) in zip(side_by_side(_write_chunk, [(buf, *task) for task in tasks]), tasks):
         if written != nbytes:
             raise RuntimeError(f"detection encoder wrote {written} of {nbytes} bytes")
     return buf
@@ -620,19 +619,6 @@ def _chunks(points, existence, intensity, pulse_width) -> list[tuple]:
 
 def _write_chunk(buf, at, arrays, nbytes) -> int:
     return _write_detections(buf[: at + nbytes], at, *arrays) - at
-
-
-_POOL = None
-
-
-def _run(fn, argument_tuples) -> list:
-    """``fn(*args)`` for each, on a few threads when there is more than one (``fn`` releases the GIL)."""
-    global _POOL
-    if len(argument_tuples) < 2:
-        return [fn(*args) for args in argument_tuples]
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads()), thread_name_prefix="lidar-fmu-encode")
-    return list(_POOL.map(lambda args: fn(*args), argument_tuples))
 
 
 _scratch = threading.local()
