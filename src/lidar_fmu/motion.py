@@ -259,10 +259,10 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         bounds, gather = [0, len(fraction)], None
     elif not np.any(fraction[1:] < fraction[:-1]):  # rays stored in firing order (a spinning lidar's columns):
         # each slice is already a contiguous run of the pattern, nothing to gather or put back (a ray at an edge
-        # goes to the later slice, as below)
+        # goes to the later slice, as below); casters keep the pattern's packet order within each run
         bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
-                        in_packet_order=True)
+                        coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
         gather = None
     else:  # rays gathered by slice once: each slice is a contiguous run, in firing order (neighbours together)
         slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1)

@@ -125,23 +125,29 @@ def organize(cloud, pattern, max_echoes: int = 1):
     return cloud.with_pattern(pattern, max_echoes)
 
 
+def model_of(parameters: dict, sensor=None, **options):
+    """The :class:`~lidar_fmu.sensor_model.LidarSensorModel` the FMU builds from ``parameters``
+    (:func:`fmu_parameters`), in-process; ``sensor`` replaces the parameters' (a rig, for the bench)."""
+    from .sensor_model import LidarSensorModel
+    from .transforms import pose_matrix
+
+    mounting = pose_matrix(
+        tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
+        tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
+    return LidarSensorModel(
+        sensor=parameters["sensor"] if sensor is None else sensor, assets_dir=parameters.get("assets", ""),
+        environment=parameters.get("environment", ""), materials=parameters.get("materials", ""),
+        backend=parameters.get("backend", "auto"), default_mounting_pose=mounting,
+        disable_self_hits=bool(parameters.get("disable_self_hits", True)), up_axis=parameters.get("up_axis", ""),
+        **options)
+
+
 class GroundTruthTwin:
     """The model stepped in-process beside the FMU (same parameters, same views) for the truth OSI cannot carry."""
 
     def __init__(self, parameters: dict):
-        from .sensor_model import LidarSensorModel
-        from .transforms import pose_matrix
-
-        mounting = pose_matrix(
-            tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
-            tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
         # warnings are the FMU's to report: the twin stays silent
-        self.model = LidarSensorModel(
-            sensor=parameters["sensor"], assets_dir=parameters.get("assets", ""),
-            environment=parameters.get("environment", ""), materials=parameters.get("materials", ""),
-            backend=parameters.get("backend", "auto"), default_mounting_pose=mounting,
-            disable_self_hits=bool(parameters.get("disable_self_hits", True)),
-            up_axis=parameters.get("up_axis", ""), ground_truth=True)
+        self.model = model_of(parameters, ground_truth=True)
 
     def truth_for(self, cloud, sensor_view: bytes, time_s: float) -> np.ndarray:
         """(M,) ground truth of ``cloud`` (the FMU's points of this step, decoded from OSI, in detection order)."""

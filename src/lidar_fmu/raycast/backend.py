@@ -75,13 +75,17 @@ class Backend(ABC):
         for start, stop, pose in slices or [(0, len(rays), None)]:
             if pose is not None:
                 pose()
-            whole = stop - start == len(rays)  # the batch itself, not a view: casters key packet orders by its arrays
-            self.cast_batch(rays if whole else rays.span(start, stop), through,
-                            out=hits if whole else hits.span(start, stop))
+            self.cast_span(rays, start, stop, through, hits)
         t1 = time.perf_counter()
         returns = physics.returns_of_hits(hits, rays, model)
         self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return returns
+
+    def cast_span(self, rays: RayBatch, start: int, stop: int, through: Continuation, hits: Hits) -> None:
+        """Rays ``start:stop`` of ``rays`` into the same slots of ``hits`` (one time slice of a frame). A caster
+        that orders rays for speed overrides it to keep the whole batch's order."""
+        whole = stop - start == len(rays)  # the batch itself, not a view: casters key packet orders by its arrays
+        self.cast_batch(rays if whole else rays.span(start, stop), through, out=hits if whole else hits.span(start, stop))
 
     def _hit_buffer(self, n: int, path_gain: bool) -> Hits:
         """Hits for ``n`` rays, the same arrays frame after frame (the physics pass copies out what it keeps):

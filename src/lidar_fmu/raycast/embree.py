@@ -510,6 +510,8 @@ def packet_tiles(directions: np.ndarray) -> np.ndarray:
     return by_column[tiles].astype(np.int64)
 
 
+#: time-slice packet orders kept (cast_span): a few lidars' slices
+_KEPT_SPANS = 64
 #: packet orders kept (one per pattern array: a rig's lidars, a partial sweep's window)
 _KEPT_ORDERS = 8  # ≤ ~20 MB for OS1-128 frames; partial sweeps bring a new array each step
 
@@ -535,6 +537,7 @@ class EmbreeBackend(Backend):
         self._top = None
         self._static_mask = None
         self._orders: dict[int, tuple] = {}  # id(directions) → (directions, packet order), see _packet_order
+        self._spans: dict[tuple, tuple] = {}  # (id(packet order), start, stop) → (that order, the span's), cast_span
         self._revision = -1
         self._pose_revision = -1
         self.update()
@@ -639,7 +642,29 @@ class EmbreeBackend(Backend):
             self._orders[id(directions)] = entry
         return entry[1]
 
-    def cast_batch(self, rays: RayBatch, through: Continuation | None = None, out: Hits | None = None) -> Hits:
+    def _order_of(self, rays: RayBatch) -> np.ndarray:
+        if rays.in_packet_order:
+            return np.arange(len(rays), dtype=np.int64)
+        return self._packet_order(rays.directions if rays.coherence_key is None else rays.coherence_key)
+
+    def cast_span(self, rays: RayBatch, start: int, stop: int, through: Continuation, hits: Hits) -> None:
+        """Rays ``start:stop`` in the batch's packet order (a time slice of a frame keeps its pattern's tiles: the
+        firing order cast 15 % slower for an OS1-128, 2× for a VLP-16)."""
+        if stop - start == len(rays) or rays.in_packet_order:
+            return super().cast_span(rays, start, stop, through, hits)
+        order = self._order_of(rays)
+        key = (id(order), start, stop)  # a fixed step's slices repeat frame after frame: picked once
+        entry = self._spans.get(key)
+        if entry is None or entry[0] is not order:
+            if len(self._spans) >= _KEPT_SPANS:
+                self._spans.clear()
+            entry = self._spans[key] = (order, _within(order, start, stop))
+        order = entry[1]
+        self.cast_batch(rays.span(start, stop), through, out=hits.span(start, stop), order=order)
+
+    def cast_batch(self, rays: RayBatch, through: Continuation | None = None, out: Hits | None = None,
+                   order: np.ndarray | None = None) -> Hits:
+        """:meth:`Backend.cast_batch`; ``order``: the rays' packet order when the caller has it (:meth:`cast_span`)."""
         self.update()
         through = through or Continuation.none()
         n = len(rays)
@@ -652,10 +677,7 @@ class EmbreeBackend(Backend):
         # beam origins are not moved in a pass of their own)
         pose = np.ascontiguousarray(rays.world_from_frame, np.float64)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
-        if rays.in_packet_order:
-            order = np.arange(n, dtype=np.int64)
-        else:
-            order = self._packet_order(rays.directions if rays.coherence_key is None else rays.coherence_key)
+        order = self._order_of(rays) if order is None else order
         cast_parallel(embree().intersect_address, self._top, self._index_of_geometry, self._normal_from_local,
                       rays.origins, rays.directions, order, pose, np.ascontiguousarray(pose[:3, :3], np.float32),
                       np.float32(min(rays.max_range_m, 3.0e38)), through.max_surfaces, through.max_bounces,
@@ -666,6 +688,18 @@ class EmbreeBackend(Backend):
         if hits.path_gain is not None and not through.max_bounces:
             hits.path_gain[...] = 1.0  # a reused buffer sized for mirrors: none on these rays
         return hits
+
+
+@njit(nogil=True, cache=True)
+def _within(order, start, stop):
+    """The entries of ``order`` in ``start:stop``, in their order, counted from ``start``."""
+    out = np.empty(stop - start, np.int64)
+    k = 0
+    for i in order:
+        if start <= i < stop:
+            out[k] = i - start
+            k += 1
+    return out
 
 
 #: the path gain slot of a cast without mirrors (never written)
