@@ -162,7 +162,7 @@ def test_a_failing_step_is_reported_not_raised(monkeypatch):
     def broken_scan(*args, **kwargs):
         raise KeyError("cast")
 
-    monkeypatch.setattr(m.lidar, "scan", broken_scan)
+    monkeypatch.setattr(m.lidar, "plan_scan", broken_scan)  # what the step calls
     result = m.step(GOOD, 0.1)
     assert_invalid(result)
     assert "step failed" in result.message and "KeyError" in result.message and "Traceback" in result.message

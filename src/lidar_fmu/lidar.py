@@ -20,19 +20,29 @@ they were then (:func:`~lidar_fmu.motion.cast_moving`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
 from .echoes import form_echoes, pulse_widths_after, sub_ray_pattern, truth_per_echo
 from .effects import apply_effects
-from .motion import FrameMotion, cast_moving
+from .motion import FrameMotion, plan_moving
 from .physics import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from .pointcloud import PointCloud
-from .raycast import Backend, Hits, RayBatch, make_backend
+from .raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from .sensors import Sensor, load_sensor
 from .tof import backfold
 from .transforms import check_pose
+
+
+class ScanPlan(NamedTuple):
+    """A scan up to its cast (:meth:`Lidar.plan_scan`): the job to cast, and what makes its returns a cloud."""
+
+    job: CastJob
+    finish: Callable
 
 
 class Lidar:
@@ -96,6 +106,15 @@ class Lidar:
         (``cloud.ground_truth``, :mod:`lidar_fmu.ground_truth`). A ToF camera's ranges fold last
         (:mod:`lidar_fmu.tof`).
         """
+        plan = self.plan_scan(sensor_pose, timestamp_s, pattern=pattern, motion=motion, frame=frame, weather=weather,
+                              ground_truth=ground_truth)
+        return plan.finish(self.backend.returns_together([plan.job])[0])
+
+    def plan_scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
+                  frame: int | None = None, weather=None, ground_truth: bool = False) -> ScanPlan:
+        """:meth:`scan` in two parts around the cast: its :class:`~lidar_fmu.raycast.CastJob`, and ``finish``, which
+        makes that job's returns the cloud. A rig casts its lidars' jobs together
+        (:meth:`~lidar_fmu.raycast.Backend.returns_together`)."""
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
         footprint = self.sensor.footprint
@@ -105,14 +124,22 @@ class Lidar:
         # sub-rays are cast without the range limit: it decides on whole echoes (lidar_fmu.echoes)
         rays, model = (self.sub_rays(pattern), model.unlimited()) if footprint.active else (pattern, model)
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
-            returns = cast_moving(self.backend, self.scene, rays, sensor_pose, motion, model,
-                                  self.sensor.max_range_m, self.sensor.motion_slices, keep_order=footprint.active)
+            job, after = plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
+                                     self.sensor.motion_slices, keep_order=footprint.active)
         else:
             batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
             # a beam's sub-rays stay adjacent, so that packets hold whole footprints
-            returns = self.backend.returns(dataclasses.replace(batch, in_packet_order=True) if footprint.active
-                                           else batch, model)
+            job, after = CastJob(dataclasses.replace(batch, in_packet_order=True) if footprint.active else batch,
+                                 model), None
+        return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, timestamp_s, footprint,
+                                               frame, weather, ground_truth))
+
+    def _finish(self, after, pattern, sensor_pose, timestamp_s, footprint, frame, weather, ground_truth,
+                returns) -> PointCloud:
+        """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
+        if after is not None:
+            returns = after(returns)
         pulse_width_m = None
         if footprint.active:
             returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,

@@ -37,7 +37,7 @@ from numba.extending import register_jitable
 
 from .physics import Returns
 from .pointcloud import place_on_rays
-from .raycast import RayBatch
+from .raycast import CastJob, RayBatch
 from .transforms import split_scale
 
 #: Faster than this between two views, a pose change is a jump (a teleport, a respawn, a test placing objects),
@@ -236,6 +236,26 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
     pattern's own order already groups rays for packets (a beam's sub-rays,
     :mod:`lidar_fmu.echoes`): casters keep it.
     """
+    job, after = plan_moving(scene, pattern, sensor_end_pose, motion, model, max_range_m, slices, keep_order)
+    return after(backend.returns_together([job])[0])
+
+
+class ScenePose:
+    """Moving instances posed at one time, the ``pose`` of a run of a :class:`~lidar_fmu.raycast.CastJob`:
+    calling it sets them; ``key`` is the same for the same poses (a rig's lidars then share one posing)."""
+
+    def __init__(self, scene, ids: np.ndarray, poses: np.ndarray):
+        self.scene, self.ids, self.poses = scene, ids, poses
+        self.key = (ids.tobytes(), poses.tobytes())
+
+    def __call__(self) -> None:
+        self.scene.set_poses(self.ids, self.poses)
+
+
+def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
+                slices: int, keep_order: bool = False):
+    """:func:`cast_moving` up to the cast: (the :class:`~lidar_fmu.raycast.CastJob`, the function that takes its
+    returns to the sensor frame at each ray's own firing time, in ray order)."""
     fraction = motion.fraction(pattern.time_offset_s)
     # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
     # axis and a shift (f − 1)·Δ, with slerp's constant axis in the sensor frame
@@ -276,14 +296,16 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
         objects = PoseInterpolation(np.stack([moving[i] for i in ids]), end_poses)
         # the caster poses the objects at each slice's middle, then casts its rays (one buffer of hits, one
         # physics pass for the whole frame)
-        runs = [(int(a), int(b), partial(_pose_objects, scene, ids, objects, 0.5 * (edges[j] + edges[j + 1])))
+        runs = [(int(a), int(b), ScenePose(scene, ids, objects.at(0.5 * (edges[j] + edges[j + 1]))))
                 for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if a < b]
-        try:
-            returns = backend.returns(rays, model, runs)
-        finally:
-            scene.set_poses(ids, end_poses)
+        job = CastJob(rays, model, runs, ScenePose(scene, ids, end_poses))
     else:
-        returns = backend.returns(rays, model)
+        job = CastJob(rays, model)
+    return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, back)
+
+
+def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, back, returns: Returns) -> Returns:
+    """A moving cast's returns (batch order, end frame) → ray order, each in the sensor frame when it fired."""
     points, ray_index, intensity, material_id = returns
     if gather is not None:  # back to the pattern's ray order
         ray_index = gather[ray_index].astype(np.int32)
@@ -293,10 +315,6 @@ def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: Fr
             material_id = None if material_id is None else material_id[order]
     _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
     return Returns(points, ray_index, intensity, material_id)
-
-
-def _pose_objects(scene, ids, objects: PoseInterpolation, fraction: float) -> None:
-    scene.set_poses(ids, objects.at(fraction))
 
 
 def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import LidarFmuError
-from .lidar import Lidar
+from .lidar import Lidar, ScanPlan
 from .motion import FrameMotion, jumps
 from .osi.decode import check_position, decode_sensor_view
 from .osi.encode import LidarDetections, encode_empty_sensor_data, encode_lidars_buffer
@@ -166,11 +166,19 @@ class LidarSensorModel:
             check_position(sensor_poses[-1][:3, 3], "sensor position (host vehicle · mounting_position)")
         t2 = time.perf_counter()
         scene_now = (self.scene.instance_ids.copy(), self.scene.poses.copy())  # what every lidar fired into
-        clouds, cast_s = [], 0.0
-        for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings):
-            clouds.append(mounted.scan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth))
-            mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
-            cast_s += mounted.lidar.last_timings["cast"]
+        # every lidar's rays in one go: lidars firing into the same poses (a rig's motion slices) share the
+        # scene updates (Backend.returns_together)
+        backend = self.lidar.backend
+        with serial():  # (the planning, the cast and the finishing all run parallel kernels)
+            plans = []
+            for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings):
+                plans.append(mounted.plan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth))
+                mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
+            jobs = [plan.job for plan in plans if plan is not None]
+            returns = iter(backend.returns_together(jobs) if jobs else ())
+            cast_s = backend.last_timings["cast"] if jobs else 0.0
+            clouds = [mounted.nothing_fired(frame, sensor_pose) if plan is None else plan.finish(next(returns))
+                      for mounted, plan, sensor_pose in zip(self.lidars, plans, sensor_poses)]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
         detections = [
             LidarDetections(cloud, mounted.sensor_id if mounted.sensor_id is not None else sensor_id + k, mounting,
@@ -220,17 +228,20 @@ class MountedLidar:
             raise mounting
         return self.default_mounting_pose if mounting is None else mounting
 
-    def scan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int,
-             ground_truth: bool = False) -> PointCloud:
-        """The rays this lidar fired since its previous view, cast into the scene as it is now."""
+    def plan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int,
+             ground_truth: bool = False) -> ScanPlan | None:
+        """The scan of the rays this lidar fired since its previous view, into the scene as it is now, up to
+        its cast (:meth:`Lidar.plan_scan`); ``None`` when nothing fired (a step shorter than one firing)."""
         pattern, motion = self._window(frame, sensor_pose, mounting)
-        if pattern is None:  # a step shorter than one firing: nothing fired
-            self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
-            return PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 0, 0, frame.timestamp_s, sensor_pose,
-                              self.sensor.name, np.zeros(0, np.float32))
-        with serial():
-            return self.lidar.scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
-                                   frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth)
+        if pattern is None:
+            return None
+        return self.lidar.plan_scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
+                                    frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth)
+
+    def nothing_fired(self, frame, sensor_pose: np.ndarray) -> PointCloud:
+        self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
+        return PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 0, 0, frame.timestamp_s, sensor_pose,
+                          self.sensor.name, np.zeros(0, np.float32))
 
     def _window(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray):
         """(the rays fired since the previous view, or None; how poses moved meanwhile) for this view."""

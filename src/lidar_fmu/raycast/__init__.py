@@ -18,11 +18,11 @@ Every backend returns the same named arrays for the same rays.
 from __future__ import annotations
 
 from ..errors import LidarFmuError
-from .backend import Backend
+from .backend import Backend, CastJob
 from .hits import Hits
 from .rays import Continuation, RayBatch, as_rays
 
-__all__ = ["Backend", "BackendError", "Continuation", "Hits", "RayBatch", "as_rays", "available_backends",
+__all__ = ["Backend", "BackendError", "CastJob", "Continuation", "Hits", "RayBatch", "as_rays", "available_backends",
            "cuda_available", "make_backend"]
 
 

@@ -9,10 +9,13 @@ calls with the same meaning on every device:
   (:meth:`Backend.cast` is its shorthand for world-frame rays);
 * :meth:`Backend.returns`: a batch and a :class:`~lidar_fmu.physics.ReturnModel`
   → :class:`~lidar_fmu.physics.Returns`, optionally in time slices (the scene
-  posed anew before each run of rays: motion). By default the hits of the
-  whole batch go into one buffer, kept for the next frame, and then through
-  one CPU physics pass; a backend that runs the physics where its hits are
-  (the CUDA one) overrides it, with results equal to the default's.
+  posed anew before each run of rays: motion); :meth:`Backend.returns_together`
+  does several such :class:`CastJob` (a rig's lidars) at once, posing the
+  scene once for runs of different jobs that fire into the same poses. By
+  default the hits of each batch go into one buffer, kept for the next frame,
+  and then through one CPU physics pass; a backend that runs the physics
+  where its hits are (the CUDA one) overrides it, with results equal to the
+  default's.
 
 Rmagine's simulators, Open3D's ``RaycastingScene`` and trimesh's two
 intersectors work this way: one interface, the device a constructor argument.
@@ -21,7 +24,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -38,6 +42,19 @@ if TYPE_CHECKING:
 MIN_RAYS_PER_THREAD = 2048
 
 
+class CastJob(NamedTuple):
+    """One batch of rays to cast and turn into returns (:meth:`Backend.returns_together`)."""
+
+    rays: RayBatch
+    model: ReturnModel
+    #: ``(start, stop, pose)`` runs of the batch, in firing order and covering it: ``pose()`` sets the scene as
+    #: it stood while those rays fired, and poses with equal ``pose.key`` set the same poses
+    #: (:class:`lidar_fmu.motion.ScenePose`); ``None``: the whole batch into the scene as it is
+    slices: list | None = None
+    #: puts the scene back once every job is cast (the end poses, after motion's slices)
+    restore: Callable[[], None] | None = None
+
+
 class Backend(ABC):
     """A ray caster over one scene. Subclasses implement :meth:`update` and :meth:`cast_batch`."""
 
@@ -48,7 +65,7 @@ class Backend(ABC):
         self.scene = scene
         #: seconds of the last :meth:`returns`: ``cast`` (hits) and ``points`` (physics)
         self.last_timings: dict[str, float] = {}
-        self._hit_buffers: dict[tuple, Hits] = {}  # (rays, with path gain) → hits of :meth:`returns`, reused
+        self._hit_buffers: dict[tuple, Hits] = {}  # (job, rays, with path gain) → hits of a job, reused
 
     @abstractmethod
     def update(self) -> None:
@@ -63,21 +80,33 @@ class Backend(ABC):
         """
 
     def returns(self, rays: RayBatch, model: ReturnModel, slices=None) -> Returns:
-        """The returns of ``rays`` (in the batch's frame, ray order) under ``model``.
+        """The returns of ``rays`` (in the batch's frame, ray order) under ``model``; ``slices``: as
+        :attr:`CastJob.slices` (:func:`lidar_fmu.motion.cast_moving`)."""
+        return self.returns_together([CastJob(rays, model, slices)])[0]
 
-        ``slices``: ``(start, stop, pose)`` runs of the batch, in order and
-        covering it: ``pose()`` sets the scene as it stands while those rays
-        fire (:func:`lidar_fmu.motion.cast_moving`), then they are cast.
-        """
+    def returns_together(self, jobs: list[CastJob]) -> list[Returns]:
+        """The returns of each job, cast into one scene: the runs of all jobs grouped by the poses they fire
+        into, each group cast after one posing (a rig of lidars with the same frame shares its motion slices'
+        scene updates), the scene as it is first; then each job's physics pass."""
         t0 = time.perf_counter()
-        through = model.continuation()
-        hits = self._hit_buffer(len(rays), bool(through.max_bounces))
-        for start, stop, pose in slices or [(0, len(rays), None)]:
-            if pose is not None:
-                pose()
-            self.cast_span(rays, start, stop, through, hits)
+        through = [job.model.continuation() for job in jobs]
+        hits = [self._hit_buffer(k, len(job.rays), bool(t.max_bounces)) for k, (job, t) in enumerate(zip(jobs, through))]
+        groups: dict = {None: (None, [])}  # pose key → (pose, [(job, start, stop)]), in first-fired order
+        for k, job in enumerate(jobs):
+            for start, stop, pose in job.slices or [(0, len(job.rays), None)]:
+                groups.setdefault(None if pose is None else pose.key, (pose, []))[1].append((k, start, stop))
+        try:
+            for pose, runs in groups.values():
+                if pose is not None:
+                    pose()
+                for k, start, stop in runs:
+                    self.cast_span(jobs[k].rays, start, stop, through[k], hits[k])
+        finally:
+            for job in jobs:
+                if job.restore is not None:
+                    job.restore()
         t1 = time.perf_counter()
-        returns = physics.returns_of_hits(hits, rays, model)
+        returns = [physics.returns_of_hits(h, job.rays, job.model) for h, job in zip(hits, jobs)]
         self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return returns
 
@@ -87,13 +116,13 @@ class Backend(ABC):
         whole = stop - start == len(rays)  # the batch itself, not a view: casters key packet orders by its arrays
         self.cast_batch(rays if whole else rays.span(start, stop), through, out=hits if whole else hits.span(start, stop))
 
-    def _hit_buffer(self, n: int, path_gain: bool) -> Hits:
-        """Hits for ``n`` rays, the same arrays frame after frame (the physics pass copies out what it keeps):
-        fresh arrays cost their page faults, ~1 ms per OS1-128 frame."""
-        key = (n, path_gain)
+    def _hit_buffer(self, job: int, n: int, path_gain: bool) -> Hits:
+        """Hits for ``n`` rays of job ``job``, the same arrays frame after frame (the physics pass copies out
+        what it keeps): fresh arrays cost their page faults, ~1 ms per OS1-128 frame."""
+        key = (job, n, path_gain)
         hits = self._hit_buffers.get(key)
         if hits is None:
-            if len(self._hit_buffers) >= 4:  # a rig's lidars, a partial sweep: the last few sizes
+            if len(self._hit_buffers) >= 8:  # a rig's lidars, a partial sweep: the last few sizes
                 self._hit_buffers.pop(next(iter(self._hit_buffers)))
             hits = self._hit_buffers[key] = Hits.empty(n, path_gain)
         return hits
@@ -174,4 +203,4 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
     return hits
 
 
-__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "continue_by_recasting", "into"]
+__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "CastJob", "continue_by_recasting", "into"]

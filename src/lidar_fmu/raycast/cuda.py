@@ -440,6 +440,19 @@ class CudaBackend(Backend):
         self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
         return concatenate_returns(parts)
 
+    def returns_together(self, jobs) -> list[Returns]:
+        """Job by job (each slice's physics runs on the GPU with its hits)."""
+        t0, out = time.perf_counter(), []
+        try:
+            for job in jobs:
+                out.append(self.returns(job.rays, job.model, job.slices))
+        finally:
+            for job in jobs:
+                if job.restore is not None:
+                    job.restore()
+        self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
+        return out
+
     def _returns(self, rays: RayBatch, model) -> Returns:
         t0 = time.perf_counter()
         self.update()
