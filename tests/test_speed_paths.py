@@ -1,0 +1,165 @@
+"""The fast paths of issue 15 give the same answers as the plain ones: reused hit buffers, time slices cast in
+the pattern's packet order, tiles chosen from the scan's steps, detections and returns written in parts, a
+rig's shared motion slices, and no scene rebuild for an instance back at identity."""
+import numpy as np
+import pytest
+import trimesh
+
+from conftest import to_mesh
+from lidar_fmu import Lidar, Scene, box_mesh
+from lidar_fmu import physics as physics_module
+from lidar_fmu.motion import ScenePose
+from lidar_fmu.osi import encode as encode_module
+from lidar_fmu.raycast import Hits, make_backend
+from lidar_fmu.raycast.embree import packet_tiles, scan_steps_deg
+from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.sensors import load_sensor
+from lidar_fmu.transforms import pose_matrix
+from osi_views import sensor_view
+
+HIT_FIELDS = ("range_m", "hit", "normal", "instance_id", "primitive_id", "u", "v", "instance_index")
+
+
+def street() -> tuple[Scene, list]:
+    """A ground, a wall and two cars (moving instances), seen from the origin."""
+    scene = Scene()
+    scene.add_instance(1, to_mesh(trimesh.creation.box(extents=(120, 120, 0.2)), "asphalt"), pose_matrix((0, 0, -1.6)))
+    scene.add_instance(2, to_mesh(trimesh.creation.box(extents=(0.5, 60, 8)), "plaster"), pose_matrix((25, 0, 2)))
+    cars = [pose_matrix((8, 3, -0.8)), pose_matrix((-6, -2.5, -0.8), (0, 0, 0.4))]
+    for k, pose in enumerate(cars):
+        scene.add_instance(10 + k, box_mesh(4.5, 1.8, 1.5, material="paint"), pose)
+    return scene, cars
+
+
+def assert_same_hits(a: Hits, b: Hits):
+    for name in HIT_FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["embree", "embreex"])
+def test_a_reused_hit_buffer_is_written_in_every_slot(backend):
+    scene, _ = street()
+    lidar = Lidar(scene, "velodyne_vlp16", backend=backend)
+    rays = lidar.rays(np.eye(4))
+    fresh = lidar.backend.cast_batch(rays)
+    assert fresh.hit.any() and not fresh.hit.all()
+    stale = Hits.empty(len(rays))
+    for array in (stale.range_m, stale.normal, stale.u, stale.v):
+        array[...] = 7.0  # garbage from an earlier frame
+    stale.hit[...], stale.instance_id[...], stale.primitive_id[...], stale.instance_index[...] = True, 99, 99, 99
+    reused = lidar.backend.cast_batch(rays, out=stale)
+    assert reused is stale
+    assert_same_hits(reused, fresh)
+
+
+def test_time_slices_keep_the_patterns_packet_order_and_its_hits():
+    """Slices cast through cast_span (each in the whole pattern's tile order) hit what one cast hits."""
+    scene, _ = street()
+    for preset in ("velodyne_vlp16", "ouster_os1_64"):
+        lidar = Lidar(scene, preset, backend="embree")
+        backend = lidar.backend
+        rays = lidar.rays(np.eye(4))
+        whole = backend.cast_batch(rays)
+        sliced = Hits.empty(len(rays))
+        bounds = np.linspace(0, len(rays), 8).astype(int)
+        through = lidar.return_model().continuation()
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            backend.cast_span(rays, int(start), int(stop), through, sliced)
+        assert_same_hits(sliced, whole)
+
+
+def test_packet_tiles_follow_the_scans_steps():
+    vlp = load_sensor("velodyne_vlp16").pattern.directions
+    os1 = load_sensor("ouster_os1_64").pattern.directions
+    row_step, column_step = scan_steps_deg(vlp)
+    assert row_step == pytest.approx(2.0, abs=1e-3) and column_step == pytest.approx(0.4, abs=1e-3)
+    for directions, rows in ((vlp, 1), (os1, 2)):
+        order = packet_tiles(directions)
+        assert np.array_equal(np.sort(order), np.arange(len(directions)))  # every ray once
+        elevation = np.round(np.degrees(np.arcsin(directions[order[: len(order) // 8 * 8], 2])), 2).reshape(-1, 8)
+        distinct = np.array([len(set(tile)) for tile in elevation])
+        assert np.median(distinct) == rows  # VLP-16: one beam × 8 shots; OS1: 2 beams × 4 shots
+    rosette = load_sensor("livox_mid70").pattern.directions
+    assert scan_steps_deg(rosette) is None
+    assert np.array_equal(np.sort(packet_tiles(rosette)), np.arange(len(rosette)))
+
+
+def test_detections_written_in_parts_are_the_same_bytes(monkeypatch):
+    rng = np.random.default_rng(3)
+    cloud = np.zeros(1001, physics_module.POINT_DTYPE)
+    for name in ("x", "y", "z"):
+        cloud[name] = rng.uniform(-50, 50, len(cloud))
+    cloud["range"] = np.sqrt(cloud["x"] ** 2 + cloud["y"] ** 2 + cloud["z"] ** 2)
+    cloud["reflectivity"] = rng.uniform(0, 1, len(cloud))
+    cloud["beam_id"] = rng.integers(0, 200, len(cloud))
+    cloud["object_id"] = rng.integers(0, 2**40, len(cloud))
+    kwargs = dict(timestamp_s=1.5, sensor_id=3, mounting_position=np.eye(4), cycle_counter=4,
+                  existence_probability=rng.uniform(0, 1, len(cloud)), intensity_percent=rng.uniform(0, 100, len(cloud)),
+                  echo_pulse_width_m=rng.uniform(1, 5, len(cloud)))
+    whole = bytes(encode_module.encode_sensor_data_buffer(cloud, **kwargs))
+    monkeypatch.setattr(encode_module, "_CHUNK_POINTS", 97)  # 11 parts, the last one short
+    assert bytes(encode_module.encode_sensor_data_buffer(cloud, **kwargs)) == whole
+
+
+def test_returns_filled_in_parts_are_the_same(monkeypatch):
+    scene, _ = street()
+    lidar = Lidar(scene, "velodyne_vlp16")
+    rays = lidar.rays(np.eye(4))
+    hits = lidar.backend.cast_batch(rays)
+    model = lidar.return_model()
+    whole = physics_module.returns_of_hits(hits, rays, model)
+    monkeypatch.setattr(physics_module, "_FILL_RAYS", 1000)  # 15 parts: most of them close up
+    parts = physics_module.returns_of_hits(hits, rays, model)
+    assert len(whole.points) > 1000
+    for name in (*physics_module.CAST_FIELDS, "echo"):  # ("time" is the cloud's to fill)
+        np.testing.assert_array_equal(whole.points[name], parts.points[name], err_msg=name)
+    np.testing.assert_array_equal(whole.ray_index, parts.ray_index)
+    np.testing.assert_array_equal(whole.intensity_percent, parts.intensity_percent)
+
+
+def test_a_rigs_identical_lidars_share_their_motion_slices(monkeypatch):
+    """Two identical lidars: the cars are posed once per slice for both, and each lidar's points are the
+    bytes a lone lidar at its mounting gives."""
+    spec = {"horizontal_fov_deg": [-180, 180], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-15, 5],
+            "channels": 8, "max_range_m": 60, "motion_slices": 5}
+    front, rear = {"xyz_m": [1.0, 0.0, 1.2], "rpy_deg": [0, 0, 0]}, {"xyz_m": [-1.0, 0.0, 1.2], "rpy_deg": [0, 0, 180]}
+    rig = {"sensors": [spec | {"mounting": front}, spec | {"mounting": rear}]}
+
+    def views(k):  # cars driving past, so that every slice poses them anew
+        cars = [(10, (12.0 - 8 * k, 3.0, 0.75), (0.0, 0.0, 0.0), (4.0, 1.8, 1.5), ""),
+                (11, (-15.0 + 6 * k, -3.0, 0.75), (0.0, 0.0, 0.0), (4.0, 1.8, 1.5), "")]
+        return sensor_view(cars, time_s=0.1 * (k + 1))
+
+    posings = []
+    original = ScenePose.__call__
+    monkeypatch.setattr(ScenePose, "__call__", lambda self: (posings.append(self.key), original(self))[1])
+    together = LidarSensorModel(sensor=rig)
+    for k in range(3):
+        assert together.step(views(k), 0.1 * (k + 1)).valid
+    rig_posings, posings[:] = len(posings), []
+    alone = [LidarSensorModel(sensor=spec, default_mounting_pose=pose_matrix(m["xyz_m"], np.radians(m["rpy_deg"])))
+             for m in (front, rear)]
+    for k in range(3):
+        for model in alone:
+            model.step(views(k), 0.1 * (k + 1))
+    # per step: 5 slices posed once for both lidars, then one restore per lidar (steps 2 and 3 move the cars)
+    assert rig_posings == 2 * (5 + 2)
+    assert len(posings) == 2 * 2 * (5 + 1)
+    for cloud, model in zip(together.last_clouds, alone):
+        assert len(cloud) > 0 and cloud.points.tobytes() == model.last_cloud.points.tobytes()
+
+
+def test_an_instance_back_at_identity_does_not_rebuild_the_scene(monkeypatch):
+    scene, _ = street()
+    mover = box_mesh(1, 1, 1)
+    scene.add_instance(50, mover, np.eye(4))
+    backend = make_backend("embree", scene)
+    rebuilds = []
+    original = type(backend)._rebuild
+    monkeypatch.setattr(type(backend), "_rebuild", lambda self, mask: (rebuilds.append(mask.copy()), original(self, mask))[1])
+    for x in (2.0, 0.0, 3.0, 0.0):  # away from identity and back, as a frame's motion slices do
+        scene.set_poses([50], pose_matrix((x, 0, 0))[None])
+        backend.update()
+        hits = backend.cast(np.array([-5.0, 0.0, 0.0]), np.array([[1.0, 0.0, 0.0]]))
+        assert hits.instance_id[0] == 50 and hits.range_m[0] == pytest.approx(x + 4.5, abs=1e-4)
+    assert len(rebuilds) == 1  # once, when it first left identity
