@@ -100,14 +100,8 @@ def rotation_vector(rotation: np.ndarray) -> np.ndarray:
 
 
 @register_jitable(inline="always")
-def _rodrigues(vx, vy, vz, kx, ky, kz, theta):
-    """(vx, vy, vz) turned by ``theta`` about the unit axis (kx, ky, kz)."""
-    return _rodrigues_cs(vx, vy, vz, kx, ky, kz, math.cos(theta), math.sin(theta))
-
-
-@register_jitable(inline="always")
-def _rodrigues_cs(vx, vy, vz, kx, ky, kz, c, s):
-    """:func:`_rodrigues` given the angle's cosine ``c`` and sine ``s``."""
+def _rodrigues(vx, vy, vz, kx, ky, kz, c, s):
+    """(vx, vy, vz) turned about the unit axis (kx, ky, kz) by the angle whose cosine is ``c`` and sine ``s``."""
     along = (kx * vx + ky * vy + kz * vz) * (1.0 - c)
     return (vx * c + (ky * vz - kz * vy) * s + kx * along, vy * c + (kz * vx - kx * vz) * s + ky * along,
             vz * c + (kx * vy - ky * vx) * s + kz * along)
@@ -130,7 +124,7 @@ def _turn(vectors, axis, angle, fraction, shift, out):
             if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
                 last = f
                 c, s = math.cos(f * angle), math.sin(f * angle)
-            x, y, z = _rodrigues_cs(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
+            x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
             out[i, 0] = x + f * shift[0]
             out[i, 1] = y + f * shift[1]
             out[i, 2] = z + f * shift[2]
@@ -140,10 +134,16 @@ def _turn(vectors, axis, angle, fraction, shift, out):
 @njit(cache=True, nogil=True, parallel=True)
 def _turn_normals(points, ray_index, axis, angle, fraction):
     """Each return's normal turned by ``fraction[ray]·angle`` about the unit ``axis``, in the records, in place."""
-    for k in prange(points.shape[0]):
-        theta = fraction[ray_index[k]] * angle
-        points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"] = _rodrigues(
-            points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"], axis[0], axis[1], axis[2], theta)
+    m = points.shape[0]
+    for chunk in prange((m + _TURN_CHUNK - 1) // _TURN_CHUNK):  # a cos and a sin per firing, as in _turn
+        last, c, s = np.nan, 1.0, 0.0
+        for k in range(chunk * _TURN_CHUNK, min(m, (chunk + 1) * _TURN_CHUNK)):
+            f = fraction[ray_index[k]]
+            if f != last:
+                last = f
+                c, s = math.cos(f * angle), math.sin(f * angle)
+            points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"] = _rodrigues(
+                points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"], axis[0], axis[1], axis[2], c, s)
 
 
 def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, dtype=np.float64) -> np.ndarray:
