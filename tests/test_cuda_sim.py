@@ -17,9 +17,11 @@ import pytest
 import trimesh
 
 from lidar_fmu import Lidar, Scene
+from lidar_fmu.motion import FrameMotion
 from lidar_fmu.raycast import RayBatch, cuda_available, make_backend
 from lidar_fmu.raycast.rays import Continuation
 from lidar_fmu.scene import Mesh, concatenate
+from lidar_fmu.transforms import pose_matrix
 
 
 def _simulated() -> bool:
@@ -197,6 +199,24 @@ def test_whole_frames_on_the_gpu_equal_the_cpu_path(street, cpu_backend):
     assert c.points["range"].min() > 4.0  # the panes in front gave nothing, the rays went on
     frames.remove_instance(42)
     same_returns(on_gpu, on_cpu, sensor_pose, "frame after a removal")
+
+
+@needs_cuda
+def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
+    """A frame cast in time slices (Backend.returns_together: the car posed per slice, the GPU running each
+    slice's physics with its hits) gives Embree's returns, and the car is back at its end pose after."""
+    frames, sensor_pose = street
+    end = frames.pose_of(42).copy()
+    motion = FrameMotion(0.0, 0.1, 0.0, sensor_pose @ pose_matrix((-0.6, 0.0, 0.0), (0.0, 0.0, -0.05)),
+                         {42: end @ pose_matrix((-1.5, 0.0, 0.0))})
+    spec = SENSOR | {"motion_slices": 3}
+    g = Lidar(frames, spec, backend="cuda", materials=MATERIALS).scan(sensor_pose, motion=motion)
+    c = Lidar(frames, spec, backend="embree", materials=MATERIALS).scan(sensor_pose, motion=motion)
+    assert 50 < len(c) and np.array_equal(g.ray_index, c.ray_index)
+    for name in ("x", "y", "z", "range", "normal_x", "normal_y", "normal_z"):
+        assert np.abs(g.points[name] - c.points[name]).max() <= 1e-4 * (1 + c.points["range"].max()), name
+    assert np.array_equal(g.points["object_id"], c.points["object_id"]) and 42 in set(c.points["object_id"])
+    assert np.array_equal(frames.pose_of(42), end)
 
 
 @needs_cuda
