@@ -22,6 +22,7 @@ intersectors work this way: one interface, the device a constructor argument.
 """
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -65,7 +66,7 @@ class Backend(ABC):
         self.scene = scene
         #: seconds of the last :meth:`returns`: ``cast`` (hits) and ``points`` (physics)
         self.last_timings: dict[str, float] = {}
-        self._hit_buffers: dict[tuple, Hits] = {}  # (job, rays, with path gain) → hits of a job, reused
+        self._hit_buffers: dict[tuple, Hits] = {}  # (thread, job, rays, with path gain) → hits of a job, reused
 
     @abstractmethod
     def update(self) -> None:
@@ -118,12 +119,13 @@ class Backend(ABC):
 
     def _hit_buffer(self, job: int, n: int, path_gain: bool) -> Hits:
         """Hits for ``n`` rays of job ``job``, the same arrays frame after frame (the physics pass copies out
-        what it keeps): fresh arrays cost their page faults, ~1 ms per OS1-128 frame."""
-        key = (job, n, path_gain)
+        what it keeps): fresh arrays cost their page faults, ~1 ms per OS1-128 frame. Per thread: lidars
+        sharing this backend may scan from several threads."""
+        key = (threading.get_ident(), job, n, path_gain)
         hits = self._hit_buffers.get(key)
         if hits is None:
             if len(self._hit_buffers) >= 8:  # a rig's lidars, a partial sweep: the last few sizes
-                self._hit_buffers.pop(next(iter(self._hit_buffers)))
+                self._hit_buffers.pop(next(iter(self._hit_buffers)), None)
             hits = self._hit_buffers[key] = Hits.empty(n, path_gain)
         return hits
 

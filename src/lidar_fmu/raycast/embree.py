@@ -45,7 +45,6 @@ PACKET = 8
 # Numba's threads on a layer that several instances casting at once may share (OpenMP or TBB; its
 # fallback, workqueue, would abort the process): chosen before anything here starts them
 threadsafe_layer()
-_IDENTITY_3X4 = np.ascontiguousarray(np.eye(4, dtype=np.float32)[:3, :4])
 _RTC_GEOMETRY_TYPE_TRIANGLE = 0
 _RTC_GEOMETRY_TYPE_INSTANCE = 121
 _RTC_BUFFER_TYPE_INDEX, _RTC_BUFFER_TYPE_VERTEX = 0, 1
