@@ -220,6 +220,21 @@ def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
 
 
 @needs_cuda
+def test_a_still_lidar_cast_after_a_moving_one_sees_the_end_poses(street):
+    """On the GPU the jobs of a rig go one by one: the scene is put back after each job's slices."""
+    frames, sensor_pose = street
+    end = frames.pose_of(42).copy()
+    motion = FrameMotion(0.0, 0.1, 0.0, sensor_pose, {42: end @ pose_matrix((-1.5, 0.0, 0.0))})
+    moving = Lidar(frames, SENSOR | {"motion_slices": 3}, backend="cuda", materials=MATERIALS)
+    still = Lidar(frames, SENSOR | {"motion_distortion": False}, backend=moving.backend, materials=MATERIALS)
+    alone = still.scan(sensor_pose, motion=motion)
+    plans = [lidar.plan_scan(sensor_pose, motion=motion) for lidar in (moving, still)]
+    together = plans[1].finish(moving.backend.returns_together([plan.job for plan in plans])[1])
+    assert 42 in set(alone.points["object_id"]) and alone.points.tobytes() == together.points.tobytes()
+    assert np.array_equal(frames.pose_of(42), end)
+
+
+@needs_cuda
 def test_cast_batch_goes_through_glass_as_every_backend_does(street):
     """The continuation request means the same to every caster: the hits behind the panes, ranges summed."""
     frames, sensor_pose = street

@@ -15,6 +15,8 @@ def test_normal_transforms_are_the_inverse_transpose():
     poses[:, :3, :3] = rng.normal(size=(50, 3, 3)) + 3 * np.eye(3)  # affine: sheared and scaled
     expected = np.transpose(np.linalg.inv(poses)[:, :3, :3], (0, 2, 1))
     np.testing.assert_allclose(normal_transforms(poses), expected, rtol=1e-9, atol=1e-12)
+    collapsed = np.zeros((1, 4, 4))  # a box of zero size: no inverse, and no error either (as numpy's)
+    assert not np.isfinite(normal_transforms(collapsed)).all()
 
 
 def test_set_poses_finds_instances_by_id_and_names_an_unknown_one():

@@ -8,9 +8,9 @@ import trimesh
 from conftest import to_mesh
 from lidar_fmu import Lidar, Scene, box_mesh
 from lidar_fmu import physics as physics_module
-from lidar_fmu.motion import ScenePose
+from lidar_fmu.motion import FrameMotion, ScenePose
 from lidar_fmu.osi import encode as encode_module
-from lidar_fmu.raycast import Hits, make_backend
+from lidar_fmu.raycast import BackendError, Hits, make_backend
 from lidar_fmu.raycast.embree import packet_tiles, scan_steps_deg
 from lidar_fmu.sensor_model import LidarSensorModel
 from lidar_fmu.sensors import load_sensor
@@ -163,3 +163,44 @@ def test_an_instance_back_at_identity_does_not_rebuild_the_scene(monkeypatch):
         hits = backend.cast(np.array([-5.0, 0.0, 0.0]), np.array([[1.0, 0.0, 0.0]]))
         assert hits.instance_id[0] == 50 and hits.range_m[0] == pytest.approx(x + 4.5, abs=1e-4)
     assert len(rebuilds) == 1  # once, when it first left identity
+
+
+def two_cars() -> Scene:
+    scene = Scene()
+    scene.add_instance(1, box_mesh(60, 60, 0.2, material="asphalt"), pose_matrix((0, 0, -1.6)))
+    scene.add_instance(10, box_mesh(4.5, 1.8, 1.5, material="paint"), pose_matrix((8, 0, -0.8)))
+    scene.add_instance(11, box_mesh(4.5, 1.8, 1.5, material="paint"), pose_matrix((-8, 0, -0.8)))
+    return scene
+
+
+ALL_ROUND = {"horizontal_fov_deg": [-180, 180], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 2],
+             "channels": 4, "max_range_m": 60, "motion_slices": 3}
+
+
+@pytest.mark.parametrize("backend", ["embree", "embreex"])
+def test_jobs_cast_together_see_the_scene_each_would_see_alone(backend):
+    """Cast together, a lidar without motion sees the end poses, and one whose objects are a subset of another's
+    sees the others at their end poses: each job's points are those it gives alone."""
+    scene = two_cars()
+    end = scene.poses.copy()
+    both = FrameMotion(0.0, 0.1, 0.0, np.eye(4), {10: pose_matrix((8, -3, -0.8)), 11: pose_matrix((-8, 3, -0.8))})
+    only10 = FrameMotion(0.0, 0.1, 0.0, np.eye(4), {10: pose_matrix((8, -3, -0.8))})
+    first = Lidar(scene, ALL_ROUND, backend=backend)
+    lidars = [first, Lidar(scene, ALL_ROUND, backend=first.backend),
+              Lidar(scene, ALL_ROUND | {"motion_distortion": False}, backend=first.backend)]
+    motions = [both, only10, both]
+    alone = [lidar.scan(np.eye(4), 0.1, motion=motion) for lidar, motion in zip(lidars, motions)]
+    plans = [lidar.plan_scan(np.eye(4), 0.1, motion=motion) for lidar, motion in zip(lidars, motions)]
+    together = [plan.finish(r) for plan, r in zip(plans, first.backend.returns_together([p.job for p in plans]))]
+    for a, t in zip(alone, together):
+        assert {10, 11} <= set(t.points["object_id"].tolist())
+        assert a.points.tobytes() == t.points.tobytes()
+    np.testing.assert_array_equal(scene.poses, end)
+
+
+def test_a_reused_buffer_must_fit_the_cast():
+    scene, _ = street()
+    lidar = Lidar(scene, "velodyne_vlp16")
+    rays = lidar.rays(np.eye(4))
+    with pytest.raises(BackendError, match="holds 10 rays"):
+        lidar.backend.cast_batch(rays, out=Hits.empty(10))

@@ -170,12 +170,12 @@ class LidarSensorModel:
         # scene updates (Backend.returns_together)
         backend = self.lidar.backend
         with serial():  # (the planning, the cast and the finishing all run parallel kernels)
-            plans = []
-            for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings):
-                plans.append(mounted.plan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth))
-                mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
+            plans = [mounted.plan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth)
+                     for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings)]
             jobs = [plan.job for plan in plans if plan is not None]
             returns = iter(backend.returns_together(jobs) if jobs else ())
+            for mounted, sensor_pose in zip(self.lidars, sensor_poses):  # cast: the next view fires on from here
+                mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
             cast_s = backend.last_timings["cast"] if jobs else 0.0
             clouds = [mounted.nothing_fired(frame, sensor_pose) if plan is None else plan.finish(next(returns))
                       for mounted, plan, sensor_pose in zip(self.lidars, plans, sensor_poses)]

@@ -77,7 +77,8 @@ class Backend(ABC):
         """Closest hit of every ray (world frame); rays go on through the surfaces ``through`` names.
 
         ``out``: :class:`~.hits.Hits` of ``len(rays)`` to fill and return (every slot is written), e.g. a
-        buffer kept across frames or one time slice of a frame's (:meth:`Hits.span`).
+        buffer kept across frames or one time slice of a frame's (:meth:`Hits.span`); with a
+        ``through.max_bounces`` it needs a ``path_gain`` (:meth:`Hits.empty`).
         """
 
     def returns(self, rays: RayBatch, model: ReturnModel, slices=None) -> Returns:
@@ -96,10 +97,16 @@ class Backend(ABC):
         for k, job in enumerate(jobs):
             for start, stop, pose in job.slices or [(0, len(job.rays), None)]:
                 groups.setdefault(None if pose is None else pose.key, (pose, []))[1].append((k, start, stop))
+        posed = frozenset()  # the instances the last group moved away from their end poses
         try:
             for pose, runs in groups.values():
                 if pose is not None:
+                    if not posed <= set(pose.ids.tolist()):  # a group moving fewer instances than the last: the
+                        for job in jobs:  # others back to their end poses first
+                            if job.restore is not None:
+                                job.restore()
                     pose()
+                    posed = frozenset(pose.ids.tolist())
                 for k, start, stop in runs:
                     self.cast_span(jobs[k].rays, start, stop, through[k], hits[k])
         finally:
@@ -119,13 +126,14 @@ class Backend(ABC):
 
     def _hit_buffer(self, job: int, n: int, path_gain: bool) -> Hits:
         """Hits for ``n`` rays of job ``job``, the same arrays frame after frame (the physics pass copies out
-        what it keeps): fresh arrays cost their page faults, ~1 ms per OS1-128 frame. Per thread: lidars
-        sharing this backend may scan from several threads."""
+        what it keeps): fresh arrays cost their page faults, ~1 ms per OS1-128 frame. Kept per thread, so
+        that scans of a still scene from several threads do not share them (a scene posed for motion slices
+        is one scan's at a time: :class:`~lidar_fmu.sensor_model.LidarSensorModel` steps its lidars together)."""
         key = (threading.get_ident(), job, n, path_gain)
         hits = self._hit_buffers.get(key)
         if hits is None:
             if len(self._hit_buffers) >= 8:  # a rig's lidars, a partial sweep: the last few sizes
-                self._hit_buffers.pop(next(iter(self._hit_buffers)), None)
+                evict_oldest(self._hit_buffers)
             hits = self._hit_buffers[key] = Hits.empty(n, path_gain)
         return hits
 
@@ -140,7 +148,32 @@ class Backend(ABC):
 
 def into(out: Hits | None, hits: Hits) -> Hits:
     """``hits``, or copied into ``out`` when the caller gave one (a caster that cannot write in place)."""
-    return hits if out is None else out.assign(hits)
+    if out is None:
+        return hits
+    from . import BackendError
+
+    check_out(out, len(hits), None)
+    if hits.path_gain is not None and out.path_gain is None:
+        raise BackendError("out= has no path_gain for a cast that reflected off mirrors (Hits.empty(n, True))")
+    return out.assign(hits)
+
+
+def check_out(out: Hits, n: int, through: Continuation | None) -> None:
+    """A caller's ``out=`` fits a cast of ``n`` rays (BackendError naming what does not)."""
+    from . import BackendError
+
+    if len(out) != n:
+        raise BackendError(f"out= holds {len(out)} rays, the cast has {n}")
+    if through is not None and through.max_bounces and out.path_gain is None:
+        raise BackendError("out= has no path_gain, and the cast may reflect off mirrors (Hits.empty(n, True))")
+
+
+def evict_oldest(cache: dict) -> None:
+    """Drop a small cache's oldest entry; another thread may be changing it (then there is nothing to do)."""
+    try:
+        cache.pop(next(iter(cache)), None)
+    except (RuntimeError, StopIteration):  # changed during iteration, or emptied meanwhile
+        pass
 
 
 def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> Hits:
@@ -205,4 +238,4 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
     return hits
 
 
-__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "CastJob", "continue_by_recasting", "into"]
+__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "CastJob", "check_out", "continue_by_recasting", "evict_oldest", "into"]

@@ -441,13 +441,13 @@ class CudaBackend(Backend):
         return concatenate_returns(parts)
 
     def returns_together(self, jobs) -> list[Returns]:
-        """Job by job (each slice's physics runs on the GPU with its hits)."""
+        """Job by job (each slice's physics runs on the GPU with its hits), the scene put back after each job's
+        slices: the next job may fire into the scene as it is."""
         t0, out = time.perf_counter(), []
-        try:
-            for job in jobs:
+        for job in jobs:
+            try:
                 out.append(self.returns(job.rays, job.model, job.slices))
-        finally:
-            for job in jobs:
+            finally:
                 if job.restore is not None:
                     job.restore()
         self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}

@@ -4,14 +4,17 @@ embreex's Python API has no instancing and no ray packets, and every ``run``
 goes through Python-level buffers. Its wheel, however, carries the complete
 Embree 4 library, so this backend calls it directly:
 
-* one Embree scene per distinct mesh, in the mesh's own frame, built once;
-* a top-level scene of Embree *instances* (one per scene instance) whose
-  transforms are rewritten when poses change. Embree moves rays into each
-  instance's frame and culls them by instance bounds in its top-level BVH, so
-  cost follows the rays that reach an instance, not instances × rays;
-* rays cast in packets of :data:`PACKET` angular neighbours
-  (``rtcIntersect8``) from a Numba ``prange`` over the cores (packets dealt
-  out interleaved, so every thread gets a fair share of sky and street);
+* one top-level scene: the static world's meshes (instances at identity) as
+  triangle geometry, and one Embree *instance* per moving scene instance, of
+  its mesh's own scene (built once, in the mesh's frame), whose transform is
+  rewritten when poses change. Embree moves rays into each instance's frame
+  and culls them by instance bounds in its top-level BVH, so cost follows the
+  rays that reach an instance, not instances × rays;
+* rays cast in coherent packets of :data:`PACKET` angular neighbours, tiles of
+  the scan (:func:`packet_tiles`, ``rtcIntersect8``), from a Numba ``prange``
+  over the cores (packets dealt out interleaved, so every thread gets a fair
+  share of sky and street); every ray's slots of the :class:`Hits` are
+  written, so buffers are reused;
 * rays that go on through a surface or reflect off a mirror
   (:func:`lidar_fmu.physics.segment_after`) are intersected again inside their
   packet, from just behind it or from the mirror along the reflected direction.
@@ -37,7 +40,7 @@ from numba.extending import intrinsic
 from ..codes import PASS, STOP
 from ..parallel import threadsafe_layer
 from ..physics import CONTINUATION_STEP_M, material_of_hit, reflect, segment_after, unfold_after
-from .backend import MIN_RAYS_PER_THREAD, Backend
+from .backend import MIN_RAYS_PER_THREAD, Backend, check_out, evict_oldest
 from .hits import Hits
 from .rays import Continuation, RayBatch
 
@@ -183,7 +186,7 @@ def _set_transforms(set_transform, commit_geometry, handles, instance_index, tra
         _call_commit_geometry(commit_geometry, handles[k])
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")  # a collapsed pose gives inf, as numpy's inverse did, not an error
 def normal_transforms(poses: np.ndarray) -> np.ndarray:
     """(K, 3, 3) inverse-transpose of each pose's linear part (normals from instance to world frame), as the
     cofactor matrix over the determinant; compiled (numpy's crosses over a frame's ten motion slices took
@@ -637,7 +640,7 @@ class EmbreeBackend(Backend):
         if entry is None or entry[0] is not directions:
             entry = (directions, packet_tiles(directions))
             if len(self._orders) >= _KEPT_ORDERS:
-                self._orders.pop(next(iter(self._orders)))  # the oldest
+                evict_oldest(self._orders)
             self._orders[id(directions)] = entry
         return entry[1]
 
@@ -667,10 +670,11 @@ class EmbreeBackend(Backend):
         self.update()
         through = through or Continuation.none()
         n = len(rays)
-        hits = Hits.empty(n) if out is None else out  # the kernel writes every ray's slots, hit or miss
-        if through.max_bounces and hits.path_gain is None:
-            hits.path_gain = np.empty(n, np.float32)  # only rays that may meet a mirror keep their power
-        if not self._top:  # an empty scene
+        if out is not None:
+            check_out(out, n, through)
+        # the kernel writes every ray's slots, hit or miss; only rays that may meet a mirror keep their power
+        hits = Hits.empty(n, bool(through.max_bounces)) if out is None else out
+        if not self._top or n == 0:  # an empty scene, no rays
             return hits.assign(Hits.missed(n))
         # rays to the world in the kernel (so the packet order of a pattern is computed once, and a unit's 131k
         # beam origins are not moved in a pass of their own)
