@@ -139,14 +139,6 @@ def rotate(vectors: np.ndarray, rotation: np.ndarray) -> np.ndarray:
     return _rotate(vectors, np.ascontiguousarray(rotation, dtype=np.float32), np.empty_like(vectors))
 
 
-def transform_points(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
-    """``pose · p`` for each row of (N, 3) ``points``: float64 arithmetic, (N, 3) float32 out (see :func:`rotate`)."""
-    local = np.ascontiguousarray(points, dtype=np.float64)
-    moved = _rotate(local, np.ascontiguousarray(pose[:3, :3], dtype=np.float64), np.empty_like(local))
-    moved += pose[:3, 3]
-    return moved.astype(np.float32)
-
-
 def split_scale(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rotations (..., 3, 3), per-axis scales (..., 3)) of poses (..., 4, 4) whose 3×3 is ``R · diag(scale)``
     (OSI boxes are placed so: a unit box stretched by the instance pose)."""

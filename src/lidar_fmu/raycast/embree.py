@@ -277,7 +277,7 @@ def _bounce(lanes, j, k, normal_from_local, unfold, path):
 
 @njit(nogil=True, cache=True)
 def _placed(P, origins, i):
-    """Ray ``i``'s origin in the world, float64 arithmetic rounded to float32 (as transforms.transform_points)."""
+    """Ray ``i``'s origin in the world: float64 arithmetic, rounded to float32 once."""
     x, y, z = np.float64(origins[i, 0]), np.float64(origins[i, 1]), np.float64(origins[i, 2])
     return (np.float32(P[0, 0] * x + P[0, 1] * y + P[0, 2] * z + P[0, 3]),
             np.float32(P[1, 0] * x + P[1, 1] * y + P[1, 2] * z + P[1, 3]),
@@ -298,7 +298,7 @@ def _cast_packets(intersect, top, index_of_geometry, normal_from_local, origins,
     n = directions.shape[0]
     single = origins.shape[0] == 1
     R = rotation
-    P = pose  # float64 world_from_frame: origins placed as transforms.transform_points places them
+    P = pose  # float64 world_from_frame (origins far from the world origin keep their millimetres)
     ox, oy, oz = _placed(P, origins, 0)
     # per lane: surfaces passed, mirrors bounced off, path length at its origin, power kept, the mirrors'
     # reflection M (row-major) that takes the final normal back into the original ray's frame
@@ -705,5 +705,6 @@ def _within(order, start, stop):
     return out
 
 
-#: the path gain slot of a cast without mirrors (never written)
+#: the path gain slot of a cast without mirrors (never written; writable, unlike physics._NO_MIRROR_GAIN, because
+#: the kernel that would write it with mirrors is compiled for a writable array)
 _NO_GAIN = np.ones(1, np.float32)

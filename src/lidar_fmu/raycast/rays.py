@@ -38,7 +38,7 @@ class RayBatch:
     ``world_from_frame``: ``(4, 4)`` float64 pose of the frame. ``time_s``:
     ``(N,)`` firing time of each ray after the batch's first; casters cast
     the scene as it is posed now, so a caller that models motion casts a
-    frame in time slices (:meth:`select`). ``beam_id``: ``(N,)`` uint32 emitter
+    frame in time slices (:meth:`span`). ``beam_id``: ``(N,)`` uint32 emitter
     of each ray, carried to the returns. ``max_range_m``: nothing farther is hit.
     """
 
@@ -81,14 +81,6 @@ class RayBatch:
         n = len(directions)
         return cls(origins.reshape(-1, 3), directions, np.eye(4), np.zeros(n, np.float32), np.zeros(n, np.uint32),
                    float(max_range_m))
-
-    def select(self, rays) -> RayBatch:
-        """The rays ``rays`` (indices or mask) of this batch, e.g. one time slice."""
-        origins = self.origins if self.shared_origin else np.ascontiguousarray(self.origins[rays])
-        key = None if self.coherence_key is None else np.ascontiguousarray(self.coherence_key[rays])
-        return RayBatch(origins, np.ascontiguousarray(self.directions[rays]), self.world_from_frame,
-                        np.ascontiguousarray(self.time_s[rays]), np.ascontiguousarray(self.beam_id[rays]),
-                        self.max_range_m, key, self.in_packet_order)
 
     def span(self, start: int, stop: int) -> RayBatch:
         """Rays ``start:stop`` of this batch as views (no copies), e.g. one time slice of rays gathered by slice."""
