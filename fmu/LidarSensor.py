@@ -1,6 +1,6 @@
 """LidarSensor: the lidar-fmu sensor model as an OSMP FMI 2.0 co-simulation slave.
 
-A thin layer: OSMP Integer triples ↔ bytes ↔ :class:`lidar_fmu.sensor_model.LidarSensorModel`.
+A thin layer: OSMP Integer triples ↔ bytes ↔ :class:`lidar_fmu.cosim.sensor_model.OsiSensorModel`.
 Everything heavy happens in the ``lidar_fmu`` package shipped in the FMU's
 ``resources/``. No exception leaves a callback: pythonfmu 0.7.0 turns any
 Python exception into fmi2Fatal, and that ends the run. Bad input becomes an
@@ -11,129 +11,27 @@ refused with an error-level message and changes nothing, so the instance stays
 usable. The call itself still returns fmi2OK: pythonfmu 0.7.0 offers a slave
 no way to return fmi2Error or fmi2Warning.
 """
-import hashlib
-import importlib.util
 import os
-import shutil
-import sys
-import tempfile
 import traceback
 import xml.etree.ElementTree as ET
 
+# the slave's helpers: beside this script in fmu/ and in the FMU's resources/ (which pythonfmu puts on sys.path)
+from lidar_sensor_exit import finalize_pythonfmu_before_exit
+from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, ROLES, annotate
+from lidar_sensor_package import use_cached_package
 from pythonfmu import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
 from pythonfmu.variables import Boolean, Integer, Real, String
 
-OSMP_NS = "http://xsd.pmsf.net/OSISensorModelPackaging"
-OSMP_VERSION = "1.6.0"
 DEFAULT_SENSOR = "ouster_os1_128"
-BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
-    "OSMPSensorViewIn": ("SensorView", Fmi2Causality.input, Fmi2Variability.discrete, None),
-    "OSMPSensorDataOut": ("SensorData", Fmi2Causality.output, Fmi2Variability.discrete, Fmi2Initial.exact),
-    "OSMPSensorViewInConfigRequest": (
-        "SensorViewConfiguration", Fmi2Causality.calculatedParameter, Fmi2Variability.fixed, Fmi2Initial.calculated),
-    "OSMPSensorViewInConfig": ("SensorViewConfiguration", Fmi2Causality.parameter, Fmi2Variability.fixed, None),
-}
-ROLES = ("base.lo", "base.hi", "size")
+
 #: value reference 0: the status of the last FMI call, for the FMU's status shim (fmu/status_shim.c)
 STATUS_VARIABLE = "fmi2_status_of_last_call"
 # FMI 2.0 co-simulation states (the calling sequence's state machine)
 INSTANTIATED, INITIALIZATION, STEP, TERMINATED = "Instantiated", "Initialization Mode", "Step Mode", "Terminated"
 PLACEHOLDER = {Integer: 0, Real: 0.0, Boolean: False, String: ""}  # what a refused get returns
 CONVERT = {Integer: int, Real: float, Boolean: bool, String: str}
-
-
-def _use_cached_package(resources):
-    """Import ``lidar_fmu`` from a per-user copy keyed by its content hash.
-
-    Masters unpack an FMU to a new temporary folder each run, and Numba keys
-    its on-disk cache of compiled kernels by source path, so importing from
-    ``resources/`` would recompile every kernel (seconds) on every run. A copy
-    at a stable path keeps that cache warm. Falls back to ``resources/``
-    silently, and does nothing if the host already imported ``lidar_fmu``.
-    The cache folder comes from the package's own ``cache.py``, loaded from
-    its file: importing ``lidar_fmu`` here would pin it to ``resources/``.
-    """
-    package = os.path.join(resources or "", "lidar_fmu")
-    if "lidar_fmu" in sys.modules or not os.path.isdir(package):
-        return
-    try:
-        digest = hashlib.sha256()
-        for folder, dirs, files in sorted(os.walk(package)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, package).encode())
-                with open(path, "rb") as f:
-                    digest.update(f.read())
-        spec = importlib.util.spec_from_file_location("_lidar_fmu_cache", os.path.join(package, "cache.py"))
-        cache_module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(cache_module)
-        cache = str(cache_module.cache_dir("fmu-packages", digest.hexdigest()[:16]))
-        if not os.path.isdir(os.path.join(cache, "lidar_fmu")):
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-            staging = tempfile.mkdtemp(dir=os.path.dirname(cache))
-            shutil.copytree(package, os.path.join(staging, "lidar_fmu"))
-            try:
-                os.rename(staging, cache)  # atomic: a concurrent instance may have won, which is fine
-            except OSError:
-                shutil.rmtree(staging, ignore_errors=True)
-        sys.path.insert(0, cache)
-    except Exception:  # no cached copy: import from resources/
-        pass
-
-
-_EXIT_CHECKED = set()  # FMU binaries looked at by _finalize_pythonfmu_before_exit
-
-
-def _finalize_pythonfmu_before_exit():
-    """Keep pythonfmu 0.7.0's binary from corrupting the heap when the process exits (Linux).
-
-    The binary keeps its interpreter state in a static ``std::shared_ptr`` and
-    also clears that pointer from a library destructor (its exported
-    ``finalizePythonInterpreter``). glibc never unloads the binary (it has
-    STB_GNU_UNIQUE symbols), ``dlclose`` or not, so at exit() the static
-    destructor runs first (it finalizes the interpreter and frees the
-    pointer's control block), then the library destructor, which decrements
-    a count inside the freed block: glibc's free-list pointers. A later
-    ``free`` aborts ("corrupted double-linked list"). An exit handler
-    registered now runs before that static destructor (handlers run in
-    reverse order of registration, the static one was registered when the
-    binary was loaded) and calls ``finalizePythonInterpreter`` while the
-    pointer is alive: the interpreter is finalized as before, on pythonfmu's
-    own thread, and the destructors after it find the pointer empty.
-    ``RTLD_NODELETE`` makes sure the handler's address stays valid. Every
-    pythonfmu FMU binary loaded in the process by now (each has its own copy
-    of the bug) gets one handler. Never raises: it runs inside FMI calls.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libdl = libc if hasattr(libc, "dlopen") else ctypes.CDLL("libdl.so.2")  # glibc < 2.34
-        dlopen, dlsym, dlclose, cxa_atexit = libdl.dlopen, libdl.dlsym, libdl.dlclose, libc.__cxa_atexit
-        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
-        dlsym.restype, dlsym.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
-        dlclose.argtypes = [ctypes.c_void_p]
-        cxa_atexit.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        with open("/proc/self/maps") as maps:
-            paths = {parts[5].strip() for parts in (line.split(maxsplit=5) for line in maps) if len(parts) == 6}
-        for path in sorted(p for p in paths - _EXIT_CHECKED if "/binaries/linux64/" in p and p.endswith(".so")):
-            _EXIT_CHECKED.add(path)
-            handle = dlopen(path.encode(), os.RTLD_NOW | os.RTLD_NOLOAD)  # loaded already, or nothing
-            if not handle:
-                continue
-            finalize = dlsym(handle, b"finalizePythonInterpreter")
-            pinned = finalize and dlopen(path.encode(), os.RTLD_NOW | os.RTLD_NOLOAD | os.RTLD_NODELETE)
-            if pinned:
-                dlclose(pinned)  # RTLD_NODELETE stays
-                cxa_atexit(finalize, None, None)
-            dlclose(handle)
-    except Exception:
-        pass
 
 
 def _osi_version():
@@ -151,8 +49,8 @@ class LidarSensor(Fmi2Slave):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        _finalize_pythonfmu_before_exit()
-        _use_cached_package(self.resources)
+        finalize_pythonfmu_before_exit()
+        use_cached_package(self.resources)
         # Parameters (all optional; defaults make a working sensor)
         self.sensor = DEFAULT_SENSOR
         self.assets = ""
@@ -314,43 +212,12 @@ class LidarSensor(Fmi2Slave):
         except Exception:
             return 0.1
 
-    def _template(self, template, **values):
-        here = os.path.dirname(os.path.abspath(__file__))
-        # the FMU's resources/, else next to this script (installed package), else the source checkout's
-        candidates = [os.path.join(self.resources or "", "modelDescription"), os.path.join(here, "modelDescription"),
-                      os.path.join(here, os.pardir, "modelDescription")]
-        folder = next((c for c in candidates if os.path.isdir(c)), candidates[-1])
-        with open(os.path.join(folder, template), encoding="utf-8") as f:
-            element = ET.fromstring(f.read().format(**values))
-        for node in element.iter():  # template indentation would otherwise leak into the XML
-            node.text = node.text.strip() or None if node.text else None
-            node.tail = None
-        return element
-
     def to_xml(self, model_options=None):
         from lidar_fmu import __version__
 
-        self.version = __version__  # one version source: lidar_fmu/__init__.py (pythonfmu reads this attribute)
-        ET.register_namespace("osmp", OSMP_NS)
-        root = super().to_xml(model_options or {})
-        osi_version = _osi_version()
-        vendor = self._template("osmp_model.xml", osmp_version=OSMP_VERSION, osi_version=osi_version)
-        variables = root.find("ModelVariables")
-        root.insert(list(root).index(variables), vendor)
-        initial_unknowns = []
-        for index, element in enumerate(variables, start=1):
-            name = element.get("name")
-            prefix, _, role = name.partition(".")
-            if prefix in BINARY_VARIABLES and role in ROLES:
-                element.append(self._template("osmp_binary_variable.xml", name=prefix, role=role,
-                                              type=BINARY_VARIABLES[prefix][0], osi_version=osi_version))
-            if element.get("causality") == "calculatedParameter":
-                initial_unknowns.append(index)
-        if initial_unknowns:
-            unknowns = ET.SubElement(root.find("ModelStructure"), "InitialUnknowns")
-            for index in initial_unknowns:
-                ET.SubElement(unknowns, "Unknown", index=str(index))
-        return root
+        self.version = __version__  # one version source: lidar_fmu/_version.py (pythonfmu reads this attribute)
+        ET.register_namespace("osmp", OSMP_NS)  # before pythonfmu writes the root element
+        return annotate(super().to_xml(model_options or {}), self.resources, _osi_version())
 
     # -- model lifecycle ------------------------------------------------------------------
     def _log(self, message, status=Fmi2Status.warning, once_key=None):
@@ -382,7 +249,7 @@ class LidarSensor(Fmi2Slave):
                      "Nothing changed.")
 
     def _mounting_pose(self):
-        from lidar_fmu.transforms import pose_matrix
+        from lidar_fmu.geometry.transforms import pose_matrix
 
         return pose_matrix(
             (self.mounting_position_x, self.mounting_position_y, self.mounting_position_z),
@@ -405,14 +272,14 @@ class LidarSensor(Fmi2Slave):
     def _get_model(self):
         if self._model is None and self._model_error is None:
             try:
-                from lidar_fmu.sensor_model import LidarSensorModel
+                from lidar_fmu.cosim.sensor_model import OsiSensorModel
 
                 assets = self.assets
                 if assets and not os.path.isabs(assets) and self.resources:
                     # relative asset folders may also live inside the FMU's resources
                     inside = os.path.join(self.resources, assets)
                     assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
-                self._model = LidarSensorModel(
+                self._model = OsiSensorModel(
                     sensor=self._rig(), assets_dir=assets, environment=self.environment,
                     materials=self.materials, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
@@ -434,15 +301,15 @@ class LidarSensor(Fmi2Slave):
         key = (self.sensor or DEFAULT_SENSOR, mounting)
         if self._config_request is not None and key == self._config_key:
             return
-        from lidar_fmu.osmp import DoubleBuffer
+        from lidar_fmu.cosim.osmp import DoubleBuffer
 
         if self._config_request is None:
             self._config_request = DoubleBuffer()  # the previous request stays valid until the next but one
         self._config_key = key
         try:
+            from lidar_fmu.cosim.sensor_model import member_mounting
             from lidar_fmu.osi.config import rig_view_configuration
             from lidar_fmu.osi.decode import check_position
-            from lidar_fmu.sensor_model import member_mounting
 
             lidars = []
             for k, member in enumerate(self._rig()):
@@ -475,7 +342,7 @@ class LidarSensor(Fmi2Slave):
             return
         self._state = STEP
         try:
-            from lidar_fmu.osmp import DoubleBuffer
+            from lidar_fmu.cosim.osmp import DoubleBuffer
 
             self._output = DoubleBuffer()
             self._get_model()
@@ -487,7 +354,7 @@ class LidarSensor(Fmi2Slave):
             self._wrong_state("fmi2DoStep", "between fmi2ExitInitializationMode and fmi2Terminate")
             return True  # False would be fmi2Discard, which ends the run too
         try:
-            from lidar_fmu.osmp import read_buffer
+            from lidar_fmu.cosim.osmp import read_buffer
 
             model = self._get_model()
             if model is None:
@@ -512,7 +379,7 @@ class LidarSensor(Fmi2Slave):
         return True
 
     def terminate(self):
-        _finalize_pythonfmu_before_exit()  # pythonfmu FMUs the master loaded after this instance
+        finalize_pythonfmu_before_exit()  # pythonfmu FMUs the master loaded after this instance
         if self._state == TERMINATED:
             self._log("fmi2Terminate called twice; nothing to do")
             return

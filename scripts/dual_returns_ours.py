@@ -3,7 +3,7 @@
     PYTHONPATH=src python scripts/dual_returns_ours.py [SAMPLES]
 
 The real figures come from ``tests/data/ouster_os1_128_dual_returns.json`` (``scripts/ouster_dual_returns.py``).
-Ours: :func:`lidar_fmu.figures.indoor_room_scene` scanned in ``dual`` mode by the recording unit's own
+Ours: :func:`lidar_fmu.tools.figures.indoor_room_scene` scanned in ``dual`` mode by the recording unit's own
 calibration (``tests/data/ouster_os1_128_fw3.1_122246000293.json`` through the ``ouster_os1_128_cal`` preset:
 its datasheet divergence 0.18° FWHM and 10 mm exit beam), ``SAMPLES`` sub-rays per beam (default 16), once with
 the exit beam diameter and once without (a point source). Counted over the azimuth sector the unit sent
@@ -15,10 +15,10 @@ import os
 import sys
 
 import numpy as np
+from lidar_fmu.physics.echoes import second_echo_stats
 
 from lidar_fmu import Lidar
-from lidar_fmu.echoes import second_echo_stats
-from lidar_fmu.figures import indoor_room_scene
+from lidar_fmu.tools.figures import indoor_room_scene
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "tests", "data")

@@ -15,9 +15,9 @@ import sys
 import numpy as np
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.bench import street_scene
-from lidar_fmu.scene import Mesh
-from lidar_fmu.transforms import pose_matrix
+from lidar_fmu.geometry.scene import Mesh
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.tools.bench import street_scene
 
 PRESET = sys.argv[1] if len(sys.argv) > 1 else "ouster_os1_128_cal"
 REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from lidar_fmu.scene import Mesh
+from lidar_fmu.geometry.scene import Mesh
 
 
 def _real_gpu() -> bool:

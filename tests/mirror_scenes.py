@@ -2,7 +2,7 @@
 import numpy as np
 
 from lidar_fmu import Scene
-from lidar_fmu.scene import Mesh
+from lidar_fmu.geometry.scene import Mesh
 
 #: visual → IR names for these scenes
 MATERIALS = {"materials": {"mirror": "mirror", "wall": "lambertian_50", "glass": "glass_clear"}}

@@ -160,7 +160,7 @@ def test_one_of_several_lidars_by_id():
 
 def test_livox_coverage_figure(tmp_path):
     """docs/livox_coverage.png's function: its coverage grows with time and ends ≥ 90 % (the check above)."""
-    from lidar_fmu.figures import plot_livox_coverage
+    from lidar_fmu.tools.figures import plot_livox_coverage
 
     path = tmp_path / "coverage.png"
     fractions = plot_livox_coverage(path, "livox_mid70", times_s=(0.1, 0.5, 1.0))

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 import trimesh
 
-from lidar_fmu.assets import AssetError, max_mesh_bytes, resolve_inside
-from lidar_fmu.cli import main
+from lidar_fmu.cosim.scene_update import SceneUpdater
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.errors import LidarFmuError
+from lidar_fmu.geometry.assets import AssetError, max_mesh_bytes, resolve_inside
+from lidar_fmu.geometry.scene import MeshError, Scene, load_mesh
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE
-from lidar_fmu.scene import MeshError, Scene, load_mesh
-from lidar_fmu.scene_update import SceneUpdater
-from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.tools.cli import main
 from osi_views import sensor_view
 
 SPEC = {"horizontal_fov_deg": [-60, 60], "horizontal_resolution_deg": 1.0, "vertical_fov_deg": [-15, 15],
@@ -49,7 +49,7 @@ def world(tmp_path):
 def step(assets, references, environment="", frames=2, **kwargs):
     """Step a model over ``frames`` SensorViews of one object per reference; (model, last result, warnings)."""
     warnings = []
-    model = LidarSensorModel(sensor=SPEC, assets_dir=str(assets), warn=warnings.append, **kwargs)
+    model = OsiSensorModel(sensor=SPEC, assets_dir=str(assets), warn=warnings.append, **kwargs)
     objects = [(20 + i, (12.0, 4.0 * i - 6.0, 1.0), (0, 0, 0), DIMS, ref) for i, ref in enumerate(references)]
     result = None
     for k in range(frames):
@@ -191,13 +191,13 @@ def test_a_sensor_view_environment_resolves_in_the_assets_folder(world):
 def test_a_configured_environment_may_lie_anywhere_but_pulls_in_nothing_from_outside(world, tmp_path):
     assets, outside = world
     trimesh.creation.box(extents=(200, 200, 0.2)).export(outside / "ground.ply")
-    model = LidarSensorModel(sensor=SPEC, assets_dir=str(assets), environment=str(outside / "ground.ply"))
+    model = OsiSensorModel(sensor=SPEC, assets_dir=str(assets), environment=str(outside / "ground.ply"))
     assert ENVIRONMENT_ID_BASE in model.scene  # a parameter, chosen by whoever configures the model
     (tmp_path / "env").mkdir()
     write_gltf(tmp_path / "env" / "world.gltf", "../outside/secret.bin")
     (outside / "secret.bin").write_bytes(TRIANGLE_BUFFER)
     with pytest.raises(MeshError, match="outside the mesh's folder") as info:
-        LidarSensorModel(sensor=SPEC, assets_dir=str(assets), environment=str(tmp_path / "env" / "world.gltf"))
+        OsiSensorModel(sensor=SPEC, assets_dir=str(assets), environment=str(tmp_path / "env" / "world.gltf"))
     assert "world.gltf" in str(info.value)
 
 

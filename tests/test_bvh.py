@@ -4,16 +4,9 @@ import pytest
 import trimesh
 
 from lidar_fmu import Scene
+from lidar_fmu.geometry.scene import Mesh
 from lidar_fmu.raycast import make_backend
-from lidar_fmu.raycast.bvh import (
-    LEAF_SIZE,
-    build_bvh,
-    cast_instances,
-    cast_one_bvh,
-    concatenate,
-    instance_table,
-)
-from lidar_fmu.scene import Mesh
+from lidar_fmu.raycast.bvh import LEAF_SIZE, build_bvh, cast_instances, cast_one_bvh, concatenate, instance_table
 
 
 def soup(n=2000, seed=0):

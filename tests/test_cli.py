@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import trimesh
 
-from lidar_fmu.cli import main
 from lidar_fmu.io import read_pcd
+from lidar_fmu.tools.cli import main
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_user_errors_are_one_line_exit_2(case, expect, room, tmp_path, capsys):
 
 
 def test_console_script_error_has_no_traceback(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "lidar_fmu.cli", "scan", "--mesh", str(tmp_path / "x.obj"),
+    run = subprocess.run([sys.executable, "-m", "lidar_fmu.tools.cli", "scan", "--mesh", str(tmp_path / "x.obj"),
                           "--sensor", "ouster_os1_128", "-o", str(tmp_path / "x.pcd")], capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr and "not found" in run.stderr
 
@@ -166,7 +166,7 @@ def test_cuda_backend_without_a_gpu_is_a_clear_error(room, tmp_path, capsys):
 
 # -- the error boundary: LidarFmuError and OSError are the user's, anything else is a bug ---------------------------
 def _scan_raising(exc, room, tmp_path, capsys, monkeypatch):
-    from lidar_fmu.lidar import Lidar
+    from lidar_fmu.scan.lidar import Lidar
 
     def broken_scan(self, *args, **kwargs):
         raise exc
@@ -209,15 +209,15 @@ def test_a_lidar_fmu_error_is_one_line_exit_2(make, room, tmp_path, capsys, monk
 
 
 def test_user_facing_errors_derive_from_lidar_fmu_error():
+    from lidar_fmu.cosim.osmp import OSMPBufferError
     from lidar_fmu.errors import LidarFmuError, UserError
-    from lidar_fmu.materials.spectra import MaterialError
+    from lidar_fmu.geometry.scene import MeshError
+    from lidar_fmu.geometry.transforms import PoseError
     from lidar_fmu.osi.decode import SensorViewError
     from lidar_fmu.osi.trace import TraceError
-    from lidar_fmu.osmp import OSMPBufferError
-    from lidar_fmu.range_limit import RangeLimitError
-    from lidar_fmu.scene import MeshError
+    from lidar_fmu.physics.materials.spectra import MaterialError
+    from lidar_fmu.physics.range_limit import RangeLimitError
     from lidar_fmu.sensors import SensorSpecError
-    from lidar_fmu.transforms import PoseError
 
     assert issubclass(UserError, LidarFmuError)
     for cls in (MaterialError, SensorViewError, TraceError, OSMPBufferError, RangeLimitError, MeshError,
@@ -231,8 +231,8 @@ def test_unknown_bench_scene_is_a_user_error(capsys):
 
 
 def test_replay_and_bench_do_not_import_the_cli():
-    code = ("import sys, lidar_fmu.replay, lidar_fmu.bench; "
-            "sys.exit('lidar_fmu.cli' in sys.modules)")
+    code = ("import sys, lidar_fmu.tools.replay, lidar_fmu.tools.bench; "
+            "sys.exit('lidar_fmu.tools.cli' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
@@ -271,7 +271,7 @@ def test_a_pose_may_start_with_a_minus_sign(room, tmp_path, capsys):
 
 
 def test_missing_folders_and_folder_meshes_fail_before_any_cast(room, tmp_path, capsys, monkeypatch):
-    from lidar_fmu.lidar import Lidar
+    from lidar_fmu.scan.lidar import Lidar
 
     def no_cast(*args, **kwargs):
         raise AssertionError("the scan ran before the arguments were checked")
@@ -309,7 +309,7 @@ def test_demo_with_no_frames_is_refused_before_anything_is_written(tmp_path, cap
 
 
 def test_help_reads_as_plain_text_with_every_default():
-    from lidar_fmu.cli import _HelpFormatter, build_parser
+    from lidar_fmu.tools.cli import _HelpFormatter, build_parser
 
     parser = build_parser()
     assert "``" not in parser.format_help()

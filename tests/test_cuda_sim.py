@@ -17,11 +17,11 @@ import pytest
 import trimesh
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.motion import FrameMotion
+from lidar_fmu.geometry.scene import Mesh, concatenate
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.physics.hit_rules import Continuation
 from lidar_fmu.raycast import RayBatch, cuda_available, make_backend
-from lidar_fmu.raycast.rays import Continuation
-from lidar_fmu.scene import Mesh, concatenate
-from lidar_fmu.transforms import pose_matrix
+from lidar_fmu.scan.motion import FrameMotion
 
 
 def _simulated() -> bool:
@@ -272,7 +272,7 @@ def test_echoes_from_sub_rays_cast_on_the_gpu_equal_the_cpu_path():
 @needs_cuda
 def test_the_gpu_bench_runs(street):
     """The GPU part of ``lidar-fmu bench --backend cuda`` (tiny sensors: the simulator is slow)."""
-    from lidar_fmu.bench import bench_gpu, print_gpu_table
+    from lidar_fmu.tools.bench import bench_gpu, print_gpu_table
 
     frames, sensor_pose = street
     tiny = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 10.0, "vertical_fov_deg": [-10, 0],

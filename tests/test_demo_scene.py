@@ -5,16 +5,11 @@ import os
 import numpy as np
 import pytest
 
-from lidar_fmu import demo_scene, load_mesh
-from lidar_fmu.demo_scene import (
-    LAYOUT_FILE,
-    ROAD_HALF_WIDTH_M,
-    ensure_street,
-    generate_street,
-    load_street_scene,
-)
+from lidar_fmu import load_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE
-from lidar_fmu.transforms import pose_matrix
+from lidar_fmu.tools import demo_scene
+from lidar_fmu.tools.demo_scene import LAYOUT_FILE, ROAD_HALF_WIDTH_M, ensure_street, generate_street, load_street_scene
 
 STREET_MATERIALS = {
     "asphalt", "road_marking_white", "concrete_sidewalk", "concrete_curb", "grass", "facade_plaster",

@@ -7,14 +7,15 @@ import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.echoes import Footprint, footprint_offsets, sub_ray_pattern
-from lidar_fmu.motion import FrameMotion
+from lidar_fmu.geometry.scene import box_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
-from lidar_fmu.osi.encode import build_sensor_data_reference, encode_sensor_data
-from lidar_fmu.replay import organize
-from lidar_fmu.scene import box_mesh
+from lidar_fmu.osi.encode import encode_sensor_data
+from lidar_fmu.physics.echoes import Footprint, footprint_offsets, sub_ray_pattern
+from lidar_fmu.scan.motion import FrameMotion
 from lidar_fmu.sensors import SensorSpecError, load_sensor
-from lidar_fmu.transforms import pose_matrix
+from lidar_fmu.tools.bench_encode import build_sensor_data_reference
+from lidar_fmu.tools.replay import organize
 from osi_views import sensor_view
 
 WALL_ID, PLATE_ID = 1, 2
@@ -256,8 +257,8 @@ def test_presets_carry_their_datasheet_divergence():
 def test_scan_command_writes_the_second_echoes(tmp_path):
     import trimesh
 
-    from lidar_fmu.cli import main
     from lidar_fmu.io import read_pcd
+    from lidar_fmu.tools.cli import main
 
     trimesh.creation.box(extents=(0.2, 80.0, 40.0)).apply_translation((20.1, 0, 0)).export(tmp_path / "wall.obj")
     trimesh.creation.box(extents=(0.05, 10.0, 10.0)).apply_translation((10.0, -5.0, 0)).export(tmp_path / "plate.obj")
@@ -276,8 +277,8 @@ def test_scan_command_writes_the_second_echoes(tmp_path):
 
 
 def test_dual_returns_through_the_fmu(tmp_path):
-    from lidar_fmu.fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
-    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.cosim.fmu_host import FmuInstance
+    from lidar_fmu.cosim.fmu_package import DEFAULT_FMU, build_fmu, sources_newer_than
 
     if sources_newer_than(DEFAULT_FMU):
         build_fmu(DEFAULT_FMU)
@@ -288,7 +289,7 @@ def test_dual_returns_through_the_fmu(tmp_path):
     for mode in ("dual", "strongest"):
         spec = tmp_path / f"{mode}.json"
         spec.write_text(json.dumps(SPEC | {"returns": mode, "frame_rate_hz": 10.0}))
-        with SensorFMU(DEFAULT_FMU, {"sensor": str(spec)}) as fmu:
+        with FmuInstance(DEFAULT_FMU, {"sensor": str(spec)}) as fmu:
             data = bytes(fmu.step(sensor_view(objects, time_s=0.1, host=host), 0.0, 0.1).sensor_data)
         message = SensorData()
         message.ParseFromString(data)
@@ -309,7 +310,7 @@ REAL = json.loads((pathlib.Path(__file__).parent / "data" / "ouster_os1_128_dual
 
 
 def test_the_default_echo_separation_is_the_recordings_smallest_gap():
-    from lidar_fmu.echoes import DEFAULT_ECHO_SEPARATION_M
+    from lidar_fmu.physics.echoes import DEFAULT_ECHO_SEPARATION_M
 
     assert REAL["second_echo_pixels"] == sum(REAL["gap_histogram"]["counts"]) > 1000
     assert REAL["second_echo_fraction_of_returning"] == pytest.approx(0.0665, abs=5e-4)
@@ -319,8 +320,8 @@ def test_the_default_echo_separation_is_the_recordings_smallest_gap():
 def test_room_second_echoes_near_the_sensor_need_the_exit_beam():
     """In the room (a cabinet 0.45 m away), the 10 mm exit beam, not the 3 mrad divergence, makes footprints
     wide enough to straddle edges: with it about 3× the second echoes of a point source, every gap ≥ 1 m."""
-    from lidar_fmu.echoes import second_echo_stats
-    from lidar_fmu.figures import indoor_room_scene
+    from lidar_fmu.physics.echoes import second_echo_stats
+    from lidar_fmu.tools.figures import indoor_room_scene
 
     scene, pose = indoor_room_scene()
     meta = str(pathlib.Path(__file__).parent / "data" / "ouster_os1_128_fw3.1_122246000293.json")
@@ -338,7 +339,7 @@ def test_room_second_echoes_near_the_sensor_need_the_exit_beam():
 
 
 def test_dual_returns_png(tmp_path):
-    from lidar_fmu.figures import indoor_room_scene, plot_dual_returns
+    from lidar_fmu.tools.figures import indoor_room_scene, plot_dual_returns
 
     scene, pose = indoor_room_scene()
     cloud = Lidar(scene, {"preset": "ouster_os1_64", "returns": "dual", "divergence_samples": 8}).scan(pose)

@@ -6,11 +6,11 @@ import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.effects import detection_probability, inverse_normal_cdf, uniform
-from lidar_fmu.scene import box_mesh
-from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.geometry.scene import box_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.physics.effects import detection_probability, inverse_normal_cdf, uniform
 from lidar_fmu.sensors import SensorSpecError, load_sensor
-from lidar_fmu.transforms import pose_matrix
 from osi_views import sensor_view
 
 WALL_X_M = 20.0
@@ -165,7 +165,7 @@ def test_noise_and_existence_probability_through_the_model():
     view = sensor_view([(10, (30.0, 0.0, 0.75), (0, 0, 0), (0.2, 60.0, 30.0), "")], time_s=0.1)
     runs = []
     for _ in range(2):
-        model = LidarSensorModel(sensor=spec)
+        model = OsiSensorModel(sensor=spec)
         runs.append([bytes(model.step(view, 0.1).sensor_data) for _ in range(2)])
     assert runs[0] == runs[1] and runs[0][0] != runs[0][1]
     detections = SensorData.FromString(runs[0][0]).feature_data.lidar_sensor[0].detection
@@ -190,7 +190,7 @@ def test_the_issues_wall_checks_in_fog():
     """A 50 % wall: in clear air at 60 m every ray returns; in fog of 50 m visibility none of it at 60 m, while
     at 10 m every ray still returns, from the wall or, where fog's own echo near the sensor is the stronger
     (a strongest-return sensor reports that one), from the fog."""
-    from lidar_fmu.weather import WEATHER_OBJECT_ID
+    from lidar_fmu.physics.weather import WEATHER_OBJECT_ID
 
     clear = weather_scan(60.0, {})
     no_weather = Lidar(wall_scene(60.0), FORWARD, materials=FIFTY_PERCENT, warn=lambda message: None).scan(np.eye(4))
@@ -211,7 +211,7 @@ def test_the_issues_wall_checks_in_fog():
 
 
 def test_rain_dims_a_little_and_adds_sparse_clutter():
-    from lidar_fmu.weather import WEATHER_OBJECT_ID
+    from lidar_fmu.physics.weather import WEATHER_OBJECT_ID
 
     clear, rainy = weather_scan(60.0, {}), weather_scan(60.0, {"rain_mm_h": 25.0})
     wall = rainy.points["object_id"] == 1
@@ -224,7 +224,7 @@ def test_weather_is_reproducible_and_the_spec_wins_over_the_sensor_view():
     from osi3.osi_environment_pb2 import EnvironmentalConditions
     from osi3.osi_sensorview_pb2 import SensorView
 
-    from lidar_fmu.weather import WEATHER_OBJECT_ID
+    from lidar_fmu.physics.weather import WEATHER_OBJECT_ID
 
     a = weather_scan(20.0, {"fog_visibility_m": 80.0}).points.tobytes()
     assert a == weather_scan(20.0, {"fog_visibility_m": 80.0}).points.tobytes()
@@ -233,11 +233,11 @@ def test_weather_is_reproducible_and_the_spec_wins_over_the_sensor_view():
     view.global_ground_truth.environmental_conditions.fog = EnvironmentalConditions.FOG_DENSE
     data = view.SerializeToString()
     spec = FORWARD | {"motion_distortion": False}
-    from_view = LidarSensorModel(sensor=spec)
+    from_view = OsiSensorModel(sensor=spec)
     assert from_view.step(data, 0.1).valid
     ids = from_view.last_cloud.points["object_id"]
     assert not np.any(ids == 10) and np.any(ids == WEATHER_OBJECT_ID)  # dense fog: the wall at 40 m is gone
-    told = LidarSensorModel(sensor=spec | {"weather": {}})  # the spec says clear air: it wins
+    told = OsiSensorModel(sensor=spec | {"weather": {}})  # the spec says clear air: it wins
     assert told.step(data, 0.1).valid and np.any(told.last_cloud.points["object_id"] == 10)
 
 
@@ -253,8 +253,8 @@ def test_scan_command_measures_the_noise_it_was_given(tmp_path):
 
     import trimesh
 
-    from lidar_fmu.cli import main
     from lidar_fmu.io import read_pcd
+    from lidar_fmu.tools.cli import main
 
     trimesh.creation.box(extents=(0.2, 80.0, 40.0)).export(tmp_path / "wall.obj")
     clouds = {}
@@ -273,8 +273,8 @@ def test_scan_command_measures_the_noise_it_was_given(tmp_path):
 def test_noise_through_the_fmu_is_reproducible(tmp_path):
     import json
 
-    from lidar_fmu.fmu_build import DEFAULT_FMU, build_fmu, sources_newer_than
-    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.cosim.fmu_host import FmuInstance
+    from lidar_fmu.cosim.fmu_package import DEFAULT_FMU, build_fmu, sources_newer_than
     from lidar_fmu.osi.detections import sensor_data_to_points
 
     if sources_newer_than(DEFAULT_FMU):
@@ -286,7 +286,7 @@ def test_noise_through_the_fmu_is_reproducible(tmp_path):
              for k in (1, 2)]
     runs = []
     for _ in range(2):
-        with SensorFMU(DEFAULT_FMU, {"sensor": str(spec)}) as fmu:
+        with FmuInstance(DEFAULT_FMU, {"sensor": str(spec)}) as fmu:
             runs.append([bytes(fmu.step(view, 0.05 * k, 0.05).sensor_data) for k, view in enumerate(views)])
     assert runs[0] == runs[1] and runs[0][0] != runs[0][1]
     wall = sensor_data_to_points(runs[0][0]).points

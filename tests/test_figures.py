@@ -5,8 +5,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from lidar_fmu.figures import plot_range_limits, plot_reflectivity_bev
 from lidar_fmu.pointcloud import POINT_DTYPE
+from lidar_fmu.tools.figures import plot_range_limits, plot_reflectivity_bev
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -96,8 +96,8 @@ def test_no_pyplot_state(tmp_path):
 
 
 def test_scan_pattern_and_motion_distortion_pngs(tmp_path):
-    from lidar_fmu.figures import plot_motion_distortion, plot_scan_patterns
     from lidar_fmu.sensors import load_sensor
+    from lidar_fmu.tools.figures import plot_motion_distortion, plot_scan_patterns
 
     path = tmp_path / "patterns.png"
     plot_scan_patterns(path, [("grid", load_sensor("ouster_os1_64").pattern),
@@ -111,8 +111,8 @@ def test_scan_pattern_and_motion_distortion_pngs(tmp_path):
 
 
 def test_detection_probability_png(tmp_path):
-    from lidar_fmu.figures import plot_detection_probability
-    from lidar_fmu.range_limit import fit_range_limit
+    from lidar_fmu.physics.range_limit import fit_range_limit
+    from lidar_fmu.tools.figures import plot_detection_probability
 
     path = tmp_path / "p.png"
     plot_detection_probability(path, fit_range_limit([[0.10, 40.0], [0.80, 120.0]], "log", 120.0))
@@ -121,7 +121,7 @@ def test_detection_probability_png(tmp_path):
 
 def test_mirror_ghost_png(tmp_path):
     """The README's mirror figure: the ghosts are drawn red, past the mirror."""
-    from lidar_fmu.figures import plot_mirror_ghost
+    from lidar_fmu.tools.figures import plot_mirror_ghost
 
     path = tmp_path / "ghost.png"
     ghosts, returns = plot_mirror_ghost(path)

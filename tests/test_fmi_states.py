@@ -21,12 +21,12 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
-from lidar_fmu.fmu_build import build_fmu
-from lidar_fmu.fmu_host import SensorFMU
+from lidar_fmu.cosim.fmu_host import FmuInstance
+from lidar_fmu.cosim.fmu_package import build_fmu
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.geometry.transforms import PoseError, pose_matrix
 from lidar_fmu.osi.decode import MAX_POSITION_M
 from lidar_fmu.osi.detections import sensor_data_to_points
-from lidar_fmu.sensor_model import LidarSensorModel
-from lidar_fmu.transforms import PoseError, pose_matrix
 from osi_views import HOST_ID, sensor_view
 
 STATUS = ["OK", "WARNING", "DISCARD", "ERROR", "FATAL", "PENDING"]
@@ -59,7 +59,7 @@ def glacial_sensor(tmp_path_factory):
 
 
 # -- raw FMI calls: the exact status, Warning included (FMPy raises only above Warning) --------------
-def call(fmu: SensorFMU, function: str, *args) -> str:
+def call(fmu: FmuInstance, function: str, *args) -> str:
     slave = fmu.fmu
     try:
         return STATUS[getattr(slave, function)(slave.component, *args)]
@@ -116,7 +116,7 @@ def config_request(fmu) -> SensorViewConfiguration:
 
 # -- the seven cases of issue 10 --------------------------------------------------------------------
 def test_1_config_request_with_an_extreme_frame_rate_is_refused_not_fatal(fmu_path, glacial_sensor, small_sensor):
-    with SensorFMU(fmu_path, initialize=False) as fmu:
+    with FmuInstance(fmu_path, initialize=False) as fmu:
         fmu.fmu.setupExperiment(startTime=0.0)
         fmu.fmu.enterInitializationMode()
         fmu.set("sensor", glacial_sensor)
@@ -131,7 +131,7 @@ def test_1_config_request_with_an_extreme_frame_rate_is_refused_not_fatal(fmu_pa
 
 
 def test_2_get_of_an_unknown_value_reference(fmu_path, small_sensor):
-    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
         # read with the status variable (value reference 0) itself: the refusal still reaches the master
         status, values = get_status(fmu, "Integer", [UNKNOWN_VR, 0])
         assert status == "ERROR" and values == [0, 3]
@@ -145,14 +145,14 @@ def test_2_get_of_an_unknown_value_reference(fmu_path, small_sensor):
 
 
 def test_3_set_of_an_unknown_value_reference(fmu_path, small_sensor):
-    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
         assert_refused(fmu, set_status(fmu, "Real", [UNKNOWN_VR], [1.0]), "fmi2SetReal", str(UNKNOWN_VR))
         assert_refused(fmu, set_status(fmu, "String", [UNKNOWN_VR], ["x"]), "fmi2SetString")
         assert_usable(fmu)
 
 
 def test_4_set_of_an_output_or_a_calculated_parameter(fmu_path, small_sensor):
-    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
         fmu.step(VIEW, 0.0, 0.1)
         before = fmu.outputs()
         assert_refused(fmu, set_status(fmu, "Integer", ["OSMPSensorDataOut.size"], [5]), "an output")
@@ -165,7 +165,7 @@ def test_4_set_of_an_output_or_a_calculated_parameter(fmu_path, small_sensor):
 
 
 def test_5_set_with_the_wrong_type(fmu_path, small_sensor):
-    with SensorFMU(fmu_path, initialize=False) as fmu:
+    with FmuInstance(fmu_path, initialize=False) as fmu:
         fmu.fmu.setupExperiment(startTime=0.0)
         fmu.fmu.enterInitializationMode()
         assert_refused(fmu, set_status(fmu, "Real", ["sensor"], [1.0]), "sensor", "is String, not Real")
@@ -177,7 +177,7 @@ def test_5_set_with_the_wrong_type(fmu_path, small_sensor):
 
 
 def test_6_fixed_parameter_after_initialization_is_refused_and_reads_back_the_value_in_use(fmu_path):
-    with SensorFMU(fmu_path, {"sensor": "velodyne_vlp16", "mounting_position_z": 1.5}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": "velodyne_vlp16", "mounting_position_z": 1.5}) as fmu:
         assert_refused(fmu, set_status(fmu, "String", ["sensor"], ["ouster_os1_128"]),
                        "sensor is a fixed parameter", "velodyne_vlp16")
         assert_refused(fmu, set_status(fmu, "Real", ["mounting_position_z"], [3.0]), "mounting_position_z")
@@ -190,7 +190,7 @@ def test_6_fixed_parameter_after_initialization_is_refused_and_reads_back_the_va
 
 
 def test_7_do_step_before_initialization_is_refused(fmu_path, small_sensor):
-    with SensorFMU(fmu_path, initialize=False) as fmu:
+    with FmuInstance(fmu_path, initialize=False) as fmu:
         assert_refused(fmu, do_step(fmu), "fmi2DoStep", "Instantiated")
         out = fmu.outputs()
         assert not out.valid and out.count == 0 and out.sensor_data == b""
@@ -205,7 +205,7 @@ def test_7_do_step_before_initialization_is_refused(fmu_path, small_sensor):
 # -- more of the calling sequence -------------------------------------------------------------------
 def test_config_request_follows_the_parameters_until_initialization_ends(fmu_path):
     """Reading the request before ``sensor`` is set must not lock in the default sensor."""
-    with SensorFMU(fmu_path, initialize=False) as early:
+    with FmuInstance(fmu_path, initialize=False) as early:
         early.fmu.setupExperiment(startTime=0.0)
         early.fmu.enterInitializationMode()
         assert config_request(early).lidar_sensor_view_configuration[0].number_of_rays_vertical == 128  # default
@@ -216,13 +216,13 @@ def test_config_request_follows_the_parameters_until_initialization_ends(fmu_pat
         early.fmu.exitInitializationMode()
         assert config_request(early).lidar_sensor_view_configuration[0].number_of_rays_vertical == 16
         got = early.step(VIEW, 0.0, 0.1)
-    with SensorFMU(fmu_path, {"sensor": "velodyne_vlp16", "mounting_position_z": 1.8}) as direct:
+    with FmuInstance(fmu_path, {"sensor": "velodyne_vlp16", "mounting_position_z": 1.8}) as direct:
         want = direct.step(VIEW, 0.0, 0.1)
     assert got.valid and got.count == want.count and got.sensor_data == want.sensor_data
 
 
 def test_calls_in_the_wrong_state_are_refused_and_never_fatal(fmu_path, small_sensor):
-    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
         assert_refused(fmu, call(fmu, "fmi2EnterInitializationMode"), "fmi2EnterInitializationMode", "Step Mode")
         assert_refused(fmu, call(fmu, "fmi2ExitInitializationMode"), "fmi2ExitInitializationMode", "Step Mode")
         assert_refused(fmu, call(fmu, "fmi2SetupExperiment", 0, 0.0, 0.0, 0, 0.0), "fmi2SetupExperiment")
@@ -268,14 +268,14 @@ def test_far_poses_in_the_sensor_view_are_invalid(fmu_path, small_sensor, where)
         view = sensor_view([car], host=(HOST_ID, (0.6 * MAX_POSITION_M, 0.0, 0.75), 0.0),
                            mounting=((0.6 * MAX_POSITION_M, 0.0, 1.5), (0.0, 0.0, 0.0)))
         words = ("sensor position", "beyond")
-    with SensorFMU(fmu_path, {"sensor": small_sensor}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
         assert_invalid_then_recovers(fmu, view, *words)
 
 
 def test_far_mounting_parameter_is_refused(fmu_path, small_sensor):
     with pytest.raises(PoseError, match="beyond"):
-        LidarSensorModel(sensor=SMALL_SENSOR, default_mounting_pose=pose_matrix((0, 0, FAR)))
-    with SensorFMU(fmu_path, initialize=False) as fmu:
+        OsiSensorModel(sensor=SMALL_SENSOR, default_mounting_pose=pose_matrix((0, 0, FAR)))
+    with FmuInstance(fmu_path, initialize=False) as fmu:
         fmu.fmu.setupExperiment(startTime=0.0)
         fmu.fmu.enterInitializationMode()
         fmu.set("sensor", small_sensor)
@@ -290,7 +290,7 @@ def test_far_mounting_parameter_is_refused(fmu_path, small_sensor):
 
 
 def test_model_rejects_far_host_like_nan():
-    model = LidarSensorModel(sensor=SMALL_SENSOR, warn=lambda message: None)
+    model = OsiSensorModel(sensor=SMALL_SENSOR, warn=lambda message: None)
     for x in (FAR, math.nan):
         result = model.step(sensor_view([], host=(HOST_ID, (x, 0.0, 0.75), 0.0)), 0.1)
         assert not result.valid and result.count == 0 and result.message
@@ -305,7 +305,7 @@ def test_the_fmu_carries_the_status_shim_in_front_of_pythonfmu(fmu_path, small_s
     import shutil
     import zipfile
 
-    from lidar_fmu import fmu_build
+    from lidar_fmu.cosim import fmu_package as fmu_build
 
     with zipfile.ZipFile(fmu_path) as fmu:
         names = set(fmu.namelist())
@@ -318,7 +318,7 @@ def test_the_fmu_carries_the_status_shim_in_front_of_pythonfmu(fmu_path, small_s
     with zipfile.ZipFile(plain) as fmu:
         assert b"finalizePythonInterpreter" in fmu.read("binaries/linux64/LidarSensor.so")
         assert "binaries/linux64/LidarSensor.pythonfmu.so" not in fmu.namelist()
-    with SensorFMU(plain, {"sensor": small_sensor}) as fmu:
+    with FmuInstance(plain, {"sensor": small_sensor}) as fmu:
         status, _ = get_status(fmu, "Integer", [UNKNOWN_VR])
         assert status == "OK" and errors(fmu)  # pythonfmu alone: refused and logged, but fmi2OK
 

@@ -15,10 +15,10 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
-from lidar_fmu.fmu_build import build_fmu, validate
-from lidar_fmu.fmu_host import SensorFMU
+from lidar_fmu.cosim.fmu_host import FmuInstance
+from lidar_fmu.cosim.fmu_package import build_fmu, validate
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
-from lidar_fmu.transforms import pose_matrix
 from osi_views import HOST_ID, sensor_view
 
 OSMP_NS = "{http://xsd.pmsf.net/OSISensorModelPackaging}"
@@ -46,7 +46,7 @@ def small_sensor(tmp_path_factory):
 
 
 def lidar(fmu_path, **parameters):
-    return SensorFMU(fmu_path, parameters)
+    return FmuInstance(fmu_path, parameters)
 
 
 def world_points(sensor_data: bytes, sensor_pose):
@@ -70,7 +70,7 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
     with zipfile.ZipFile(fmu_path) as z:
         names = z.namelist()
         root = ET.fromstring(z.read("modelDescription.xml"))
-    assert "resources/lidar_fmu/lidar.py" in names and "resources/LidarSensor.py" in names
+    assert "resources/lidar_fmu/scan/lidar.py" in names and "resources/LidarSensor.py" in names
     assert "binaries/linux64/LidarSensor.so" in names
     assert root.find("CoSimulation").get("needsExecutionTool") == "false"
     assert root.get("variableNamingConvention") == "structured"
@@ -231,7 +231,7 @@ def test_bad_input_gives_invalid_output_and_the_next_step_works(fmu_path, small_
 
 def test_two_instances_with_different_sensors_in_one_process(fmu_path, small_sensor):
     view = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")])
-    with lidar(fmu_path, sensor=small_sensor) as a, SensorFMU(fmu_path, {"sensor": "ibeo_lux"}, instance_name="b") as b:
+    with lidar(fmu_path, sensor=small_sensor) as a, FmuInstance(fmu_path, {"sensor": "ibeo_lux"}, instance_name="b") as b:
         out_a, out_b = a.step(view, 0, 0.1), b.step(view, 0, 0.1)
         beams_a = set(sensor_data_to_points(out_a.sensor_data).points["beam_id"].tolist())
         beams_b = set(sensor_data_to_points(out_b.sensor_data).points["beam_id"].tolist())
@@ -266,7 +266,7 @@ def cannot_start(fmu_path, **parameters):
     reason logged (never Fatal), and steps give invalid data, the instance still usable. → its messages."""
     from fmpy.fmi1 import FMICallException
 
-    with SensorFMU(fmu_path, initialize=False) as fmu:
+    with FmuInstance(fmu_path, initialize=False) as fmu:
         with pytest.raises(FMICallException, match="fmi2ExitInitializationMode failed with status 3"):
             fmu.initialize(parameters)
         out = fmu.step(sensor_view([]), 0, 0.1)
@@ -282,9 +282,9 @@ def test_unknown_preset_is_reported_not_crashed(fmu_path):
 def test_shared_trace_car_250_lies_on_its_box(fmu_path):
     """Every point of car 250 lies on its box, seen from where the host was when its ray fired (motion distortion:
     the host and the car move between views; before the first view, back along their OSI velocities)."""
-    from lidar_fmu.motion import interpolate_pose
     from lidar_fmu.osi.decode import decode_sensor_view
     from lidar_fmu.osi.trace import read_trace
+    from lidar_fmu.scan.motion import interpolate_pose
     from lidar_fmu.sensors import load_sensor
 
     frames = list(read_trace(SHARED_TRACE))

@@ -260,14 +260,14 @@ def _check_output(out) -> list[str]:
 
 def run_fuzz(fmu_path, sensor_spec: str, seed: int = SEED, count: int = INPUTS, failures_dir=None) -> dict:
     """Fuzz one FMU instance against a twin; return statistics (``failures``: list of (index, kind, problems))."""
-    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.cosim.fmu_host import FmuInstance
 
     good = _base_views()[0]
     stats = {"inputs": 0, "kinds": collections.Counter(), "status": collections.Counter(),
              "log": collections.Counter(), "valid": 0, "invalid": 0, "expected_invalid": 0,
              "max_step_s": 0.0, "failures": []}
-    with SensorFMU(fmu_path, {"sensor": sensor_spec}, instance_name="fuzzed") as fmu, \
-            SensorFMU(fmu_path, {"sensor": sensor_spec}, instance_name="twin") as twin:
+    with FmuInstance(fmu_path, {"sensor": sensor_spec}, instance_name="fuzzed") as fmu, \
+            FmuInstance(fmu_path, {"sensor": sensor_spec}, instance_name="twin") as twin:
         for instance in (fmu, twin):  # load, build and compile outside the timed steps
             assert _do_step(instance, good, 0.0)[1].valid
         t = 0.1
@@ -316,9 +316,9 @@ def run_fuzz(fmu_path, sensor_spec: str, seed: int = SEED, count: int = INPUTS, 
 
 def reproduce(fmu_path, sensor_spec: str, path) -> list[str]:
     """Step one saved input (a ``fuzz_failures/*.bin``) and then the clean view; the log lines it produced."""
-    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.cosim.fmu_host import FmuInstance
 
-    with SensorFMU(fmu_path, {"sensor": sensor_spec}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": sensor_spec}) as fmu:
         status, out, _ = _do_step(fmu, pathlib.Path(path).read_bytes(), 0.0)
         _do_step(fmu, _base_views()[0], 0.1)
         return [f"doStep {status}, valid={out.valid}, count={out.count}"] + [f"[{s}] {m}" for s, m in fmu.messages]
@@ -327,7 +327,7 @@ def reproduce(fmu_path, sensor_spec: str, path) -> list[str]:
 # -- the test -----------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fmu_path(tmp_path_factory):
-    from lidar_fmu.fmu_build import build_fmu
+    from lidar_fmu.cosim.fmu_package import build_fmu
 
     return str(build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu"))
 
@@ -353,7 +353,7 @@ def test_the_output_check_catches_inconsistent_outputs():
     """The oracle itself: what it must call wrong, it does."""
     import numpy as np
 
-    from lidar_fmu.fmu_host import FMUOutput
+    from lidar_fmu.cosim.fmu_host import FMUOutput
     from lidar_fmu.osi.encode import encode_empty_sensor_data
 
     empty = encode_empty_sensor_data(timestamp_s=0.1, sensor_id=0, mounting_position=np.eye(4), cycle_counter=1)
@@ -387,7 +387,7 @@ if __name__ == "__main__":  # statistics for the README: python tests/test_fuzz_
     import sys
     import tempfile
 
-    from lidar_fmu.fmu_build import build_fmu
+    from lidar_fmu.cosim.fmu_package import build_fmu
 
     folder = pathlib.Path(tempfile.mkdtemp(prefix="lidar-fmu-fuzz-"))
     spec = folder / "small.json"

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from lidar_fmu import POINT_DTYPE, Lidar, Scene
-from lidar_fmu.ground_truth import GROUND_TRUTH_DTYPE, NO_MATERIAL
 from lidar_fmu.io import read_pcd, write_las, write_pcd, write_ply
-from lidar_fmu.materials import load_database
-from lidar_fmu.weather import WEATHER_OBJECT_ID
+from lidar_fmu.physics.ground_truth import GROUND_TRUTH_DTYPE, NO_MATERIAL
+from lidar_fmu.physics.materials import load_database
+from lidar_fmu.physics.weather import WEATHER_OBJECT_ID
 from mirror_scenes import MATERIALS, quad
 
 SENSOR = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 10],

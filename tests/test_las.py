@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import PointCloudFileError, write_las, write_point_cloud
 from lidar_fmu.io.las import LAS_SCALE_M
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
-from lidar_fmu.transforms import pose_matrix
 
 laspy = pytest.importorskip("laspy")
 

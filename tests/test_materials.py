@@ -6,7 +6,8 @@ import uuid
 import numpy as np
 import pytest
 
-from lidar_fmu.materials import (
+from lidar_fmu.geometry.scene import Mesh, load_mesh
+from lidar_fmu.physics.materials import (
     ANGLES_DEG,
     DEFAULT_MAP,
     MATERIAL_CLASSES,
@@ -21,7 +22,6 @@ from lidar_fmu.materials import (
     spectrum_reflectance,
     street_material_map,
 )
-from lidar_fmu.scene import Mesh, load_mesh
 
 SPECTRA = os.path.join(os.path.dirname(__file__), "..", "src", "lidar_fmu", "materials", "data", "spectra")
 
@@ -312,7 +312,7 @@ def test_map_file_round_trip(tmp_path, db):
 
 
 def test_street_map_covers_every_demo_material(tmp_path, db):
-    from lidar_fmu.demo_scene import MATERIAL_COLOURS, generate_street
+    from lidar_fmu.tools.demo_scene import MATERIAL_COLOURS, generate_street
 
     layout = generate_street(tmp_path)
     files = [layout["environment"]] + sorted({car["mesh"] for car in layout["cars"]})
@@ -334,7 +334,7 @@ def test_street_map_covers_every_demo_material(tmp_path, db):
 
 def test_without_a_map_nothing_is_reported_and_builtin_names_never_are(db, recwarn):
     """The default map gives every triangle default_grey by design; our own names need no entry in a user's map."""
-    from lidar_fmu.materials import DEFAULT_MAP
+    from lidar_fmu.physics.materials import DEFAULT_MAP
 
     messages = []
     name = f"mystery_{uuid.uuid4().hex}"

@@ -3,10 +3,10 @@ import numpy as np
 from mcap.reader import make_reader
 
 from lidar_fmu import Lidar, Scene
+from lidar_fmu.geometry.scene import box_mesh
 from lidar_fmu.osi.encode import encode_sensor_data_buffer
 from lidar_fmu.osi.mcap import TOPIC, SensorDataMcapWriter
 from lidar_fmu.osi.trace import TraceWriter, read_trace
-from lidar_fmu.scene import box_mesh
 
 
 def _frames(count):

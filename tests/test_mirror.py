@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.cli import main
 from lidar_fmu.io import read_pcd
 from lidar_fmu.sensors import SensorSpecError, load_sensor
+from lidar_fmu.tools.cli import main
 from mirror_scenes import (
     MATERIALS,
     MIRROR_REFLECTANCE,

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from lidar_fmu.motion import interpolate_pose, is_jump, rotate_about, rotation_vector
-from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.scan.motion import interpolate_pose, is_jump, rotate_about, rotation_vector
 from lidar_fmu.sensors import load_sensor
-from lidar_fmu.transforms import pose_matrix
 from osi_views import HOST_ID, sensor_view
 
 # a 120° sweep over the whole 100 ms frame: the wall ahead is seen from start to end of the frame
@@ -89,10 +89,10 @@ def test_partial_steps_through_the_model_add_up_to_the_frame():
     """A static scene stepped at a quarter of the frame period returns, over four steps, the frame's returns."""
     views = [sensor_view([WALL], time_s=t, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0)) for t in (0.1, 0.125, 0.15, 0.175,
                                                                                            0.2)]
-    whole = LidarSensorModel(sensor=SWEEP)
+    whole = OsiSensorModel(sensor=SWEEP)
     whole.step(views[0], 0.1)
     frame = whole.step(views[-1], 0.2)
-    quarters = LidarSensorModel(sensor=SWEEP)
+    quarters = OsiSensorModel(sensor=SWEEP)
     quarters.step(views[0], 0.1)
     counts = [quarters.step(view, 0.0).count for view in views[1:]]
     assert all(c > 0 for c in counts) and sum(counts) == frame.count
@@ -100,11 +100,11 @@ def test_partial_steps_through_the_model_add_up_to_the_frame():
 
 def test_a_step_longer_than_the_frame_warns_once_and_takes_the_last_frame():
     said = []
-    model = LidarSensorModel(sensor=SWEEP, warn=said.append)
+    model = OsiSensorModel(sensor=SWEEP, warn=said.append)
     for t in (0.1, 0.4, 0.7):
         assert model.step(sensor_view([WALL], time_s=t), t).valid
     assert len(said) == 1 and "longer than" in said[0]
-    assert len(model.last_cloud) == LidarSensorModel(sensor=SWEEP).step(sensor_view([WALL], 0.1), 0.1).count
+    assert len(model.last_cloud) == OsiSensorModel(sensor=SWEEP).step(sensor_view([WALL], 0.1), 0.1).count
     assert np.ptp(model.last_cloud.points["time"]) > 0.09  # one whole frame
 
 
@@ -112,7 +112,7 @@ def test_a_step_longer_than_the_frame_warns_once_and_takes_the_last_frame():
 @pytest.mark.parametrize("distortion", [True, False])
 def test_moving_wall_slope_in_the_model(distortion):
     """Driving at 20 m/s at a stationary wall: x against firing time has slope −20 m/s (within 5 %), ≈ 0 without."""
-    model = LidarSensorModel(sensor=SWEEP | {"motion_distortion": distortion})
+    model = OsiSensorModel(sensor=SWEEP | {"motion_distortion": distortion})
     for k, view in enumerate(_wall_views(3)):
         assert model.step(view, 0.1 * (k + 1)).valid
         slope = _wall_slope(model.last_cloud.points)
@@ -128,9 +128,9 @@ def test_moving_wall_slope_in_the_model(distortion):
 
 def test_moving_wall_slope_through_the_fmu_replay(tmp_path):
     """The same check on `lidar-fmu replay`'s frame PCDs (OSI SensorData out of the FMU, each ray's time back)."""
-    from lidar_fmu.cli import main
     from lidar_fmu.io import read_pcd
     from lidar_fmu.osi.trace import write_trace
+    from lidar_fmu.tools.cli import main
 
     slopes = {}
     for distortion in (True, False):
@@ -152,7 +152,7 @@ def test_a_moving_object_is_met_where_it_is_when_each_ray_fires():
     """A still sensor, a wall coming at it at 20 m/s: the same slope, from the object's poses over the frame."""
     views = [sensor_view([(WALL_ID, (WALL_X_M - SPEED_M_S * 0.1 * k, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 20.0), "")],
                          time_s=0.1 * k) for k in (1, 2)]
-    model = LidarSensorModel(sensor=SWEEP | {"motion_slices": 50})
+    model = OsiSensorModel(sensor=SWEEP | {"motion_slices": 50})
     model.step(views[0], 0.1)
     assert model.step(views[1], 0.2).valid
     # 50 slices of 2 ms: the staircase's fitted slope is the motion's
@@ -176,14 +176,14 @@ def test_a_livox_pattern_goes_on_across_steps_as_the_unit_does():
     rays, and the next step goes on with new ones (no frame repeats)."""
     wall = (WALL_ID, (20.0, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 40.0), "")
     views = {t: sensor_view([wall], time_s=t, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0)) for t in (0.1, 0.15, 0.2, 0.3)}
-    halves = LidarSensorModel(sensor="livox_mid70")
+    halves = OsiSensorModel(sensor="livox_mid70")
     halves.step(views[0.1], 0.1)
     clouds = []
     for t in (0.15, 0.2):
         assert halves.step(views[t], t).valid
         clouds.append(halves.last_cloud)
     first, second = clouds
-    whole = LidarSensorModel(sensor="livox_mid70")
+    whole = OsiSensorModel(sensor="livox_mid70")
     whole.step(views[0.1], 0.1)
     whole.step(views[0.2], 0.2)
     both = np.concatenate([first.pattern.directions, second.pattern.directions])
@@ -199,15 +199,15 @@ def test_an_airsim_origin_is_the_default_mounting(tmp_path):
     spec = {"id": "lidar1", "type": "lidar", "lidar-type": "generic_cylindrical", "number-of-channels": 16,
             "points-per-second": 100000, "horizontal-rotation-frequency": 10,
             "origin": {"xyz": "0.5 0 -1.8", "rpy-deg": "0 0 0"}}
-    model = LidarSensorModel(sensor=spec)
+    model = OsiSensorModel(sensor=spec)
     assert np.allclose(model.default_mounting_pose[:3, 3], (0.5, 0.0, 1.8))  # NED z down → our z up
-    placed = LidarSensorModel(sensor=spec, default_mounting_pose=pose_matrix((1.0, 0.0, 2.0)))
+    placed = OsiSensorModel(sensor=spec, default_mounting_pose=pose_matrix((1.0, 0.0, 2.0)))
     assert np.allclose(placed.default_mounting_pose[:3, 3], (1.0, 0.0, 2.0))  # the caller's mounting wins
     # AirSim's disable-self-hits (default false: the robot's own body returns) unless the caller says
     assert model.updater.disable_self_hits is False
-    assert LidarSensorModel(sensor=spec | {"disable-self-hits": True}).updater.disable_self_hits is True
-    assert LidarSensorModel(sensor=spec, disable_self_hits=True).updater.disable_self_hits is True
-    assert LidarSensorModel(sensor="velodyne_vlp16").updater.disable_self_hits is True
+    assert OsiSensorModel(sensor=spec | {"disable-self-hits": True}).updater.disable_self_hits is True
+    assert OsiSensorModel(sensor=spec, disable_self_hits=True).updater.disable_self_hits is True
+    assert OsiSensorModel(sensor="velodyne_vlp16").updater.disable_self_hits is True
 
 
 # -- windows on the sensor's own clock (review findings) -------------------------------------------------------
@@ -234,7 +234,7 @@ def test_a_rosette_after_a_long_gap_fires_one_frame_and_goes_on():
     """Views at 0.1 and 0.2 s, then none until 6000 s: the step publishes the last frame period's shots
     (warned once), and the next steps are valid again."""
     said = []
-    model = LidarSensorModel(sensor="livox_mid70", warn=said.append)
+    model = OsiSensorModel(sensor="livox_mid70", warn=said.append)
     wall = (WALL_ID, (20.0, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 40.0), "")
     for t in (0.1, 0.2, 6000.0, 6000.1):
         result = model.step(sensor_view([wall], time_s=t), t)

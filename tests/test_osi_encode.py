@@ -10,20 +10,19 @@ from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_version_pb2 import DESCRIPTOR as VERSION_FILE
 from osi3.osi_version_pb2 import current_interface_version
 
+from lidar_fmu.geometry.transforms import pose_matrix, roll_pitch_yaw, rotation_matrix
 from lidar_fmu.osi.encode import (
     DATA_QUALIFIER_AVAILABLE,
     DATA_QUALIFIER_NOT_AVAILABLE,
     atan2_rad,
-    build_sensor_data_reference,
     encode_empty_sensor_data,
     encode_sensor_data,
     encode_sensor_data_buffer,
-    random_cloud,
     set_timestamp,
     spherical_angles,
 )
 from lidar_fmu.pointcloud import NO_OBJECT_ID, POINT_DTYPE, PointCloud
-from lidar_fmu.transforms import pose_matrix, roll_pitch_yaw, rotation_matrix
+from lidar_fmu.tools.bench_encode import build_sensor_data_reference, random_cloud
 
 MOUNT = pose_matrix((1.25, -0.4, 1.85), (0.05, -0.2, 2.6))
 KW = dict(timestamp_s=12.345678901, sensor_id=42, mounting_position=MOUNT, cycle_counter=7)

@@ -6,8 +6,8 @@ import pytest
 import trimesh
 
 from lidar_fmu import Lidar, Scene, load_sensor
+from lidar_fmu.geometry.scene import Mesh
 from lidar_fmu.raycast import make_backend
-from lidar_fmu.scene import Mesh
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REFERENCE = os.path.join(DATA, "ouster_os1_128_xyzlut_every7.npz")

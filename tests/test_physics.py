@@ -6,7 +6,7 @@ import pytest
 import trimesh
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.scene import Mesh, concatenate
+from lidar_fmu.geometry.scene import Mesh, concatenate
 
 LIMOX_LIMIT = {"pairs": [[0.10, 60.0], [0.80, 120.0]], "fit": "log"}
 

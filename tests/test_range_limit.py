@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from lidar_fmu.range_limit import (
+from lidar_fmu.physics.range_limit import (
     FITS,
     RangeReflectivityLimit,
     fit_range_limit,

@@ -4,9 +4,9 @@ import trimesh
 
 from conftest import to_mesh
 from lidar_fmu import Lidar, Scene, box_mesh, load_sensor
+from lidar_fmu.geometry.scene import Mesh, concatenate
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.raycast import BackendError, make_backend
-from lidar_fmu.scene import Mesh, concatenate
-from lidar_fmu.transforms import pose_matrix
 
 
 @pytest.fixture(params=["embree", "embreex"])

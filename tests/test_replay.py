@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh, load_sensor
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.errors import LidarFmuError
+from lidar_fmu.geometry.pattern import angle_list
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
 from lidar_fmu.osi.encode import encode_sensor_data
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, RayMatchError, match_rays
-from lidar_fmu.sensor_model import LidarSensorModel
-from lidar_fmu.sensors.pattern import angle_list
-from lidar_fmu.transforms import pose_matrix
 from osi_views import HOST_ID, sensor_view
 
 #: a sensor no preset is named after: interleaved beams (like Velodyne's), a 270° sweep
@@ -94,7 +94,7 @@ def test_a_pattern_repeating_a_direction_is_ambiguous():
 # -- through the FMU, as the replay does it ------------------------------------------------------
 @pytest.fixture(scope="module")
 def fmu_path(tmp_path_factory):
-    from lidar_fmu.fmu_build import build_fmu
+    from lidar_fmu.cosim.fmu_package import build_fmu
 
     return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
@@ -110,7 +110,7 @@ def _views():
 
 def test_replay_organizes_the_fmu_output_as_the_scan(fmu_path, tmp_path, monkeypatch):
     """The replay's preview cloud, decoded from the FMU's SensorData, has the direct scan's rays."""
-    import lidar_fmu.replay as replay_module
+    import lidar_fmu.tools.replay as replay_module
     from lidar_fmu.osi.trace import write_trace
 
     views = _views()
@@ -128,7 +128,7 @@ def test_replay_organizes_the_fmu_output_as_the_scan(fmu_path, tmp_path, monkeyp
     summary = replay_module.replay(scenario, tmp_path / "out", fmu_path=fmu_path, progress=False)
     assert "preview_note" not in summary and (tmp_path / "out" / "preview.png").is_file()
 
-    direct = LidarSensorModel(sensor=CUSTOM_SENSOR)
+    direct = OsiSensorModel(sensor=CUSTOM_SENSOR)
     for k, view in enumerate(views):
         assert direct.step(view, 0.1 * (k + 1)).valid
     scan = direct.last_cloud
@@ -145,13 +145,13 @@ def test_replay_organizes_the_fmu_output_as_the_scan(fmu_path, tmp_path, monkeyp
 
 def test_organize_matches_a_direct_step(fmu_path):
     """One FMU step: ``organize`` of the decoded SensorData gives the in-process scan's ray indices."""
-    from lidar_fmu.fmu_host import SensorFMU
-    from lidar_fmu.replay import organize
+    from lidar_fmu.cosim.fmu_host import FmuInstance
+    from lidar_fmu.tools.replay import organize
 
     view = _views()[0]
-    with SensorFMU(fmu_path, {"sensor": "velodyne_vlp16"}) as fmu:
+    with FmuInstance(fmu_path, {"sensor": "velodyne_vlp16"}) as fmu:
         out = fmu.step(view, 0.0, 0.1)
-    direct = LidarSensorModel(sensor="velodyne_vlp16")
+    direct = OsiSensorModel(sensor="velodyne_vlp16")
     assert direct.step(view, 0.1).valid
     cloud = organize(sensor_data_to_points(out.sensor_data), direct.sensor.pattern)
     assert len(cloud) == len(direct.last_cloud) > 0
@@ -160,7 +160,7 @@ def test_organize_matches_a_direct_step(fmu_path):
 
 def test_scenario_up_axis_reaches_the_fmu(tmp_path):
     from lidar_fmu.errors import UserError
-    from lidar_fmu.replay import fmu_parameters, load_scenario
+    from lidar_fmu.tools.replay import fmu_parameters, load_scenario
 
     (tmp_path / "scenario.yaml").write_text("trace: views.osi\nup_axis: Y\n")
     assert fmu_parameters(load_scenario(tmp_path), str(tmp_path))["up_axis"] == "y"
@@ -176,7 +176,7 @@ def test_the_fmu_stands_a_gltf_asset_up(fmu_path, tmp_path):
     up_axis z it lies on its side."""
     import trimesh
 
-    from lidar_fmu.fmu_host import SensorFMU
+    from lidar_fmu.cosim.fmu_host import FmuInstance
     from lidar_fmu.osi.detections import sensor_data_to_points
 
     trimesh.creation.box(extents=(1.8, 1.5, 4.0)).export(tmp_path / "car.glb")
@@ -184,7 +184,7 @@ def test_the_fmu_stands_a_gltf_asset_up(fmu_path, tmp_path):
     tops = {}
     for up_axis in ("", "z"):
         params = {"sensor": "ouster_os1_128", "assets": str(tmp_path), "up_axis": up_axis}
-        with SensorFMU(fmu_path, params) as fmu:
+        with FmuInstance(fmu_path, params) as fmu:
             points = sensor_data_to_points(fmu.step(view, 0.0, 0.1).sensor_data).points
         car = points[points["object_id"] == 30]
         tops[up_axis] = float(car["z"].max())
@@ -195,10 +195,10 @@ def test_the_fmu_stands_a_gltf_asset_up(fmu_path, tmp_path):
 def test_replay_writes_ground_truth_beside_the_fmu_points(fmu_path, tmp_path):
     """``ground_truth: true``: every frame PCD carries the in-process twin's truth, point for point (noise on: the
     measured ranges scatter about it)."""
-    import lidar_fmu.replay as replay_module
-    from lidar_fmu.ground_truth import GROUND_TRUTH_DTYPE
+    import lidar_fmu.tools.replay as replay_module
     from lidar_fmu.io import read_pcd
     from lidar_fmu.osi.trace import write_trace
+    from lidar_fmu.physics.ground_truth import GROUND_TRUTH_DTYPE
 
     scenario = tmp_path / "scenario"
     scenario.mkdir()

@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from lidar_fmu.cli import main
 from lidar_fmu.osi.trace import TraceError, count_frames, read_trace
+from lidar_fmu.tools.cli import main
 from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
 FRAMES = 20  # in SHARED_TRACE
@@ -17,7 +17,7 @@ SENSOR = SMALL_SENSOR  # 5,760 rays: fast
 
 @pytest.fixture(scope="module")
 def fmu_path(tmp_path_factory):
-    from lidar_fmu.fmu_build import build_fmu
+    from lidar_fmu.cosim.fmu_package import build_fmu
 
     return str(build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu"))
 
@@ -47,7 +47,7 @@ def _replay(scenario, out, fmu_path, capsys, *extra):
 @pytest.fixture(scope="module")
 def clean(fmu_path, tmp_path_factory):
     """The PCDs of a clean replay of the whole trace, frame index → bytes."""
-    from lidar_fmu.replay import replay
+    from lidar_fmu.tools.replay import replay
 
     base = tmp_path_factory.mktemp("clean")
     scenario = _scenario(base / "scenario", SHARED_TRACE.read_bytes())

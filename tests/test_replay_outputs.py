@@ -7,7 +7,7 @@ import numpy as np
 
 from lidar_fmu.io import read_pcd
 from lidar_fmu.osi.trace import read_trace
-from lidar_fmu.replay import replay
+from lidar_fmu.tools.replay import replay
 from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
 

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 
 from lidar_fmu import Lidar, Scene, box_mesh
+from lidar_fmu.cosim.scene_update import SensorViewScene
 from lidar_fmu.errors import LidarFmuError
-from lidar_fmu.io import RerunRecording, SensorViewScene
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.io import RerunRecording
 from lidar_fmu.io.rerun import ENVIRONMENT_CLASS
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
-from lidar_fmu.transforms import pose_matrix
 
 pytest.importorskip("rerun")
 RrdReader = pytest.importorskip("rerun.chunk").RrdReader
@@ -122,12 +123,12 @@ def test_recording_needs_an_existing_folder(tmp_path):
 
 def test_sensor_view_scene_matches_the_sensor_model(tmp_path):
     """The host-side mirror of the FMU's scene gives the model's sensor pose and instances."""
-    from lidar_fmu.sensor_model import LidarSensorModel
+    from lidar_fmu.cosim.sensor_model import OsiSensorModel
     from osi_views import sensor_view
 
     view = sensor_view([(42, (10.0, 2.0, 0.75), (0, 0, 0.5), (4.0, 1.8, 1.5), "")],
                        mounting=((1.0, 0.0, 1.2), (0.0, 0.0, 0.1)))
-    model = LidarSensorModel("velodyne_vlp16", backend="embree")
+    model = OsiSensorModel("velodyne_vlp16", backend="embree")
     assert model.step(view, 0.1).valid
     mirror = SensorViewScene({"disable_self_hits": True})
     pose = mirror.update(view)

@@ -7,12 +7,12 @@ import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.geometry.transforms import pose_matrix, roll_pitch_yaw
 from lidar_fmu.osi.config import rig_view_configuration
 from lidar_fmu.osi.decode import decode_sensor_view
-from lidar_fmu.sensor_model import LidarSensorModel
 from lidar_fmu.sensors import SensorSpecError
 from lidar_fmu.sensors.rig import load_rig
-from lidar_fmu.transforms import pose_matrix, roll_pitch_yaw
 from osi_views import HOST_ID, sensor_view
 
 SPEC = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 5],
@@ -47,7 +47,7 @@ def test_rig_specs_in_every_form_and_errors_that_name_the_entry(tmp_path):
 
 def test_two_lidars_each_see_what_a_lone_lidar_at_their_mounting_sees():
     view = sensor_view(OBJECTS, time_s=0.1, host=HOST)
-    rig = LidarSensorModel(sensor=RIG, sensor_id=3)
+    rig = OsiSensorModel(sensor=RIG, sensor_id=3)
     result = rig.step(view, 0.1)
     assert result.valid, result.message
     data = SensorData.FromString(bytes(result.sensor_data))
@@ -60,7 +60,7 @@ def test_two_lidars_each_see_what_a_lone_lidar_at_their_mounting_sees():
     seen = [{int(d.object_id.value) for d in lidar.detection} for lidar in (front, rear)]
     assert seen == [{10}, {11}]  # the front lidar sees the car ahead, the rear one the car behind
     for k, mounting in enumerate((FRONT, REAR)):
-        alone = LidarSensorModel(sensor=SPEC, default_mounting_pose=pose_matrix(
+        alone = OsiSensorModel(sensor=SPEC, default_mounting_pose=pose_matrix(
             mounting["xyz_m"], np.radians(mounting["rpy_deg"])), sensor_id=3)
         reference = SensorData.FromString(bytes(alone.step(view, 0.1).sensor_data)).feature_data.lidar_sensor[0]
         assert [d.SerializeToString() for d in data.feature_data.lidar_sensor[k].detection] == \
@@ -78,7 +78,7 @@ def test_the_sensor_views_per_lidar_mountings_win():
             lidar.view_configuration.mounting_position.position.x = x
     frame = decode_sensor_view(view.SerializeToString())
     assert frame.lidar_mountings[0][0, 3] == 2.5 and frame.lidar_mountings[1] is None
-    rig = LidarSensorModel(sensor=RIG)
+    rig = OsiSensorModel(sensor=RIG)
     data = SensorData.FromString(bytes(rig.step(view.SerializeToString(), 0.1).sensor_data))
     front, rear = data.feature_data.lidar_sensor
     assert front.header.mounting_position.position.x == 2.5
@@ -102,7 +102,7 @@ def test_replay_refuses_a_rig_by_name(tmp_path):
     import shutil
 
     from lidar_fmu.errors import UserError
-    from lidar_fmu.replay import replay
+    from lidar_fmu.tools.replay import replay
 
     source = pathlib.Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal"
     folder = tmp_path / "rig_scenario"
@@ -118,7 +118,7 @@ def test_rig_ids_seeds_and_unused_broken_lidar_views():
     with pytest.raises(SensorSpecError, match="same sensor_id"):
         load_rig({"sensors": [SPEC | {"sensor_id": 4}, SPEC | {"sensor_id": 4}]})
     said = []
-    LidarSensorModel(sensor={"sensors": [SPEC | {"noise": {"range_sigma_m": 0.01}}] * 2}, warn=said.append)
+    OsiSensorModel(sensor={"sensors": [SPEC | {"noise": {"range_sigma_m": 0.01}}] * 2}, warn=said.append)
     assert any("same noise.seed" in message for message in said)
     from osi3.osi_sensorview_pb2 import SensorView
 
@@ -126,9 +126,9 @@ def test_rig_ids_seeds_and_unused_broken_lidar_views():
     view.lidar_sensor_view.add()  # entry 0: no mounting
     broken = view.lidar_sensor_view.add().view_configuration.mounting_position
     broken.position.x = float("nan")  # entry 1: unusable
-    alone = LidarSensorModel(sensor=SPEC)  # one lidar: entry 1 is nobody's, the frame stays valid
+    alone = OsiSensorModel(sensor=SPEC)  # one lidar: entry 1 is nobody's, the frame stays valid
     assert alone.step(view.SerializeToString(), 0.1).valid
-    rig = LidarSensorModel(sensor=RIG)  # lidar 1 uses it: the step says which entry is wrong
+    rig = OsiSensorModel(sensor=RIG)  # lidar 1 uses it: the step says which entry is wrong
     result = rig.step(view.SerializeToString(), 0.1)
     assert not result.valid and "lidar_sensor_view[1]" in result.message
 
@@ -139,7 +139,7 @@ def test_embree_rebuilds_do_not_leak_instance_geometry():
     import trimesh
 
     from lidar_fmu import Lidar, Scene
-    from lidar_fmu.scene import Mesh, box_mesh
+    from lidar_fmu.geometry.scene import Mesh, box_mesh
 
     def rss_mb() -> float:
         with open("/proc/self/status") as f:

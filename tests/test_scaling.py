@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.bench_scaling import city_scene, run_scaling
-from lidar_fmu.raycast.embree import normal_transforms
-from lidar_fmu.scene import box_mesh
-from lidar_fmu.transforms import pose_matrix
+from lidar_fmu.geometry.scene import box_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.raycast.embree4 import normal_transforms
+from lidar_fmu.tools.bench_scaling import city_scene, run_scaling
 
 
 def test_normal_transforms_are_the_inverse_transpose():

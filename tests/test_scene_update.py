@@ -1,4 +1,4 @@
-"""OSI ground truth → scene instances (:class:`lidar_fmu.scene_update.SceneUpdater`).
+"""OSI ground truth → scene instances (:class:`lidar_fmu.cosim.scene_update.SceneUpdater`).
 
 Objects without a model share one unit box stretched by their instance pose,
 so sizes that jitter every step add no meshes; meshes no instance uses leave
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import trimesh
 
-from lidar_fmu.lidar import Lidar
+from lidar_fmu.cosim.scene_update import UNUSED_MESHES_KEPT, SceneUpdater
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.geometry.scene import Scene, box_mesh
+from lidar_fmu.geometry.transforms import PoseError, pose_matrix
 from lidar_fmu.osi.decode import ObjectState, SensorViewFrame
-from lidar_fmu.physics import Materials
+from lidar_fmu.physics.returns import Materials
 from lidar_fmu.raycast import cuda_available
-from lidar_fmu.scene import Scene, box_mesh
-from lidar_fmu.scene_update import UNUSED_MESHES_KEPT, SceneUpdater
-from lidar_fmu.sensor_model import LidarSensorModel
-from lidar_fmu.transforms import PoseError, pose_matrix
+from lidar_fmu.scan.lidar import Lidar
 from osi_views import sensor_view
 
 #: a small pattern all round (360 × 16 rays), for speed
@@ -239,7 +239,7 @@ def test_unusable_objects_are_skipped_with_one_warning_each():
 
 def test_unusable_objects_in_a_sensor_view_keep_the_frame_valid():
     warnings = []
-    model = LidarSensorModel(sensor=SPEC, warn=warnings.append)
+    model = OsiSensorModel(sensor=SPEC, warn=warnings.append)
     reference = None
     for step in range(1, 4):
         objects = [GOOD + ("",)] + [BAD[i][0] + ("",) for i in IN_BYTES]

@@ -1,4 +1,4 @@
-"""One co-simulation step without FMI: ``LidarSensorModel.step``, SensorView bytes in, SensorData bytes out.
+"""One co-simulation step without FMI: ``OsiSensorModel.step``, SensorView bytes in, SensorData bytes out.
 
 Bad input never raises: it gives an empty SensorData marked not available,
 ``valid=False`` and a message naming the problem; the next good step is exact.
@@ -11,11 +11,11 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorview_pb2 import SensorView
 
-from lidar_fmu.lidar import Lidar
+from lidar_fmu.cosim.sensor_model import STAGES, OsiSensorModel
+from lidar_fmu.geometry.scene import Scene, box_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
-from lidar_fmu.scene import Scene, box_mesh
-from lidar_fmu.sensor_model import STAGES, LidarSensorModel
-from lidar_fmu.transforms import pose_matrix
+from lidar_fmu.scan.lidar import Lidar
 from osi_views import HOST_ID, sensor_view
 
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
@@ -33,9 +33,9 @@ HOST = (HOST_ID, (0.0, 0.0, 0.75), 0.0)
 REAR = (-1.4, 0.0, -0.45)  # osi_views' bbcenter_to_rear of the host
 
 
-def model(**kwargs) -> LidarSensorModel:
+def model(**kwargs) -> OsiSensorModel:
     kwargs.setdefault("warn", lambda message: None)
-    return LidarSensorModel(sensor=SPEC, **kwargs)
+    return OsiSensorModel(sensor=SPEC, **kwargs)
 
 
 def expected_sensor_pose(host=HOST, mounting=MOUNTING) -> np.ndarray:

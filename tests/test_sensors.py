@@ -3,8 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from lidar_fmu.sensors import PRESETS, SensorSpecError, load_sensor
-from lidar_fmu.sensors.presets import preset_rows
+from lidar_fmu.sensors import PRESETS, SensorSpecError, load_sensor, preset_rows
 
 LIMOX_PRESETS = [
     "velodyne_vlp16", "velodyne_puck_hires", "velodyne_hdl32e", "velodyne_hdl64e",
@@ -174,8 +173,8 @@ def test_too_many_rays_per_frame_is_one_line_before_anything_is_allocated(spec, 
 
 
 def test_the_ray_limit_is_exact_and_covers_every_pattern(monkeypatch):
-    import lidar_fmu.sensors as sensors
-    import lidar_fmu.sensors.pattern as pattern
+    import lidar_fmu.geometry.pattern as pattern
+    import lidar_fmu.sensors.spec as sensors
 
     monkeypatch.setattr(sensors, "MAX_RAYS_PER_FRAME", 1600)
     assert len(load_sensor({"vertical_angles_deg": [0] * 16, "horizontal_samples": 100}).pattern) == 1600
@@ -204,7 +203,7 @@ def test_a_pinhole_with_infinite_size_is_a_spec_error():
 def test_cli_with_too_many_rays_is_one_line_exit_2(tmp_path, capsys):
     import trimesh
 
-    from lidar_fmu.cli import main
+    from lidar_fmu.tools.cli import main
 
     spec = tmp_path / "huge.json"
     spec.write_text(json.dumps({"preset": "velodyne_vlp16", "horizontal_samples": 1_000_000_000}))

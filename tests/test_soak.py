@@ -4,8 +4,8 @@ import re
 import numpy as np
 from osi3.osi_sensorview_pb2 import SensorView
 
-from lidar_fmu import soak
-from lidar_fmu.cli import main
+from lidar_fmu.tools import soak
+from lidar_fmu.tools.cli import main
 
 LINE = re.compile(r"^step +[\d,]+: RSS +[\d.]+ MiB.*median step [\d.]+ ms over the last [\d,]+$")
 
@@ -23,7 +23,7 @@ def test_soak_prints_one_line_per_report(capsys):
 
 
 def test_soak_through_the_fmu(tmp_path, capsys):
-    from lidar_fmu.fmu_build import build_fmu
+    from lidar_fmu.cosim.fmu_package import build_fmu
 
     fmu = build_fmu(tmp_path / "LidarSensor.fmu")
     code = main(["soak", "--fmu", str(fmu), "--steps", "4", "--report-every", "2", "--objects", "3",

@@ -7,14 +7,14 @@ import trimesh
 
 from conftest import to_mesh
 from lidar_fmu import Lidar, Scene, box_mesh
-from lidar_fmu import physics as physics_module
-from lidar_fmu.motion import FrameMotion, ScenePose
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi import encode as encode_module
+from lidar_fmu.physics import returns as physics_module
 from lidar_fmu.raycast import BackendError, Hits, make_backend
-from lidar_fmu.raycast.embree import packet_tiles, scan_steps_deg
-from lidar_fmu.sensor_model import LidarSensorModel
+from lidar_fmu.raycast.embree4 import packet_tiles, scan_steps_deg
+from lidar_fmu.scan.motion import FrameMotion, ScenePose
 from lidar_fmu.sensors import load_sensor
-from lidar_fmu.transforms import pose_matrix
 from osi_views import sensor_view
 
 HIT_FIELDS = ("range_m", "hit", "normal", "instance_id", "primitive_id", "u", "v", "instance_index")
@@ -133,11 +133,11 @@ def test_a_rigs_identical_lidars_share_their_motion_slices(monkeypatch):
     posings = []
     original = ScenePose.__call__
     monkeypatch.setattr(ScenePose, "__call__", lambda self: (posings.append(self.key), original(self))[1])
-    together = LidarSensorModel(sensor=rig)
+    together = OsiSensorModel(sensor=rig)
     for k in range(3):
         assert together.step(views(k), 0.1 * (k + 1)).valid
     rig_posings, posings[:] = len(posings), []
-    alone = [LidarSensorModel(sensor=spec, default_mounting_pose=pose_matrix(m["xyz_m"], np.radians(m["rpy_deg"])))
+    alone = [OsiSensorModel(sensor=spec, default_mounting_pose=pose_matrix(m["xyz_m"], np.radians(m["rpy_deg"])))
              for m in (front, rear)]
     for k in range(3):
         for model in alone:

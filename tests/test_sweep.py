@@ -12,10 +12,10 @@ import time
 import pytest
 import yaml
 
-from lidar_fmu.cli import main
 from lidar_fmu.errors import UserError
 from lidar_fmu.osi.trace import write_trace
-from lidar_fmu.sweep import Run, RunOptions, SweepError, plan_runs, run_one, run_sweep
+from lidar_fmu.tools.cli import main
+from lidar_fmu.tools.sweep import Run, RunOptions, SweepError, plan_runs, run_one, run_sweep
 from osi_views import HOST_ID, sensor_view
 from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
@@ -58,7 +58,7 @@ def test_plan_crosses_every_axis_in_order():
 
 
 def test_the_example_sweep_file_plans_the_demo_with_four_lidars():
-    from lidar_fmu.sweep import load_sweep
+    from lidar_fmu.tools.sweep import load_sweep
 
     example = os.path.join(os.path.dirname(__file__), os.pardir, "scenarios", "sweep_demo.yaml")
     runs = plan_runs(*load_sweep(example))
@@ -253,9 +253,9 @@ def test_sweep_on_an_external_dask_scheduler(scenarios, reference, tmp_path):
 def test_an_unreachable_scheduler_is_one_clear_error(scenarios, tmp_path, capsys, monkeypatch):
     import socket
 
-    import lidar_fmu.sweep
+    import lidar_fmu.tools.sweep
 
-    monkeypatch.setattr(lidar_fmu.sweep, "CONNECT_TIMEOUT_S", 2.0)  # refused at once; Dask retries until then
+    monkeypatch.setattr(lidar_fmu.tools.sweep, "CONNECT_TIMEOUT_S", 2.0)  # refused at once; Dask retries until then
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

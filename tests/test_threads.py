@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from lidar_fmu.fmu_build import build_fmu
+from lidar_fmu.cosim.fmu_package import build_fmu
 
 TESTS = pathlib.Path(__file__).parent
 
@@ -39,10 +39,10 @@ SCRIPT = textwrap.dedent('''
                 for i in range(FRAMES)]
 
     if sys.argv[1] == "models":
-        from lidar_fmu.sensor_model import LidarSensorModel
+        from lidar_fmu.cosim.sensor_model import OsiSensorModel
 
         def run(k):
-            model = LidarSensorModel(sensor=SPEC, warn=lambda message: None)
+            model = OsiSensorModel(sensor=SPEC, warn=lambda message: None)
             out = []
             for i, view in enumerate(views(k)):
                 result = model.step(view, 0.1 * (i + 1))
@@ -51,7 +51,7 @@ SCRIPT = textwrap.dedent('''
     else:
         import json, os, tempfile
         from fmpy import extract
-        from lidar_fmu.fmu_host import SensorFMU
+        from lidar_fmu.cosim.fmu_host import FmuInstance
 
         spec = os.path.join(tempfile.mkdtemp(), "spec.json")
         with open(spec, "w") as f:
@@ -59,7 +59,7 @@ SCRIPT = textwrap.dedent('''
         unzipped = extract(sys.argv[4])  # one FMU, two instances, as a master loads it
 
         def run(k):
-            with SensorFMU(sys.argv[4], {"sensor": spec}, instance_name=f"lidar{k}", unzip_dir=unzipped) as fmu:
+            with FmuInstance(sys.argv[4], {"sensor": spec}, instance_name=f"lidar{k}", unzip_dir=unzipped) as fmu:
                 out = []
                 for i, view in enumerate(views(k)):
                     o = fmu.step(view, 0.1 * i, 0.1)
@@ -139,7 +139,7 @@ def test_idle_openmp_threads_sleep_unless_the_environment_says_otherwise():
     import subprocess
     import sys
 
-    code = "import os, lidar_fmu.raycast.embree; print(os.environ.get('OMP_WAIT_POLICY'))"
+    code = "import os, lidar_fmu.raycast.embree4; print(os.environ.get('OMP_WAIT_POLICY'))"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "PASSIVE"

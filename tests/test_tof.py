@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from lidar_fmu import Lidar, Scene
-from lidar_fmu.cli import main
 from lidar_fmu.io import read_pcd
+from lidar_fmu.physics.tof import SPEED_OF_LIGHT_M_S
 from lidar_fmu.sensors import SensorSpecError, load_sensor
-from lidar_fmu.tof import SPEED_OF_LIGHT_M_S
+from lidar_fmu.tools.cli import main
 from mirror_scenes import quad
 
 TOF_CAMERA = {"pinhole": {"width_px": 40, "height_px": 30, "horizontal_fov_deg": 70}, "max_range_m": 30.0,

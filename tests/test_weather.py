@@ -6,25 +6,23 @@ import pytest
 from numba import njit
 from osi3.osi_environment_pb2 import EnvironmentalConditions
 
-from lidar_fmu.pointcloud import NO_OBJECT_ID
-from lidar_fmu.range_limit import fit_range_limit
-from lidar_fmu.sensors.presets import PRESETS
-from lidar_fmu.weather import (
+from lidar_fmu.osi.decode import OSI_FOG_MOR_M, OSI_PRECIPITATION_MM_H, from_osi_environment
+from lidar_fmu.physics.range_limit import fit_range_limit
+from lidar_fmu.physics.weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
     DEFAULT_MIN_RANGE_M,
     DEFAULT_PULSE_LENGTH_M,
-    OSI_FOG_MOR_M,
-    OSI_PRECIPITATION_MM_H,
     WEATHER_OBJECT_ID,
     Weather,
     WeatherError,
     clutter_return,
     detectable_in_weather,
     detection_floor_per_m2,
-    from_osi_environment,
     parse_weather,
     two_way_transmission,
 )
+from lidar_fmu.pointcloud import NO_OBJECT_ID
+from lidar_fmu.sensors.presets import PRESETS
 
 OS1_LIMIT = fit_range_limit([[0.10, 40.0], [0.80, 120.0]], "log", 120.0)
 FLOOR = detection_floor_per_m2(OS1_LIMIT)

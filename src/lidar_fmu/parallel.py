@@ -1,6 +1,6 @@
 """Numba's threading layer, chosen once for the package: one that several threads may enter at once.
 
-Two sensor models (two FMU instances, two :class:`~lidar_fmu.sensor_model.LidarSensorModel`)
+Two sensor models (two FMU instances, two :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel`)
 stepped from two host threads run the parallel ``prange`` kernels concurrently.
 Numba's own ``workqueue`` layer does not allow that: it aborts the process
 (SIGABRT, "the workqueue threading layer is not threadsafe"). Numba falls back

@@ -2,7 +2,7 @@
 
 ``PointCloud.points`` is a packed numpy structured array whose layout is the
 binary PCD record, so writing a file is a header plus one ``tobytes()``.
-:mod:`lidar_fmu.physics` fills it from hits in one compiled pass, and the
+:mod:`lidar_fmu.physics.returns` fills it from hits in one compiled pass, and the
 cloud keeps the ray pattern it was cast with (``pattern``) and each return's
 ray (``ray_index``). Points that lost their rays (read back from OSI
 detections) get them back exactly with :func:`match_rays`.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -21,7 +21,7 @@ from numba.extending import register_jitable
 from .errors import LidarFmuError
 
 if TYPE_CHECKING:
-    from .sensors.pattern import RayPattern
+    from .geometry.pattern import RayPattern
 
 #: object_id reported for returns from the static environment (OSI: no object).
 NO_OBJECT_ID = np.uint64(2**64 - 1)
@@ -38,11 +38,11 @@ POINT_DTYPE = np.dtype(
         ("object_id", "<u8"),  # instance id hit; NO_OBJECT_ID for the environment
         ("saturated", "u1"),  # 1: a retroreflector saturated the receiver
         ("time", "<f4"),  # s: when the return's ray fired, after the frame's (or partial sweep's) first firing
-        ("echo", "u1"),  # the ray's reported echoes numbered by range, 0 = nearest (lidar_fmu.echoes)
+        ("echo", "u1"),  # the ray's reported echoes numbered by range, 0 = nearest (lidar_fmu.physics.echoes)
     ]
 )
 #: the fields a caster's physics pass writes; ``time`` comes from the ray pattern (:func:`lidar_fmu.physics.returns_cloud`)
-#: and ``echo`` from echo formation (:mod:`lidar_fmu.echoes`; 0 where a ray gives one return)
+#: and ``echo`` from echo formation (:mod:`lidar_fmu.physics.echoes`; 0 where a ray gives one return)
 CAST_FIELDS = tuple(name for name in POINT_DTYPE.names if name not in ("time", "echo"))
 
 #: angle (rad) within which a point must lie of its ray in :func:`match_rays`. A return is
@@ -69,7 +69,7 @@ class PointCloud:
     ``pattern`` each return came from; ``pattern`` the
     :class:`~lidar_fmu.sensors.RayPattern` the returns were cast with (None
     for points read back from a file or from OSI before
-    :func:`lidar_fmu.replay.organize`); ``rows``/``columns`` its organized
+    :func:`lidar_fmu.tools.replay.organize`); ``rows``/``columns`` its organized
     grid shape. The per-return :attr:`row`, :attr:`column`,
     :attr:`direction` and :attr:`time_offset_s` are looked up in the pattern.
     """
@@ -81,11 +81,11 @@ class PointCloud:
     timestamp_s: float = 0.0
     sensor_pose: np.ndarray = field(default_factory=lambda: np.eye(4))  # world_from_sensor
     sensor_name: str = ""
-    intensity_percent: np.ndarray | None = None  # (M,) OSI intensity, see lidar_fmu.physics
+    intensity_percent: np.ndarray | None = None  # (M,) OSI intensity, see lidar_fmu.physics.returns
     pattern: RayPattern | None = None  # the rays the returns were cast with; ray_index indexes it
-    existence_probability: np.ndarray | None = None  # (M,) P(detected), see lidar_fmu.effects; None: 1
-    echo_pulse_width_m: np.ndarray | None = None  # (M,) OSI echo_pulse_width, see lidar_fmu.echoes; None: not given
-    #: (M,) lidar_fmu.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
+    existence_probability: np.ndarray | None = None  # (M,) P(detected), see lidar_fmu.physics.effects; None: 1
+    echo_pulse_width_m: np.ndarray | None = None  # (M,) OSI echo_pulse_width, see lidar_fmu.physics.echoes; None: not given
+    #: (M,) lidar_fmu.physics.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
     ground_truth: np.ndarray | None = None
 
     def __post_init__(self):
@@ -296,3 +296,24 @@ def place_on_rays(range_m, ray_index, directions, origins, x, y, z):
     for k in range(range_m.shape[0]):
         i = ray_index[k]
         x[k], y[k], z[k] = point_on_ray(origins, i, range_m[k], directions[i, 0], directions[i, 1], directions[i, 2])
+
+
+class Returns(NamedTuple):
+    """The returns of a batch of rays, in ray order: what a backend's ``returns`` gives."""
+
+    points: np.ndarray  # (M,) POINT_DTYPE, sensor frame
+    ray_index: np.ndarray  # (M,) int32 ray of the batch
+    intensity_percent: np.ndarray  # (M,) float32
+    #: (M,) int16 IR material hit (for ground truth); None where a stage did not keep it
+    material_id: np.ndarray | None = None
+
+
+def concatenate_returns(parts) -> Returns:
+    """One :class:`Returns` of consecutive batches' (``ray_index`` already counted in the whole)."""
+    # records moved as opaque bytes: numpy copies a structured dtype field by field, 15× slower
+    record = np.dtype((np.void, POINT_DTYPE.itemsize))
+    points = np.concatenate([p.points.view(record) for p in parts] or [np.zeros(0, record)]).view(POINT_DTYPE)
+    ray_index = np.concatenate([p.ray_index for p in parts] or [np.zeros(0, np.int32)])
+    intensity = np.concatenate([p.intensity_percent for p in parts] or [np.zeros(0, np.float32)])
+    kept = parts and all(p.material_id is not None for p in parts)
+    return Returns(points, ray_index, intensity, np.concatenate([p.material_id for p in parts]) if kept else None)

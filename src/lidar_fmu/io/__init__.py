@@ -16,12 +16,11 @@ from .pcd import OSI_FIELDS, read_pcd, write_pcd
 from .ply import write_ply
 from .preview import bev_image, write_preview
 from .ptx import read_ptx, write_ptx
-from .rerun import RerunRecording, SensorViewScene
+from .rerun import RerunRecording
 
 __all__ = [
     "write_point_cloud", "write_pcd", "read_pcd", "write_ply", "write_ptx", "read_ptx", "write_las",
     "write_preview", "bev_image", "WRITERS", "OSI_FIELDS", "PointCloudFileError", "RerunRecording",
-    "SensorViewScene",
 ]
 
 #: extension (lower case, with the dot) → writer(path, cloud, **options)

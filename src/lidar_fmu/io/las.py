@@ -141,7 +141,7 @@ def write_las(path, cloud, *, frame: str = "sensor", compress: bool | None = Non
     header.scales = np.full(3, LAS_SCALE_M)
     header.offsets = offsets
     header.system_identifier = "lidar-fmu simulation"
-    from .. import __version__
+    from .._version import __version__
 
     header.generating_software = f"lidar-fmu {__version__}"[:32]
     header.add_extra_dims(_extra_dims(points))

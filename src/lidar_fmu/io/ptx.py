@@ -20,7 +20,7 @@ always ``rows × columns`` lines. Within a column the lines run from the lowest
 to the highest beam (ascending elevation), whatever the emitter order of the
 sensor (Velodyne interleaves its lasers); columns are in firing order.
 
-A ray with two echoes (a dual-return sensor, :mod:`lidar_fmu.echoes`) holds its
+A ray with two echoes (a dual-return sensor, :mod:`lidar_fmu.physics.echoes`) holds its
 nearest, echo 0, in the grid; the second echoes go into a second grid file of
 their own, ``NAME.echo1.ptx`` beside ``NAME.ptx`` (as Ouster's ``RANGE`` and
 ``RANGE2`` images), written only when the cloud has any.

@@ -214,40 +214,4 @@ class RerunRecording:
         self.close()
 
 
-class SensorViewScene:
-    """The scene and the sensor's world pose per SensorView, rebuilt the way the FMU does — for logging a replay.
-
-    The FMU keeps its scene to itself; the host rebuilds one from the same
-    SensorView bytes with the same :class:`~lidar_fmu.scene_update.SceneUpdater`
-    and parameters (those of :func:`lidar_fmu.replay.fmu_parameters`).
-    """
-
-    def __init__(self, parameters: dict):
-        from ..scene import Scene
-        from ..scene_update import SceneUpdater
-        from ..transforms import pose_matrix
-
-        self.scene = Scene()
-        # warnings (unusable model references, …) are the FMU's to report: the mirror stays silent
-        self.updater = SceneUpdater(self.scene, assets_dir=parameters.get("assets", "") or "",
-                                    environment=parameters.get("environment", "") or "",
-                                    disable_self_hits=bool(parameters.get("disable_self_hits", True)),
-                                    up_axis=parameters.get("up_axis", "") or "")
-        self.default_mounting = pose_matrix(
-            tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
-            tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
-
-    def update(self, sensor_view: bytes) -> np.ndarray:
-        """Apply one SensorView to :attr:`scene`; its world_from_sensor pose (identity if it has none)."""
-        from ..osi.decode import decode_sensor_view
-
-        if not sensor_view:
-            return np.eye(4)
-        frame = decode_sensor_view(sensor_view)
-        self.updater.apply(frame)
-        mounting = frame.mounting_pose if frame.mounting_pose is not None else self.default_mounting
-        vehicle = frame.host_pose()
-        return (np.eye(4) if vehicle is None else vehicle) @ mounting
-
-
-__all__ = ["RerunRecording", "SensorViewScene", "RerunUnavailableError", "check_rerun_output", "ENVIRONMENT_CLASS", "vertex_normals"]
+__all__ = ["RerunRecording", "RerunUnavailableError", "check_rerun_output", "ENVIRONMENT_CLASS", "vertex_normals"]

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LidarFmuError
-from ..transforms import extrapolate_pose, pose_matrix
+from ..geometry.transforms import extrapolate_pose, pose_matrix
+from ..physics.weather import KOSCHMIEDER_CONSTANT, MOR_CONSTANT, Weather
 
 #: |coordinate| beyond this (m) is no place in any world: such a position is invalid input, like NaN
 #: (float32 rays there are metres apart, and a pose that far out is a unit or encoding error)
@@ -71,14 +72,14 @@ class SensorViewFrame:
     lidar_mountings: list = field(default_factory=list)
     environment_reference: str = ""
     version: tuple[int, int, int] | None = None
-    weather: object | None = None  # lidar_fmu.weather.Weather of GroundTruth.environmental_conditions, if set
+    weather: Weather | None = None  # of GroundTruth.environmental_conditions, if set (from_osi_environment)
 
     def object(self, object_id: int) -> ObjectState | None:
         return next((o for o in self.objects if o.id == object_id), None)
 
     def host_pose(self, dt_s: float = 0.0) -> np.ndarray | None:
         """4×4 world_from_vehicle (rear-axle frame) of the host, if it is in the ground truth (``dt_s`` later:
-        :func:`~lidar_fmu.transforms.extrapolate_pose`)."""
+        :func:`~lidar_fmu.geometry.transforms.extrapolate_pose`)."""
         host = self.object(self.host_vehicle_id) if self.host_vehicle_id is not None else None
         if host is None:
             return None
@@ -176,8 +177,6 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
     weather = None
     if gt.HasField("environmental_conditions"):
-        from ..weather import from_osi_environment
-
         weather = from_osi_environment(gt.environmental_conditions)
     return SensorViewFrame(
         weather=weather,
@@ -190,3 +189,64 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         environment_reference=gt.model_reference,
         version=version,
     )
+
+
+# ------------------------------------------------------------ OSI environmental conditions
+
+#: OSI EnvironmentalConditions.Fog → MOR (m, 5 % visibility, OSI's definition) representing the class:
+#: the geometric middle of the class's range [lo, hi) (the classes are log-spaced), the arithmetic
+#: middle for FOG_DENSE [0, 50) whose geometric middle is 0, and no fog for FOG_EXCELLENT_VISIBILITY
+#: [40 km, inf) (α ≤ 7.5e-5 /m: ≥ 97 % two-way transmission over 200 m), UNKNOWN and OTHER.
+OSI_FOG_MOR_M = {
+    "FOG_UNKNOWN": math.inf,
+    "FOG_OTHER": math.inf,
+    "FOG_EXCELLENT_VISIBILITY": math.inf,
+    "FOG_GOOD_VISIBILITY": math.sqrt(10_000.0 * 40_000.0),
+    "FOG_MODERATE_VISIBILITY": math.sqrt(4_000.0 * 10_000.0),
+    "FOG_POOR_VISIBILITY": math.sqrt(2_000.0 * 4_000.0),
+    "FOG_MIST": math.sqrt(1_000.0 * 2_000.0),
+    "FOG_LIGHT": math.sqrt(200.0 * 1_000.0),
+    "FOG_THICK": math.sqrt(50.0 * 200.0),
+    "FOG_DENSE": 25.0,
+}
+#: OSI EnvironmentalConditions.Precipitation → intensity (mm/h) representing the class: the geometric
+#: middle of [lo, hi) (classes after Paulat et al. 2008, log-spaced), 0 for PRECIPITATION_NONE [0, 0.1)
+#: and for UNKNOWN and OTHER (no information: no precipitation), and the lower bound 149 mm/h for the
+#: open-ended PRECIPITATION_EXTREME [149, inf) (the least extreme rate in the class; rates beyond are rare).
+OSI_PRECIPITATION_MM_H = {
+    "PRECIPITATION_UNKNOWN": 0.0,
+    "PRECIPITATION_OTHER": 0.0,
+    "PRECIPITATION_NONE": 0.0,
+    "PRECIPITATION_VERY_LIGHT": math.sqrt(0.1 * 0.5),
+    "PRECIPITATION_LIGHT": math.sqrt(0.5 * 1.9),
+    "PRECIPITATION_MODERATE": math.sqrt(1.9 * 8.1),
+    "PRECIPITATION_HEAVY": math.sqrt(8.1 * 34.0),
+    "PRECIPITATION_VERY_HEAVY": math.sqrt(34.0 * 149.0),
+    "PRECIPITATION_EXTREME": 149.0,
+}
+#: Precipitation falls as snow when OSI's ``temperature`` (K, at z = 0) is set and below freezing.
+FREEZING_K = 273.15
+
+
+def from_osi_environment(env) -> Weather:
+    """The :class:`Weather` of an ``osi3.EnvironmentalConditions`` message.
+
+    ``fog`` (enum) → visibility via :data:`OSI_FOG_MOR_M`. OSI defines its
+    classes by the MOR (5 % transmission, α = ln(20)/V), the spec by
+    Koschmieder's 2 % visibility (α = ln(50)/V), so the class value is scaled
+    by ln(50)/ln(20) = 1.306 to keep α. OSI 3.8 (installed) has no numeric fog
+    visibility field, only the enum. ``precipitation`` (enum) → mm/h via
+    :data:`OSI_PRECIPITATION_MM_H`; OSI does not say rain or snow, so it is
+    snow when ``temperature`` is set and below 273.15 K, rain otherwise.
+    Fields not set count as UNKNOWN: clear air.
+    """
+    fog_name = env.Fog.Name(env.fog) if env.HasField("fog") else "FOG_UNKNOWN"
+    precipitation_name = (
+        env.Precipitation.Name(env.precipitation) if env.HasField("precipitation") else "PRECIPITATION_UNKNOWN"
+    )
+    visibility_m = OSI_FOG_MOR_M[fog_name] * (KOSCHMIEDER_CONSTANT / MOR_CONSTANT)
+    rate_mm_h = OSI_PRECIPITATION_MM_H[precipitation_name]
+    freezing = env.HasField("temperature") and env.temperature < FREEZING_K
+    if freezing:
+        return Weather(fog_visibility_m=visibility_m, snow_mm_h=rate_mm_h)
+    return Weather(fog_visibility_m=visibility_m, rain_mm_h=rate_mm_h)

@@ -9,7 +9,7 @@ preallocated buffer); everything else (version, timestamps, mounting position,
 the detection header) is built with the official ``osi3`` classes and
 serialized, and the length-delimited wrappers around the detections are written
 here. 131k detections take ~6–10 ms on the project's 2-core VM (see
-:func:`bench_encode`), mostly memory traffic: the message is ~72 B per point.
+:func:`lidar_fmu.tools.bench_encode.bench_encode`), mostly memory traffic: the message is ~72 B per point.
 
 The result is byte-for-byte what ``SensorData.SerializeToString()`` gives for
 the same message built with the official classes: OSI is proto2, so every set
@@ -26,13 +26,13 @@ Detection fields written per point (all in the sensor frame):
   so ``x = r·cos(el)·cos(az)``, ``y = r·cos(el)·sin(az)``, ``z = r·sin(el)``
   (OSI's text leaves the sign open, OSI #148; this matches the openMSL models).
 * ``intensity`` — percent; ``intensity_percent`` per point if given (what
-  :mod:`lidar_fmu.physics` computes for every scan, the lidar equation for
+  :mod:`lidar_fmu.physics.returns` computes for every scan, the lidar equation for
   a Lambertian target), else ``reflectivity · 100`` (a cloud without it,
   e.g. read back from a file).
 * ``reflectivity`` — the point's Lambertian-equivalent reflectivity (0–1).
 * ``beam_id`` — the point's emitter index.
 * ``echo_pulse_width`` — only when the cloud carries pulse widths (a sensor with
-  ``divergence_samples`` > 1, :mod:`lidar_fmu.echoes`): one detection per echo,
+  ``divergence_samples`` > 1, :mod:`lidar_fmu.physics.echoes`): one detection per echo,
   so a dual-return ray gives two, each with its echo's pulse width (m).
 
 OSI 3.8's ``LidarDetection`` has no field for the ray (pattern index) a
@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 import sys
 import threading
-import time
 from typing import NamedTuple
 
 import numpy as np
@@ -65,9 +64,9 @@ from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_version_pb2 import DESCRIPTOR as _VERSION_FILE
 from osi3.osi_version_pb2 import InterfaceVersion, current_interface_version
 
+from ..geometry.transforms import check_pose, roll_pitch_yaw
 from ..parallel import side_by_side
-from ..pointcloud import POINT_DTYPE, PointCloud
-from ..transforms import check_pose, roll_pitch_yaw
+from ..pointcloud import POINT_DTYPE
 
 DataQualifier = SensorDetectionHeader.DataQualifier
 DATA_QUALIFIER_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_AVAILABLE
@@ -481,7 +480,7 @@ def _per_point(values, m: int, what: str) -> np.ndarray:
     return arr
 
 
-class LidarDetections(NamedTuple):
+class LidarDetectionBlock(NamedTuple):
     """One lidar's part of a SensorData: its points (sensor frame) and the header it is reported under."""
 
     cloud: object  # a PointCloud or its POINT_DTYPE array
@@ -491,7 +490,7 @@ class LidarDetections(NamedTuple):
     existence_probability: object = 1.0  # scalar or one per point
     intensity_percent: object = None  # None: reflectivity · 100
     data_qualifier: object = None  # None: DATA_QUALIFIER_AVAILABLE
-    echo_pulse_width_m: object = None  # one per point (lidar_fmu.echoes), or None: not written
+    echo_pulse_width_m: object = None  # one per point (lidar_fmu.physics.echoes), or None: not written
 
 
 def encode_sensor_data_buffer(
@@ -519,7 +518,7 @@ def encode_sensor_data_buffer(
     hand out the returned array's address directly (OSMP double-buffering:
     alternate two ``out`` arrays).
     """
-    lidar = LidarDetections(cloud, sensor_id, mounting_position, measurement_time_s, existence_probability,
+    lidar = LidarDetectionBlock(cloud, sensor_id, mounting_position, measurement_time_s, existence_probability,
                             intensity_percent, data_qualifier, echo_pulse_width_m)
     return encode_lidars_buffer([lidar], timestamp_s=timestamp_s, sensor_id=sensor_id,
                                 mounting_position=mounting_position, cycle_counter=cycle_counter, version=version,
@@ -527,7 +526,7 @@ def encode_sensor_data_buffer(
 
 
 def encode_lidars_buffer(
-    lidars: list[LidarDetections],
+    lidars: list[LidarDetectionBlock],
     *,
     timestamp_s: float,
     sensor_id: int,
@@ -700,144 +699,3 @@ def encode_empty_sensor_data(
     )
     msg.feature_data.lidar_sensor.add().header.CopyFrom(header)
     return msg.SerializeToString()
-
-
-# ------------------------------------------------------------------ reference
-
-
-def build_sensor_data_reference(
-    cloud,
-    *,
-    timestamp_s: float,
-    sensor_id: int,
-    mounting_position,
-    cycle_counter: int,
-    measurement_time_s: float | None = None,
-    version: InterfaceVersion | None = None,
-    data_qualifier=None,
-    existence_probability=1.0,
-    intensity_percent=None,
-    last_measurement_time_s: float | None = None,
-    atan2=atan2_rad.py_func,
-    echo_pulse_width_m=None,
-) -> SensorData:
-    """The same message as :func:`encode_sensor_data`, built with the official classes in a Python loop.
-
-    Slow (µs per detection); the specification the fast encoder is tested and
-    benchmarked against. ``atan2``: the default, the plain-Python run of the
-    kernel's :func:`atan2_rad`, gives identical bytes; ``math.atan2`` differs
-    in the last bits of some angles.
-    """
-    points = _points(cloud)
-    m = len(points)
-    existence = np.broadcast_to(_per_point(existence_probability, m, "existence_probability"), (m,)).tolist()
-    reflectivity = points["reflectivity"].tolist()
-    intensity = (
-        [r * 100.0 for r in reflectivity] if intensity_percent is None
-        else np.broadcast_to(_per_point(intensity_percent, m, "intensity_percent"), (m,)).tolist()
-    )
-    msg, header = _build_head(
-        timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
-        cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
-        data_qualifier=DATA_QUALIFIER_AVAILABLE if data_qualifier is None else data_qualifier,
-        number_of_valid_detections=m, last_measurement_time_s=last_measurement_time_s,
-    )
-    lidar = msg.feature_data.lidar_sensor.add()
-    lidar.header.CopyFrom(header)
-    pulse_width = (None if echo_pulse_width_m is None
-                   else np.broadcast_to(_per_point(echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).tolist())
-    columns = (points[name].tolist() for name in ("x", "y", "z", "range", "object_id", "beam_id"))
-    for x, y, z, range_m, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
-        d = lidar.detection.add()
-        d.existence_probability = exist
-        d.object_id.value = object_id
-        d.position.distance = range_m
-        d.position.azimuth = atan2(y, x)
-        d.position.elevation = atan2(z, math.sqrt(x * x + y * y))
-        d.intensity = intens
-        d.reflectivity = refl
-        if pulse_width is not None:
-            d.echo_pulse_width = pulse_width[len(lidar.detection) - 1]
-        d.beam_id.value = beam_id
-    return msg
-
-
-# ---------------------------------------------------------------------- bench
-
-
-def random_cloud(n: int, seed: int = 0) -> PointCloud:
-    """A synthetic cloud of ``n`` returns (ids of all varint sizes, environment returns included)."""
-    rng = np.random.default_rng(seed)
-    points = np.zeros(n, POINT_DTYPE)
-    r = rng.uniform(0.5, 120.0, n)
-    az = rng.uniform(-np.pi, np.pi, n)
-    el = rng.uniform(-0.4, 0.4, n)
-    points["x"] = r * np.cos(el) * np.cos(az)
-    points["y"] = r * np.cos(el) * np.sin(az)
-    points["z"] = r * np.sin(el)
-    points["range"] = r
-    points["reflectivity"] = rng.uniform(0.0, 1.0, n)
-    points["beam_id"] = rng.integers(0, 128, n)
-    obj = rng.integers(0, 2**40, n, dtype=np.uint64) >> rng.integers(0, 40, n).astype(np.uint64)
-    obj[rng.random(n) < 0.5] = np.uint64(2**64 - 1)
-    points["object_id"] = obj
-    return PointCloud(points, np.arange(n, dtype=np.int32), 1, n)
-
-
-def bench_encode(n: int = 131072, n_reference: int = 5000, repeats: int = 20) -> dict:
-    """Timings (ms) of :func:`encode_sensor_data` on ``n`` detections vs the official-class loop.
-
-    ``encode_ms``: the ``bytes`` API; ``encode_buffer_ms``: into a reused
-    ``out`` array (what an FMU would do); both medians (``*_min_ms`` the
-    best) of ``repeats`` runs after JIT warm-up, wall clock;
-    ``encode_cpu_ms`` the median thread CPU time of the bytes API. The reference
-    builds the message with the osi3 classes in a Python loop (using
-    ``math.atan2``, not the slower pure-Python ``atan2_rad``) on
-    ``n_reference`` points, serializes it, and is extrapolated per detection.
-    """
-    from ..transforms import pose_matrix
-
-    kwargs = dict(
-        timestamp_s=12.345, sensor_id=7, mounting_position=pose_matrix((1.5, 0.0, 1.8), (0.0, 0.05, 0.0)),
-        cycle_counter=42,
-    )
-    cloud = random_cloud(n)
-    encode_sensor_data(random_cloud(16, seed=1), **kwargs)  # JIT compile / cache load
-
-    def times_ms(fn, count, clock=time.perf_counter):
-        times = []
-        for _ in range(count):
-            t0 = clock()
-            fn()
-            times.append(clock() - t0)
-        return float(np.median(times)) * 1e3, float(np.min(times)) * 1e3
-
-    encode_sensor_data(cloud, **kwargs)  # sizes the scratch buffer
-    encode_ms, encode_min_ms = times_ms(lambda: encode_sensor_data(cloud, **kwargs), repeats)
-    # CPU time of this thread: the figure to trust when other processes share the cores
-    encode_cpu_ms, _ = times_ms(lambda: encode_sensor_data(cloud, **kwargs), repeats, time.thread_time)
-    out = encode_sensor_data_buffer(cloud, **kwargs)
-    buffer_ms, buffer_min_ms = times_ms(lambda: encode_sensor_data_buffer(cloud, **kwargs, out=out), repeats)
-
-    ref_cloud = random_cloud(n_reference, seed=2)
-    build_ms, _ = times_ms(lambda: build_sensor_data_reference(ref_cloud, **kwargs, atan2=math.atan2), 3)
-    ref_msg = build_sensor_data_reference(ref_cloud, **kwargs, atan2=math.atan2)
-    serialize_ms, _ = times_ms(ref_msg.SerializeToString, 3)
-    ref_per_detection_us = (build_ms + serialize_ms) / n_reference * 1e3
-    reference_ms = ref_per_detection_us * n / 1e3
-    return {
-        "n": n,
-        "bytes": len(out),
-        "encode_ms": encode_ms,
-        "encode_min_ms": encode_min_ms,
-        "encode_cpu_ms": encode_cpu_ms,
-        "encode_buffer_ms": buffer_ms,
-        "encode_buffer_min_ms": buffer_min_ms,
-        "encode_per_detection_us": encode_ms / n * 1e3,
-        "reference_n": n_reference,
-        "reference_build_ms": build_ms,
-        "reference_serialize_ms": serialize_ms,
-        "reference_per_detection_us": ref_per_detection_us,
-        "reference_extrapolated_ms": reference_ms,
-        "speedup": reference_ms / encode_ms,
-    }

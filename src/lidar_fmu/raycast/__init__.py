@@ -1,13 +1,13 @@
 """Ray casting backends behind one contract (:class:`Backend`).
 
-A backend is built from a :class:`~lidar_fmu.scene.Scene`, follows the scene's
+A backend is built from a :class:`~lidar_fmu.geometry.scene.Scene`, follows the scene's
 instance poses and casts a :class:`RayBatch` into :class:`Hits`::
 
     backend = make_backend("auto", scene)
     hits = backend.cast_batch(RayBatch.from_pattern(sensor.pattern, world_from_sensor, sensor.max_range_m))
     hits = backend.cast(origins, directions, max_range_m=120.0)    # world-frame rays, the shorthand
 
-* ``embree`` (:mod:`.embree`): Embree 4 called directly (native instancing,
+* ``embree`` (:mod:`.embree4`): Embree 4's C API called directly (native instancing,
   8-ray packets); the default without a GPU;
 * ``embreex`` (:mod:`.embreex`): the same casts through embreex's Python API,
   used where the Embree library cannot be loaded directly;
@@ -17,17 +17,13 @@ Every backend returns the same named arrays for the same rays.
 """
 from __future__ import annotations
 
-from ..errors import LidarFmuError
-from .backend import Backend, CastJob
+from ..physics.hit_rules import Continuation
+from .backend import Backend, BackendError, CastJob
 from .hits import Hits
-from .rays import Continuation, RayBatch, as_rays
+from .rays import RayBatch, as_rays
 
 __all__ = ["Backend", "BackendError", "CastJob", "Continuation", "Hits", "RayBatch", "as_rays", "available_backends",
            "cuda_available", "make_backend"]
-
-
-class BackendError(LidarFmuError, RuntimeError):
-    """A backend was asked for that cannot run here."""
 
 
 def available_backends() -> list[str]:
@@ -60,7 +56,7 @@ def make_backend(name: str, scene) -> Backend:
         real_gpu = not _cuda_simulated() and _cuda_driver_present() and _has_cuda_backend() and cuda_available()
         name = "cuda" if real_gpu else "embree"
     if name == "embree":
-        from .embree import EmbreeBackend, EmbreeUnavailable
+        from .embree4 import EmbreeBackend, EmbreeUnavailable
 
         try:
             return EmbreeBackend(scene)

@@ -1,14 +1,14 @@
 """The contract every caster keeps, and what they share.
 
-A backend is built over a :class:`~lidar_fmu.scene.Scene`, follows its
+A backend is built over a :class:`~lidar_fmu.geometry.scene.Scene`, follows its
 instance poses (:meth:`Backend.update`, called by every cast) and answers two
 calls with the same meaning on every device:
 
 * :meth:`Backend.cast_batch`: a :class:`~.rays.RayBatch` (and a
   :class:`~.rays.Continuation`) → :class:`~.hits.Hits`, world frame
   (:meth:`Backend.cast` is its shorthand for world-frame rays);
-* :meth:`Backend.returns`: a batch and a :class:`~lidar_fmu.physics.ReturnModel`
-  → :class:`~lidar_fmu.physics.Returns`, optionally in time slices (the scene
+* :meth:`Backend.returns`: a batch and a :class:`~lidar_fmu.physics.returns.ReturnModel`
+  → :class:`~lidar_fmu.pointcloud.Returns`, optionally in time slices (the scene
   posed anew before each run of rays: motion); :meth:`Backend.returns_together`
   does several such :class:`CastJob` (a rig's lidars) at once, posing the
   scene once for runs of different jobs that fire into the same poses. By
@@ -26,21 +26,38 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
-from .. import physics
-from ..codes import PASS, REFLECT, STOP
+from ..errors import LidarFmuError
+from ..physics.hit_rules import CONTINUATION_STEP_M, PASS, REFLECT, STOP, Continuation, segments_after
+from ..pointcloud import Returns
 from .hits import Hits
-from .rays import Continuation, RayBatch
+from .rays import RayBatch
 
 if TYPE_CHECKING:
-    from ..physics import ReturnModel, Returns
-    from ..scene import Scene
+    from ..geometry.scene import Scene
 
 #: rays per thread below which splitting a batch over threads costs more than it saves
 MIN_RAYS_PER_THREAD = 2048
+
+
+class BackendError(LidarFmuError, RuntimeError):
+    """A backend was asked for that cannot run here."""
+
+
+class ReturnModel(Protocol):
+    """What a job brings besides its rays: which surfaces rays go on through, and how hits become returns.
+
+    :class:`lidar_fmu.physics.returns.ReturnModel` is the one implementation; a caster never imports it (the
+    returns stage stands above the casters), it calls these two methods, and the CUDA backend also reads the
+    model's arrays to run the same per-hit rules on the GPU.
+    """
+
+    def continuation(self) -> Continuation: ...
+
+    def returns_of(self, hits: Hits, rays: RayBatch) -> Returns: ...
 
 
 class CastJob(NamedTuple):
@@ -50,7 +67,7 @@ class CastJob(NamedTuple):
     model: ReturnModel
     #: ``(start, stop, pose)`` runs of the batch, in firing order and covering it: ``pose()`` sets the scene as
     #: it stood while those rays fired, and poses with equal ``pose.key`` set the same poses
-    #: (:class:`lidar_fmu.motion.ScenePose`); ``None``: the whole batch into the scene as it is
+    #: (:class:`lidar_fmu.scan.motion.ScenePose`); ``None``: the whole batch into the scene as it is
     slices: list | None = None
     #: puts the scene back once every job is cast (the end poses, after motion's slices)
     restore: Callable[[], None] | None = None
@@ -83,7 +100,7 @@ class Backend(ABC):
 
     def returns(self, rays: RayBatch, model: ReturnModel, slices=None) -> Returns:
         """The returns of ``rays`` (in the batch's frame, ray order) under ``model``; ``slices``: as
-        :attr:`CastJob.slices` (:func:`lidar_fmu.motion.cast_moving`)."""
+        :attr:`CastJob.slices` (:func:`lidar_fmu.scan.motion.cast_moving`)."""
         return self.returns_together([CastJob(rays, model, slices)])[0]
 
     def returns_together(self, jobs: list[CastJob]) -> list[Returns]:
@@ -114,7 +131,7 @@ class Backend(ABC):
                 if job.restore is not None:
                     job.restore()
         t1 = time.perf_counter()
-        returns = [physics.returns_of_hits(h, job.rays, job.model) for h, job in zip(hits, jobs)]
+        returns = [job.model.returns_of(h, job.rays) for h, job in zip(hits, jobs)]
         self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return returns
 
@@ -128,7 +145,7 @@ class Backend(ABC):
         """Hits for ``n`` rays of job ``job``, the same arrays frame after frame (the physics pass copies out
         what it keeps): fresh arrays cost their page faults, ~1 ms per OS1-128 frame. Kept per thread, so
         that scans of a still scene from several threads do not share them (a scene posed for motion slices
-        is one scan's at a time: :class:`~lidar_fmu.sensor_model.LidarSensorModel` steps its lidars together)."""
+        is one scan's at a time: :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel` steps its lidars together)."""
         key = (threading.get_ident(), job, n, path_gain)
         hits = self._hit_buffers.get(key)
         if hits is None:
@@ -150,8 +167,6 @@ def into(out: Hits | None, hits: Hits) -> Hits:
     """``hits``, or copied into ``out`` when the caller gave one (a caster that cannot write in place)."""
     if out is None:
         return hits
-    from . import BackendError
-
     check_out(out, len(hits), None)
     if hits.path_gain is not None and out.path_gain is None:
         raise BackendError("out= has no path_gain for a cast that reflected off mirrors (Hits.empty(n, True))")
@@ -160,8 +175,6 @@ def into(out: Hits | None, hits: Hits) -> Hits:
 
 def check_out(out: Hits, n: int, through: Continuation | None) -> None:
     """A caller's ``out=`` fits a cast of ``n`` rays (BackendError naming what does not)."""
-    from . import BackendError
-
     if len(out) != n:
         raise BackendError(f"out= holds {len(out)} rays, the cast has {n}")
     if through is not None and through.max_bounces and out.path_gain is None:
@@ -179,9 +192,9 @@ def evict_oldest(cache: dict) -> None:
 def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> Hits:
     """:meth:`Backend.cast_batch` with a continuation, for a caster that can only stop at the first surface.
 
-    ``cast_once(batch) → Hits``. Rays that :func:`~lidar_fmu.physics.segment_after` sends on are cast again
+    ``cast_once(batch) → Hits``. Rays that :func:`~lidar_fmu.physics.hit_rules.segment_after` sends on are cast again
     in the same frame: behind a transparent surface from
-    :data:`~lidar_fmu.physics.CONTINUATION_STEP_M` beyond it along the ray, off a mirror from that step
+    :data:`~lidar_fmu.physics.hit_rules.CONTINUATION_STEP_M` beyond it along the ray, off a mirror from that step
     along the reflected direction; their path lengths add up.
     """
     hits = cast_once(rays)
@@ -196,7 +209,7 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
     unfold = gain = None  # per ray: the mirrors' reflection so far (world frame), the power they kept
     frame_from_world = np.asarray(rays.world_from_frame, np.float64)[:3, :3].T
     for _ in range(through.max_surfaces + through.max_bounces):
-        action = physics.segments_after(hits.instance_index, hits.primitive_id, passed, through.max_surfaces,
+        action = segments_after(hits.instance_index, hits.primitive_id, passed, through.max_surfaces,
                                         bounced, through.max_bounces, through.triangle_material,
                                         through.first_triangle, through.class_code)
         going = np.flatnonzero(action != STOP)
@@ -223,7 +236,7 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
             gain[mirrored] *= through.specular[material] ** 2
             bounced[mirrored] += 1
         passed[going[action[going] == PASS]] += 1
-        offset = (along + physics.CONTINUATION_STEP_M).astype(np.float32)  # from the segment start to the next start
+        offset = (along + CONTINUATION_STEP_M).astype(np.float32)  # from the segment start to the next start
         starts = (seg_origin[going] + seg_direction[going] * offset[:, None]).astype(np.float32)
         travelled = (seg_path[going] + offset).astype(np.float32)
         behind = cast_once(RayBatch(starts, np.ascontiguousarray(seg_direction[going]), rays.world_from_frame,
@@ -238,4 +251,5 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
     return hits
 
 
-__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "CastJob", "check_out", "continue_by_recasting", "evict_oldest", "into"]
+__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "BackendError", "CastJob", "ReturnModel", "check_out", "continue_by_recasting",
+           "evict_oldest", "into"]

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from ..cache import cache_dir
+
 __all__ = [
     "BINS",
     "BVH",
@@ -250,8 +252,6 @@ _CACHE_FORMAT = 1
 
 def bvh_cache_dir() -> str:
     """Where built BVHs are kept across runs: ``bvh/`` in :func:`lidar_fmu.cache.cache_dir`."""
-    from ..cache import cache_dir
-
     return str(cache_dir("bvh"))
 
 

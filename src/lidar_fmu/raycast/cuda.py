@@ -20,7 +20,7 @@ CPU twin (:func:`.bvh.cast_instances`) runs:
   resident) → closest hits, going on through the surfaces a
   :class:`~.rays.Continuation` names (:func:`_closest_through`);
 * :func:`_returns_kernel` (:meth:`CudaBackend.returns`): the same cast, then
-  the per-hit physics, :func:`lidar_fmu.physics.return_of_hit` itself
+  the per-hit physics, :func:`lidar_fmu.physics.hit_rules.return_of_hit` itself
   (materials, incidence angle, range limit); :func:`_compact_kernel` then
   packs the returns in ray order, so only returns come back;
 * :func:`_ranges_kernel`: many sensor poses in one launch → a range image per
@@ -34,11 +34,11 @@ import numpy as np
 from numba import cuda
 from numba.cuda.extending import register_jitable
 
-from ..codes import PASS, STOP
-from ..physics import (
+from ..physics.hit_rules import (
     CONTINUATION_STEP_M,
-    Returns,
-    concatenate_returns,
+    PASS,
+    STOP,
+    Continuation,
     material_of_hit,
     object_id_of,
     reflect,
@@ -46,18 +46,11 @@ from ..physics import (
     segment_after,
     unfold_after,
 )
-from ..pointcloud import POINT_DTYPE
+from ..pointcloud import POINT_DTYPE, Returns, concatenate_returns
 from .backend import Backend, into
-from .bvh import (
-    STACK_SIZE,
-    _intersect_closest_py,
-    cached_bvh,
-    concatenate,
-    instance_table,
-    make_closest_over_instances,
-)
+from .bvh import STACK_SIZE, _intersect_closest_py, cached_bvh, concatenate, instance_table, make_closest_over_instances
 from .hits import Hits
-from .rays import Continuation, RayBatch
+from .rays import RayBatch
 
 THREADS_PER_BLOCK = 128
 _INF = np.float32(np.inf)  # float32 globals: a literal would be float64 on the GPU
@@ -318,10 +311,10 @@ def _tmax(max_range_m: float) -> np.float32:
 
 
 class CudaBackend(Backend):
-    """Numba-CUDA caster over a :class:`~lidar_fmu.scene.Scene`: BVH per mesh, top-level BVH over instances.
+    """Numba-CUDA caster over a :class:`~lidar_fmu.geometry.scene.Scene`: BVH per mesh, top-level BVH over instances.
 
     :meth:`returns` runs a whole batch on the GPU (cast, continuation,
-    :func:`~lidar_fmu.physics.return_of_hit`) and copies back only returns.
+    :func:`~lidar_fmu.physics.hit_rules.return_of_hit`) and copies back only returns.
     """
 
     name = "cuda"

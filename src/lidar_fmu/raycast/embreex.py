@@ -15,18 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..transforms import rotate
+from ..geometry.transforms import rotate
+from ..physics.hit_rules import Continuation
 from .backend import MIN_RAYS_PER_THREAD, Backend, continue_by_recasting, into
 from .hits import Hits
-from .instancing import (
-    N_AZIMUTH_CELLS,
-    N_Z_CELLS,
-    InstanceTable,
-    bin_directions,
-    gather_candidates,
-    merge_hits,
-)
-from .rays import Continuation, RayBatch
+from .instancing import N_AZIMUTH_CELLS, N_Z_CELLS, InstanceTable, bin_directions, gather_candidates, merge_hits
+from .rays import RayBatch
 
 _POOL: ThreadPoolExecutor | None = None
 
@@ -51,7 +45,7 @@ def build_mesh_scene(mesh):
 
 
 class EmbreexBackend(Backend):
-    """Two-level Embree caster over a :class:`~lidar_fmu.scene.Scene` through embreex's Python API."""
+    """Two-level Embree caster over a :class:`~lidar_fmu.geometry.scene.Scene` through embreex's Python API."""
 
     name = "embreex"
 

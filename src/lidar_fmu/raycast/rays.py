@@ -9,11 +9,11 @@ of a lidar costs one 4×4 upload.
 
 A :class:`Continuation` says which surfaces rays go on through (transparent
 materials) or reflect off (mirrors) and how many; every caster applies the
-same rule, :func:`lidar_fmu.physics.segment_after`, inside its own loop.
+same rule, :func:`lidar_fmu.physics.hit_rules.segment_after`, inside its own loop.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,44 +95,6 @@ class RayBatch:
         origins = (self.origins.astype(np.float64) @ R.T + self.world_from_frame[:3, 3]).astype(np.float32)
         directions = (self.directions.astype(np.float64) @ R.T).astype(np.float32)
         return origins, directions
-
-
-_NO_MIRRORS = np.zeros(1, np.float32)
-_NO_MIRRORS.setflags(write=False)
-
-
-@dataclass(frozen=True, eq=False)
-class Continuation:
-    """Surfaces rays go on through or reflect off: per-triangle material classes and how many such surfaces at most.
-
-    ``triangle_material``: IR material of every triangle of every mesh,
-    concatenated; ``first_triangle``: per instance index, where its mesh
-    starts there; ``class_code``: per IR material, its class
-    (:mod:`lidar_fmu.codes`). A ray passes at most ``max_surfaces``
-    transparent surfaces, going on :data:`~lidar_fmu.physics.CONTINUATION_STEP_M`
-    behind each; a transparent surface after that ends it (and gives no return).
-    A ray reflects off at most ``max_bounces`` mirrors (``d' = d − 2(d·n)n``,
-    starting again the same step off the mirror), keeping ``specular[m]²`` of
-    its power at each (out and back); its hit is then the surface it finally
-    meets, at the whole path length, its normal mirrored back into the
-    original ray's frame (:class:`~.hits.Hits`).
-    """
-
-    max_surfaces: int
-    triangle_material: np.ndarray  # (T,) int16
-    first_triangle: np.ndarray  # (K,) int64
-    class_code: np.ndarray  # (M,) int8
-    max_bounces: int = 0
-    #: (M,) float32 specular reflectance of each mirror material (0: not a mirror)
-    specular: np.ndarray = field(default_factory=lambda: _NO_MIRRORS)
-
-    @classmethod
-    def none(cls) -> Continuation:
-        """Every ray stops at the first surface."""
-        return _NONE
-
-
-_NONE = Continuation(0, np.zeros(1, np.int16), np.zeros(1, np.int64), np.zeros(1, np.int8))
 
 
 def as_rays(origins, directions):

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .presets import PRESETS
+
 #: Every setting of a lidar entry the documentation lists (``vertical-fov-start/end-deg`` in its table, the sample
 #: config's ``vertical-fov-lower/upper-deg``: both spellings).
 AIRSIM_KEYS = {
@@ -150,8 +152,6 @@ def airsim_spec(data: dict, error, select_id=None) -> dict:
             raise error(f"AirSim setting {key!r} must be true or false, got {entry[key]!r}")
     livox = kind.startswith("livox")
     if livox:
-        from .presets import PRESETS
-
         given = sorted(k for k in entry if "fov" in k)
         if given:
             raise error(f"AirSim {kind} takes its FOV from the datasheet; {', '.join(given)} not accepted "

@@ -21,7 +21,7 @@ Puck Hi-Res and HDL-32E datasheets give 100 m without a reflectivity, so those
 presets have no limit below max_range_m.
 
 ``beam_divergence_mrad`` ([horizontal, vertical], full width at half maximum,
-:mod:`lidar_fmu.echoes`): Ouster OS1 (gen 1) datasheet "beam divergence 0.13°
+:mod:`lidar_fmu.physics.echoes`): Ouster OS1 (gen 1) datasheet "beam divergence 0.13°
 (FWHM; 64 and 16 channel), 0.18° (FWHM; 128 channel)", one figure for both
 axes; Velodyne's user manuals, appendix "Laser Pulse", §F.2.3 "Beam
 Divergence" (VLS-128 manual, Table F-1): 3.0 mrad horizontal, 1.5 mrad
@@ -271,15 +271,3 @@ def close_names(name: str, n: int = 3) -> list[str]:
     import difflib
 
     return difflib.get_close_matches(name.lower().replace("-", "_"), list(PRESETS), n=n, cutoff=0.4)
-
-
-def preset_rows():
-    """(name, channels, horizontal FOV°, rays per frame, frame rate Hz, description) per preset."""
-    from . import load_sensor
-
-    for name, spec in PRESETS.items():
-        sensor = load_sensor(name)
-        fov = abs(np.subtract(*spec["horizontal_fov_deg"])) if "horizontal_fov_deg" in spec else 360.0
-        if "cone_half_angles_deg" in spec.get("rosette", {}):
-            fov = 2.0 * spec["rosette"]["cone_half_angles_deg"][0]
-        yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]

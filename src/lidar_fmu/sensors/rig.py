@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..transforms import pose_matrix
-from . import Sensor, SensorSpecError, _read_spec_file, load_sensor
+from ..geometry.transforms import pose_matrix
+from .spec import Sensor, SensorSpecError, _read_spec_file, load_sensor
 
 #: at most this many lidars in one rig (each keeps its pattern and buffers; a bound against typos)
 MAX_RIG_SIZE = 64

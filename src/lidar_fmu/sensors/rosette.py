@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pattern import ContinuousScan, spherical_directions
+from ..geometry.pattern import ContinuousScan, spherical_directions
 
 #: Livox Mid-70 as Project AirSim models it (the issue's collected facts, REFERENCE §4): the rolling circle goes
 #: round at 10·(1 + 1/6) − 1/360 Hz and turns at 170 Hz: the curve almost closes every 1/10 s and drifts by

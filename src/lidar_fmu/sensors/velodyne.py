@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LidarFmuError
-from .pattern import RayPattern, check_ray_count
+from ..geometry.pattern import RayPattern, check_ray_count
 
 
 class VelodyneCalibrationError(LidarFmuError, ValueError):

@@ -1,0 +1,133 @@
+"""Drive LidarSensor.fmu through FMPy exactly as a master does: OSMP pointers, FMI calls.
+
+    with FmuInstance("dist/LidarSensor.fmu", {"sensor": "velodyne_vlp16"}) as fmu:
+        out = fmu.step(sensor_view_bytes, time_s, step_s)
+
+The SensorView goes in as a buffer address split into ``.base.lo``/``.base.hi``
+plus ``.size``; the SensorData comes back the same way and is copied out
+before the next step.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from .osmp import join_address, split_address
+
+_STATUS = ["OK", "WARNING", "DISCARD", "ERROR", "FATAL", "PENDING"]
+
+
+@dataclass
+class FMUOutput:
+    sensor_data: bytes
+    valid: bool
+    count: int
+
+
+class FmuInstance:
+    def __init__(self, fmu_path, parameters: dict | None = None, instance_name: str = "lidar",
+                 unzip_dir: str | None = None, echo_log: bool = False, initialize: bool = True):
+        """``initialize=False`` stops after ``fmi2Instantiate`` (drive the FMI states through ``.fmu``)."""
+        # The installed pythonfmu first: a pythonfmu FMU run in this process puts its resources/ (which carry a
+        # copy of pythonfmu's Python package, without the binaries) in front of sys.path, so a later
+        # `import pythonfmu.builder` (lidar_fmu.cosim.fmu_package) would find no binaries and build an FMU without any.
+        import pythonfmu.builder  # noqa: F401
+        from fmpy import extract, read_model_description
+        from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
+
+        self.messages: list[tuple[str, str]] = []  # (status, message) from the FMI logger
+        self._echo = echo_log
+        self.description = read_model_description(str(fmu_path))
+        self.vr = {v.name: v for v in self.description.modelVariables}
+        self.unzip_dir = unzip_dir or extract(str(fmu_path))
+        self.fmu = FMU2Slave(
+            guid=self.description.guid, unzipDirectory=self.unzip_dir,
+            modelIdentifier=self.description.coSimulation.modelIdentifier, instanceName=instance_name,
+        )
+        self._callbacks = fmi2CallbackFunctions()
+        self._logger = fmi2CallbackLoggerTYPE(self._log)  # keep a reference: C holds the pointer
+        self._callbacks.logger = self._logger
+        self._callbacks.allocateMemory = defaultCallbacks.allocateMemory
+        self._callbacks.freeMemory = defaultCallbacks.freeMemory
+        self.fmu.instantiate(callbacks=self._callbacks, loggingOn=True)
+        self._terminated = False
+        self._input = None
+        if initialize:
+            self.initialize(parameters)
+
+    def initialize(self, parameters: dict | None = None) -> None:
+        """setupExperiment, enterInitializationMode, set ``parameters``, exitInitializationMode."""
+        self.fmu.setupExperiment(startTime=0.0)
+        self.fmu.enterInitializationMode()
+        for name, value in (parameters or {}).items():
+            self.set(name, value)
+        self.fmu.exitInitializationMode()
+
+    def _log(self, component, instance, status, category, message):
+        text = message.decode("utf-8", "replace") if message else ""
+        self.messages.append((_STATUS[status] if 0 <= status < len(_STATUS) else str(status), text))
+        if self._echo:
+            print(f"[{self.messages[-1][0]}] {text}")
+
+    @property
+    def default_step_s(self) -> float:
+        experiment = self.description.defaultExperiment
+        return float(experiment.stepSize) if experiment and experiment.stepSize else 0.1
+
+    def set(self, name: str, value) -> None:
+        variable = self.vr.get(name)
+        if variable is None:
+            raise KeyError(f"the FMU has no variable {name!r}")
+        ref = [variable.valueReference]
+        kind = variable.type
+        if kind == "String":
+            self.fmu.setString(ref, [str(value)])
+        elif kind == "Real":
+            self.fmu.setReal(ref, [float(value)])
+        elif kind == "Boolean":
+            self.fmu.setBoolean(ref, [bool(value)])
+        elif kind == "Integer":
+            self.fmu.setInteger(ref, [int(value)])
+        else:
+            raise TypeError(f"cannot set {kind} variable {name!r}")
+
+    def get_binary(self, prefix: str) -> bytes:
+        """Copy the bytes an OSMP binary output points at."""
+        lo, hi, size = self.fmu.getInteger([self.vr[f"{prefix}.{r}"].valueReference for r in ("base.lo", "base.hi", "size")])
+        address = join_address(lo, hi)
+        return ctypes.string_at(address, size) if address and size > 0 else b""
+
+    def set_binary(self, prefix: str, data: bytes | None, address: int | None = None) -> None:
+        """Point an OSMP input at ``data`` (kept alive until the next call); ``address`` overrides for tests."""
+        if address is None:
+            self._input = ctypes.create_string_buffer(data, len(data)) if data else None
+            address = ctypes.addressof(self._input) if self._input is not None else 0
+        lo, hi = split_address(address)
+        size = len(data) if data else 0
+        self.fmu.setInteger([self.vr[f"{prefix}.{r}"].valueReference for r in ("base.lo", "base.hi", "size")], [lo, hi, size])
+
+    def config_request(self) -> bytes:
+        return self.get_binary("OSMPSensorViewInConfigRequest")
+
+    def step(self, sensor_view: bytes | None, time_s: float, step_s: float | None = None) -> FMUOutput:
+        """Point the input at ``sensor_view``, do one step from ``time_s``, copy the outputs."""
+        self.set_binary("OSMPSensorViewIn", sensor_view)
+        self.fmu.doStep(time_s, step_s if step_s is not None else self.default_step_s)
+        return self.outputs()
+
+    def outputs(self) -> FMUOutput:
+        valid = bool(self.fmu.getBoolean([self.vr["valid"].valueReference])[0])
+        count = int(self.fmu.getInteger([self.vr["count"].valueReference])[0])
+        return FMUOutput(self.get_binary("OSMPSensorDataOut"), valid, count)
+
+    def close(self) -> None:
+        if not self._terminated:
+            self._terminated = True
+            self.fmu.terminate()
+            self.fmu.freeInstance()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

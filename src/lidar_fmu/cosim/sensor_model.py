@@ -1,0 +1,309 @@
+"""One co-simulation step, independent of FMI: SensorView bytes in, SensorData bytes out.
+
+    model = OsiSensorModel(sensor="ouster_os1_128", assets_dir="scenario/assets")
+    result = model.step(sensor_view_bytes, time_s)
+    result.sensor_data, result.valid, result.count
+
+Bad input never raises out of :meth:`step`: it yields an empty SensorData whose
+header says the data are not available, ``valid=False`` and a message.
+
+Time: a step publishes the rays the sensor fired since the previous
+SensorView (its own timestamp, not the master's clock): a step as long as the
+frame period gives one whole frame, a shorter one the part of the sweep fired
+in it (as the real unit's packets), a longer one the last frame before the
+view (with one warning). The first step takes the frame that ends at its
+view. While the rays fire, the sensor and the objects move between the
+previous view's poses and this one's (before the first view, back along OSI
+``base.velocity``/``orientation_rate``): :mod:`lidar_fmu.scan.motion`.
+
+Several lidars (a rig, :mod:`lidar_fmu.sensors.rig`): the scene is updated
+once per step and each lidar casts into it from its own mounting, with its own
+clock and motion window; the SensorData carries one
+``feature_data.lidar_sensor`` entry per lidar, in rig order, each under its
+own header (sensor id, mounting position). A lidar's mounting is its
+SensorView ``lidar_sensor_view[k]``'s, else its rig entry's ``mounting``, else
+the default mounting (one lidar alone keeps the SensorView's own
+``mounting_position`` first, as always).
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import LidarFmuError
+from ..geometry.scene import Scene
+from ..geometry.transforms import PoseError, check_pose, extrapolate_pose, pose_matrix
+from ..osi.decode import check_position, decode_sensor_view
+from ..osi.encode import LidarDetectionBlock, encode_empty_sensor_data, encode_lidars_buffer
+from ..parallel import serial, serialised, serialised_message, threadsafe_layer
+from ..pointcloud import POINT_DTYPE, PointCloud
+from ..scan.lidar import Lidar, ScanPlan
+from ..scan.motion import motion_since
+from ..sensors.rig import RigMember, load_rig
+from .scene_update import SceneUpdater
+
+STAGES = ("decode", "scene", "cast", "physics", "encode")
+
+
+@dataclass
+class StepResult:
+    sensor_data: bytes | np.ndarray  # serialized SensorData (a uint8 view when encoded into ``out``)
+    valid: bool
+    count: int
+    message: str = ""  # why the step is invalid, for the FMI logger
+    timings_s: dict = field(default_factory=dict)
+
+
+class OsiSensorModel:
+    """The lidar as an OSI sensor model (what the FMU wraps).
+
+    Several models may step at once from several threads: Numba's threading
+    layer is a thread-safe one (:mod:`lidar_fmu.parallel`), or else their scans
+    take turns.
+    """
+
+    def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
+                 materials: str = "", backend: str = "auto", default_mounting_pose=None,
+                 disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
+                 ground_truth: bool = False):
+        """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
+        several (:func:`~lidar_fmu.sensors.rig.load_rig`)."""
+        self.warn = warn or (lambda message: None)
+        threadsafe_layer()  # before the backend starts Numba's threads
+        if serialised():
+            self.warn(serialised_message())
+        self.materials = materials
+        self.scene = Scene()
+        self.lidars = []
+        for member in load_rig(sensor):
+            # one scene, one backend: the BVH is built once and updated once per step for every lidar
+            backend_of = self.lidars[0].lidar.backend if self.lidars else backend
+            lidar = Lidar(self.scene, member.sensor, backend=backend_of, materials=materials or None, warn=self.warn)
+            self.lidars.append(MountedLidar(lidar, member, default_mounting_pose, self.warn))
+        seeds = [m.sensor.effects.seed for m in self.lidars if m.sensor.effects.noise is not None]
+        if len(seeds) > len(set(seeds)):
+            self.warn("several lidars of the rig draw their noise with the same noise.seed: their noise is the same "
+                      "numbers (give each its own seed)")
+        if disable_self_hits is None:  # an AirSim lidar entry's own disable-self-hits, else the host is not seen
+            disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
+        self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
+        self.sensor_id = sensor_id
+        #: keep each point's ground truth in ``last_cloud`` (OSI carries none: for hosts that read it in-process)
+        self.ground_truth = ground_truth
+        self.cycle_counter = 0
+        self.last_measurement_time_s = None
+        #: per lidar, the last step's cloud (sensor frame) and world_from_sensor pose
+        self.last_clouds: list[PointCloud] = []
+        self.last_sensor_poses: list[np.ndarray] = []
+
+    @property
+    def lidar(self) -> Lidar:
+        """The first (or only) lidar."""
+        return self.lidars[0].lidar
+
+    @property
+    def sensor(self):
+        return self.lidar.sensor
+
+    @property
+    def default_mounting_pose(self) -> np.ndarray:
+        return self.lidars[0].default_mounting_pose
+
+    @property
+    def last_cloud(self) -> PointCloud:
+        return self.last_clouds[0]
+
+    @property
+    def last_sensor_pose(self) -> np.ndarray:
+        return self.last_sensor_poses[0]
+
+    def _empty(self, time_s: float, message: str, mounting=None) -> StepResult:
+        data = encode_empty_sensor_data(
+            timestamp_s=time_s,
+            sensor_id=self.sensor_id or 0,
+            mounting_position=self.default_mounting_pose if mounting is None else mounting,
+            cycle_counter=self.cycle_counter,
+        )
+        return StepResult(data, False, 0, message)
+
+    def step(self, sensor_view: bytes | None, time_s: float, out: np.ndarray | None = None) -> StepResult:
+        """Process one SensorView (``None`` = no buffer) at simulation time ``time_s``.
+
+        ``out``: a uint8 buffer to encode the SensorData into when it is big
+        enough (saves a 10 MB copy per step in the FMU).
+        """
+        self.cycle_counter += 1
+        if not sensor_view:
+            return self._empty(time_s, "no SensorView input (null pointer or size 0)")
+        try:
+            return self._step(sensor_view, time_s, out)
+        except LidarFmuError as exc:  # the input's fault (SensorView, poses, meshes): one line names it
+            return self._empty(time_s, f"SensorView rejected: {exc}")
+        except Exception as exc:  # a bug; still never let a step take the co-simulation down
+            return self._empty(time_s, f"step failed: {exc!r}\n{traceback.format_exc()}")
+
+    def _step(self, sensor_view: bytes, time_s: float, out) -> StepResult:
+        t0 = time.perf_counter()
+        frame = decode_sensor_view(sensor_view)
+        t1 = time.perf_counter()
+        self.updater.apply(frame)
+        single = len(self.lidars) == 1
+        mountings = [mounted.mounting(frame, k, single) for k, mounted in enumerate(self.lidars)]
+        vehicle = frame.host_pose()
+        if vehicle is None:
+            if frame.host_vehicle_id is not None:
+                return self._empty(frame.timestamp_s, f"host vehicle {frame.host_vehicle_id} is not in the ground truth",
+                                   mountings[0])
+            vehicle = np.eye(4)  # no host: the mounting pose is a world pose
+        else:
+            check_position(vehicle[:3, 3], f"host vehicle {frame.host_vehicle_id} position")
+        sensor_poses = []
+        for mounting in mountings:
+            sensor_poses.append(vehicle @ mounting)
+            check_position(sensor_poses[-1][:3, 3], "sensor position (host vehicle · mounting_position)")
+        t2 = time.perf_counter()
+        scene_now = (self.scene.instance_ids.copy(), self.scene.poses.copy())  # what every lidar fired into
+        # every lidar's rays in one go: lidars firing into the same poses (a rig's motion slices) share the
+        # scene updates (Backend.returns_together)
+        backend = self.lidar.backend
+        with serial():  # (the planning, the cast and the finishing all run parallel kernels)
+            plans = [mounted.plan(frame, sensor_pose, mounting, self.cycle_counter, self.ground_truth)
+                     for mounted, sensor_pose, mounting in zip(self.lidars, sensor_poses, mountings)]
+            jobs = [plan.job for plan in plans if plan is not None]
+            returns = iter(backend.returns_together(jobs) if jobs else ())
+            for mounted, sensor_pose in zip(self.lidars, sensor_poses):  # cast: the next view fires on from here
+                mounted.previous = (frame.timestamp_s, sensor_pose, scene_now)
+            cast_s = backend.last_timings["cast"] if jobs else 0.0
+            clouds = [mounted.nothing_fired(frame, sensor_pose) if plan is None else plan.finish(next(returns))
+                      for mounted, plan, sensor_pose in zip(self.lidars, plans, sensor_poses)]
+        sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
+        detections = [
+            LidarDetectionBlock(cloud, mounted.sensor_id if mounted.sensor_id is not None else sensor_id + k, mounting,
+                            frame.timestamp_s,
+                            1.0 if cloud.existence_probability is None else cloud.existence_probability,
+                            cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
+            for k, (mounted, cloud, mounting) in enumerate(zip(self.lidars, clouds, mountings))
+        ]
+        t4 = time.perf_counter()
+        data = encode_lidars_buffer(detections, out=out, timestamp_s=frame.timestamp_s, sensor_id=sensor_id,
+                                    mounting_position=mountings[0], cycle_counter=self.cycle_counter,
+                                    last_measurement_time_s=frame.timestamp_s)
+        t5 = time.perf_counter()
+        self.last_clouds, self.last_sensor_poses = clouds, sensor_poses
+        timings = dict(zip(STAGES, (t1 - t0, t2 - t1, cast_s, t4 - t2 - cast_s, t5 - t4)))
+        return StepResult(data, True, sum(len(cloud) for cloud in clouds), "", timings)
+
+
+class MountedLidar:
+    """One lidar of a model: where it sits on the vehicle, its own clock and the last view it fired up to."""
+
+    def __init__(self, lidar: Lidar, member: RigMember, default_mounting_pose, warn):
+        self.lidar = lidar
+        self.warn = warn
+        self.sensor_id = member.sensor_id
+        self.default_mounting_pose = check_pose(member_mounting(member, default_mounting_pose), "mounting pose")
+        try:
+            check_position(self.default_mounting_pose[:3, 3], "mounting pose position")
+        except LidarFmuError as exc:
+            raise PoseError(str(exc)) from None
+        #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
+        self.previous = None
+        #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
+        self._sensor_t0_s = None
+        self._warned_long_step = False
+
+    @property
+    def sensor(self):
+        return self.lidar.sensor
+
+    def mounting(self, frame, k: int, single: bool) -> np.ndarray:
+        """This lidar's vehicle_from_sensor in ``frame`` (module doc: which mounting wins)."""
+        if single and frame.mounting_pose is not None:
+            return frame.mounting_pose
+        mounting = frame.lidar_mountings[k] if k < len(frame.lidar_mountings) else None
+        if isinstance(mounting, LidarFmuError):  # the view's mounting for this lidar is unusable: say so
+            raise mounting
+        return self.default_mounting_pose if mounting is None else mounting
+
+    def plan(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray, cycle_counter: int,
+             ground_truth: bool = False) -> ScanPlan | None:
+        """The scan of the rays this lidar fired since its previous view, into the scene as it is now, up to
+        its cast (:meth:`Lidar.plan_scan`); ``None`` when nothing fired (a step shorter than one firing)."""
+        pattern, motion = self._window(frame, sensor_pose, mounting)
+        if pattern is None:
+            return None
+        return self.lidar.plan_scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
+                                    frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth)
+
+    def nothing_fired(self, frame, sensor_pose: np.ndarray) -> PointCloud:
+        self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
+        return PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 0, 0, frame.timestamp_s, sensor_pose,
+                          self.sensor.name, np.zeros(0, np.float32))
+
+    def _window(self, frame, sensor_pose: np.ndarray, mounting: np.ndarray):
+        """(the rays fired since the previous view, or None; how poses moved meanwhile) for this view."""
+        sensor, now = self.sensor, frame.timestamp_s
+        period = sensor.frame_period_s
+        previous = self.previous if self.previous is not None and self.previous[0] < now else None
+        start = previous[0] if previous is not None else now - period
+        # a step longer than a frame publishes the last frame period before the view (a rosette too: after a
+        # gap its shots would otherwise pile up without bound)
+        window_start = max(start, now - period)
+        if now - start > period * (1 + 1e-6) and not self._warned_long_step:
+            self._warned_long_step = True
+            self.warn(f"step of {now - start:g} s is longer than {sensor.name}'s frame period {period:g} s: each "
+                      "step publishes the frame fired in the last frame period before its SensorView")
+        if self._sensor_t0_s is None:
+            self._sensor_t0_s = window_start
+        pattern = sensor.rays_between(window_start - self._sensor_t0_s, now - self._sensor_t0_s)
+        if pattern is None or not sensor.motion_distortion:
+            return pattern, None
+        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None and previous is None else None
+        sensor_start = sensor_pose
+        if host is not None and host.moves:  # before the first view: back along the host's velocity
+            sensor_start = _finite_or(frame.host_pose(start - now) @ mounting, sensor_pose)
+        objects = {}
+        for obj in frame.objects:  # of objects sharing an id, the scene took the first
+            objects.setdefault(obj.id, obj)
+
+        def start_of_new(object_id: int) -> np.ndarray | None:
+            """An object without an earlier pose: back along its OSI velocity, if it moves."""
+            obj = objects.get(object_id)
+            if obj is None or not obj.moves:
+                return None
+            end = self.lidar.scene.pose_of(object_id)
+            return _finite_or(extrapolate_pose(end, obj.velocity_m_s, obj.orientation_rate_rad_s, start - now), end)
+
+        motion = motion_since(self.lidar.scene, start, now, window_start, sensor_pose,
+                              None if previous is None else (previous[1], previous[2]), sensor_start, start_of_new)
+        return pattern, motion
+
+
+def _finite_or(pose: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """``pose`` if it is a usable one (finite, within the world), else ``fallback``: a wild OSI velocity
+    extrapolates nowhere rather than invalidating the frame."""
+    try:
+        check_position(pose[:3, 3], "extrapolated position")
+    except LidarFmuError:
+        return fallback
+    return pose if np.all(np.isfinite(pose)) else fallback
+
+
+def member_mounting(member: RigMember, default_mounting_pose=None) -> np.ndarray:
+    """A rig member's mounting when the SensorView gives none: its spec's ``mounting``, else
+    ``default_mounting_pose`` (the FMU's parameters) as :func:`mounting_of` completes it."""
+    pose = member.mounting_pose if member.mounting_pose is not None else default_mounting_pose
+    return mounting_of(member.sensor, pose)
+
+
+def mounting_of(sensor, pose=None) -> np.ndarray:
+    """The sensor's default mounting: ``pose`` (4×4 vehicle_from_sensor), unless it is missing or identity and
+    the sensor spec carries one of its own (an AirSim entry's ``origin``)."""
+    if pose is None or np.array_equal(pose, np.eye(4)):
+        origin = sensor.spec.get("airsim_origin")
+        if origin is not None:
+            return pose_matrix(origin["xyz_m"], np.radians(origin["rpy_deg"]))
+    return pose_matrix() if pose is None else np.asarray(pose, np.float64)

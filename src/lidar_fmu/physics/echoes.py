@@ -1,0 +1,405 @@
+"""Beam divergence and multiple echoes: a beam's footprint cast as sub-rays, their hits formed into echoes.
+
+A real beam is a cone, not a line. At an object's edge part of the footprint
+lands on the object and part on what lies behind, and the receiver sees two
+pulses: a dual-return unit reports both. Spec keys (:func:`parse_footprint`):
+
+``beam_divergence_mrad``  ``[horizontal, vertical]`` full width at half maximum (FWHM) of the beam's
+                          intensity, as Ouster's datasheet quotes it (presets carry their datasheets'
+                          values, :mod:`lidar_fmu.sensors.presets`)
+``divergence_samples``    sub-rays per beam across the footprint (default 1: the beam's centre ray alone,
+                          exactly today's single ray)
+``beam_diameter_m``       the beam's diameter where it leaves the unit (default 0: a point; Ouster OS1
+                          datasheet: 10 mm): the footprint at range r spans about this plus r·divergence,
+                          which matters within a few metres
+``returns``               ``"strongest"`` (default), ``"first"``, ``"last"`` or ``"dual"``: strongest and
+                          last, as Velodyne's dual mode (VLP-16 user manual 63-9243 Rev D §9.3: "if the
+                          strongest return is also the last return, then the second-strongest return is
+                          provided")
+``echo_separation_m``     echoes closer than this merge into one (the receiver cannot tell two pulses
+                          apart that overlap; default :data:`DEFAULT_ECHO_SEPARATION_M`)
+
+**Footprint** (:func:`footprint_offsets`). The beam is Gaussian, ``I ∝ exp(−2ρ²)``
+with ρ the angle off the axis in units of the 1/e² half-width ``w`` on each
+axis (the TEM00 profile, Siegman, *Lasers*, 1986, §17.1; ``w = FWHM / √(2 ln 2)``).
+``divergence_samples`` = S sub-rays sit on a sunflower (Vogel) spiral filling
+the 1/e² ellipse in equal areas, ρₖ = √((k + ½)/S), each carrying the
+energy ``wₖ ∝ exp(−2ρₖ²)`` of its cell, normalised to Σwₖ = 1; the 13.5 % of
+the power outside the 1/e² contour is left out. With a ``beam_diameter_m`` D
+the sub-rays also leave from across the exit aperture, sub-ray k offset from
+the beam's origin by the same sunflower point scaled to D/2 (taken as the
+1/e² diameter, assumed), so it keeps its place in the footprint at every range. HELIOS++ samples the footprint
+the same way, sub-rays weighted by the Gaussian profile (Winiwarter et al.
+2022, *Remote Sensing of Environment* 269, §2.3.2). The sub-rays of one beam
+are adjacent in the ray batch (ray ``i·S + k``), so a caster's 8-ray packets
+hold one or two beams' footprints.
+
+**Echoes** (:func:`form_echoes`, one compiled pass after every backend). A
+beam's sub-ray hits, sorted by range, split into echoes wherever two
+neighbours lie ``echo_separation_m`` or more apart. An echo at range r
+carries the energy of its sub-rays: its reflectivity is ``Σ wₖ ρₖ`` (half the
+footprint on a 40 % wall reads 20 %, what the unit's calibrated reflectivity
+would), its received power ``Σ wₖ ρₖ / rₖ²`` decides "strongest", its range is
+the power-weighted mean range and its normal and ``object_id`` are those of
+its strongest sub-ray. The range–reflectivity limit then applies to each
+echo's own reflectivity (a retroreflector in the footprint saturates it,
+:mod:`lidar_fmu.physics.returns`), and of the echoes above it the mode picks one or
+two. Reported echoes are numbered by range in the point field ``echo``
+(0 = nearest). OSI ``echo_pulse_width`` = ``echo_separation_m`` (the pulse's
+length in range) plus the range spread of the echo's sub-rays (a slanted or
+stepped footprint stretches the pulse).
+
+**Effects** (:mod:`lidar_fmu.physics.effects`) then act on each echo: its own range
+limit under weather extinction, detection probability, dropout and noise. The
+random draws are keyed by the ray, so the two echoes of one pulse share them
+(dropout loses the whole pulse; range noise of both echoes moves together, as
+a common start-pulse jitter would); each echo's detection probability is its
+own.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..errors import LidarFmuError
+from ..geometry.pattern import RayPattern
+from ..pointcloud import POINT_DTYPE, Returns, place_on_rays
+from .ground_truth import truth_per_ray
+from .range_limit import intensity_percent, limit_params, range_limit_m
+from .weather import WEATHER_OBJECT_ID
+
+RETURN_MODES = ("strongest", "first", "last", "dual")
+_FIRST, _STRONGEST, _LAST, _DUAL = 0, 1, 2, 3
+_MODE_CODE = {"first": _FIRST, "strongest": _STRONGEST, "last": _LAST, "dual": _DUAL}
+
+#: Echoes closer than this merge (m). Measured: in the shared Ouster OS-1-128 dual-return recording
+#: (``tests/data/ouster_os1_128_dual_returns.json``, ``scripts/ouster_dual_returns.py``) the smallest gap between
+#: a pixel's two returns is 1.00 m (1st percentile 1.09 m) of 1,089 pairs; no datasheet states it. Taken for every
+#: preset (assumed for the other units: their manuals give no figure).
+DEFAULT_ECHO_SEPARATION_M = 1.0
+#: Most sub-rays per beam (a frame of 131k beams at 64 sub-rays is 8.4 M rays).
+MAX_DIVERGENCE_SAMPLES = 64
+#: Lambertian-equivalent reflectivity a saturated (retroreflective) sub-ray counts with when echoes compete for
+#: "strongest": far above any diffuse surface (the clutter model in :mod:`lidar_fmu.physics.effects` uses the same 1e3).
+SATURATED_REFLECTIVITY = 1e3
+_GOLDEN_ANGLE_RAD = math.pi * (3.0 - math.sqrt(5.0))
+_FWHM_TO_1_OVER_E2 = 1.0 / math.sqrt(2.0 * math.log(2.0))  # half-width at 1/e² per FWHM (full width)
+
+
+class FootprintError(LidarFmuError, ValueError):
+    """A beam-divergence or return-mode spec value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """How a sensor's beams spread and which echoes it reports (module doc); the default is one ray per beam."""
+
+    divergence_rad: tuple = (0.0, 0.0)  # FWHM full angle, horizontal and vertical
+    samples: int = 1
+    mode: str = "strongest"
+    separation_m: float = DEFAULT_ECHO_SEPARATION_M
+    diameter_m: float = 0.0  # at the exit aperture (1/e²)
+
+    @property
+    def active(self) -> bool:
+        """Are sub-rays cast (else one ray per beam, one echo, exactly as without this module)?"""
+        return self.samples > 1
+
+    @property
+    def max_echoes(self) -> int:
+        return 2 if self.mode == "dual" else 1
+
+
+def parse_footprint(spec: dict) -> Footprint:
+    """``beam_divergence_mrad``, ``divergence_samples``, ``returns`` and ``echo_separation_m`` of a resolved spec."""
+    mode = spec.get("returns", "strongest")
+    if mode not in RETURN_MODES:
+        raise FootprintError(f"returns must be one of {', '.join(RETURN_MODES)}, got {mode!r}")
+    samples = spec.get("divergence_samples", 1)
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
+            or not 1 <= samples <= MAX_DIVERGENCE_SAMPLES:
+        raise FootprintError(f"divergence_samples must be an integer in 1..{MAX_DIVERGENCE_SAMPLES}, got {samples!r}")
+    divergence = spec.get("beam_divergence_mrad", [0.0, 0.0])
+    if isinstance(divergence, (int, float)) and not isinstance(divergence, bool):
+        divergence = [divergence, divergence]
+    if (not isinstance(divergence, (list, tuple)) or len(divergence) != 2
+            or not all(_finite_at_least(v, 0.0) for v in divergence)):
+        raise FootprintError(f"beam_divergence_mrad must be [horizontal, vertical] mrad ≥ 0, got {divergence!r}")
+    if samples > 1 and not any(divergence):
+        raise FootprintError("divergence_samples > 1 needs a beam_divergence_mrad above 0")
+    separation = spec.get("echo_separation_m", DEFAULT_ECHO_SEPARATION_M)
+    if not _finite_at_least(separation, 0.0) or separation == 0:
+        raise FootprintError(f"echo_separation_m must be a number > 0, got {separation!r}")
+    diameter = spec.get("beam_diameter_m", 0.0)
+    if not _finite_at_least(diameter, 0.0) or diameter > 1.0:
+        raise FootprintError(f"beam_diameter_m must be a number in 0..1 m, got {diameter!r}")
+    return Footprint((float(divergence[0]) * 1e-3, float(divergence[1]) * 1e-3), int(samples), mode,
+                     float(separation), float(diameter))
+
+
+def _finite_at_least(value, low: float) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            and value >= low)
+
+
+def footprint_offsets(footprint: Footprint) -> tuple[np.ndarray, np.ndarray]:
+    """(S, 2) float64 angles (rad, horizontal and vertical) of the sub-rays off the beam axis, (S,) float64 energy
+    weights summing to 1 (module doc). One sample: the axis, weight 1."""
+    unit, weights = _sunflower(footprint.samples)
+    return unit * np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2, weights
+
+
+def _sunflower(samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """(S, 2) points filling the unit disc in equal areas (Vogel's spiral; the centre for one), (S,) Gaussian
+    weights exp(−2ρ²) of a beam whose 1/e² radius is the disc's, summing to 1."""
+    if samples == 1:
+        return np.zeros((1, 2)), np.ones(1)
+    k = np.arange(samples, dtype=np.float64)
+    rho = np.sqrt((k + 0.5) / samples)
+    angle = k * _GOLDEN_ANGLE_RAD
+    weights = np.exp(-2.0 * rho * rho)
+    return np.stack([rho * np.cos(angle), rho * np.sin(angle)], axis=1), weights / weights.sum()
+
+
+def sub_ray_pattern(pattern, footprint: Footprint):
+    """``pattern`` with every ray replaced by its footprint's S sub-rays, adjacent (ray ``i·S + k``).
+
+    The result is a ``rows·S × columns`` pattern (sub-ray k of beam row r at row ``r·S + k``), each sub-ray with
+    its beam's id, column, firing time and origin.
+    """
+    s = footprint.samples
+    offsets, _ = footprint_offsets(footprint)
+    d = pattern.directions.astype(np.float64)
+    # the beam's horizontal axis (towards larger azimuth) and vertical axis (up), orthogonal to it
+    horizontal = np.stack([-d[:, 1], d[:, 0], np.zeros(len(d))], axis=1)
+    norm = np.linalg.norm(horizontal, axis=1, keepdims=True)
+    polar = norm[:, 0] < 1e-9  # straight up or down: any horizontal axis will do
+    horizontal[polar] = (0.0, 1.0, 0.0)
+    horizontal /= np.where(polar[:, None], 1.0, norm)
+    vertical = np.cross(d, horizontal)
+    tan = np.tan(offsets)
+    sub = (d[:, None, :] + tan[None, :, 0, None] * horizontal[:, None, :] + tan[None, :, 1, None] * vertical[:, None, :])
+    sub /= np.linalg.norm(sub, axis=2, keepdims=True)
+    origins = None if pattern.origins is None else np.repeat(pattern.origins, s, axis=0)
+    if footprint.diameter_m > 0:  # across the exit aperture, each sub-ray at its own place in the footprint
+        unit, _ = _sunflower(s)
+        radius = 0.5 * footprint.diameter_m
+        shift = radius * (unit[None, :, 0, None] * horizontal[:, None, :] + unit[None, :, 1, None] * vertical[:, None, :])
+        base = np.zeros((len(d), 1, 3)) if pattern.origins is None else pattern.origins[:, None, :].astype(np.float64)
+        origins = (base + shift).reshape(-1, 3)
+    return RayPattern(np.ascontiguousarray(sub.reshape(-1, 3), np.float32), np.repeat(pattern.beam_id, s),
+                      np.repeat(pattern.column, s), np.repeat(pattern.time_offset_s, s), pattern.rows * s,
+                      pattern.columns, origins=None if origins is None else np.ascontiguousarray(origins, np.float32))
+
+
+@njit(cache=True, nogil=True)
+def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit_code, limit_a, limit_b, limit_c,
+                 limit_tail_refl, limit_tail_m, limit_max, out, out_ray, out_intensity, out_pulse, out_source):
+    """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices);
+    writes the reported echoes into ``out`` (range, reflectivity, normal, beam, object, saturated, echo) and their
+    beam, intensity, pulse width and strongest sub-ray return; returns how many."""
+    m = points.shape[0]
+    order = np.empty(samples, np.int64)
+    # per echo of one beam: range, reflectivity, power, pulse spread, strongest member, saturated
+    e_range = np.empty(samples)
+    e_refl = np.empty(samples)
+    e_power = np.empty(samples)
+    e_spread = np.empty(samples)
+    e_best = np.empty(samples, np.int64)
+    e_saturated = np.empty(samples, np.bool_)
+    pick = np.empty(2, np.int64)
+    count = 0
+    j = 0
+    while j < m:
+        beam = sub_ray[j] // samples
+        start = j
+        while j < m and sub_ray[j] // samples == beam:
+            j += 1
+        k = j - start
+        for a in range(k):  # insertion sort by range: k ≤ samples, mostly sorted already
+            i = start + a
+            b = a
+            while b > 0 and points[order[b - 1]].range > points[i].range:
+                order[b] = order[b - 1]
+                b -= 1
+            order[b] = i
+        echoes = 0
+        a = 0
+        while a < k:
+            b = a + 1
+            while b < k and points[order[b]].range - points[order[b - 1]].range < separation_m:
+                b += 1
+            refl = 0.0
+            power = 0.0
+            weight = 0.0
+            weighted_range = 0.0
+            plain_weight = 0.0
+            plain_range = 0.0
+            best = order[a]
+            best_share = -1.0
+            saturated = False
+            for t in range(a, b):
+                i = order[t]
+                w = weights[sub_ray[i] - beam * samples]
+                r = np.float64(points[i].range)
+                rho = np.float64(points[i].reflectivity)
+                is_saturated = points[i].saturated != 0
+                q = SATURATED_REFLECTIVITY if is_saturated else rho
+                refl += w * rho
+                power += w * q / (r * r)
+                weight += w * q
+                weighted_range += w * q * r
+                plain_weight += w
+                plain_range += w * r
+                if w * q > best_share:
+                    best_share = w * q
+                    best = i
+                saturated = saturated or is_saturated
+            r_echo = weighted_range / weight if weight > 0.0 else plain_range / plain_weight
+            if saturated or r_echo <= range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl,
+                                                    limit_tail_m, limit_max, refl):
+                e_range[echoes] = r_echo
+                e_refl[echoes] = 1.0 if saturated else refl
+                e_power[echoes] = power
+                e_spread[echoes] = points[order[b - 1]].range - points[order[a]].range
+                e_best[echoes] = best
+                e_saturated[echoes] = saturated
+                echoes += 1
+            a = b
+        if echoes == 0:
+            continue
+        picked = _pick(e_power, echoes, mode, pick)
+        for n in range(picked):
+            e = pick[n]
+            src = points[e_best[e]]
+            out[count].range = e_range[e]
+            out[count].reflectivity = e_refl[e]
+            out[count].normal_x = src.normal_x
+            out[count].normal_y = src.normal_y
+            out[count].normal_z = src.normal_z
+            out[count].beam_id = src.beam_id
+            out[count].object_id = src.object_id
+            out[count].saturated = 1 if e_saturated[e] else 0
+            out[count].time = 0.0
+            out[count].echo = n
+            out_ray[count] = beam
+            out_intensity[count] = 100.0 if e_saturated[e] else intensity_percent(e_refl[e], e_range[e])
+            out_pulse[count] = separation_m + e_spread[e]
+            out_source[count] = e_best[e]
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _pick(power, echoes, mode, pick):
+    """Which of a beam's ``echoes`` (in range order) the ``mode`` reports: their indices in ``pick``, in range
+    order; returns how many (1 or 2)."""
+    if mode == _FIRST:
+        pick[0] = 0
+        return 1
+    last = echoes - 1
+    if mode == _LAST:
+        pick[0] = last
+        return 1
+    strongest = 0
+    for e in range(1, echoes):
+        if power[e] > power[strongest]:
+            strongest = e
+    if mode == _STRONGEST or echoes == 1:
+        pick[0] = strongest
+        return 1
+    other = last
+    if strongest == last:  # Velodyne: the last is the strongest, so the second strongest goes with it
+        other = 0 if strongest != 0 else 1
+        for e in range(echoes):
+            if e != strongest and power[e] > power[other]:
+                other = e
+    pick[0] = min(other, strongest)
+    pick[1] = max(strongest, other)
+    return 2
+
+
+def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: float):
+    """:class:`~lidar_fmu.pointcloud.Returns` of ``pattern``'s sub-rays (:func:`sub_ray_pattern`, cast without a
+    range limit) → (the beams' reported echoes as ``Returns`` of ``pattern``, in ray order and by range within a
+    ray; each echo's OSI pulse width (M,) float64, m). ``limit``: the range–reflectivity limit the echoes must
+    pass (the sensor's, stretched under probabilistic detection)."""
+    sub_ray = np.asarray(returns.ray_index, np.int64)
+    points, material_id = returns.points, returns.material_id
+    if len(sub_ray) > 1 and np.any(sub_ray[1:] < sub_ray[:-1]):
+        order = np.argsort(sub_ray, kind="stable")
+        sub_ray, points = sub_ray[order], points[order]
+        material_id = None if material_id is None else material_id[order]
+    _, weights = footprint_offsets(footprint)
+    n = len(pattern) * footprint.max_echoes
+    out = np.zeros(n, POINT_DTYPE)
+    out_ray = np.empty(n, np.int32)
+    out_intensity = np.empty(n, np.float32)
+    out_pulse = np.empty(n, np.float64)
+    out_source = np.empty(n, np.int64)
+    code, a, b, c, tail_refl, tail_m, limit_max = limit_params(limit, max_range_m)
+    m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights,
+                     _MODE_CODE[footprint.mode], footprint.separation_m, np.int64(code), np.float64(a),
+                     np.float64(b), np.float64(c), np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max),
+                     out, out_ray, out_intensity, out_pulse, out_source)
+    out, out_ray = out[:m], out_ray[:m]
+    origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
+    place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],
+                  out["y"], out["z"])
+    # an echo's material (for ground truth) is its strongest sub-ray's
+    material = None if material_id is None else material_id[out_source[:m]]
+    return Returns(out, out_ray, out_intensity[:m], material), out_pulse[:m]
+
+
+def pulse_widths_after(echoes, pulse_width_m: np.ndarray, kept, separation_m: float) -> np.ndarray:
+    """Each of ``kept``'s returns' pulse width: that of the echo of ``echoes`` on the same ray with the same echo
+    number (effects drop and move returns but keep their ray and echo); a weather echo's is the bare pulse."""
+    key = np.asarray(echoes.ray_index, np.int64) * 2 + echoes.points["echo"]
+    want = np.asarray(kept.ray_index, np.int64) * 2 + kept.points["echo"]
+    at = np.minimum(np.searchsorted(key, want), max(len(key) - 1, 0))
+    found = (key[at] == want) & (kept.points["object_id"] != WEATHER_OBJECT_ID) if len(key) else np.zeros(
+        len(want), bool)
+    return np.where(found, pulse_width_m[at] if len(key) else 0.0, separation_m)
+
+
+def truth_per_echo(returns, pattern, max_echoes: int) -> np.ndarray:
+    """(max_echoes, rays) :data:`~lidar_fmu.physics.ground_truth.GROUND_TRUTH_DTYPE`: per echo number, every ray's
+    noise-free echo (:func:`~lidar_fmu.physics.ground_truth.truth_per_ray` of that echo's returns), so that a return after
+    the effects finds its truth at ``[echo, ray]``. With one ray per beam, row 0 is the ray's return."""
+    echo = returns.points["echo"]
+    rows = []
+    for e in range(max_echoes):
+        mine = np.flatnonzero(echo == e)
+        rows.append(truth_per_ray(type(returns)(returns.points[mine], returns.ray_index[mine],
+                                                returns.intensity_percent[mine],
+                                                None if returns.material_id is None else returns.material_id[mine]),
+                                  pattern))
+    return np.stack(rows)
+
+
+def second_echo_stats(cloud, rays=None) -> dict:
+    """How often and how far apart a cloud's rays give two echoes: of the rays that return (those of ``rays``, a
+    mask or indices into the cloud's pattern, else all), the fraction with a second echo, and the gaps
+    (second − first range, m) of those."""
+    ray_index = np.asarray(cloud.ray_index, np.int64)
+    wanted = np.ones(len(ray_index), bool)
+    if rays is not None:
+        mask = np.zeros(cloud.rows * cloud.columns, bool)
+        mask[rays] = True
+        wanted = mask[ray_index]
+    echo = cloud.points["echo"][wanted]
+    ray, range_m = ray_index[wanted], cloud.points["range"][wanted].astype(np.float64)
+    returning = len(np.unique(ray))
+    first_m = np.full(int(ray.max()) + 1 if len(ray) else 0, np.nan)  # each ray's echo-0 range, by ray
+    first_m[ray[echo == 0]] = range_m[echo == 0]
+    gaps = range_m[echo == 1] - first_m[ray[echo == 1]]
+    return {"returning_rays": returning, "second_echo_rays": len(gaps),
+            "second_echo_fraction": len(gaps) / returning if returning else 0.0, "gap_m": gaps}
+
+
+__all__ = ["DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "RETURN_MODES", "form_echoes",
+           "footprint_offsets", "parse_footprint", "pulse_widths_after", "second_echo_stats", "sub_ray_pattern",
+           "truth_per_echo"]

@@ -1,0 +1,497 @@
+"""What a real unit does to the returns the geometry gives: weather, detection probability, dropout, noise.
+
+One compiled pass over a frame's returns (:func:`apply_effects`), after any
+backend's physics, in the same place for every backend (the CUDA backend's
+returns come back to the host anyway):
+
+0. **Weather** (spec key ``weather``, or the FMU's SensorView
+   ``environmental_conditions``; :mod:`lidar_fmu.physics.weather`): a return at r
+   keeps ``T = exp(−2αr)`` of its power, so it is detected on ``ρ·T`` (the
+   range–reflectivity limit and the detection law below take the attenuated
+   reflectivity; saturated retroreflectors stay saturated) and its intensity
+   is scaled by T; fog, rain and snow echo back near the sensor (clutter,
+   :func:`~lidar_fmu.physics.weather.clutter_return`): a ray's clutter replaces its
+   return when it is the stronger echo, with ``object_id`` =
+   :data:`~lidar_fmu.physics.weather.WEATHER_OBJECT_ID`.
+1. **Detection** (spec key ``detection``). ``"threshold"`` (default): a return
+   is kept iff ``r ≤ r_L(ρ)`` (the range–reflectivity limit, decided in the
+   physics pass). ``"probabilistic"``: datasheet ranges are quoted at ≥ 90 %
+   detection probability (e.g. Ouster OS1 datasheet, "range (80 % Lambertian
+   reflectivity, ≥ 90 % detection probability)"), so P(r_L) = 0.9, and
+   :func:`detection_probability` is a threshold detector in Gaussian noise:
+   the echo's amplitude falls as 1/r² for an extended Lambertian target, so
+   with x = r / r_L, ``P(x) = Φ(S/x² − S + z₀.₉)`` where z₀.₉ = Φ⁻¹(0.9) and
+   S the amplitude signal-to-noise ratio at r_L. **S = 6 is assumed** (no
+   datasheet gives it): P falls from 0.9 at r_L to 0.29 at 1.2·r_L and 0.05 at
+   1.4·r_L, and is 0.9999+ inside 0.8·r_L. The physics pass then keeps returns
+   up to :data:`STRETCH`·r_L (where P < 10⁻³) and this pass draws each one.
+   OSI ``existence_probability`` is P (1 under ``threshold``).
+2. **Dropout** (``noise.dropout``): each return is lost with that probability.
+3. **Noise** (spec key ``noise``, off when absent): range noise along the ray,
+   N(0, σ) with ``σ = range_sigma_m + range_sigma_per_m · r`` (Rmagine's
+   relative Gaussian), plus a per-beam bias N(0, ``laser_bias_sigma_m``) drawn
+   once per sensor from the seed (BlenSor's per-laser noise); the point stays
+   on its ray. ``angle_sigma_deg`` turns the direction by a Gaussian angle
+   orthogonal to the ray (the VTK scanner's orthogonal noise). ``"noise":
+   "datasheet"`` uses the preset's ``range_accuracy_m`` as σ.
+
+**Reproducible.** Every random number is a hash of (seed, frame counter, ray
+index, draw), never the clock: the same inputs give the same bytes, frame
+after frame; another seed gives other noise (:func:`uniform`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
+from .range_limit import RangeReflectivityLimit, intensity_percent, limit_params, range_limit_m
+from .weather import (
+    DEFAULT_BEAM_DIVERGENCE_RAD,
+    DEFAULT_MIN_RANGE_M,
+    DEFAULT_PULSE_LENGTH_M,
+    WEATHER_OBJECT_ID,
+    Weather,
+    WeatherError,
+    clutter_return,
+    detection_floor_per_m2,
+    parse_weather,
+    two_way_transmission,
+)
+
+#: z such that Φ(z) = 0.9: datasheet ranges are quoted at 90 % detection probability
+Z_90 = 1.2815515655446004
+#: amplitude signal-to-noise ratio at r_L. Assumed (datasheets give none): 6 makes P fall from 0.9 to ~0.05
+#: over 40 % more range, a soft edge a few metres wide at typical limits.
+SNR_AT_LIMIT = 6.0
+#: the physics pass keeps returns up to this many r_L under probabilistic detection: P(2) < 10⁻³
+STRETCH = 2.0
+DETECTION_MODES = ("threshold", "probabilistic")
+
+#: draw numbers of echo e of a ray start at e × this (above every draw below)
+_ECHO_DRAW_STRIDE = 16
+# draws of one ray: distinct streams of the hash
+_DRAW_DETECT, _DRAW_DROP, _DRAW_RANGE, _DRAW_ANGLE, _DRAW_BIAS, _DRAW_CLUTTER = 1, 2, 3, 5, 7, 11
+
+
+class EffectsError(ValueError):
+    """A noise / detection spec that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Measurement noise (m, degrees, probability); all zero: exact."""
+
+    range_sigma_m: float = 0.0
+    range_sigma_per_m: float = 0.0
+    laser_bias_sigma_m: float = 0.0
+    angle_sigma_deg: float = 0.0
+    dropout: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Effects:
+    """A sensor's effects on its returns (see the module doc); ``Effects()`` changes nothing."""
+
+    noise: Noise | None = None
+    detection: str = "threshold"
+    weather: Weather | None = None  # None: the spec sets none (the FMU then reads the SensorView's)
+
+    @property
+    def active(self) -> bool:
+        return (self.noise is not None or self.detection != "threshold"
+                or (self.weather is not None and not self.weather.clear))
+
+    @property
+    def seed(self) -> int:
+        return self.noise.seed if self.noise is not None else 0
+
+
+_NOISE_KEYS = {"range_sigma_m", "range_sigma_per_m", "laser_bias_sigma_m", "angle_sigma_deg", "dropout", "seed"}
+
+
+def parse_effects(spec: dict) -> Effects:
+    """The ``noise`` and ``detection`` keys of a resolved sensor spec → :class:`Effects` (EffectsError naming
+    the key on bad input)."""
+    detection = spec.get("detection", "threshold")
+    if detection not in DETECTION_MODES:
+        raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {detection!r}")
+    try:
+        weather = parse_weather(spec.get("weather"))
+    except WeatherError as exc:
+        raise EffectsError(f"weather: {exc}") from None
+    noise = spec.get("noise")
+    if noise is None:
+        return Effects(None, detection, weather)
+    if noise == "datasheet":
+        accuracy = spec.get("range_accuracy_m")
+        if accuracy is None:
+            raise EffectsError("noise: 'datasheet' needs the sensor's range_accuracy_m (a preset's datasheet value)")
+        noise = {"range_sigma_m": accuracy}
+    if not isinstance(noise, dict):
+        raise EffectsError(f"noise must be 'datasheet' or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
+                           f"got {noise!r}")
+    unknown = set(noise) - _NOISE_KEYS
+    if unknown:
+        raise EffectsError(f"unknown noise key(s): {', '.join(sorted(unknown))}")
+    values = {}
+    for key in _NOISE_KEYS - {"seed"}:
+        value = noise.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise EffectsError(f"noise.{key} must be a number ≥ 0, got {value!r}")
+        values[key] = float(value)
+    if values["dropout"] > 1:
+        raise EffectsError(f"noise.dropout is a probability (0–1), got {values['dropout']!r}")
+    seed = noise.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {seed!r}")
+    return Effects(Noise(seed=int(seed), **values), detection, weather)
+
+
+# ----------------------------------------------------------------------------- random numbers
+
+
+@register_jitable(inline="always")
+def _mix(z):
+    """SplitMix64's finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mix, good avalanche."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+_GOLDEN = 0x9E3779B97F4A7C15  # 2⁶⁴/φ, SplitMix64's increment: spreads consecutive counters over the 64 bits
+
+
+@register_jitable(inline="always")
+def frame_key(seed, frame):
+    """The key of one frame's random numbers: a mix of (seed, frame counter), computed once per frame."""
+    return _mix(np.uint64(seed) * np.uint64(_GOLDEN) + np.uint64(frame))
+
+
+@register_jitable(inline="always")
+def draw_uniform(key, ray, draw):
+    """A uniform number in (0, 1) from a frame's :func:`frame_key`, a ray and a draw number: one mix."""
+    z = _mix(key ^ (np.uint64(ray) * np.uint64(_GOLDEN) + np.uint64(draw)))
+    return ((z >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740994.0)  # 53 bits, never 0 or 1
+
+
+# Acklam's rational approximation of the inverse normal CDF (P. J. Acklam, "An algorithm for computing the
+# inverse normal cumulative distribution function", 2003; relative error < 1.15e-9): a standard normal number
+# from ONE uniform with no transcendental function for 95 % of draws (a log and a square root in the tails).
+# Box–Muller's log + cos on every draw cost ~3× as much here (libm calls, not vectorised).
+_ACKLAM_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+             -3.066479806614716e01, 2.506628277459239e00)
+_ACKLAM_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+             -1.328068155288572e01)
+_ACKLAM_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
+             4.374664141464968e00, 2.938163982698783e00)
+_ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+_ACKLAM_P_LOW = 0.02425
+
+
+@register_jitable(inline="always")
+def _acklam_tail(p):
+    """Φ⁻¹(p) for p < 0.02425 (the lower tail)."""
+    c, d = _ACKLAM_C, _ACKLAM_D
+    q = math.sqrt(-2.0 * math.log(p))
+    return ((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+            / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0))
+
+
+@register_jitable(inline="always")
+def inverse_normal_cdf(p):
+    """Φ⁻¹(p) for p in (0, 1), Acklam's approximation (above)."""
+    if p < _ACKLAM_P_LOW:
+        return _acklam_tail(p)
+    if p > 1.0 - _ACKLAM_P_LOW:
+        return -_acklam_tail(1.0 - p)
+    a, b = _ACKLAM_A, _ACKLAM_B
+    q = p - 0.5
+    r = q * q
+    return (((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q)
+            / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0))
+
+
+@register_jitable(inline="always")
+def draw_normal(key, ray, draw):
+    """A standard normal number from a frame's :func:`frame_key`, a ray and a draw number (one uniform)."""
+    return inverse_normal_cdf(draw_uniform(key, ray, draw))
+
+
+@register_jitable(inline="always")
+def uniform(seed, frame, ray, draw):
+    """A uniform number in (0, 1) from (seed, frame, ray, draw) alone: counter-based, no state, no clock."""
+    return draw_uniform(frame_key(seed, frame), ray, draw)
+
+
+@register_jitable(inline="always")
+def detection_probability(x):
+    """P(detected) of a return at x = r / r_L (module doc): 0.9 at x = 1, → 1 inside, → 0 beyond."""
+    if x <= 0.0:
+        return 1.0
+    z = SNR_AT_LIMIT / (x * x) - SNR_AT_LIMIT + Z_90
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+def laser_bias_m(noise: Noise, beams: int) -> np.ndarray:
+    """(beams,) float64 per-beam range bias, drawn once from the seed (frame-independent, as a unit's)."""
+    return _laser_bias(np.uint64(noise.seed), beams, noise.laser_bias_sigma_m)
+
+
+@njit(cache=True, nogil=True)
+def _laser_bias(seed, beams, sigma):
+    key = frame_key(seed, np.uint64(0xB1A5))  # a stream of its own, the same every frame
+    out = np.zeros(beams)
+    for b in range(beams):
+        out[b] = sigma * draw_normal(key, b, _DRAW_BIAS)
+    return out
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _apply(points, ray_index, intensity, origins, directions, key, probabilistic, limit_code, limit_a,
+           limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, alpha_per_m, dropout, range_sigma,
+           range_sigma_per_m, bias, angle_sigma_rad, weather_id, keep, existence):
+    """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P.
+
+    ``key``: the frame's :func:`frame_key`. Weather echoes (``object_id == weather_id``) come with their
+    extinction and detection decided (:func:`~lidar_fmu.physics.weather.clutter_return`): they meet only dropout and
+    noise here."""
+    for k in prange(points.shape[0]):  # each return's draws depend on its ray alone: any order, same bytes
+        ray = ray_index[k]
+        # a ray's second echo draws numbers of its own (its first draws as a single-echo sensor's would)
+        echo_draws = _ECHO_DRAW_STRIDE * np.int64(points[k]["echo"])
+        existence[k] = 1.0
+        keep[k] = True
+        r = points[k]["range"]
+        saturated = points[k]["saturated"] != 0 or points[k]["object_id"] == weather_id
+        if alpha_per_m > 0.0 and not saturated:
+            transmission = two_way_transmission(alpha_per_m, r)
+            intensity[k] = intensity[k] * transmission
+            rho = points[k]["reflectivity"] * transmission
+            if not probabilistic and r > range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl,
+                                                        limit_tail_m, limit_max, rho):
+                keep[k] = False
+                continue
+        else:
+            rho = points[k]["reflectivity"]
+        if probabilistic and not saturated:  # a saturated retroreflector is never a marginal echo
+            limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
+                                  rho)
+            p = detection_probability(r / limit) if limit > 0.0 else 0.0
+            existence[k] = p
+            if draw_uniform(key, ray, _DRAW_DETECT + echo_draws) >= p:
+                keep[k] = False
+                continue
+        if dropout > 0.0 and draw_uniform(key, ray, _DRAW_DROP + echo_draws) < dropout:
+            keep[k] = False
+            continue
+        sigma = range_sigma + range_sigma_per_m * r
+        dr = bias[points[k]["beam_id"]] if bias.shape[0] > points[k]["beam_id"] else 0.0
+        if sigma > 0.0:
+            dr += sigma * draw_normal(key, ray, _DRAW_RANGE + echo_draws)
+        if dr == 0.0 and angle_sigma_rad == 0.0:
+            continue
+        new_r = r + dr
+        if new_r <= 0.0:
+            keep[k] = False  # noise cannot put a return behind its own emitter
+            continue
+        dx, dy, dz = directions[ray, 0], directions[ray, 1], directions[ray, 2]
+        if angle_sigma_rad > 0.0:
+            # two unit vectors orthogonal to the ray, turned by a Gaussian angle in each
+            if abs(dz) < 0.9:
+                ax, ay, az = -dy, dx, 0.0
+            else:
+                ax, ay, az = 0.0, -dz, dy
+            norm = math.sqrt(ax * ax + ay * ay + az * az)
+            ax, ay, az = ax / norm, ay / norm, az / norm
+            bx, by, bz = dy * az - dz * ay, dz * ax - dx * az, dx * ay - dy * ax
+            ta = angle_sigma_rad * draw_normal(key, ray, _DRAW_ANGLE + echo_draws)
+            tb = angle_sigma_rad * draw_normal(key, ray, _DRAW_ANGLE + 1 + echo_draws)
+            dx, dy, dz = dx + ta * ax + tb * bx, dy + ta * ay + tb * by, dz + ta * az + tb * bz
+            norm = math.sqrt(dx * dx + dy * dy + dz * dz)
+            dx, dy, dz = dx / norm, dy / norm, dz / norm
+        points[k]["x"], points[k]["y"], points[k]["z"] = point_on_ray(origins, ray, new_r, dx, dy, dz)
+        points[k]["range"] = new_r
+    return keep
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _clutter(points, ray_index, rays, key, clutter_params, pulse_length_m, min_range_m, beam_divergence_rad,
+             min_power_per_m2, has, range_m, reflectivity):
+    """The weather echo of every ray (``has[ray]``, at ``range_m[ray]`` with ``reflectivity[ray]``): the
+    stronger echo of a strongest-return sensor, against the ray's return in ``points`` (ray order)."""
+    alpha, backscatter, particles = clutter_params[0], clutter_params[1], clutter_params[2]
+    d_min, d_scale = clutter_params[3], clutter_params[4]
+    target_range = np.full(rays, np.inf)
+    target_reflectivity = np.zeros(rays)
+    for k in range(points.shape[0]):
+        target_range[ray_index[k]] = points[k]["range"]
+        # a saturated retroreflector outshines any weather echo
+        target_reflectivity[ray_index[k]] = 1e3 if points[k]["saturated"] != 0 else points[k]["reflectivity"]
+    for ray in prange(rays):
+        # only the draws the weather uses: drops/flakes take two, fog one
+        u1 = draw_uniform(key, ray, _DRAW_CLUTTER) if particles > 0.0 else 0.5
+        u2 = draw_uniform(key, ray, _DRAW_CLUTTER + 1) if particles > 0.0 else 0.5
+        u3 = draw_uniform(key, ray, _DRAW_CLUTTER + 2) if backscatter > 0.0 else 0.5
+        has[ray], range_m[ray], reflectivity[ray] = clutter_return(
+            alpha, backscatter, particles, d_min, d_scale, pulse_length_m, min_range_m, beam_divergence_rad,
+            min_power_per_m2, True, target_range[ray], target_reflectivity[ray], u1, u2, u3)
+
+
+@njit(cache=True, nogil=True)
+def _merge_slots(ray_index, has):
+    """Where each return and each ray's weather echo go in the merged returns (ray order; a ray's echo replaces
+    its returns): (return slot or −1, echo slot per ray or −1, count)."""
+    return_slot = np.full(ray_index.shape[0], -1, np.int64)
+    echo_slot = np.full(has.shape[0], -1, np.int64)
+    j = 0
+    k = 0
+    for ray in range(has.shape[0]):
+        if has[ray]:
+            echo_slot[ray] = j
+            j += 1
+        while k < ray_index.shape[0] and ray_index[k] == ray:
+            if not has[ray]:
+                return_slot[k] = j
+                j += 1
+            k += 1
+    return return_slot, echo_slot, j
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _merge(points, intensity, return_slot, echo_slot, range_m, reflectivity, beam_id, origins, directions,
+           weather_id, out, out_ray, out_intensity):
+    """Write the merged returns: kept returns copied, weather echoes made on their rays."""
+    for k in prange(points.shape[0]):
+        j = return_slot[k]
+        if j >= 0:
+            out[j] = points[k]
+            out_intensity[j] = intensity[k]
+    for ray in prange(echo_slot.shape[0]):
+        j = echo_slot[ray]
+        if j < 0:
+            continue
+        out_ray[j] = ray
+        r = range_m[ray]
+        out[j]["x"], out[j]["y"], out[j]["z"] = point_on_ray(origins, ray, r, directions[ray, 0], directions[ray, 1],
+                                                             directions[ray, 2])
+        out[j]["range"] = r
+        out[j]["reflectivity"] = reflectivity[ray]
+        out[j]["normal_x"], out[j]["normal_y"], out[j]["normal_z"] = 0.0, 0.0, 0.0
+        out[j]["beam_id"] = beam_id[ray]
+        out[j]["object_id"] = weather_id
+        out[j]["saturated"] = 0
+        out[j]["time"] = 0.0
+        out[j]["echo"] = 0  # the ray's one return now (lidar_fmu.physics.echoes)
+        out_intensity[j] = intensity_percent(reflectivity[ray], r)
+
+
+def _with_clutter(returns, pattern, weather: Weather, sensor, key):
+    """``returns`` with the weather's clutter echoes in: replacing a ray's return where they are the stronger
+    echo, else on rays that returned nothing; in ray order."""
+    if np.any(returns.ray_index[1:] < returns.ray_index[:-1]):  # the merge walks rays and returns in step
+        order = np.argsort(returns.ray_index, kind="stable")
+        returns = Returns(returns.points[order], returns.ray_index[order], returns.intensity_percent[order],
+                          None if returns.material_id is None else returns.material_id[order])
+    rays = len(pattern)
+    limit = sensor.range_limit
+    # the weakest power ρ/r² the unit resolves: its datasheet pairs, else (no pairs) 10 % at its maximum range
+    # (assumed: the common datasheet quote for units that give none)
+    floor = detection_floor_per_m2(limit) if limit is not None else 0.10 / sensor.max_range_m**2
+    has = np.empty(rays, np.bool_)
+    range_m, reflectivity = np.empty(rays), np.empty(rays)
+    _clutter(returns.points, returns.ray_index, rays, key, np.asarray(weather.clutter_params(), np.float64),
+             DEFAULT_PULSE_LENGTH_M, max(float(sensor.min_range_m), DEFAULT_MIN_RANGE_M), DEFAULT_BEAM_DIVERGENCE_RAD,
+             floor, has, range_m, reflectivity)
+    return_slot, echo_slot, count = _merge_slots(returns.ray_index, has)
+    if count == len(returns.points) and not has.any():
+        return returns
+    out = np.empty(count, POINT_DTYPE)
+    out_ray = np.empty(count, np.int32)
+    out_ray[return_slot[return_slot >= 0]] = returns.ray_index[return_slot >= 0]
+    out_intensity = np.empty(count, np.float32)
+    _merge(returns.points, returns.intensity_percent, return_slot, echo_slot, range_m, reflectivity,
+           pattern.beam_id, _origins(pattern), pattern.directions, WEATHER_OBJECT_ID, out, out_ray, out_intensity)
+    return Returns(out, out_ray, out_intensity)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _compact(points, ray_index, intensity, existence, keep, out, out_ray, out_intensity, out_existence):
+    """Copy the kept returns (``keep``), in order, into the ``out`` arrays: one prefix sum, then a parallel copy
+    (numpy's boolean indexing of the records is single-threaded and ~3× slower)."""
+    slot = np.empty(keep.shape[0], np.int64)
+    j = 0
+    for k in range(keep.shape[0]):
+        slot[k] = j
+        j += keep[k]
+    for k in prange(keep.shape[0]):
+        if keep[k]:
+            out[slot[k]] = points[k]
+            out_ray[slot[k]] = ray_index[k]
+            out_intensity[slot[k]] = intensity[k]
+            out_existence[slot[k]] = existence[k]
+
+
+@njit(cache=True, nogil=True)
+def _frame_key_of(seed, frame):
+    return frame_key(seed, frame)
+
+
+def _origins(pattern) -> np.ndarray:
+    """The pattern's ray origins, (1, 3) zeros when every ray leaves the sensor origin."""
+    return np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
+
+
+def stretched_limit(limit):
+    """The range–reflectivity limit at :data:`STRETCH` times its ranges: what the physics pass keeps under
+    probabilistic detection (every fit's r_L scales with its pairs' ranges)."""
+    return RangeReflectivityLimit(tuple((refl, range_m * STRETCH) for refl, range_m in limit.pairs), limit.fit,
+                                  limit.max_range_m)
+
+
+def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None = None):
+    """``returns`` (:class:`~lidar_fmu.pointcloud.Returns` in the sensor frame, ray order) after ``sensor.effects``
+    in frame ``frame`` → (returns kept, their existence probability (M,) float64). ``weather`` stands in for the
+    spec's when it sets none (the FMU's SensorView). ``returns.points`` is changed in place."""
+    effects = sensor.effects
+    weather = effects.weather if effects.weather is not None else weather
+    foul = weather is not None and not weather.clear
+    n = len(returns.points)
+    if not (effects.active or foul):
+        return returns, np.ones(n)
+    noise = effects.noise or Noise()
+    key = np.uint64(_frame_key_of(np.uint64(noise.seed), np.uint64(frame)))  # numba returns a Python int
+    if foul:  # clutter first: its echoes then meet the same detection, dropout and noise as any return
+        returns = _with_clutter(returns, pattern, weather, sensor, key)
+        n = len(returns.points)
+    code, a, b, c, tail_refl, tail_m, limit_max = limit_params(sensor.range_limit, sensor.max_range_m)
+    points = returns.points  # in place: a frame's returns are fresh arrays no one else holds
+    keep = np.empty(n, np.bool_)
+    existence = np.empty(n)
+    bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
+    alpha = weather.extinction_per_m if foul else 0.0
+    _apply(points, returns.ray_index, returns.intensity_percent, _origins(pattern), pattern.directions, key,
+           effects.detection == "probabilistic", np.int64(code), np.float64(a), np.float64(b), np.float64(c),
+           np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), alpha, noise.dropout,
+           noise.range_sigma_m, noise.range_sigma_per_m, bias, math.radians(noise.angle_sigma_deg),
+           WEATHER_OBJECT_ID, keep, existence)
+    if keep.all():
+        return Returns(points, returns.ray_index, returns.intensity_percent), existence
+    kept = int(np.count_nonzero(keep))
+    out, out_ray, out_intensity, out_existence = (np.empty(kept, points.dtype), np.empty(kept, np.int32),
+                                                  np.empty(kept, np.float32), np.empty(kept))
+    _compact(points, returns.ray_index, returns.intensity_percent, existence, keep, out, out_ray, out_intensity,
+             out_existence)
+    return Returns(out, out_ray, out_intensity), out_existence
+
+
+__all__ = ["Effects", "EffectsError", "Noise", "apply_effects", "detection_probability", "draw_normal",
+           "draw_uniform", "inverse_normal_cdf", "frame_key", "parse_effects", "stretched_limit", "uniform"]

@@ -1,0 +1,320 @@
+"""Infrared (lidar-wavelength) materials: what a surface returns, by class and reflectance.
+
+An :class:`IRMaterial` has a *class* (:data:`MATERIAL_CLASSES`) that decides
+what a ray does there, and a reflectance that decides how strong the return is:
+
+* a Lambertian ``reflectance`` ρ0 (0–1) with ρ(θ) = ρ0·cos θ, or
+* an ``angle_table`` of ρ at :data:`ANGLES_DEG` (0–80°), linear in between and
+  falling linearly to 0 at 90°.
+
+ρ(θ) is the factor of the lidar equation for an extended target
+(received power ∝ ρ(θ)/r²), so a Lambertian surface gives ρ0·cos θ.
+For ``retroreflective`` materials the value is *Lambertian-equivalent*: the ρ a
+Lambertian surface facing the sensor would need to return the same power, so it
+may be far above 1 (see the ``retroreflector`` entry of ``data/ir_materials.yaml``).
+
+Material files (the built-in ``data/ir_materials.yaml`` and user YAML/JSON) hold
+``materials: [entry, …]`` (or just the list); an entry is::
+
+    name: asphalt                    # unique; later files replace same-named entries
+    class: general                   # one of MATERIAL_CLASSES (default general)
+    reflectance: 0.28                # exactly one of reflectance (0–1),
+    spectrum: spectra/asphalt.txt    #   spectrum (ASTER text file, relative to the file), or
+    angle_table: [0.5, …]            #   angle_table (9 values at ANGLES_DEG)
+    source: "where the value comes from, or why it is assumed"
+    assumed: false                   # true when no measurement backs the value
+
+Spectrum entries are evaluated at the sensor wavelength; fixed reflectances and
+tables are near-infrared (≈ 850–950 nm) values and are used as they are.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from ..hit_rules import MATERIAL_CLASSES
+from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_reflectance
+
+__all__ = [
+    "MATERIAL_CLASSES", "ANGLES_DEG", "MaterialError", "IRMaterial", "MaterialDatabase", "load_database",
+    "read_material_file", "BUILTIN_MATERIALS_FILE",
+]
+
+#: Material classes; the class code of a material is its position here.
+#: general: return with ρ(θ); transparent: the ray passes on; absorbent: the ray
+#: ends without a return; retroreflective: a very strong (saturating) return;
+#: mirror: the ray reflects specularly and the return comes from what it meets (``reflectance`` is the
+#: specular reflectance each bounce keeps; :mod:`lidar_fmu.physics.returns`).
+# (the tuple lives in lidar_fmu.physics.hit_rules, where the kernels read the codes from)
+
+#: Table columns of :meth:`MaterialDatabase.arrays`: 0, 10, …, 90° (ρ(90°) = 0).
+TABLE_ANGLES_DEG = ANGLES_DEG + (90,)
+
+#: The built-in material file inside the package.
+BUILTIN_MATERIALS_FILE = "ir_materials.yaml"
+
+_ENTRY_KEYS = {"name", "class", "reflectance", "spectrum", "angle_table", "source", "assumed", "notes"}
+_MAX_MATERIALS = np.iinfo(np.int16).max  # per-triangle ids are int16
+
+
+@dataclass(frozen=True, eq=False)
+class IRMaterial:
+    """One infrared material: class plus Lambertian ρ0 *or* an angle table (ρ 0–1, retroreflectors above)."""
+
+    name: str
+    material_class: str
+    reflectance: float | None  # Lambertian ρ(0) at the evaluated wavelength, or None with an angle table
+    angle_table: np.ndarray | None  # (9,) ρ at ANGLES_DEG, or None
+    source: str
+    assumed: bool = False
+
+    def __post_init__(self):
+        where = f"IR material {self.name!r}"
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise MaterialError(f"IR material name must be a non-empty string, got {self.name!r}")
+        if self.material_class not in MATERIAL_CLASSES:
+            raise MaterialError(f"{where}: class {self.material_class!r} is not one of {MATERIAL_CLASSES}")
+        if (self.reflectance is None) == (self.angle_table is None):
+            raise MaterialError(f"{where}: give exactly one of reflectance and angle_table")
+        if self.reflectance is not None:
+            rho = float(self.reflectance)
+            # Above 1 only for retroreflectors (Lambertian-equivalent values).
+            upper = np.inf if self.material_class == "retroreflective" else 1.0
+            if not (0.0 <= rho <= upper):
+                raise MaterialError(f"{where}: reflectance {rho:g} outside 0–{upper:g}")
+            object.__setattr__(self, "reflectance", rho)
+        else:
+            table = np.array(self.angle_table, dtype=np.float64).reshape(-1)
+            if table.shape != (len(ANGLES_DEG),) or not np.all(np.isfinite(table)) or table.min() < 0:
+                raise MaterialError(
+                    f"{where}: angle_table must be {len(ANGLES_DEG)} finite values ≥ 0 at {ANGLES_DEG}°, "
+                    f"got {np.asarray(self.angle_table).tolist()}"
+                )
+            # Tables measured against Lambertian references may exceed 1 near specular
+            # (glossy paints), so only negative values are rejected.
+            table.flags.writeable = False
+            object.__setattr__(self, "angle_table", table)
+        object.__setattr__(self, "assumed", bool(self.assumed))
+        object.__setattr__(self, "source", str(self.source))
+
+    # Value semantics despite the array field.
+    def _key(self):
+        table = None if self.angle_table is None else tuple(self.angle_table.tolist())
+        return (self.name, self.material_class, self.reflectance, table, self.source, self.assumed)
+
+    def __eq__(self, other):
+        return isinstance(other, IRMaterial) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    @property
+    def class_code(self) -> int:
+        return MATERIAL_CLASSES.index(self.material_class)
+
+    def table_row(self) -> np.ndarray:
+        """(10,) ρ at 0, 10, …, 90° (last 0): the table itself or ρ0·cos θ sampled."""
+        if self.angle_table is not None:
+            return np.append(self.angle_table, 0.0)
+        row = self.reflectance * np.cos(np.radians(TABLE_ANGLES_DEG))
+        row[-1] = 0.0  # cos 90° is 6e-17, not 0
+        return row
+
+    def reflectance_at(self, incidence_rad) -> np.ndarray:
+        """ρ(θ) for incidence angles θ (rad, from the surface normal; sign ignored), same shape.
+
+        Lambertian: ρ0·cos θ. Tables: linear over ANGLES_DEG, then linear to 0
+        at 90°. 0 beyond 90° (the back of the surface).
+        """
+        theta = np.abs(np.asarray(incidence_rad, dtype=np.float64))
+        if self.angle_table is None:
+            return np.where(theta <= np.pi / 2, self.reflectance * np.cos(theta), 0.0)
+        degrees = np.degrees(theta)
+        # np.interp holds the last value (0 at 90°) beyond the grid.
+        return np.interp(degrees, TABLE_ANGLES_DEG, self.table_row())
+
+
+class MaterialDatabase:
+    """IR materials by id (list position) and name, evaluated at one wavelength (nm)."""
+
+    def __init__(self, materials=(), wavelength_nm: float = 905.0):
+        self.wavelength_nm = float(wavelength_nm)
+        self.materials: list[IRMaterial] = []
+        self._ids: dict[str, int] = {}
+        for material in materials:
+            self.add(material)
+
+    def __len__(self) -> int:
+        return len(self.materials)
+
+    def __iter__(self):
+        return iter(self.materials)
+
+    def __contains__(self, name) -> bool:
+        return name in self._ids
+
+    def __repr__(self) -> str:
+        return f"MaterialDatabase({len(self)} materials at {self.wavelength_nm:g} nm)"
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.materials]
+
+    def close_names(self, name: str, n: int = 3) -> list[str]:
+        """Known names resembling ``name`` (for 'did you mean' messages)."""
+        return difflib.get_close_matches(str(name), self.names, n=n, cutoff=0.5)
+
+    def index(self, name: str) -> int:
+        """IR material id of ``name``; KeyError with close-name suggestions if unknown."""
+        try:
+            return self._ids[name]
+        except (KeyError, TypeError):
+            close = self.close_names(name)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise KeyError(f"unknown IR material {name!r}{hint}") from None
+
+    def __getitem__(self, name_or_index) -> IRMaterial:
+        if isinstance(name_or_index, (int, np.integer)):
+            return self.materials[int(name_or_index)]
+        return self.materials[self.index(name_or_index)]
+
+    def add(self, material: IRMaterial) -> int:
+        """Add ``material``, replacing (same id) an entry of the same name; return its id."""
+        if not isinstance(material, IRMaterial):
+            raise TypeError(f"expected an IRMaterial, got {type(material).__name__}")
+        existing = self._ids.get(material.name)
+        if existing is not None:
+            self.materials[existing] = material
+            return existing
+        if len(self.materials) >= _MAX_MATERIALS:
+            raise MaterialError(f"at most {_MAX_MATERIALS} IR materials (per-triangle ids are int16)")
+        self._ids[material.name] = len(self.materials)
+        self.materials.append(material)
+        return self._ids[material.name]
+
+    def merge(self, other) -> MaterialDatabase:
+        """Add every material of ``other`` (a database or iterable), same-named ones replaced; returns self."""
+        for material in other:
+            self.add(material)
+        return self
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(class_code (M,) int8, reflectance_table (M, 10) float32 of ρ at 0, 10, …, 90°).
+
+        For compiled hit processing: one linear interpolation in the row serves
+        tables and Lambertian materials alike (the latter tabulated as
+        ρ0·cos θ, within 0.4 % of the exact cosine). The last column (90°) is 0.
+        """
+        codes = np.array([m.class_code for m in self.materials], dtype=np.int8)
+        table = np.zeros((len(self.materials), len(TABLE_ANGLES_DEG)), dtype=np.float32)
+        for i, material in enumerate(self.materials):
+            table[i] = material.table_row()
+        return codes, table
+
+
+# ---------------------------------------------------------------------------
+# material files
+# ---------------------------------------------------------------------------
+def _load_document(path: str):
+    """Parsed YAML/JSON document (JSON by extension, YAML otherwise)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise MaterialError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        if path.lower().endswith(".json"):
+            return json.loads(text)
+        import yaml
+
+        return yaml.safe_load(text)
+    except Exception as exc:  # yaml/json raise various parser errors
+        raise MaterialError(f"cannot parse {path}: {exc}") from None
+
+
+def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> IRMaterial:
+    """One file entry → IRMaterial (spectrum evaluated at ``wavelength_nm``)."""
+    if not isinstance(entry, dict):
+        raise MaterialError(f"{where}: each entry must be a mapping, got {entry!r}")
+    unknown = set(entry) - _ENTRY_KEYS
+    if unknown:
+        raise MaterialError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_ENTRY_KEYS)})")
+    name = entry.get("name")
+    where = f"{where} ({name!r})"
+    given = [k for k in ("reflectance", "spectrum", "angle_table") if entry.get(k) is not None]
+    if len(given) != 1:
+        raise MaterialError(f"{where}: give exactly one of reflectance, spectrum, angle_table (got {given})")
+    source = str(entry.get("source") or "").strip()
+    reflectance, table = entry.get("reflectance"), entry.get("angle_table")
+    if given[0] == "spectrum":
+        spectrum = os.path.join(base_dir, str(entry["spectrum"]))
+        reflectance = spectrum_reflectance(spectrum, wavelength_nm)
+        source = f"{source}; interpolated at {wavelength_nm:g} nm from {os.path.basename(spectrum)}".lstrip("; ")
+    try:
+        return IRMaterial(
+            name=name,
+            material_class=str(entry.get("class", "general")),
+            reflectance=None if reflectance is None else float(reflectance),
+            angle_table=table,
+            source=source or "no source given",
+            assumed=bool(entry.get("assumed", False)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise MaterialError(f"{where}: {exc}") from None
+
+
+def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
+    """IR materials of a YAML/JSON material file (see the module docstring) or an angle-table CSV.
+
+    CSV materials are class ``general`` with the file as their source.
+    """
+    path = os.fspath(path)
+    if path.lower().endswith(".csv"):
+        return [IRMaterial(name, "general", None, table, f"angle table {os.path.basename(path)}")
+                for name, table in read_angle_table_csv(path).items()]
+    document = _load_document(path)
+    entries = document.get("materials") if isinstance(document, dict) else document
+    if not isinstance(entries, list):
+        raise MaterialError(f"material file {path}: expected a list of materials or 'materials: [...]'")
+    base_dir = os.path.dirname(os.path.abspath(path))
+    materials = [_entry_material(e, f"material file {path}, entry {i}", base_dir, wavelength_nm)
+                 for i, e in enumerate(entries)]
+    names = [m.name for m in materials]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise MaterialError(f"material file {path}: repeated names {repeated}")
+    return materials
+
+
+def _builtin_path() -> str:
+    return str(resources.files(__package__).joinpath("data", BUILTIN_MATERIALS_FILE))
+
+
+@functools.lru_cache(maxsize=8)
+def _builtin_materials(wavelength_nm: float) -> tuple[IRMaterial, ...]:
+    # IRMaterial is immutable, so one parse per wavelength serves every database.
+    return tuple(read_material_file(_builtin_path(), wavelength_nm))
+
+
+def load_database(wavelength_nm: float = 905.0, files=()) -> MaterialDatabase:
+    """Built-in materials at ``wavelength_nm`` plus user ``files`` (YAML/JSON material files or angle-table CSVs).
+
+    Spectrum-based entries are interpolated from their ASTER file at the
+    sensor wavelength (an error if the spectrum does not cover it). User
+    materials replace built-in ones of the same name (keeping their id).
+    """
+    wavelength_nm = float(wavelength_nm)
+    if not (np.isfinite(wavelength_nm) and wavelength_nm > 0):
+        raise MaterialError(f"wavelength must be positive and finite, got {wavelength_nm} nm")
+    if isinstance(files, (str, os.PathLike)):
+        files = (files,)
+    database = MaterialDatabase(_builtin_materials(wavelength_nm), wavelength_nm)
+    for path in files:
+        database.merge(read_material_file(path, wavelength_nm))
+    return database

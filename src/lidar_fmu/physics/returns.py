@@ -1,0 +1,307 @@
+# ruff: noqa: FURB136  (builtin min/max on floats are avoided: this body also compiles for numba's CUDA target)
+"""Hits → returns: infrared materials, incidence angle, range–reflectivity limits.
+
+What makes the model more than a depth renderer. For every hit the triangle's
+IR material (resolved once per mesh from its visual material) decides:
+
+* ``general``: reflectivity ρ(θ) from the material (Lambertian ρ0·cos θ or its
+  angle table), θ the angle between the ray and the surface normal;
+* ``transparent``: no return here — the ray is cast on behind the surface (up
+  to ``max_transparent_layers`` surfaces) and the return comes from what lies
+  behind;
+* ``absorbent``: no return;
+* ``retroreflective``: a strong return with ``saturated`` set and the
+  reflectivity reported at full scale, 1.0 (real sensors report these apart:
+  Velodyne encodes them as 101–255); the range limit uses the material's
+  Lambertian-equivalent ρ, far above 1;
+* ``mirror``: the ray reflects specularly, ``d' = d − 2(d·n)n``, up to the
+  sensor's ``max_bounces`` mirrors, and goes on; the return comes from the
+  surface it finally meets and is reported **along the original ray at the
+  total path length** — the ghost of BlenSor (Gschwandtner et al., ISVC 2011,
+  §3.1 and Fig. 2c: "totally reflecting surfaces which cause points to appear
+  farther away"): a time-of-flight unit measures the path, not where the
+  light turned, and places the echo on the beam it fired. The ghost's normal is
+  the surface's mirror image (the virtual surface the ghost lies on), so its
+  incidence angle is the real one, and its reflectivity is ρ(θ)·Π R², R the
+  material's specular ``reflectance`` for each mirror (out and back). A
+  mirror after the budget ends the ray without a return (a mirror scatters
+  next to nothing back diffusely). Not modelled: a mirror seen at normal
+  incidence sends the beam straight back into the receiver, which a real unit
+  sees as a saturated return at the mirror.
+
+A return is kept only if ``min_range_m ≤ range ≤ r_L(reflectivity)`` with the
+sensor's range–reflectivity limit (:mod:`lidar_fmu.physics.range_limit`).
+
+OSI ``intensity`` (percent) follows the lidar equation for an extended
+Lambertian target: the received power ∝ ρ(θ) / r², normalised so that a
+perfect Lambertian reflector (ρ = 1) facing the sensor at
+:data:`~lidar_fmu.physics.range_limit.INTENSITY_REFERENCE_RANGE_M` gives 100 %, clipped to 0–100 %:
+``intensity = 100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)``;
+saturated (retroreflective) returns report 100 %.
+
+Written once: the per-hit rules (:func:`material_of_hit`, :func:`segment_after`, :func:`reflect`,
+:func:`return_of_hit`) are single Numba bodies that the CPU pass inlines, the
+native Embree packet loop inlines, and the CUDA kernels compile as device
+functions; :mod:`lidar_fmu.physics.hit_rules` gives them the class and fit codes.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numba import njit
+
+from ..parallel import side_by_side
+from ..pointcloud import CAST_FIELDS, POINT_DTYPE, PointCloud, Returns
+from .hit_rules import MATERIAL_CLASSES, MIRROR, TRANSPARENT, Continuation, material_of_hit, object_id_of, return_of_hit
+from .materials import DEFAULT_MAP, MaterialDatabase, load_database, load_material_map, resolve_mesh_materials
+from .materials.mapping import check_map
+from .range_limit import limit_params
+
+
+class Materials:
+    """IR material of every triangle of every mesh of a scene, for one sensor wavelength.
+
+    ``material_map``: a map file/dict (visual → IR names) or ``None`` for the
+    default map. Meshes are resolved once, when first seen.
+    """
+
+    #: meshes kept resolved after they left the scene
+    KEEP_LEFT_MESHES = 8
+
+    def __init__(self, wavelength_nm: float, material_map=None, database: MaterialDatabase | None = None, warn=None):
+        self.database = database or load_database(wavelength_nm)
+        self.map = load_material_map(material_map) if material_map is not None else None
+        if self.map is not None:
+            check_map(self.map, self.database)  # a wrong IR name fails now, not at the first mesh
+        # a library caller who gave a map and no callback hears of unmapped names the Python way
+        self.warn = warn if warn is not None else (lambda message: warnings.warn(message, stacklevel=4))
+        self.class_code, self.reflectance_table = self.database.arrays()
+        # Lambertian materials get the exact ρ0·cos θ; NaN marks an angle table
+        self.lambertian_rho0 = np.array(
+            [m.reflectance if m.angle_table is None and m.reflectance is not None else np.nan
+             for m in self.database.materials], dtype=np.float64)
+        # id(mesh) → (mesh, its triangles' IR ids): the mesh is kept to check identity (Python reuses the id
+        # of a freed mesh); only the scene's current meshes and the last few that left are kept (per_instance)
+        self._mesh_ids: dict[int, tuple] = {}
+        self._revision = None
+        self._classes_present = np.zeros(len(MATERIAL_CLASSES), bool)
+
+    def _triangle_ids(self, mesh) -> np.ndarray:
+        entry = self._mesh_ids.get(id(mesh))
+        if entry is None or entry[0] is not mesh:
+            ids = resolve_mesh_materials(mesh, self.map or DEFAULT_MAP, self.database, self.warn).astype(np.int16)
+            entry = (mesh, ids)
+            self._mesh_ids[id(mesh)] = entry
+        return entry[1]
+
+    def per_instance(self, scene):
+        """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle)."""
+        if self._revision != scene.revision:
+            # meshes that left the scene are forgotten but the few that left last (an object that comes back
+            # is not resolved again): the cache stays about as small as the scene's mesh list
+            current = [id(m) for m in scene.meshes]
+            in_scene = set(current)
+            left = [key for key in self._mesh_ids if key not in in_scene][-self.KEEP_LEFT_MESHES:]
+            self._mesh_ids = {key: self._mesh_ids[key] for key in left + current if key in self._mesh_ids}
+            per_mesh = [self._triangle_ids(mesh) for mesh in scene.meshes]
+            offsets = np.cumsum([0] + [len(ids) for ids in per_mesh])[:-1].astype(np.int64)
+            self._triangle_material = np.concatenate(per_mesh) if per_mesh else np.zeros(0, np.int16)
+            self._first_triangle = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
+            # which classes the scene's triangles have, found once per scene revision (a frame without mirrors
+            # then skips the bounce work entirely)
+            self._classes_present = np.bincount(self.class_code[self._triangle_material],
+                                                minlength=len(MATERIAL_CLASSES)) > 0
+            self._revision = scene.revision
+        return self._triangle_material, self._first_triangle
+
+    def scene_has(self, class_code: int) -> bool:
+        """Does a triangle of the scene last passed to :meth:`per_instance` have a material of this class?"""
+        return bool(self._classes_present[class_code])
+
+
+# _nrt=False: the loop allocates nothing, and without Numba's reference counting the arrays passed
+# into the inlined return_of_hit cost no atomic incref/decref per hit (measured: with them the loop
+# took 1.2–1.6× as long; as a call that is not inlined, 8×). See "One physics path" in README.
+@njit(cache=True, nogil=True, _nrt=False)
+def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,
+                  min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
+                  limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
+                  path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material,
+                  material_id):
+    shared_origin = origins.shape[0] == 1
+    one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
+    count = 0
+    for i in range(range_m.shape[0]):
+        k = instance_index[i]
+        if k < 0:
+            continue
+        o = 0 if shared_origin else i
+        material = material_of_hit(k, primitive_id[i], triangle_material, first_triangle)
+        kept, px, py, pz, sx, sy, sz, rho, percent, is_saturated = return_of_hit(
+            range_m[i], material,
+            normal_world[i, 0], normal_world[i, 1], normal_world[i, 2], origins[o, 0], origins[o, 1], origins[o, 2],
+            directions[i, 0], directions[i, 1], directions[i, 2], R, min_range_m, limit_code, limit_a, limit_b,
+            limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
+            lambertian_rho0, path_gain[0 if one_gain else i])
+        if not kept:
+            continue
+        x[count] = px
+        y[count] = py
+        z[count] = pz
+        rng[count] = range_m[i]
+        refl[count] = rho
+        nx[count] = sx
+        ny[count] = sy
+        nz[count] = sz
+        beam[count] = beam_id[i]
+        obj[count] = object_id_of(instance_id[i])
+        saturated[count] = 1 if is_saturated else 0
+        ray_index[count] = i
+        intensity[count] = percent
+        if keep_material:  # (only for ground truth: a frame without it stores nothing more than before)
+            material_id[count] = material
+        count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class ReturnModel:
+    """What decides the returns besides the hits: one sensor's limits and one scene's materials, as arrays.
+
+    Every backend's ``returns`` reads it (see :func:`return_model`).
+    """
+
+    min_range_m: float
+    max_range_m: float
+    limit_params: tuple  # (fit code, a, b, c, tail R_lo, tail r_lo m, max range m) for range_limit_m
+    limit_floor_m: np.ndarray  # (Q+1,) float64, r_L at reflectivity q/Q, just below
+    triangle_material: np.ndarray  # (T,) int16 IR material of every triangle of every mesh
+    first_triangle: np.ndarray  # (K,) int64 per instance index, its mesh's first triangle in triangle_material
+    class_code: np.ndarray  # (M,) int8
+    reflectance_table: np.ndarray  # (M, 10) float32
+    lambertian_rho0: np.ndarray  # (M,) float64, NaN for angle tables
+    max_transparent_layers: int
+    #: mirrors a ray reflects off at most (0 when the scene has no mirror: casts skip the bounce work)
+    max_bounces: int = 0
+    #: the returns keep the IR material each hit (``Returns.material_id``, for ground truth)
+    keep_material: bool = False
+
+    def limit_args(self) -> tuple:
+        """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
+        code, a, b, c, tail_refl, tail_m, limit_max = self.limit_params
+        return (np.float32(self.min_range_m), np.int64(code), np.float64(a), np.float64(b), np.float64(c),
+                np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), self.limit_floor_m)
+
+    def material_args(self) -> tuple:
+        """The material arrays :func:`return_of_hit` takes, in order."""
+        return self.class_code, self.reflectance_table, self.lambertian_rho0
+
+    def unlimited(self) -> ReturnModel:
+        """This model keeping every return up to ``max_range_m``, whatever its reflectivity: what sub-rays are cast
+        with, the range limit then deciding on whole echoes (:mod:`lidar_fmu.physics.echoes`)."""
+        return replace(self, limit_params=limit_params(None, self.max_range_m),
+                       limit_floor_m=_limit_floor(None, self.max_range_m))
+
+    def returns_of(self, hits, rays) -> Returns:
+        """:func:`returns_of_hits` under this model: what a backend calls after its cast."""
+        return returns_of_hits(hits, rays, self)
+
+    def continuation(self) -> Continuation:
+        """Which surfaces rays go on through (transparent ones) or reflect off (mirrors), up to the sensor's budgets."""
+        # budgets 0 unless the scene has a transparent or mirror triangle (return_model): the casters then skip
+        # the per-hit material lookup; the tables still go along (the CUDA returns kernel reads materials there)
+        layers = self.max_transparent_layers
+        # a mirror's specular reflectance: its ρ at 0° (module doc)
+        specular = np.where(self.class_code == MIRROR, self.reflectance_table[:, 0], 0.0).astype(np.float32)
+        return Continuation(layers, self.triangle_material, self.first_triangle, self.class_code,
+                            self.max_bounces, specular)
+
+
+def return_model(sensor, materials: Materials, scene) -> ReturnModel:
+    triangle_material, first_triangle = materials.per_instance(scene)
+    limit = sensor.physics_range_limit
+    # no continuation work (a material lookup on every hit) in scenes without glass or mirrors
+    bounces = int(sensor.max_bounces) if materials.scene_has(MIRROR) else 0
+    layers = int(sensor.max_transparent_layers) if materials.scene_has(TRANSPARENT) else 0
+    return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), limit_params(limit, sensor.max_range_m),
+                       _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
+                       materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces)
+
+
+def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
+    """Hits of a :class:`~lidar_fmu.raycast.RayBatch` → its :class:`Returns` (in the batch's frame), on the CPU."""
+    sensor_from_world = np.ascontiguousarray(np.asarray(rays.world_from_frame, np.float64)[:3, :3].T)
+    n = len(hits.range_m)
+    # one pass into arrays sized for every ray; each run of rays fills the front of its own part, side by side
+    # on the cores, and the parts then close up
+    points = np.empty(n, POINT_DTYPE)
+    ray_index = np.empty(n, np.int32)
+    intensity = np.empty(n, np.float32)
+    material_id = np.empty(n if model.keep_material else 0, np.int16)
+    gain = _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain
+    runs = [(a, min(a + _FILL_RAYS, n)) for a in range(0, n, _FILL_RAYS)]
+
+    def fill(a, b):
+        per_ray = slice(a, b)
+        return _fill_returns(
+            hits.range_m[per_ray], hits.normal[per_ray], hits.instance_id[per_ray], hits.instance_index[per_ray],
+            rays.origins if rays.origins.shape[0] == 1 else rays.origins[per_ray], rays.directions[per_ray],
+            rays.beam_id[per_ray], sensor_from_world, *model.limit_args(), model.triangle_material,
+            model.first_triangle, hits.primitive_id[per_ray], *model.material_args(),
+            gain if gain.shape[0] == 1 else gain[per_ray], *(points[name][per_ray] for name in CAST_FIELDS),
+            ray_index[per_ray], intensity[per_ray], model.keep_material, material_id[per_ray] if model.keep_material
+            else material_id)
+
+    m = 0
+    record = points.view(np.dtype((np.void, POINT_DTYPE.itemsize)))  # records moved as opaque bytes
+    for (a, _), count in zip(runs, side_by_side(fill, runs)):
+        if a != m:  # close up: the part's returns follow the previous parts' (numpy copies overlapping runs safely)
+            record[m:m + count] = record[a:a + count]
+            intensity[m:m + count] = intensity[a:a + count]
+            if model.keep_material:
+                material_id[m:m + count] = material_id[a:a + count]
+        ray_index[m:m + count] = ray_index[a:a + count] + a
+        m += count
+    points = points[:m]
+    points["echo"] = 0  # one return per ray: echo formation (lidar_fmu.physics.echoes) numbers several
+    return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
+
+
+#: rays per part of the physics pass (~1 ms of work each)
+_FILL_RAYS = 32_768
+
+
+def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
+    """The :class:`PointCloud` of a pattern's returns (decided by the CPU pass or a GPU kernel).
+
+    Each return's ``time`` is its ray's firing time in the pattern.
+    """
+    returns.points["time"] = pattern.time_offset_s[returns.ray_index]
+    cloud = PointCloud(returns.points, returns.ray_index, pattern.rows, pattern.columns,
+                       sensor_pose=np.asarray(sensor_pose), pattern=pattern, **meta)
+    cloud.intensity_percent = returns.intensity_percent
+    return cloud
+
+
+#: the path gain of every ray of a cast without mirrors (one value for all)
+_NO_MIRROR_GAIN = np.ones(1, np.float32)
+_NO_MIRROR_GAIN.setflags(write=False)
+
+_FLOOR_BINS = 256
+
+
+def _limit_floor(limit, max_range_m) -> np.ndarray:
+    """r_L at reflectivities 0, 1/256, …, 1 (a per-bin lower bound, r_L being monotonic); cached per limit."""
+    key = (limit, max_range_m)
+    floor = _FLOOR_CACHE.get(key)
+    if floor is None:
+        grid = np.arange(_FLOOR_BINS + 1) / _FLOOR_BINS
+        floor = (np.full(len(grid), max_range_m) if limit is None else limit.max_range_m_for(grid)).astype(np.float64)
+        floor = np.nextafter(floor, -np.inf)  # strictly below, so the exact test decides ties
+        _FLOOR_CACHE[key] = floor
+    return floor
+
+
+_FLOOR_CACHE: dict = {}

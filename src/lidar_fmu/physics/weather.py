@@ -1,0 +1,474 @@
+"""Weather: extinction of the lidar signal and clutter echoes from fog, rain and snow.
+
+A sensor spec may set ``weather: {fog_visibility_m, rain_mm_h, snow_mm_h}``
+(:func:`parse_weather`); without it the FMU takes the SensorView's OSI
+``environmental_conditions`` (:func:`lidar_fmu.osi.decode.from_osi_environment`). Either gives a
+:class:`Weather`, whose numbers feed two compiled, scalar pieces of physics
+that a per-return pass calls inline:
+
+* **Extinction.** A return at range r keeps ``two_way_transmission(α, r) =
+  exp(−2αr)`` of its power, α the one-way extinction coefficient (1/m,
+  :attr:`Weather.extinction_per_m`). The reported reflectivity is multiplied
+  by it, and the range–reflectivity limit is applied to the attenuated value:
+  a surface of reflectivity R at range r is kept iff ``r <= r_L(R·T(r))``
+  (:func:`detectable_in_weather`).
+* **Clutter.** :func:`clutter_return` decides, from uniforms the caller
+  draws, whether a weather echo (fog soft target, or one rain drop or snow
+  flake in the beam) comes back before the hard target, at what range and
+  with what reflectivity. Such returns carry :data:`WEATHER_OBJECT_ID`.
+
+Extinction laws (α one-way, 1/m; dB/km → 1/m is ×ln(10)/10⁴)
+-------------------------------------------------------------
+============  =================================  =============================================
+medium        law                                source
+============  =================================  =============================================
+fog           α = 3.912 / V  (V in m)            Koschmieder: V is the range at 2 % contrast,
+                                                 ln(1/0.02) = 3.912 (as the issue specifies)
+rain          γ = 1.076·R^0.67 dB/km (R mm/h)    Carbonneau & Wisely 1998, as quoted in the FSO
+                                                 literature (e.g. Al Naboulsi, Sizun & de Fornel
+                                                 2005, URSI GA, "Propagation of optical and
+                                                 infrared waves in the atmosphere")
+snow          γ = a·S^b dB/km (S mm/h, λ nm),    ITU-R Rec. P.1817-1 (2012) "Propagation data
+              dry snow: a = 5.42e-5·λ +          required for the design of terrestrial free-
+              5.4958776, b = 1.38; λ = 905 nm    space optical links", Table 2 (dry snow)
+============  =================================  =============================================
+
+Numbers: fog V = 50 m → α = 0.0782 /m; rain 25 mm/h → 9.30 dB/km = 2.14e-3 /m;
+dry snow 5 mm/h → 51.1 dB/km = 1.18e-2 /m.
+
+Why these and not others: raindrops (0.1–6 mm) are far larger than 905 nm, so
+their extinction efficiency is 2 and rain extinction is flat from the visible
+to the near infrared (Chu & Hogg 1968, Bell Syst. Tech. J. 47(5) "Effects of
+precipitation on propagation at 0.63, 3.5, and 10.6 microns"; ITU-R P.1814):
+a free-space-optics law fitted in the visible/NIR holds at 905 nm. Sanity
+check against Koschmieder: ITU-R P.1817-1's visibility code puts "strong rain,
+25 mm/h" at V = 1.9 km, i.e. α = 3.912/1900 = 2.06e-3 /m, within 4 % of the
+Carbonneau law's 2.14e-3 /m; and 37 times less than fog of V = 50 m. The law
+Goodin et al. 2019 use (Electronics 8(1):89, "Predicting the influence of rain
+on LIDAR in ADAS"), α = 0.01·R^0.6, was rejected: read per metre, as
+simulators reproducing it do (e.g. the ``msu_rain`` of Kilic et al. 2021, LISA),
+it gives 0.069 /m at 25 mm/h, the extinction of 57 m fog, 33 times what the
+visibility code says; read per km it is 30 times too weak. (Goodin's text
+itself was not read here, only its reproductions.) For snow the dry-snow
+branch is used because one ``snow_mm_h`` cannot say wet or dry; wet snow
+(a = 1.023e-4·λ + 3.7855466, b = 0.72) is weaker above 1 mm/h (12.4 dB/km at
+5 mm/h). Whether P.1817-1's S is a liquid-equivalent or a depth rate is not
+stated there; it is taken as liquid-equivalent, as OSI's precipitation
+intensity is. 5 mm/h of dry snow gives V = 3.912/0.0118 = 330 m, in the range
+of the meteorological "heavy snow" (visibility < 400 m).
+
+Clutter model
+-------------
+Two published single-scattering models, simplified to a scalar function of
+three uniforms, and the stronger of their two echoes kept:
+
+* Fog, as a soft target (Hahner, Sakaridis, Dai & Van Gool 2021, ICCV, "Fog
+  simulation on real LiDAR point clouds for 3D object detection in adverse
+  weather"). The fog's backscattering coefficient is β = 0.046 / MOR
+  (1/(m·sr)), MOR = ln(20)/α_fog the meteorological optical range (the
+  default of the ParameterSet in their public code, LiDAR_fog_sim; MOR is the
+  5 % visibility). A pulse of spatial half-power
+  length L (= c·τ_H/2) returns from a fog slab what a Lambertian target of
+  reflectivity ρ_fog = π·β·L would (the soft-target integral of their lidar
+  equation with a rectangular pulse and full overlap). Departures: Hahner et
+  al. integrate the pulse shape and the transmitter/receiver overlap ξ(R)
+  numerically and take the peak of the soft echo, which lies within about one
+  pulse length beyond full overlap; here the overlap is a step at the
+  sensor's ``min_range_m`` and the echo range is drawn uniformly in
+  [min_range_m, min_range_m + L) with ``u3`` (their noise variants also
+  spread it by about a metre). This keeps the model closed-form.
+* Rain drops and snow flakes, as discrete scatterers (Kilic, Hegde, Sindagi,
+  Cooper, Foster & Patel 2021, arXiv:2107.07004, "Lidar Light Scattering
+  Augmentation (LISA)"). Particles of diameter ≥ 0.05 mm fill space as a
+  Poisson process with the Marshall–Palmer (rain) or Gunn–Marshall (snow)
+  size distribution; the beam is a cone of diameter R·tan(θ); a particle of
+  diameter D at range R reflects the Fresnel reflectance of water at normal
+  incidence, ((n−1)/(n+1))² with n = 1.328, times min(1, (D/(R·tanθ))²) of
+  the beam. Departure: LISA draws every particle in the cone and keeps the
+  strongest; here only the nearest one beyond ``min_range_m`` is drawn (its
+  range in closed form from ``u1``, its diameter from ``u2``). The echo
+  power falls as D²/R⁴ while D is smaller than the beam, so the nearest
+  particle is the strongest unless a farther one is much larger; the
+  simplification undercounts drop echoes a little and needs two uniforms
+  instead of hundreds.
+
+An echo is **detected** when its received power (lidar equation,
+``ρ·T(R)/R²``) reaches ``min_power_per_m2``, the weakest power the sensor
+resolves (:func:`detection_floor_per_m2` takes it from the datasheet pairs:
+the smallest R_i / r_i²). This is the threshold both papers use (LISA: a
+90 % target at the maximum range). It is used instead of the range–reflectivity
+curve because the datasheet fits are calibrated at tens of metres and ≥ 10 %
+reflectivity: extrapolated to the sub-percent echoes a metre from the sensor,
+the ``log`` fit clips to zero below 3.5 % and would hide all fog, while the
+lidar equation they rest on does not. A **strongest-return** sensor (both
+papers' "strongest" mode) reports the echo only when it outshines the hard
+return, whose power is ``ρ_t·T(r_t)/r_t²``, and then instead of it; a
+multi-return sensor reports every detected echo before the target.
+
+What to expect, with the defaults below and an OS1-like floor (0.80/120²):
+fog of V = 50 m echoes on every ray that misses, and outshines a 50 % wall at
+10 m on a little over half the rays (the issue's "most survive" is about
+extinction alone: the wall itself stays detectable); 25 mm/h of rain echoes
+on about 5 % of the rays that miss, 5 mm/h of snow likewise. Caveat: the
+lidar equation makes the first metre very sensitive, so thin fog already
+echoes on sky rays (V = 5 km on about one in seven). Real receivers overlap
+transmitter and receiver only from some distance on (Hahner et al.'s R_2,
+up to metres for biaxial sensors) and blank the first metres; pass that
+distance as ``min_range_m`` rather than the 1 m default where it is known.
+
+Object id
+---------
+:data:`WEATHER_OBJECT_ID` is 2⁶⁴ − 2. The issue suggests 0, but 0 is a valid
+OSI id and a valid scene instance id here (:class:`~lidar_fmu.geometry.scene.Scene`
+takes ids in [0, 2⁶³)); 2⁶⁴ − 1 is :data:`~lidar_fmu.pointcloud.NO_OBJECT_ID`,
+the static environment's. 2⁶⁴ − 2 can be neither, so a user tells clutter
+from objects and from the environment by the id alone.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..errors import LidarFmuError
+from .range_limit import range_limit_m
+
+#: object_id of weather returns (fog, rain, snow echoes); see the module docstring.
+WEATHER_OBJECT_ID = np.uint64(2**64 - 2)
+
+#: Keys of the spec's ``weather`` mapping.
+WEATHER_KEYS = ("fog_visibility_m", "rain_mm_h", "snow_mm_h")
+
+#: ln(1/0.02): Koschmieder's constant, α = 3.912 / V for visibility V at 2 % contrast.
+KOSCHMIEDER_CONSTANT = 3.912
+#: ln(1/0.05): the meteorological optical range (MOR, 5 % transmission), α = 2.996 / MOR.
+#: OSI's fog classes and Hahner et al.'s β are given in MOR.
+MOR_CONSTANT = math.log(20.0)
+#: dB/km → 1/m for a power attenuation: ln(10) / 10 / 1000.
+_DB_PER_KM_TO_PER_M = math.log(10.0) / 1.0e4
+
+#: Lidar wavelength (nm) the snow law is evaluated at: 905 nm, the usual automotive diode.
+WAVELENGTH_NM = 905.0
+#: Rain: γ = 1.076·R^0.67 dB/km, R in mm/h (Carbonneau & Wisely 1998, SPIE 3232, "Opportunities and
+#: challenges for optical wireless", as quoted by Al Naboulsi, Sizun & de Fornel 2005, URSI GA F01P.7).
+RAIN_DB_PER_KM_COEFF = 1.076
+RAIN_EXPONENT = 0.67
+#: Dry snow: γ = a·S^b dB/km, a = 5.42e-5·λ_nm + 5.4958776, b = 1.38, S in mm/h
+#: (ITU-R Rec. P.1817-1, 2012, "Propagation data required for the design of terrestrial
+#: free-space optical links", Table 2).
+SNOW_DB_PER_KM_COEFF = 5.42e-5 * WAVELENGTH_NM + 5.4958776
+SNOW_EXPONENT = 1.38
+
+#: Fog backscattering coefficient β = 0.046 / MOR, 1/(m·sr) with MOR in m (Hahner et al. 2021,
+#: "Fog simulation on real LiDAR point clouds...", the default of their ParameterSet; range 0.023–0.092).
+FOG_BACKSCATTER_TIMES_MOR_PER_SR = 0.046
+
+#: Marshall & Palmer 1948 ("The distribution of raindrops with size", J. Meteor. 5:165–166):
+#: N(D) = N0·exp(−Λ·D), N0 = 8000 m⁻³ mm⁻¹, Λ = 4.1·R^−0.21 mm⁻¹ (R in mm/h); as used by LISA.
+MP_N0_PER_M3_MM = 8000.0
+MP_LAMBDA_COEFF_PER_MM = 4.1
+MP_LAMBDA_EXPONENT = -0.21
+#: Gunn & Marshall 1958 snow ("The distribution with size of aggregate snowflakes", J. Meteor. 15),
+#: with the coefficients Kilic et al. 2021 (LISA) implement: N0 = 7.6e3·S^−0.87 m⁻³ mm⁻¹,
+#: Λ = 2.55·S^−0.48 mm⁻¹, S the water-equivalent rate in mm/h (the 1958 paper itself not read here).
+GM_N0_COEFF_PER_M3_MM = 7.6e3
+GM_N0_EXPONENT = -0.87
+GM_LAMBDA_COEFF_PER_MM = 2.55
+GM_LAMBDA_EXPONENT = -0.48
+#: Smallest particle diameter drawn (m): LISA's ``dst`` = 0.05 mm; smaller ones never echo detectably.
+PARTICLE_MIN_DIAMETER_M = 0.05e-3
+#: Reflectance of a particle filling the beam: Fresnel at normal incidence for water at 905 nm,
+#: ((n−1)/(n+1))², n = 1.328 (LISA's default). Used for snow too (ice n ≈ 1.31 gives 0.018).
+PARTICLE_REFLECTANCE = ((1.328 - 1.0) / (1.328 + 1.0)) ** 2
+
+#: Defaults for the sensor optics the clutter model needs, where a spec gives none.
+#: Pulse half-power length c·τ_H/2 with τ_H = 20 ns (Hahner et al. 2021's default, a Velodyne HDL-64).
+DEFAULT_PULSE_LENGTH_M = 299_792_458.0 * 20e-9 / 2.0
+#: Range of full transmitter/receiver overlap (m): Hahner et al. 2021's r_2 = 1.0 m.
+DEFAULT_MIN_RANGE_M = 1.0
+#: Full beam divergence (rad): LISA's default ``bdiv`` = 3 mrad.
+DEFAULT_BEAM_DIVERGENCE_RAD = 3e-3
+
+
+class WeatherError(LidarFmuError, ValueError):
+    """A ``weather`` spec value that cannot be used: unknown key, non-number, out of range."""
+
+
+# ------------------------------------------------------------ scalar physics
+
+
+@njit(cache=True, nogil=True, inline="always")
+def fog_extinction_per_m(visibility_m):
+    """Koschmieder: α = 3.912 / V (1/m) for visibility V (m) at 2 % contrast; 0 for V = inf."""
+    if visibility_m == np.inf:
+        return 0.0
+    return KOSCHMIEDER_CONSTANT / visibility_m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def rain_extinction_per_m(rain_mm_h):
+    """Rain, Carbonneau & Wisely 1998: 1.076·R^0.67 dB/km → 1/m (R in mm/h)."""
+    if rain_mm_h <= 0.0:
+        return 0.0
+    return RAIN_DB_PER_KM_COEFF * rain_mm_h**RAIN_EXPONENT * _DB_PER_KM_TO_PER_M
+
+
+@njit(cache=True, nogil=True, inline="always")
+def snow_extinction_per_m(snow_mm_h):
+    """Dry snow, ITU-R P.1817-1 Table 2 at 905 nm: 5.545·S^1.38 dB/km → 1/m (S in mm/h)."""
+    if snow_mm_h <= 0.0:
+        return 0.0
+    return SNOW_DB_PER_KM_COEFF * snow_mm_h**SNOW_EXPONENT * _DB_PER_KM_TO_PER_M
+
+
+@njit(cache=True, nogil=True, inline="always")
+def two_way_transmission(alpha_per_m, range_m):
+    """exp(−2·α·r): the fraction of a return's power left after the way out and back.
+
+    α one-way extinction (1/m), r range (m). Clear air (α = 0) gives 1 even
+    for r = inf; a miss (r = inf) in any weather gives 0.
+    """
+    if alpha_per_m <= 0.0:
+        return 1.0
+    return math.exp(-2.0 * alpha_per_m * range_m)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def detectable_in_weather(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, alpha_per_m, reflectivity,
+                          range_m):
+    """Whether a hard return survives: ``range_m <= r_L(reflectivity · T(range_m))``.
+
+    ``code … max_range_m`` are ``RangeReflectivityLimit.kernel_params()``.
+    """
+    attenuated = reflectivity * two_way_transmission(alpha_per_m, range_m)
+    return range_m <= range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, attenuated)
+
+
+@njit(cache=True, nogil=True, inline="always")  # inlined: the frame's constants (tan θ, …) leave the ray loop
+def clutter_return(
+    alpha_per_m,
+    fog_backscatter_per_m_sr,
+    particles_per_m3,
+    particle_min_diameter_m,
+    particle_diameter_scale_m,
+    pulse_length_m,
+    min_range_m,
+    beam_divergence_rad,
+    min_power_per_m2,
+    strongest_return,
+    target_range_m,
+    target_reflectivity,
+    u1,
+    u2,
+    u3,
+):
+    """A weather echo before the hard target: ``(has_clutter, range_m, reflectivity)``.
+
+    The first five arguments are :meth:`Weather.clutter_params`; the next four
+    the sensor's pulse half-power length (m), range of full overlap (m), full
+    beam divergence (rad) and power floor (1/m², :func:`detection_floor_per_m2`).
+    ``strongest_return``: True for a sensor that reports only the strongest echo
+    (clutter then replaces the hard return and is reported only if it outshines
+    it), False for one that reports every echo. ``target_range_m`` is the hard
+    hit's range (``inf`` for a miss) and ``target_reflectivity`` its reflectivity
+    before extinction. ``u1``, ``u2``, ``u3`` are uniforms in [0, 1) from the
+    caller's stream: u1 places the nearest particle, u2 sizes it, u3 places the
+    fog echo. The result depends on nothing else.
+
+    ``range_m`` is below ``target_range_m`` and at least ``min_range_m``;
+    ``reflectivity`` is the echo's Lambertian-equivalent reflectivity as the
+    sensor reports it, two-way extinction included (do not attenuate it again,
+    nor apply the range–reflectivity limit: detection is decided here). Without
+    clutter the result is ``(False, inf, 0.0)``. Model: the module docstring.
+    """
+    best_power = 0.0
+    best_range = np.inf
+    best_reflectivity = 0.0
+    # Fog as a soft target (Hahner et al. 2021): ρ = π·β·L, echo within one pulse length of full overlap.
+    if fog_backscatter_per_m_sr > 0.0 and pulse_length_m > 0.0:
+        r = min_range_m + u3 * pulse_length_m
+        if r > 0.0 and r < target_range_m:
+            refl = math.pi * fog_backscatter_per_m_sr * pulse_length_m * two_way_transmission(alpha_per_m, r)
+            best_power = refl / (r * r)
+            best_range = r
+            best_reflectivity = refl
+    # The nearest rain drop / snow flake in the beam cone (LISA, Kilic et al. 2021). Particles within
+    # range r of the apex of a cone of diameter r·tanθ: N·(π/12)·tan²θ·r³; beyond min_range_m they
+    # arrive as a Poisson process in r³, so the first lies at r³ = min³ + E/k, E ~ Exp(1) = −ln(u1).
+    tan_div = math.tan(beam_divergence_rad)
+    if particles_per_m3 > 0.0 and tan_div > 0.0:
+        k = particles_per_m3 * math.pi * tan_div * tan_div / 12.0
+        r3 = min_range_m**3 - math.log(u1) / k
+        diameter = particle_min_diameter_m - particle_diameter_scale_m * math.log(u2)
+        # Exact rejections before the cube root (most drops are too faint): the echo power R·fill·T/r² is
+        # at most R/r² (fill, T ≤ 1) and at most R·D²/(r⁴·tan²θ) (fill ≤ (D / r·tanθ)²); if either is below
+        # the floor, or the drop lies behind the target, no echo. Compared as powers of r³, no root taken.
+        a = PARTICLE_REFLECTANCE / min_power_per_m2 if min_power_per_m2 > 0.0 else np.inf
+        b = a * (diameter / tan_div) ** 2
+        if r3 * r3 <= a * a * a and r3**4 <= b * b * b and r3 < target_range_m**3:
+            r = r3 ** (1.0 / 3.0)
+            beam = r * tan_div
+            fill = min(1.0, (diameter / beam) ** 2)
+            refl = PARTICLE_REFLECTANCE * fill * two_way_transmission(alpha_per_m, r)
+            power = refl / (r * r)
+            if r > 0.0 and power > best_power:
+                best_power = power
+                best_range = r
+                best_reflectivity = refl
+    if best_power <= 0.0 or best_power < min_power_per_m2:
+        return False, np.inf, 0.0
+    if strongest_return and target_range_m < np.inf and target_reflectivity > 0.0:
+        target_power = (
+            target_reflectivity * two_way_transmission(alpha_per_m, target_range_m) / (target_range_m * target_range_m)
+        )
+        if target_power >= best_power:
+            return False, np.inf, 0.0
+    return True, best_range, best_reflectivity
+
+
+def detection_floor_per_m2(limit) -> float:
+    """The weakest received power ρ/r² (1/m²) the sensor resolves, from its datasheet pairs.
+
+    ``limit`` is a :class:`~lidar_fmu.physics.range_limit.RangeReflectivityLimit`; the
+    floor is min over its pairs (R_i, r_i) of R_i / r_i² (lidar equation for a
+    Lambertian target), e.g. 0.80 / 120² = 5.6e-5 for [[0.10, 40], [0.80, 120]].
+    """
+    return float(min(refl / (rng * rng) for refl, rng in limit.pairs))
+
+
+# ------------------------------------------------------------ the weather
+
+
+def _exponential_dsd(n0_per_m3_mm: float, lambda_per_mm: float) -> tuple[float, float]:
+    """(particles per m³ with D ≥ the minimum, diameter scale 1/Λ in m) of N0·exp(−Λ·D)."""
+    d_min_mm = PARTICLE_MIN_DIAMETER_M * 1e3
+    return n0_per_m3_mm / lambda_per_mm * math.exp(-lambda_per_mm * d_min_mm), 1e-3 / lambda_per_mm
+
+
+@dataclass(frozen=True)
+class Weather:
+    """Fog visibility (m, Koschmieder, 2 % contrast; inf: no fog) and rain / snow rates (mm/h).
+
+    Snow is the water-equivalent precipitation rate. The default is clear air.
+    """
+
+    fog_visibility_m: float = math.inf
+    rain_mm_h: float = 0.0
+    snow_mm_h: float = 0.0
+
+    def __post_init__(self):
+        for key in WEATHER_KEYS:
+            object.__setattr__(self, key, _check_value(key, getattr(self, key)))
+
+    @property
+    def clear(self) -> bool:
+        """No fog, rain or snow: no extinction and no clutter."""
+        return self.fog_visibility_m == math.inf and self.rain_mm_h == 0.0 and self.snow_mm_h == 0.0
+
+    @property
+    def fog_extinction_per_m(self) -> float:
+        return float(fog_extinction_per_m(self.fog_visibility_m))
+
+    @property
+    def rain_extinction_per_m(self) -> float:
+        return float(rain_extinction_per_m(self.rain_mm_h))
+
+    @property
+    def snow_extinction_per_m(self) -> float:
+        return float(snow_extinction_per_m(self.snow_mm_h))
+
+    @property
+    def extinction_per_m(self) -> float:
+        """One-way extinction coefficient α (1/m): fog + rain + snow."""
+        return self.fog_extinction_per_m + self.rain_extinction_per_m + self.snow_extinction_per_m
+
+    @property
+    def fog_backscatter_per_m_sr(self) -> float:
+        """Fog's backscattering coefficient β = 0.046 / MOR (1/(m·sr)), MOR = ln(20)/α_fog (Hahner et al.)."""
+        return FOG_BACKSCATTER_TIMES_MOR_PER_SR * self.fog_extinction_per_m / MOR_CONSTANT
+
+    def particle_population(self) -> tuple[float, float]:
+        """(rain drops + snow flakes per m³ of diameter ≥ 0.05 mm, mean excess diameter in m).
+
+        Rain: Marshall–Palmer; snow: Gunn–Marshall (constants above). The two
+        exponential size laws are merged into one with the number-weighted
+        scale, which is exact for either alone.
+        """
+        count, scale_sum = 0.0, 0.0
+        if self.rain_mm_h > 0.0:
+            n, s = _exponential_dsd(MP_N0_PER_M3_MM, MP_LAMBDA_COEFF_PER_MM * self.rain_mm_h**MP_LAMBDA_EXPONENT)
+            count, scale_sum = count + n, scale_sum + n * s
+        if self.snow_mm_h > 0.0:
+            n, s = _exponential_dsd(
+                GM_N0_COEFF_PER_M3_MM * self.snow_mm_h**GM_N0_EXPONENT,
+                GM_LAMBDA_COEFF_PER_MM * self.snow_mm_h**GM_LAMBDA_EXPONENT,
+            )
+            count, scale_sum = count + n, scale_sum + n * s
+        return count, (scale_sum / count if count > 0.0 else 0.0)
+
+    def clutter_params(self) -> tuple[float, float, float, float, float]:
+        """The weather's arguments of :func:`clutter_return`, in order:
+
+        (α 1/m, fog β 1/(m·sr), particles per m³, minimum particle diameter m, diameter scale m).
+        """
+        count, scale_m = self.particle_population()
+        return self.extinction_per_m, self.fog_backscatter_per_m_sr, count, PARTICLE_MIN_DIAMETER_M, scale_m
+
+
+def _check_value(key: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise WeatherError(f"weather: {key} must be a number, got {value!r}")
+    number = float(value)
+    if math.isnan(number):
+        raise WeatherError(f"weather: {key} must be a number, got {value!r}")
+    if key == "fog_visibility_m":
+        if number <= 0.0:
+            raise WeatherError(f"weather: {key} must be > 0 m (inf for no fog), got {value!r}")
+    elif number < 0.0 or number == math.inf:
+        raise WeatherError(f"weather: {key} must be a finite rate >= 0 mm/h, got {value!r}")
+    return number
+
+
+def parse_weather(value) -> Weather | None:
+    """The spec's ``weather`` value as a :class:`Weather`; None when it is None (not set).
+
+    A mapping with any of ``fog_visibility_m`` (m, > 0, inf for none),
+    ``rain_mm_h`` and ``snow_mm_h`` (mm/h, >= 0); absent keys mean no fog,
+    rain or snow, so ``{}`` is clear air. Anything else raises
+    :class:`WeatherError` (a ``ValueError``) with one line naming the key.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Weather):
+        return value
+    if not isinstance(value, Mapping):
+        raise WeatherError(f"weather must be a mapping with keys {', '.join(WEATHER_KEYS)}, got {value!r}")
+    for key in value:
+        if key not in WEATHER_KEYS:
+            close = difflib.get_close_matches(str(key), WEATHER_KEYS, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(WEATHER_KEYS)})"
+            raise WeatherError(f"weather: unknown key {key!r}{hint}")
+    return Weather(**{key: value[key] for key in WEATHER_KEYS if key in value})
+
+
+__all__ = [
+    "DEFAULT_BEAM_DIVERGENCE_RAD",
+    "DEFAULT_MIN_RANGE_M",
+    "DEFAULT_PULSE_LENGTH_M",
+    "WEATHER_KEYS",
+    "WEATHER_OBJECT_ID",
+    "Weather",
+    "WeatherError",
+    "clutter_return",
+    "detectable_in_weather",
+    "detection_floor_per_m2",
+    "fog_extinction_per_m",
+    "parse_weather",
+    "rain_extinction_per_m",
+    "snow_extinction_per_m",
+    "two_way_transmission",
+]

@@ -1,0 +1,164 @@
+"""The one entry point: a sensor looking into a scene.
+
+    lidar = Lidar(scene, load_sensor("ouster_os1_128"))
+    cloud = lidar.scan(sensor_pose)          # PointCloud in the sensor frame
+
+``sensor_pose`` is the 4×4 world_from_sensor matrix (m). Each scan re-reads the
+scene's instance poses, casts the sensor's pattern as one
+:class:`~lidar_fmu.raycast.RayBatch` and turns hits into returns, all behind
+the backend's one call (:meth:`~lidar_fmu.raycast.Backend.returns`).
+
+A sensor with ``divergence_samples`` > 1 casts each beam's footprint as that
+many sub-rays, adjacent in the batch, and forms the beam's echoes from their
+hits (:mod:`lidar_fmu.physics.echoes`) before the effects, whichever backend cast them.
+
+With a :class:`~lidar_fmu.scan.motion.FrameMotion` (how the sensor and objects
+moved over the frame) and the sensor's ``motion_distortion`` on, each ray
+leaves the sensor where it was when the ray fired and meets the objects where
+they were then (:func:`~lidar_fmu.scan.motion.cast_moving`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from ..geometry.transforms import check_pose
+from ..physics.echoes import form_echoes, pulse_widths_after, sub_ray_pattern, truth_per_echo
+from ..physics.effects import apply_effects
+from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
+from ..physics.tof import backfold
+from ..pointcloud import PointCloud
+from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
+from ..sensors import Sensor, load_sensor
+from .motion import FrameMotion, plan_moving
+
+
+class ScanPlan(NamedTuple):
+    """A scan up to its cast (:meth:`Lidar.plan_scan`): the job to cast, and what makes its returns a cloud."""
+
+    job: CastJob
+    finish: Callable
+
+
+class Lidar:
+    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map. ``backend``: a
+    name (:func:`~lidar_fmu.raycast.make_backend`) or a backend over ``scene`` to share."""
+
+    def __init__(self, scene, sensor, backend: str = "auto", materials=None, warn=None):
+        self.scene = scene
+        self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
+        # a Backend instance is shared (several lidars casting into one scene build and update it once)
+        self.backend = backend if isinstance(backend, Backend) else make_backend(backend, scene)
+        self.materials = Materials(self.sensor.wavelength_nm, materials, warn=warn)
+        #: seconds spent per stage in the last scan
+        self.last_timings: dict[str, float] = {}
+        #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
+        self.frames = 0
+        self._sub_rays = (None, None)  # (a pattern, its sub-ray pattern): kept while the same pattern is cast
+
+    def rays(self, sensor_pose) -> RayBatch:
+        """This sensor's pattern from ``sensor_pose`` (4×4 world_from_sensor, m)."""
+        return RayBatch.from_pattern(self.sensor.pattern, check_pose(sensor_pose, "sensor pose"),
+                                     self.sensor.max_range_m)
+
+    def world_rays(self, sensor_pose: np.ndarray):
+        """(origins (1, 3) or (N, 3), directions (N, 3)) of the pattern in the world frame."""
+        return self.rays(sensor_pose).world_rays()
+
+    def sub_rays(self, pattern):
+        """``pattern``'s beams as their footprints' sub-rays (:func:`~lidar_fmu.physics.echoes.sub_ray_pattern`), kept
+        while the same pattern is cast."""
+        if self._sub_rays[0] is not pattern:
+            self._sub_rays = (pattern, sub_ray_pattern(pattern, self.sensor.footprint))
+        return self._sub_rays[1]
+
+    def return_model(self) -> ReturnModel:
+        """This sensor's limits and the scene's current materials, as the physics passes read them."""
+        return return_model(self.sensor, self.materials, self.scene)
+
+    def cast(self, sensor_pose) -> Hits:
+        """Raw :class:`~lidar_fmu.raycast.Hits` (world frame) of the pattern, through transparent surfaces."""
+        return self.backend.cast_batch(self.rays(sensor_pose), self.return_model().continuation())
+
+    def returns(self, hits: Hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
+        """Hits of this sensor's pattern cast from ``sensor_pose`` (by :meth:`cast`) → returns, on the CPU."""
+        rays = self.rays(sensor_pose)
+        return returns_cloud(returns_of_hits(hits, rays, self.return_model()), self.sensor.pattern,
+                             rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
+
+    def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
+             frame: int | None = None, weather=None, ground_truth: bool = False) -> PointCloud:
+        """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
+
+        ``pattern``: the rays to fire (default: the sensor's frame;
+        :meth:`~lidar_fmu.sensors.Sensor.rays_between` gives a partial sweep).
+        ``motion``: how the sensor (from its start pose to ``sensor_pose``) and
+        the scene's instances moved while they fired; ignored when the
+        sensor's ``motion_distortion`` is off. ``frame``: the frame counter that seeds this frame's noise and
+        detection draws (default: this Lidar's scans so far, :attr:`frames`). ``weather``: a
+        :class:`~lidar_fmu.physics.weather.Weather` for a sensor whose spec sets none (the FMU: the SensorView's).
+        ``ground_truth``: the cloud also carries each point's noise-free return, material and incidence angle
+        (``cloud.ground_truth``, :mod:`lidar_fmu.physics.ground_truth`). A ToF camera's ranges fold last
+        (:mod:`lidar_fmu.physics.tof`).
+        """
+        plan = self.plan_scan(sensor_pose, timestamp_s, pattern=pattern, motion=motion, frame=frame, weather=weather,
+                              ground_truth=ground_truth)
+        return plan.finish(self.backend.returns_together([plan.job])[0])
+
+    def plan_scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
+                  frame: int | None = None, weather=None, ground_truth: bool = False) -> ScanPlan:
+        """:meth:`scan` in two parts around the cast: its :class:`~lidar_fmu.raycast.CastJob`, and ``finish``, which
+        makes that job's returns the cloud. A rig casts its lidars' jobs together
+        (:meth:`~lidar_fmu.raycast.Backend.returns_together`)."""
+        pattern = self.sensor.pattern if pattern is None else pattern
+        sensor_pose = check_pose(sensor_pose, "sensor pose")
+        footprint = self.sensor.footprint
+        model = self.return_model()
+        if ground_truth:  # the returns then keep the material each hit
+            model = dataclasses.replace(model, keep_material=True)
+        # sub-rays are cast without the range limit: it decides on whole echoes (lidar_fmu.physics.echoes)
+        rays, model = (self.sub_rays(pattern), model.unlimited()) if footprint.active else (pattern, model)
+        if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
+            job, after = plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
+                                     self.sensor.motion_slices, keep_order=footprint.active)
+        else:
+            batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
+            # a beam's sub-rays stay adjacent, so that packets hold whole footprints
+            job, after = CastJob(dataclasses.replace(batch, in_packet_order=True) if footprint.active else batch,
+                                 model), None
+        return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, timestamp_s, footprint,
+                                               frame, weather, ground_truth))
+
+    def _finish(self, after, pattern, sensor_pose, timestamp_s, footprint, frame, weather, ground_truth,
+                returns) -> PointCloud:
+        """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
+        t0 = time.perf_counter()
+        if after is not None:
+            returns = after(returns)
+        pulse_width_m = None
+        if footprint.active:
+            returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,
+                                                 self.sensor.max_range_m)
+        echoes = returns
+        # before the effects change the returns: per echo number, each ray's truth
+        truth = truth_per_echo(returns, pattern, footprint.max_echoes) if ground_truth else None
+        returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
+                                           weather)
+        if self.sensor.tof is not None:
+            returns = backfold(returns, pattern, self.sensor.tof)
+        self.frames += 1
+        cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
+        cloud.existence_probability = existence
+        if pulse_width_m is not None:
+            cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)
+        if truth is not None:
+            cloud.ground_truth = truth[returns.points["echo"], returns.ray_index]
+        timings = dict(self.backend.last_timings)
+        timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
+        self.last_timings = timings
+        return cloud

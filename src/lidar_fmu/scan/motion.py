@@ -1,0 +1,368 @@
+"""Motion during a frame: the sensor and the objects move while the rays fire.
+
+A spinning lidar fires its columns over the whole frame period (an OS1-128's
+1,024 columns over 100 ms, while a car at 72 km/h moves 2 m), so a real unit's
+raw cloud is *distorted*: each point is measured from where the sensor was
+when its ray fired, against the objects where they were then, and reported
+in the sensor frame of that instant. LiMOX states it does not model this;
+deskewing tools (LIO-SAM, FAST-LIO, KISS-ICP) exist because real clouds have it.
+
+Poses between two SensorViews are interpolated: position linearly, orientation
+by slerp (constant angular velocity about one axis), the same law for the
+sensor and for every object (:func:`interpolate_pose`). Before the first
+SensorView they are extrapolated from OSI ``base.velocity`` and
+``base.orientation_rate`` (:func:`~lidar_fmu.geometry.transforms.extrapolate_pose`).
+
+How a frame is cast (:func:`cast_moving`):
+
+* the **sensor's** motion is exact per ray: each ray is moved from the sensor
+  frame at its firing time into the sensor frame at the frame's end (one
+  rotation about one axis and a shift along one line, vectorized);
+* **objects** are posed in ``motion_slices`` time slices (a few per frame):
+  each slice's rays see the objects where they were at the slice's middle;
+  the static environment needs none;
+* every return is then reported in the sensor frame *at its own firing time*:
+  ``origin + range · direction`` of its ray in the pattern, exactly as the
+  unit reports it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from ..geometry.scene import find_ids
+from ..geometry.transforms import split_scale
+from ..pointcloud import Returns, place_on_rays
+from ..raycast import CastJob, RayBatch
+
+#: Faster than this between two views, a pose change is a jump (a teleport, a respawn, a test placing objects),
+#: not motion, and is not interpolated. Assumed: 150 m/s (540 km/h) is beyond any road vehicle (the fastest
+#: production cars stay under 140 m/s), and a scenario that jumps wants no smear between the two places.
+MAX_INTERPOLATED_SPEED_M_S = 150.0
+#: Likewise a turn of more than this between two views (rad): a quarter turn in one frame is no vehicle's motion.
+MAX_INTERPOLATED_TURN_RAD = 0.5 * np.pi
+
+
+def jumps(start: np.ndarray, end: np.ndarray, dt_s: float) -> np.ndarray:
+    """(K,) bool: did each pose change from ``start`` (K, 4, 4) to ``end`` over ``dt_s`` seconds too fast to be
+    motion? The turn's angle comes from the trace, exact enough for a quarter-turn threshold."""
+    r0, _ = split_scale(start)
+    r1, _ = split_scale(end)
+    distance_m = np.linalg.norm(np.asarray(end)[..., :3, 3] - np.asarray(start)[..., :3, 3], axis=-1)
+    cos_turn = 0.5 * (np.einsum("...ij,...ij->...", r0, r1) - 1.0)  # trace(r0ᵀ r1) = 1 + 2 cos θ
+    return (distance_m > MAX_INTERPOLATED_SPEED_M_S * dt_s) | (cos_turn < math.cos(MAX_INTERPOLATED_TURN_RAD))
+
+
+def is_jump(start: np.ndarray, end: np.ndarray, dt_s: float) -> bool:
+    """Did a pose change from ``start`` to ``end`` over ``dt_s`` seconds too fast to be motion (:func:`jumps`)?"""
+    return bool(jumps(np.asarray(start)[None], np.asarray(end)[None], dt_s)[0])
+
+
+def unit_quaternion(rotation: np.ndarray) -> np.ndarray:
+    """(w, x, y, z) of a 3×3 rotation, by Shepperd's method: from the largest of the four squared components,
+    so it stays accurate at every angle (the trace alone fails near a half turn).
+
+    (Not trimesh's: importing trimesh here, in the middle of a step, pulls in its ray module and a second
+    Embree, and C masters with two instances then crashed at exit in ~1 run in 8.)
+    """
+    r = np.asarray(rotation, np.float64)
+    t = np.trace(r)
+    squares = np.array([1.0 + t, 1.0 + 2.0 * r[0, 0] - t, 1.0 + 2.0 * r[1, 1] - t, 1.0 + 2.0 * r[2, 2] - t])
+    k = int(np.argmax(squares))
+    big = 0.5 * np.sqrt(squares[k])
+    q = np.empty(4)
+    q[k] = big
+    f = 0.25 / big
+    if k == 0:
+        q[1:] = f * (r[2, 1] - r[1, 2]), f * (r[0, 2] - r[2, 0]), f * (r[1, 0] - r[0, 1])
+    elif k == 1:
+        q[0], q[2], q[3] = f * (r[2, 1] - r[1, 2]), f * (r[0, 1] + r[1, 0]), f * (r[0, 2] + r[2, 0])
+    elif k == 2:
+        q[0], q[1], q[3] = f * (r[0, 2] - r[2, 0]), f * (r[0, 1] + r[1, 0]), f * (r[1, 2] + r[2, 1])
+    else:
+        q[0], q[1], q[2] = f * (r[1, 0] - r[0, 1]), f * (r[0, 2] + r[2, 0]), f * (r[1, 2] + r[2, 1])
+    return q / np.linalg.norm(q)
+
+
+def rotation_vector(rotation: np.ndarray) -> np.ndarray:
+    """Axis · angle (rad, 0 ≤ angle ≤ π) of a 3×3 rotation, through its unit quaternion (robust near 0 and π)."""
+    w, *xyz = unit_quaternion(rotation)
+    xyz = np.asarray(xyz) * (1.0 if w >= 0 else -1.0)  # the shorter way round
+    sin_half = float(np.linalg.norm(xyz))
+    if sin_half == 0.0:
+        return np.zeros(3)
+    return xyz / sin_half * (2.0 * np.arctan2(sin_half, abs(w)))
+
+
+@register_jitable(inline="always")
+def _rodrigues(vx, vy, vz, kx, ky, kz, c, s):
+    """(vx, vy, vz) turned about the unit axis (kx, ky, kz) by the angle whose cosine is ``c`` and sine ``s``."""
+    along = (kx * vx + ky * vy + kz * vz) * (1.0 - c)
+    return (vx * c + (ky * vz - kz * vy) * s + kx * along, vy * c + (kz * vx - kx * vz) * s + ky * along,
+            vz * c + (kx * vy - ky * vx) * s + kz * along)
+
+
+#: rays per task of _turn: a spinning lidar's column (up to 128 rays fired at once) shares one cos and sin
+_TURN_CHUNK = 4096
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _turn(vectors, axis, angle, fraction, shift, out):
+    """out[i] = vectors[i] (or [0]) turned by ``fraction[i]·angle`` about the unit ``axis`` + ``fraction[i]·shift``."""
+    one = vectors.shape[0] == 1
+    n = out.shape[0]
+    for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
+        last, c, s = np.nan, 1.0, 0.0
+        for i in range(chunk * _TURN_CHUNK, min(n, (chunk + 1) * _TURN_CHUNK)):
+            j = 0 if one else i
+            f = fraction[i]
+            if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
+                last = f
+                c, s = math.cos(f * angle), math.sin(f * angle)
+            x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
+            out[i, 0] = x + f * shift[0]
+            out[i, 1] = y + f * shift[1]
+            out[i, 2] = z + f * shift[2]
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _turn_normals(points, ray_index, axis, angle, fraction):
+    """Each return's normal turned by ``fraction[ray]·angle`` about the unit ``axis``, in the records, in place."""
+    m = points.shape[0]
+    for chunk in prange((m + _TURN_CHUNK - 1) // _TURN_CHUNK):  # a cos and a sin per firing, as in _turn
+        last, c, s = np.nan, 1.0, 0.0
+        for k in range(chunk * _TURN_CHUNK, min(m, (chunk + 1) * _TURN_CHUNK)):
+            f = fraction[ray_index[k]]
+            if f != last:
+                last = f
+                c, s = math.cos(f * angle), math.sin(f * angle)
+            points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"] = _rodrigues(
+                points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"], axis[0], axis[1], axis[2], c, s)
+
+
+def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, dtype=np.float64) -> np.ndarray:
+    """Each of ``vectors`` ((N, 3), or (1, 3) for all) turned by ``fraction[i] · rotvec`` (Rodrigues), plus
+    ``fraction[i] · shift``; a compiled loop (numpy took 26 ms for an OS1-128 frame)."""
+    fraction = np.ascontiguousarray(fraction, np.float64)
+    angle = float(np.linalg.norm(rotvec))
+    axis = np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)
+    shift = np.zeros(3) if shift is None else np.asarray(shift, np.float64)
+    out = np.empty((len(fraction), 3), dtype)
+    return _turn(np.ascontiguousarray(vectors, np.float64), axis, angle, fraction, shift, out)
+
+
+class PoseInterpolation:
+    """Poses of K objects between their ``start`` (K, 4, 4) and ``end`` poses: linear position, slerp rotation.
+
+    Scaled poses (``R · diag(s)``, OSI boxes) keep a linearly interpolated
+    scale. The rotation between the two is found once; :meth:`at` is then a
+    few vectorized products (a frame's time slices pose every moving object).
+    """
+
+    def __init__(self, start, end):
+        start = np.asarray(start, np.float64).reshape(-1, 4, 4)
+        end = np.asarray(end, np.float64).reshape(-1, 4, 4)
+        self.p0, self.p1 = start[:, :3, 3], end[:, :3, 3]
+        self.r0, self.s0 = split_scale(start)
+        r1, self.s1 = split_scale(end)
+        rotvec = np.array([rotation_vector(a.T @ b) for a, b in zip(self.r0, r1)]).reshape(-1, 3)
+        self.angle = np.linalg.norm(rotvec, axis=1)
+        axis = rotvec / np.where(self.angle > 0, self.angle, 1.0)[:, None]
+        skew = np.zeros((len(axis), 3, 3))
+        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
+        skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = axis[:, 2], -axis[:, 1], axis[:, 0]
+        self.skew, self.skew2 = skew, skew @ skew
+
+    def at(self, fraction: float) -> np.ndarray:
+        """(K, 4, 4) poses ``fraction`` of the way (0: start, 1: end)."""
+        phi = (fraction * self.angle)[:, None, None]
+        turn = np.eye(3) + np.sin(phi) * self.skew + (1.0 - np.cos(phi)) * self.skew2  # Rodrigues
+        poses = np.zeros((len(self.angle), 4, 4))
+        poses[:, :3, :3] = (self.r0 @ turn) * (self.s0 + fraction * (self.s1 - self.s0))[:, None, :]
+        poses[:, :3, 3] = self.p0 + fraction * (self.p1 - self.p0)
+        poses[:, 3, 3] = 1.0
+        return poses
+
+
+def interpolate_pose(start: np.ndarray, end: np.ndarray, fraction: float) -> np.ndarray:
+    """The 4×4 pose a ``fraction`` of the way from ``start`` (0) to ``end`` (1) (:class:`PoseInterpolation`)."""
+    return PoseInterpolation(start, end).at(fraction)[0]
+
+
+@dataclass(frozen=True, eq=False)
+class FrameMotion:
+    """How the sensor and the objects moved over a frame, for :func:`cast_moving`.
+
+    Scenario time (s): the *end* poses are the ones at ``end_s`` (the sensor
+    pose passed to the scan, the scene's instance poses); the *start* poses
+    the ones at ``start_s``. Rays fire from ``window_start_s`` on (a ray's
+    ``time_offset_s`` counts from there), which may lie after ``start_s`` (a
+    step longer than the frame) but not before it when poses are
+    interpolated, only extrapolated.
+    """
+
+    start_s: float
+    end_s: float
+    window_start_s: float
+    sensor_start_pose: np.ndarray  # 4×4 world_from_sensor at start_s
+    #: instance id → 4×4 world pose at start_s, for the instances that moved (others stand still)
+    instance_start_poses: dict = field(default_factory=dict)
+
+    def fraction(self, time_offset_s: np.ndarray) -> np.ndarray:
+        """(N,) float64: where each ray's firing lies between the start (0) and end (1) poses."""
+        span = self.end_s - self.start_s
+        t = self.window_start_s + np.asarray(time_offset_s, np.float64)
+        # a column is fired in the step its first laser fires in; its last lasers (µs later) may fall just past
+        # the view: posed at the view, never extrapolated beyond it
+        return np.minimum((t - self.start_s) / span, 1.0) if span > 0 else np.ones(len(t))
+
+    def is_still(self, sensor_end_pose: np.ndarray) -> bool:
+        return not self.instance_start_poses and np.array_equal(self.sensor_start_pose, sensor_end_pose)
+
+
+def motion_since(scene, start_s: float, now_s: float, window_start_s: float, sensor_pose: np.ndarray,
+                 previous, sensor_start_pose: np.ndarray, start_of_new) -> FrameMotion:
+    """How the sensor and the scene's instances moved from ``start_s`` to ``now_s`` (the previous view to this one).
+
+    ``previous``: ``(world_from_sensor, (instance ids, world poses))`` at the previous view, or ``None`` before
+    the first one. Instances found there move from that pose to the one they have now, and the sensor from its
+    pose then, unless the change is a jump (:func:`jumps`: taken as it comes, not interpolated). Otherwise the
+    sensor starts at ``sensor_start_pose``, and an instance seen for the first time at
+    ``start_of_new(instance id)`` (``None``: it stood still). With self-hits on, the host's own
+    body is posed in the slices like any object: it moves with the sensor, so its points carry up to half a
+    slice of the host's motion.
+    """
+    ids, poses = scene.instance_ids, scene.poses
+    dt_s = now_s - start_s
+    if previous is not None:
+        sensor_then, (before_ids, before_poses) = previous
+        # each instance's pose at the previous view, found by id (sorted once), all at once
+        index, known = find_ids(before_ids, ids)
+        then = before_poses[index[known]]
+        moved = np.any(then != poses[known], axis=(1, 2)) & ~jumps(then, poses[known], dt_s)
+        starts = dict(zip(ids[known][moved].tolist(), then[moved]))
+        new = ids[~known].tolist()
+        sensor_start_pose = sensor_then if not jumps(sensor_then[None], sensor_pose[None], dt_s)[0] else sensor_pose
+    else:
+        starts, new = {}, ids.tolist()
+    for instance_id in new:
+        start = start_of_new(instance_id)
+        if start is not None:
+            starts[instance_id] = start
+    return FrameMotion(start_s, now_s, window_start_s, sensor_start_pose, starts)
+
+
+def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
+                slices: int, keep_order: bool = False):
+    """The returns of ``pattern`` fired while the sensor and objects move (see the module doc) → ``Returns``.
+
+    ``backend`` casts over ``scene``, whose instance poses are the end poses;
+    they are moved for the slices and put back. Returns come in ray order,
+    each in the sensor frame at its own firing time. ``keep_order``: the
+    pattern's own order already groups rays for packets (a beam's sub-rays,
+    :mod:`lidar_fmu.physics.echoes`): casters keep it.
+    """
+    job, after = plan_moving(scene, pattern, sensor_end_pose, motion, model, max_range_m, slices, keep_order)
+    return after(backend.returns_together([job])[0])
+
+
+class ScenePose:
+    """Moving instances posed at one time, the ``pose`` of a run of a :class:`~lidar_fmu.raycast.CastJob`:
+    calling it sets them; ``key`` is the same for the same poses (a rig's lidars then share one posing)."""
+
+    def __init__(self, scene, ids: np.ndarray, poses: np.ndarray):
+        self.scene, self.ids, self.poses = scene, ids, poses
+        self.key = (ids.tobytes(), poses.tobytes())
+
+    def __call__(self) -> None:
+        self.scene.set_poses(self.ids, self.poses)
+
+
+def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
+                slices: int, keep_order: bool = False):
+    """:func:`cast_moving` up to the cast: (the :class:`~lidar_fmu.raycast.CastJob`, the function that takes its
+    returns to the sensor frame at each ray's own firing time, in ray order)."""
+    fraction = motion.fraction(pattern.time_offset_s)
+    # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
+    # axis and a shift (f − 1)·Δ, with slerp's constant axis in the sensor frame
+    r_start, _ = split_scale(motion.sensor_start_pose)
+    r_end, _ = split_scale(sensor_end_pose)
+    rotvec_end = rotation_vector(r_start.T @ r_end)
+    shift_end = r_end.T @ (sensor_end_pose[:3, 3] - motion.sensor_start_pose[:3, 3])
+    back = fraction - 1.0
+    origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
+    directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)
+    origins = rotate_about(origins_s, rotvec_end, back, shift_end, dtype=np.float32)
+    moving = {i: p for i, p in motion.instance_start_poses.items() if i in scene}
+    if not moving:
+        slices = 1
+    time_s = np.ascontiguousarray(pattern.time_offset_s, np.float32)
+    beam_id = np.ascontiguousarray(pattern.beam_id, np.uint32)
+    edges = np.linspace(float(fraction.min()), float(fraction.max()), slices + 1)
+    if slices == 1:  # the pattern's packet order (kept per pattern by the caster) still groups the turned rays
+        rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
+                        coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
+        bounds, gather = [0, len(fraction)], None
+    elif not np.any(fraction[1:] < fraction[:-1]):  # rays stored in firing order (a spinning lidar's columns):
+        # each slice is already a contiguous run of the pattern, nothing to gather or put back (a ray at an edge
+        # goes to the later slice, as below); casters keep the pattern's packet order within each run
+        bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
+        rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
+                        coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
+        gather = None
+    else:  # rays gathered by slice once: each slice is a contiguous run, in firing order (neighbours together)
+        slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1)
+        gather = np.argsort(slice_of, kind="stable")
+        bounds = np.searchsorted(slice_of[gather], np.arange(slices + 1))
+        rays = RayBatch(origins[gather], directions[gather], sensor_end_pose, time_s[gather], beam_id[gather],
+                        float(max_range_m), in_packet_order=True)
+    ids = np.fromiter(moving, np.int64, len(moving))
+    if len(ids):
+        end_poses = np.stack([scene.pose_of(i) for i in ids])
+        objects = PoseInterpolation(np.stack([moving[i] for i in ids]), end_poses)
+        # the caster poses the objects at each slice's middle, then casts its rays (one buffer of hits, one
+        # physics pass for the whole frame)
+        runs = [(int(a), int(b), ScenePose(scene, ids, objects.at(0.5 * (edges[j] + edges[j + 1]))))
+                for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if a < b]
+        job = CastJob(rays, model, runs, ScenePose(scene, ids, end_poses))
+    else:
+        job = CastJob(rays, model)
+    return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, back)
+
+
+def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, back, returns: Returns) -> Returns:
+    """A moving cast's returns (batch order, end frame) → ray order, each in the sensor frame when it fired."""
+    points, ray_index, intensity, material_id = returns
+    if gather is not None:  # back to the pattern's ray order
+        ray_index = gather[ray_index].astype(np.int32)
+        if np.any(ray_index[1:] < ray_index[:-1]):
+            order = np.argsort(ray_index, kind="stable")
+            points, ray_index, intensity = points[order], ray_index[order], intensity[order]
+            material_id = None if material_id is None else material_id[order]
+    _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
+    return Returns(points, ray_index, intensity, material_id)
+
+
+def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:
+    """Returns computed in the end frame → the sensor frame at each ray's own firing time, in place.
+
+    Along its own ray the return lies ``range`` from the ray's origin, in
+    that frame the ray is the pattern's: ``origin + range · direction``
+    (float32, as the still path computes it). Normals turn back by the ray's
+    own turn.
+    """
+    if len(points) == 0:
+        return
+    place_on_rays(points["range"], ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32),
+                   points["x"], points["y"], points["z"])
+    angle = float(np.linalg.norm(rotvec_end))
+    if angle > 0:  # in the records: no (N, 3) copies out and back
+        _turn_normals(points, np.ascontiguousarray(ray_index, np.int64), np.asarray(rotvec_end, np.float64) / angle,
+                      angle, np.ascontiguousarray(-back, np.float64))
+

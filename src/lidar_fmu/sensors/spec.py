@@ -1,0 +1,536 @@
+"""Sensor models as data: a spec (preset name, dict or JSON/YAML file) → :class:`Sensor`.
+
+Spec keys (a contract; units in the names):
+
+``preset``                   start from a predefined sensor, other keys override it
+``horizontal_samples``       columns per revolution / per sweep
+``horizontal_fov_deg``       [start, end] azimuth of the sweep, columns run start → end
+``horizontal_resolution_deg`` column spacing (alternative to ``horizontal_samples``)
+``vertical_angles_deg``      explicit beam elevations (beam id = list position)
+``vertical_fov_deg``         [lower, upper] with ``channels`` evenly spaced beams
+``calibration``              Velodyne calibration YAML (per laser ``vert_correction``/``rot_correction`` rad,
+                             ``vert_offset_correction``/``horiz_offset_correction`` m: beam origins)
+``velodyne_model``           VLP-16, Puck Hi-Res, HDL-32E, VLP-32C, HDL-64E, VLS-128: the model's documented
+                             firing sequence times the rays (:mod:`.velodyne`); columns default to the
+                             sequences fired in one frame
+``angle_pairs_deg``          [[azimuth, elevation], …] arbitrary directions
+``pinhole``                  {width_px, height_px, horizontal_fov_deg}: a depth camera
+``min_range_m``, ``max_range_m``, ``wavelength_nm``, ``frame_rate_hz``, ``firing_interval_s``
+``range_reflectivity``       {pairs: [[reflectivity, range_m], …], fit: linear|root2|root3|root4|log|blensor|constant}:
+                             a return is kept only within r_L(reflectivity) (:mod:`lidar_fmu.physics.range_limit`)
+``max_transparent_layers``   transparent surfaces a ray passes before it gives up (default 4)
+``max_bounces``              mirrors a ray reflects off before it gives up (default 2; :mod:`lidar_fmu.physics.returns`)
+``tof``                      {modulation_frequency_hz}: a continuous-wave ToF camera (with ``pinhole``): ranges
+                             fold back modulo c/(2f) (:mod:`lidar_fmu.physics.tof`)
+``motion_distortion``        true (default): each ray leaves the sensor pose at its firing time and meets the
+                             objects where they are then (:mod:`lidar_fmu.scan.motion`); false: one pose per frame
+``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
+                             motion is exact per ray)
+``noise``                    {range_sigma_m, range_sigma_per_m, laser_bias_sigma_m, angle_sigma_deg, dropout, seed}
+                             or "datasheet" (σ = ``range_accuracy_m``); off when absent (:mod:`lidar_fmu.physics.effects`)
+``detection``                "threshold" (default: r ≤ r_L) or "probabilistic" (P(r_L) = 0.9)
+``range_accuracy_m``         the datasheet's range accuracy (1σ), what ``noise: datasheet`` uses
+``weather``                  {fog_visibility_m, rain_mm_h, snow_mm_h}: extinction and clutter (:mod:`lidar_fmu.physics.weather`)
+``beam_divergence_mrad``     [horizontal, vertical] FWHM beam divergence (presets: their datasheets')
+``divergence_samples``       sub-rays per beam across its footprint (default 1: the beam's centre ray)
+``returns``                  "strongest" (default), "first", "last" or "dual" (strongest + last, as Velodyne)
+``echo_separation_m``        echoes closer than this merge (default 1 m)
+``beam_diameter_m``          the beam's diameter at the exit (default 0; OS1: 10 mm); all five: :mod:`lidar_fmu.physics.echoes`
+``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
+                             with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
+``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
+                             radial_scaling, vertical_fov_deg | cone_half_angles_deg}: a pattern that never
+                             repeats (:mod:`.rosette`); each window casts the shots fired in it
+``airsim_origin``, ``airsim_disable_self_hits``, ``airsim_report_frequency_hz``
+                             kept from Project AirSim settings (:mod:`.airsim`) for the host; no effect on rays
+``name``, ``description``    free text
+
+A Project AirSim lidar entry (``type: lidar``, ``lidar-type``, …) or a config with a ``sensors`` list is
+accepted as a spec (dict or JSON/JSONC/YAML file) and converted by :mod:`.airsim`.
+
+Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
+left); elevation positive up.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+import numpy as np
+
+from ..errors import LidarFmuError
+from ..geometry.pattern import (
+    MAX_RAYS_PER_FRAME,
+    ContinuousScan,
+    RayPattern,
+    angle_list,
+    pinhole,
+    scan_grid,
+)
+from ..physics.echoes import Footprint, FootprintError, parse_footprint
+from ..physics.effects import Effects, EffectsError, parse_effects, stretched_limit
+from ..physics.range_limit import parse_range_reflectivity
+from ..physics.tof import ToFSpecError, parse_tof
+from .airsim import airsim_spec, looks_like_airsim, strip_json_comments
+from .ibeo import mirror_directions
+from .ouster import OusterMetadataError, ouster_rays, read_ouster_metadata
+from .presets import PRESETS, close_names
+from .rosette import rosette_scan
+from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
+
+__all__ = ["MAX_RAYS_PER_FRAME", "Sensor", "SensorSpecError", "load_sensor", "preset_rows", "resolve_spec"]
+
+KNOWN_KEYS = {
+    "preset", "name", "description",
+    "horizontal_samples", "horizontal_fov_deg", "horizontal_resolution_deg",
+    "vertical_angles_deg", "vertical_fov_deg", "channels", "calibration",
+    "angle_pairs_deg", "pinhole",
+    "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
+    "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
+    "noise", "detection", "range_accuracy_m", "weather",
+    "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
+    "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
+}
+
+
+class SensorSpecError(LidarFmuError, ValueError):
+    """A sensor spec names an unknown preset, is unreadable or inconsistent."""
+
+
+@dataclass(frozen=True, eq=False)
+class Sensor:
+    """A lidar: its ray pattern and scalar properties (SI units)."""
+
+    name: str
+    pattern: RayPattern
+    min_range_m: float
+    max_range_m: float
+    wavelength_nm: float
+    frame_rate_hz: float
+    spec: dict = field(default_factory=dict)  # the resolved spec it was made from
+    range_limit: object | None = None  # RangeReflectivityLimit, or None: every reflectivity reaches max_range_m
+    max_transparent_layers: int = 4
+    #: mirrors a ray reflects off at most (:mod:`lidar_fmu.physics.returns`)
+    max_bounces: int = 2
+    #: rays as a function of time for patterns that do not repeat every frame; None: ``pattern`` repeats
+    continuous: ContinuousScan | None = None
+    motion_distortion: bool = True
+    motion_slices: int = 10
+    #: detection probability and measurement noise (:mod:`lidar_fmu.physics.effects`); the default changes nothing
+    effects: Effects = field(default_factory=Effects)
+    #: beam divergence, sub-rays and which echoes are reported (:mod:`lidar_fmu.physics.echoes`); default: one ray per beam
+    footprint: Footprint = field(default_factory=Footprint)
+    #: a continuous-wave ToF camera's modulation (:mod:`lidar_fmu.physics.tof`); None: a pulsed lidar, no folding
+    tof: object | None = None
+
+    @functools.cached_property
+    def physics_range_limit(self):
+        """The limit the physics pass keeps returns within: ``range_limit``, stretched under probabilistic
+        detection so that :func:`~lidar_fmu.physics.effects.apply_effects` can draw the returns just beyond it."""
+        if self.range_limit is None or self.effects.detection != "probabilistic":
+            return self.range_limit
+        return stretched_limit(self.range_limit)
+
+    @property
+    def frame_period_s(self) -> float:
+        return 1.0 / self.frame_rate_hz
+
+    def rays_between(self, start_s: float, end_s: float) -> RayPattern | None:
+        """The rays this sensor fires in ``[start_s, end_s)`` of its own time (0: its first frame starts).
+
+        Firing times come out after ``start_s``. A repeating pattern fires its
+        frame every ``frame_period_s``, column ``c`` at its time in the frame:
+        the window gives the columns that start firing inside it, in firing
+        order (a partial sweep, wrapping past the frame's end; ``None`` when
+        none does). A window of one period holds every column once, starting
+        wherever the sensor's clock has the head (``pattern`` itself when a
+        frame starts with the window); one longer than a period gives the last
+        period before ``end_s``. A :class:`ContinuousScan` fires whatever it
+        fires in the window, however long (``scan --duration``; a co-simulation
+        step caps its window at one frame period).
+        """
+        if not end_s > start_s:
+            return None
+        if self.continuous is not None:
+            return self.continuous.rays_between(start_s, end_s)
+        period = self.frame_period_s
+        if end_s - start_s > period * (1.0 + 1e-6):
+            start_s = end_s - period
+        pattern = self.pattern
+        # a column starting within `tol` of a window's edge belongs to the window after that edge, so windows
+        # that tile time fire every column once even when a master rounds its times (to nanoseconds, say)
+        tol = 1e-3 * period / pattern.columns  # a thousandth of a column step
+        phase = float(np.mod(start_s, period))
+        if end_s - start_s >= period - tol and min(phase, period - phase) <= tol:
+            return pattern  # a whole frame from its start: the pattern itself (its caches stay warm)
+        column_start_s = pattern.time_offset_s.astype(np.float64).reshape(pattern.columns, pattern.rows).min(axis=1)
+        phase = float(np.mod(start_s, period))
+        # columns by their start after the window opens, wrapping into the next frame
+        after_s = np.mod(column_start_s - phase + tol, period) - tol
+        inside = np.flatnonzero(after_s < end_s - start_s - tol)
+        if len(inside) == 0:
+            return None
+        inside = inside[np.argsort(after_s[inside], kind="stable")]
+        # per column: frame time → time after the window opens
+        return pattern.select_columns(inside, after_s[inside] - column_start_s[inside])
+
+
+def _read_spec_file(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if path.lower().endswith(".jsonc"):
+            data = json.loads(strip_json_comments(text))
+        elif path.lower().endswith(".json"):
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except (OSError, ValueError) as exc:  # yaml.YAMLError and JSONDecodeError are ValueErrors
+        raise SensorSpecError(f"cannot read sensor spec {path}: {exc}") from None
+    except Exception as exc:
+        raise SensorSpecError(f"cannot parse sensor spec {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SensorSpecError(f"sensor spec {path} must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def _is_ouster_metadata(data: dict) -> bool:
+    """Does a JSON document look like an Ouster unit's metadata (current or legacy layout)?"""
+    return "beam_altitude_angles" in data or "beam_altitude_angles" in (data.get("beam_intrinsics") or {})
+
+
+def resolve_spec(spec) -> dict:
+    """Turn a preset name, spec file path or dict into one flat spec dict."""
+    if isinstance(spec, (str, os.PathLike)):
+        text = os.fspath(spec)
+        if text in PRESETS:
+            spec = {"preset": text}
+        elif os.path.isfile(text):
+            spec = _read_spec_file(text)
+            if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, OS1 datasheet limits
+                spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text,
+                        "frame_rate_hz": read_ouster_metadata(spec).frame_rate_hz}
+            spec.setdefault("name", os.path.splitext(os.path.basename(text))[0])
+        elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
+            raise SensorSpecError(f"sensor spec file not found: {text}")
+        else:
+            hint = close_names(text)
+            more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
+            raise SensorSpecError(f"unknown sensor preset {text!r}{more}")
+    if not isinstance(spec, dict):
+        raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
+    if looks_like_airsim(spec):  # a Project AirSim lidar entry or robot config (airsim_id picks one of several)
+        rest = {k: v for k, v in spec.items() if k != "airsim_id"}
+        spec = airsim_spec(rest, SensorSpecError, spec.get("airsim_id"))
+    unknown = set(spec) - KNOWN_KEYS
+    if unknown:
+        raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")
+    preset = spec.get("preset")
+    if preset is not None:
+        if preset not in PRESETS:
+            resolve_spec(str(preset))  # raises 'unknown preset' with suggestions
+        base = dict(PRESETS[preset])
+        base["name"] = preset
+        # Geometry keys of the preset give way to any geometry the user set.
+        if {"vertical_angles_deg", "vertical_fov_deg", "angle_pairs_deg", "pinhole", "ouster_metadata"} & set(spec):
+            for key in ("calibration", "vertical_angles_deg", "vertical_fov_deg", "channels"):
+                base.pop(key, None)
+        if "horizontal_resolution_deg" in spec:
+            base.pop("horizontal_samples", None)
+        if "horizontal_samples" in spec:
+            base.pop("horizontal_resolution_deg", None)
+        spec = base | {k: v for k, v in spec.items() if k != "preset"}
+    return spec
+
+
+def _number(spec: dict, key: str, default=None, positive=True) -> float:
+    value = spec.get(key, default)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a number, got {value!r}") from None
+    if not np.isfinite(value) or (positive and value <= 0):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a positive finite number, got {value!r}")
+    return value
+
+
+def _angles(spec: dict, key: str, length=None) -> np.ndarray:
+    try:
+        values = np.asarray(spec[key], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a list of numbers") from None
+    if values.ndim != 1 or len(values) == 0 or (length and len(values) != length) or not np.all(np.isfinite(values)):
+        want = f"{length} numbers" if length else "a non-empty list of numbers"
+        raise SensorSpecError(f"sensor spec key {key!r} must be {want}, got {spec[key]!r}")
+    return values
+
+
+def _data_file(name: str) -> str:
+    """A path as given, else the packaged ``data/`` file of that name; SensorSpecError when neither exists."""
+    if os.path.isfile(name):
+        return name
+    packaged = resources.files(__package__).joinpath("data", name)
+    if not packaged.is_file():
+        raise SensorSpecError(f"calibration file not found: {name}")
+    return str(packaged)
+
+
+def _velodyne(spec: dict, frame_period_s: float) -> RayPattern:
+    """A Velodyne calibration YAML's lasers (with their origin offsets); with ``velodyne_model`` the model's
+    documented firing sequence times every ray (:mod:`.velodyne`), else columns spread over the frame."""
+    try:
+        cal = read_velodyne_calibration(_data_file(str(spec["calibration"])))
+    except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
+    model = spec.get("velodyne_model")
+    if model is None:
+        start, end, columns = _column_layout(spec)
+        _check_rays(cal.lasers * columns, f"{cal.lasers:,} beams × {columns:,} columns")
+        azimuth = _column_azimuths(start, end, columns)
+        grid = scan_grid(cal.vert_correction_rad, azimuth, frame_period_s=frame_period_s,
+                         azimuth_offset_rad=cal.rot_correction_rad,
+                         firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+        if not (np.any(cal.vert_offset_m) or np.any(cal.horiz_offset_m)):
+            return grid
+        origins, _ = beam_geometry(cal, grid.beam_id.astype(np.int64), azimuth[grid.column])
+        return replace(grid, origins=origins.astype(np.float32))
+    if model not in FIRING:
+        raise SensorSpecError(f"unknown velodyne_model {model!r}; known: {', '.join(FIRING)}")
+    timing = FIRING[model]
+    layout = dict(spec)
+    if "horizontal_samples" not in spec and "horizontal_resolution_deg" not in spec:
+        # as many firing sequences as the head fires while it sweeps the FOV once a frame
+        start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
+        full_turn = abs(abs(end - start) - 360) < 1e-9
+        sequences = abs(end - start) / 360.0 * frame_period_s / timing.sequence_s
+        layout["horizontal_samples"] = max(1, int(sequences + 1e-9) + (0 if full_turn else 1))
+    start, end, columns = _column_layout(layout)
+    _check_rays(cal.lasers * columns, f"{cal.lasers:,} beams × {columns:,} columns")
+    try:
+        return velodyne_pattern(cal, timing, columns=columns, start_azimuth_rad=np.radians(start),
+                                turn_direction=float(np.sign(end - start)), frame_rate_hz=1.0 / frame_period_s)
+    except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
+
+
+def _check_rays(count, what: str) -> None:
+    """One-line :class:`SensorSpecError` when ``count`` (rays per frame, or a lower bound of them) is too many.
+
+    Checked before any array is made: a frame casts at most :data:`MAX_RAYS_PER_FRAME` rays.
+    """
+    if count > MAX_RAYS_PER_FRAME:
+        raise SensorSpecError(f"sensor spec asks for {what}: more than the limit of {MAX_RAYS_PER_FRAME:,} rays "
+                              "per frame")
+
+
+def _column_layout(spec: dict) -> tuple[float, float, int]:
+    """(start_deg, end_deg, columns) of the sweep, checked before any array is made."""
+    start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
+    span = end - start
+    if span == 0 or abs(span) > 360 + 1e-9:
+        raise SensorSpecError(f"horizontal_fov_deg [{start}, {end}] must span (0, 360] degrees")
+    full_turn = abs(abs(span) - 360) < 1e-9
+    if "horizontal_samples" in spec:
+        samples = spec["horizontal_samples"]
+        if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
+            raise SensorSpecError(f"horizontal_samples must be a positive integer, got {samples!r}")
+        _check_rays(int(samples), f"{int(samples):,} columns")
+    elif "horizontal_resolution_deg" in spec:
+        step = _number(spec, "horizontal_resolution_deg")
+        columns = abs(span) / step
+        _check_rays(columns, f"{columns:,.0f} columns" if columns < 1e12 else f"{columns:.3g} columns")
+        samples = int(round(abs(span) / step)) + (0 if full_turn else 1)
+    else:
+        raise SensorSpecError("sensor spec needs horizontal_samples or horizontal_resolution_deg")
+    return float(start), float(end), int(samples)
+
+
+def _column_azimuths(start: float, end: float, samples: int) -> np.ndarray:
+    span = end - start
+    if abs(abs(span) - 360) < 1e-9:  # a full turn: the last column stops one step short of the first
+        return np.radians(start + span * np.arange(samples) / samples)
+    return np.radians(np.linspace(start, end, samples))
+
+
+def _ouster_pattern(source) -> RayPattern:
+    """The rays of an Ouster unit from its metadata JSON (a path, packaged file name, or dict)."""
+    if isinstance(source, str) and not os.path.isfile(source):
+        packaged = os.path.join(os.path.dirname(__file__), "data", source)
+        if os.path.isfile(packaged):
+            source = packaged
+    try:
+        cal = read_ouster_metadata(source)
+    except OusterMetadataError as exc:
+        raise SensorSpecError(str(exc)) from None
+    first, last = cal.column_window
+    columns = (last - first) % cal.columns + 1
+    _check_rays(cal.beams * columns, f"{cal.beams} beams × {columns:,} columns")
+    origins, directions, beam, column, time_s = ouster_rays(cal)
+    return RayPattern(directions, beam, column, time_s, cal.beams, columns, origins=origins)
+
+
+def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
+    if "ouster_metadata" in spec:
+        return _ouster_pattern(spec["ouster_metadata"])
+    if "angle_pairs_deg" in spec:
+        try:
+            pairs = np.asarray(spec["angle_pairs_deg"], dtype=np.float64)
+        except (TypeError, ValueError):
+            pairs = np.empty((0, 0))
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0 or not np.all(np.isfinite(pairs)):
+            raise SensorSpecError("angle_pairs_deg must be a non-empty list of [azimuth, elevation] pairs")
+        _check_rays(len(pairs), f"{len(pairs):,} angle pairs")
+        return angle_list(np.radians(pairs[:, 0]), np.radians(pairs[:, 1]), frame_period_s=frame_period_s)
+    if "pinhole" in spec:
+        cam = spec["pinhole"]
+        try:
+            width, height, fov = int(cam["width_px"]), int(cam["height_px"]), float(cam["horizontal_fov_deg"])
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
+        if width >= 1 and height >= 1:
+            _check_rays(width * height, f"a pinhole of {width:,} × {height:,} = {width * height:,} px")
+        try:
+            return pinhole(width, height, fov)
+        except ValueError as exc:
+            raise SensorSpecError(f"pinhole needs width_px, height_px, horizontal_fov_deg: {exc}") from None
+    if "vertical_angles_deg" in spec:
+        elevation = np.radians(_angles(spec, "vertical_angles_deg"))
+    elif "vertical_fov_deg" in spec:
+        lower, upper = _angles(spec, "vertical_fov_deg", 2)
+        channels = spec.get("channels")
+        if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or channels < 1:
+            raise SensorSpecError(f"vertical_fov_deg needs a positive integer 'channels', got {channels!r}")
+        if lower > upper:
+            raise SensorSpecError(f"vertical_fov_deg must be [lower, upper], got [{lower}, {upper}]")
+        _check_rays(int(channels), f"{int(channels):,} channels")
+        elevation = np.radians(np.linspace(lower, upper, channels) if channels > 1 else [0.5 * (lower + upper)])
+    elif "calibration" in spec:
+        return _velodyne(spec, frame_period_s)
+    else:
+        raise SensorSpecError(
+            "sensor spec needs a beam layout: preset, vertical_angles_deg, vertical_fov_deg+channels, "
+            "calibration, angle_pairs_deg or pinhole"
+        )
+    if np.any(np.abs(elevation) > np.pi / 2):
+        raise SensorSpecError("beam elevations must lie within ±90°")
+    start, end, columns = _column_layout(spec)
+    rays = len(elevation) * columns
+    _check_rays(rays, f"{len(elevation):,} beams × {columns:,} columns = {rays:,} rays")
+    azimuth = _column_azimuths(start, end, columns)
+    grid = scan_grid(elevation, azimuth, frame_period_s=frame_period_s,
+                     firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+    mirror = spec.get("rotating_mirror", False)
+    if not isinstance(mirror, bool):
+        raise SensorSpecError(f"rotating_mirror must be true or false, got {mirror!r}")
+    if mirror:  # layers off a turning 45° mirror (Ibeo LUX, BlenSor): elevation coupled to azimuth
+        return replace(grid, directions=mirror_directions(elevation[grid.beam_id], azimuth[grid.column]))
+    return grid
+
+
+def _continuous(spec: dict) -> ContinuousScan:
+    """The :class:`ContinuousScan` of a ``rosette`` spec (:mod:`.rosette`), its settings checked."""
+    rosette = spec["rosette"]
+    if not isinstance(rosette, dict):
+        raise SensorSpecError(f"rosette must be a mapping, got {rosette!r}")
+    known = {"points_per_second", "channels", "horizontal_rotation_hz", "vertical_rotation_hz", "radial_scaling",
+             "vertical_fov_deg", "cone_half_angles_deg"}
+    if set(rosette) - known:
+        raise SensorSpecError(f"unknown rosette key(s): {', '.join(sorted(set(rosette) - known))}")
+    channels = rosette.get("channels", 1)
+    if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or not 1 <= channels <= 4096:
+        raise SensorSpecError(f"rosette channels must be an integer in 1..4096, got {channels!r}")
+    geometry = {k: list(_angles(rosette, k, 2)) for k in ("vertical_fov_deg", "cone_half_angles_deg") if k in rosette}
+    if len(geometry) != 1:
+        raise SensorSpecError("rosette needs exactly one of vertical_fov_deg and cone_half_angles_deg")
+    for lower_deg, upper_deg in geometry.values():
+        if not (-90 <= lower_deg <= 90 and -90 <= upper_deg <= 90):
+            raise SensorSpecError(f"rosette angles must lie within ±90°, got {geometry}")
+    return rosette_scan(points_per_second=_number(rosette, "points_per_second"), channels=int(channels),
+                        horizontal_rotation_hz=_number(rosette, "horizontal_rotation_hz", positive=False),
+                        vertical_rotation_hz=_number(rosette, "vertical_rotation_hz", positive=False),
+                        radial_scaling=_number(rosette, "radial_scaling", 1.0), **geometry)
+
+
+def load_sensor(spec) -> Sensor:
+    """Build a :class:`Sensor` from a preset name, a JSON/YAML spec file or a spec dict.
+
+    Raises :class:`SensorSpecError` with a one-line reason on bad input.
+    """
+    spec = resolve_spec(spec)
+    frame_rate_hz = _number(spec, "frame_rate_hz", 10.0)
+    min_range_m = _number(spec, "min_range_m", 0.0, positive=False)
+    max_range_m = _number(spec, "max_range_m", 120.0)
+    if not 0 <= min_range_m < max_range_m:
+        raise SensorSpecError(f"need 0 ≤ min_range_m < max_range_m, got {min_range_m}, {max_range_m}")
+    range_limit = None
+    if spec.get("range_reflectivity") is not None:
+        try:
+            range_limit = parse_range_reflectivity(spec["range_reflectivity"], max_range_m)
+        except (ValueError, TypeError) as exc:
+            raise SensorSpecError(f"range_reflectivity: {exc}") from None
+    layers = spec.get("max_transparent_layers", 4)
+    if not isinstance(layers, (int, np.integer)) or isinstance(layers, bool) or not 0 <= layers <= 64:
+        raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {layers!r}")
+    bounces = spec.get("max_bounces", 2)
+    if not isinstance(bounces, (int, np.integer)) or isinstance(bounces, bool) or not 0 <= bounces <= 16:
+        raise SensorSpecError(f"max_bounces must be an integer in 0..16, got {bounces!r}")
+    try:
+        tof = parse_tof(spec.get("tof"))
+    except ToFSpecError as exc:
+        raise SensorSpecError(str(exc)) from None
+    if tof is not None and "pinhole" not in spec:
+        raise SensorSpecError("tof is a continuous-wave ToF camera's modulation: it needs a pinhole sensor")
+    if "range_accuracy_m" in spec:
+        _number(spec, "range_accuracy_m")
+    try:
+        effects = parse_effects(spec)
+    except EffectsError as exc:
+        raise SensorSpecError(str(exc)) from None
+    try:
+        footprint = parse_footprint(spec)
+    except FootprintError as exc:
+        raise SensorSpecError(str(exc)) from None
+    distortion = spec.get("motion_distortion", True)
+    if not isinstance(distortion, bool):
+        raise SensorSpecError(f"motion_distortion must be true or false, got {distortion!r}")
+    slices = spec.get("motion_slices", 10)
+    if not isinstance(slices, (int, np.integer)) or isinstance(slices, bool) or not 1 <= slices <= 4096:
+        raise SensorSpecError(f"motion_slices must be an integer in 1..4096, got {slices!r}")
+    continuous = _continuous(spec) if "rosette" in spec else None
+    # a pattern that never repeats shows its first frame's rays as ``pattern``
+    pattern = continuous.rays_between(0.0, 1.0 / frame_rate_hz) if continuous else _pattern(spec, 1.0 / frame_rate_hz)
+    if pattern is None:
+        raise SensorSpecError(f"a frame of 1/{frame_rate_hz:g} s is shorter than one shot of the rosette")
+    return Sensor(
+        name=str(spec.get("name", "custom")),
+        pattern=pattern,
+        continuous=continuous,
+        min_range_m=min_range_m,
+        max_range_m=max_range_m,
+        wavelength_nm=_number(spec, "wavelength_nm", 905.0),
+        frame_rate_hz=frame_rate_hz,
+        spec=spec,
+        range_limit=range_limit,
+        max_transparent_layers=int(layers),
+        max_bounces=int(bounces),
+        tof=tof,
+        motion_distortion=distortion,
+        motion_slices=int(slices),
+        effects=effects,
+        footprint=footprint,
+    )
+
+
+def preset_rows():
+    """(name, channels, horizontal FOV°, rays per frame, frame rate Hz, description) per preset."""
+    for name, spec in PRESETS.items():
+        sensor = load_sensor(name)
+        fov = abs(np.subtract(*spec["horizontal_fov_deg"])) if "horizontal_fov_deg" in spec else 360.0
+        if "cone_half_angles_deg" in spec.get("rosette", {}):
+            fov = 2.0 * spec["rosette"]["cone_half_angles_deg"][0]
+        yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]

@@ -1,0 +1,1 @@
+"""The command line and what it runs: replay, demo, sweep, soak, bench, figures."""

@@ -1,0 +1,459 @@
+"""``lidar-fmu bench``: per-stage times and rays/s, with Open3D as the in-run reference.
+
+Speed goals are checked by reading these figures, never by timed asserts.
+Each case casts the same rays through our backend (``Backend.cast_batch`` on a prepared
+``RayBatch``) and through Open3D's
+``RaycastingScene`` (its own Embree, automatic threads) in the same process,
+alternating, and reports medians, so the ratio is robust to a noisy machine.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..cache import cache_dir
+from ..errors import UserError
+from ..geometry.scene import Mesh, Scene
+from ..geometry.transforms import pose_matrix
+from ..scan.lidar import Lidar
+
+SENSORS = [("VLP-16", "velodyne_vlp16"), ("OS1-128×1024", "ouster_os1_128")]
+
+
+def median_ms(fn, repeat: int) -> float:
+    fn()  # warm-up (JIT, caches)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e3)
+
+
+def sphere_mesh(triangles: int = 1_000_000) -> Mesh:
+    """A closed UV sphere of ~``triangles`` faces, radius 20 m."""
+    import trimesh
+
+    count = int(np.sqrt(triangles / 4)) + 1  # a UV sphere of count×count has ≈ 4·count² faces
+    tm = trimesh.creation.uv_sphere(radius=20.0, count=[count, count])
+    return Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("sphere",), "sphere")
+
+
+def sphere_scene(triangles: int = 1_000_000) -> tuple[Scene, np.ndarray]:
+    """:func:`sphere_mesh` as the whole scene, sensor inside."""
+    return Scene.from_meshes([sphere_mesh(triangles)]), pose_matrix((1.0, 2.0, 0.5))
+
+
+def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:
+    """The generated demo street with its parked cars; sensor on a car roof."""
+    from .demo_scene import ensure_street, load_street_scene
+
+    work_dir = os.path.join(work_dir or cache_dir(), "street")
+    ensure_street(work_dir)
+    scene, _ = load_street_scene(work_dir)
+    return scene, pose_matrix((0.0, -2.0, 1.9))
+
+
+def world_triangles(scene: Scene):
+    """All placed triangles in world coordinates (for the reference caster)."""
+    vertices, faces, offset = [], [], 0
+    for mesh_index, pose in zip(scene.instance_mesh_index, scene.poses):
+        mesh = scene.meshes[mesh_index]
+        vertices.append(mesh.vertices @ pose[:3, :3].T.astype(np.float32) + pose[:3, 3].astype(np.float32))
+        faces.append(mesh.faces + offset)
+        offset += len(mesh.vertices)
+    return np.concatenate(vertices).astype(np.float32), np.concatenate(faces).astype(np.uint32)
+
+
+def open3d_reference(scene: Scene):
+    try:
+        import open3d as o3d
+    except Exception as exc:  # not installed, or libusb missing
+        print(f"(Open3D reference unavailable: {exc})")
+        return None
+    ref = o3d.t.geometry.RaycastingScene()
+    vertices, faces = world_triangles(scene)
+    ref.add_triangles(o3d.core.Tensor(vertices), o3d.core.Tensor(faces))
+    return ref, o3d
+
+
+def open3d_rays(o3d, origin, directions):
+    """Rays as Open3D's ``cast_rays`` takes them: an (N, 6) float32 tensor of origin and direction."""
+    return o3d.core.Tensor(np.hstack([np.broadcast_to(origin, directions.shape), directions]).astype(np.float32))
+
+
+def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
+    from ..io.pcd import pcd_bytes
+
+    rows = []
+    for label, preset in SENSORS:
+        t0 = time.perf_counter()
+        lidar = Lidar(scene, preset, backend=backend)
+        build_s = time.perf_counter() - t0
+        origin, directions = lidar.world_rays(sensor_pose)
+        n = len(directions)
+        # the caster on rays made beforehand, as Open3D's cast_rays is timed on its prepared tensor
+        rays, through = lidar.rays(sensor_pose), lidar.return_model().continuation()
+        hits = lidar.backend.cast_batch(rays, through)
+        cast_ms = median_ms(lambda: lidar.backend.cast_batch(rays, through), repeat)
+        points_ms = median_ms(lambda: lidar.returns(hits, sensor_pose), repeat)
+        cloud = lidar.returns(hits, sensor_pose)
+        pack_ms = median_ms(lambda: pcd_bytes(cloud.points), repeat)
+        # the whole frame as the FMU runs it (the CUDA backend: cast, glass and physics in one kernel)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
+        row = dict(
+            scene=scene_name, sensor=label, rays=n, triangles=scene.triangle_count, build_s=build_s,
+            cast_ms=cast_ms, points_ms=points_ms, pack_ms=pack_ms, frame_ms=frame_ms, returns=len(cloud),
+            mrays_s=n / cast_ms / 1e3,
+        )
+        if reference is not None:
+            ref, o3d = reference
+            tensor = open3d_rays(o3d, origin, directions)
+            ref_hits = ref.cast_rays(tensor)["t_hit"].numpy()
+            ref_ms = median_ms(lambda: ref.cast_rays(tensor), repeat)
+            # re-measure ours right after, and Open3D again after that: each the better of two medians, so both see
+            # the same machine states
+            cast_ms = min(cast_ms, median_ms(lambda: lidar.backend.cast_batch(rays, through), repeat))
+            ref_ms = min(ref_ms, median_ms(lambda: ref.cast_rays(tensor), repeat))
+            ours = np.where(hits.hit, hits.range_m, np.inf)
+            theirs = np.where(ref_hits <= lidar.sensor.max_range_m, ref_hits, np.inf)
+            agree = np.mean(np.isinf(ours) == np.isinf(theirs))
+            row.update(cast_ms=cast_ms, mrays_s=n / cast_ms / 1e3, o3d_ms=ref_ms, o3d_mrays_s=n / ref_ms / 1e3,
+                       ratio=ref_ms / cast_ms, hit_agreement=agree)
+        rows.append(row)
+    return rows
+
+
+def bench_gpu(scene_name, scene, sensor_pose, repeat, poses: int = 10_000,
+              frame_sensor="ouster_os1_128", batch_sensor="velodyne_vlp16") -> dict:
+    """CUDA figures: BVH build, one frame's cast kernel, batched rays/s over ``poses`` sensor poses.
+
+    Kernel times are taken up to a device synchronisation, without copying
+    results back; the frame time with physics and copy-back is ``frame ms``
+    in the main table.
+    """
+    from numba import cuda
+
+    from ..raycast import RayBatch, make_backend
+    from ..raycast.bvh import build_bvh, cached_bvh, instance_table
+    from ..raycast.cuda import CudaBackend
+    from ..sensors import load_sensor
+
+    t0 = time.perf_counter()
+    bvhs = [build_bvh(m.vertices, m.faces) for m in scene.meshes]
+    build_s = time.perf_counter() - t0
+    for m in scene.meshes:
+        cached_bvh(m.vertices, m.faces)  # make sure it is on disk, then time the load
+    t0 = time.perf_counter()
+    for m in scene.meshes:
+        cached_bvh(m.vertices, m.faces)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    backend = CudaBackend(scene)
+    setup_s = time.perf_counter() - t0
+    roots = np.zeros(len(bvhs), np.int32)
+    tlas_ms = median_ms(lambda: instance_table(bvhs, roots, scene.instance_mesh_index, scene.poses), repeat)
+    table = instance_table(bvhs, roots, scene.instance_mesh_index, scene.poses)
+    lo, hi = table[3][0], table[4][0]  # the top level's root box: the whole scene
+
+    def kernel_ms(pose_batch, directions):
+        def run():
+            backend.cast_poses(pose_batch, directions, to_host=False)
+            cuda.synchronize()
+        return median_ms(run, repeat)
+
+    frame = load_sensor(frame_sensor).pattern.directions
+    frame_ms = kernel_ms(sensor_pose[None], frame)
+    frame_rays = RayBatch.from_pattern(load_sensor(frame_sensor).pattern, sensor_pose, np.inf)
+    parity = hit_parity(backend.cast_batch(frame_rays), make_backend("embree", scene).cast_batch(frame_rays))
+    # poses spread over the scene's ground plane around the given one, random headings
+    rng = np.random.default_rng(0)
+    batch = np.repeat(np.asarray(sensor_pose, np.float64)[None], poses, axis=0)
+    batch[:, 0, 3] = 0.5 * (lo[0] + hi[0]) + 0.4 * (hi[0] - lo[0]) * rng.uniform(-1, 1, poses)
+    heading = rng.uniform(-np.pi, np.pi, poses)
+    batch[:, 0, 0], batch[:, 0, 1] = np.cos(heading), -np.sin(heading)
+    batch[:, 1, 0], batch[:, 1, 1] = np.sin(heading), np.cos(heading)
+    sweep = load_sensor(batch_sensor).pattern.directions
+    batch_ms = kernel_ms(batch, sweep)
+    rays = poses * len(sweep)
+    return dict(scene=scene_name, triangles=scene.triangle_count, meshes=len(scene.meshes),
+                instances=len(scene), build_s=build_s, load_s=load_s, setup_s=setup_s, tlas_ms=tlas_ms,
+                frame_rays=len(frame), frame_kernel_ms=frame_ms, poses=poses, batch_rays=rays,
+                batch_ms=batch_ms, batch_grays_s=rays / batch_ms / 1e6, **parity)
+
+
+def hit_parity(hits, reference) -> dict:
+    """Agreement of two backends' hits on the same rays: hit/miss, and range within 1e-4 m·(1 + r)."""
+    both = hits.hit & reference.hit
+    close = np.abs(hits.range_m[both] - reference.range_m[both]) <= 1e-4 * (1.0 + reference.range_m[both])
+    far = np.abs(hits.range_m[both] - reference.range_m[both])[~close]
+    return dict(hit_agreement=float(np.mean(hits.hit == reference.hit)), range_agreement=float(close.mean()) if both.any() else 1.0,
+                range_outliers=int((~close).sum()), worst_range_m=float(far.max()) if len(far) else 0.0)
+
+
+def print_markdown(header, lines) -> None:
+    """One markdown table after a blank line: the ``header`` cells, then each of ``lines`` (cell strings)."""
+    print("\n| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for cells in lines:
+        print("| " + " | ".join(cells) + " |")
+
+
+def print_gpu_table(rows) -> None:
+    print_markdown(
+        ["scene", "triangles", "BVH build s (cold)", "BVH load s (cached)", "backend setup s", "top level + table ms",
+         "frame rays", "frame cast kernel ms", "batched poses", "batched rays", "batched ms", "G rays/s",
+         "hit/miss = Embree", "range = Embree", "worst range difference m"],
+        [[r["scene"], f"{r['triangles']:,}", f"{r['build_s']:.2f}", f"{r['load_s']:.3f}", f"{r['setup_s']:.2f}",
+          f"{r['tlas_ms']:.3f}", f"{r['frame_rays']:,}", f"{r['frame_kernel_ms']:.3f}", f"{r['poses']:,}",
+          f"{r['batch_rays']:,}", f"{r['batch_ms']:.1f}", f"{r['batch_grays_s']:.2f}",
+          f"{100 * r['hit_agreement']:.4f} %", f"{100 * r['range_agreement']:.4f} %", f"{r['worst_range_m']:.2e}"]
+         for r in rows])
+
+
+def print_table(rows) -> None:
+    print_markdown(
+        ["scene", "sensor", "rays", "triangles", "cast ms", "Mrays/s", "Open3D ms", "Open3D Mrays/s",
+         "ours/Open3D speed", "points ms", "frame ms", "PCD pack ms", "returns", "hit/miss agreement"],
+        [[r["scene"], r["sensor"], f"{r['rays']:,}", f"{r['triangles']:,}", f"{r['cast_ms']:.2f}",
+          f"{r['mrays_s']:.2f}",
+          *([f"{r['o3d_ms']:.2f}", f"{r['o3d_mrays_s']:.2f}", f"{r['ratio']:.2f}×"] if "o3d_ms" in r else ["–"] * 3),
+          f"{r['points_ms']:.2f}", f"{r['frame_ms']:.2f}", f"{r['pack_ms']:.2f}", f"{r['returns']:,}",
+          f"{100 * r['hit_agreement']:.3f} %" if "hit_agreement" in r else "–"]
+         for r in rows])
+
+
+def bench_motion(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
+    """The cost of motion distortion on one frame: the host at 20 m/s turning at 0.2 rad/s, then every object
+    (not the environment) at 10 m/s too, posed in 1 … 32 time slices; against the still frame measured alongside."""
+    import dataclasses
+
+    from ..pointcloud import ENVIRONMENT_ID_BASE
+    from ..scan.motion import FrameMotion
+    from ..sensors import load_sensor
+
+    sensor = load_sensor(preset)
+    period = sensor.frame_period_s
+    start_pose = sensor_pose @ pose_matrix((-20.0 * period, 0.0, 0.0), (0.0, 0.0, -0.2 * period))
+    objects = [int(i) for i in scene.instance_ids if i < ENVIRONMENT_ID_BASE]
+    moved = {i: scene.pose_of(i) @ pose_matrix((-10.0 * period, 0.0, 0.0)) for i in objects}
+    cases = [("still", None, 1), ("sensor moves", FrameMotion(0.0, period, 0.0, start_pose), 1)]
+    cases += [(f"sensor and {len(objects)} objects move", FrameMotion(0.0, period, 0.0, start_pose, moved), slices)
+              for slices in (1, 4, 10, 32)]
+    rows, still_ms = [], None
+    for label, motion, slices in cases:
+        lidar = Lidar(scene, dataclasses.replace(sensor, motion_slices=slices), backend=backend)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose, motion=motion), repeat)
+        still_ms = frame_ms if still_ms is None else min(still_ms, median_ms(lambda: lidar.scan(sensor_pose), repeat))
+        rows.append(dict(case=label, slices=slices if motion is not None and motion.instance_start_poses else 1,
+                         frame_ms=frame_ms, still_ms=still_ms))
+    return rows
+
+
+def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
+    """What noise, detection probability and weather add to one frame (issue 13's goal: ≤ 1 ms for noise,
+    ≤ 3 ms for weather), against the clean frame measured alongside."""
+    cases = [("clean", {}), ("datasheet noise", {"noise": "datasheet"}),
+             ("noise (range, bias, angle, dropout) + probabilistic detection",
+              {"noise": {"range_sigma_m": 0.03, "laser_bias_sigma_m": 0.01, "angle_sigma_deg": 0.05,
+                         "dropout": 0.01}, "detection": "probabilistic"}),
+             ("fog, visibility 200 m", {"weather": {"fog_visibility_m": 200.0}}),
+             ("rain 25 mm/h", {"weather": {"rain_mm_h": 25.0}})]
+    rows, clean_ms = [], None
+    clean = Lidar(scene, preset, backend=backend)
+    for label, extra in cases:
+        lidar = Lidar(scene, {"preset": preset} | extra, backend=backend)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
+        clean_ms = frame_ms if clean_ms is None else min(clean_ms, median_ms(lambda: clean.scan(sensor_pose), repeat))
+        rows.append(dict(case=label, frame_ms=frame_ms, clean_ms=clean_ms))
+    return rows
+
+
+def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
+    """What beam divergence costs one frame: the preset as it is (one ray per beam), then its footprint cast as
+    4 and 8 sub-rays per beam in dual-return mode, against the preset's frame measured alongside."""
+    cases = [("one ray per beam (divergence_samples 1)", {}),
+             ("dual, 4 sub-rays per beam", {"divergence_samples": 4, "returns": "dual"}),
+             ("dual, 8 sub-rays per beam", {"divergence_samples": 8, "returns": "dual"})]
+    rows, plain_ms = [], None
+    plain = Lidar(scene, preset, backend=backend)
+    for label, extra in cases:
+        lidar = Lidar(scene, {"preset": preset} | extra, backend=backend)
+        cloud = lidar.scan(sensor_pose)
+        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
+        plain_ms = frame_ms if plain_ms is None else min(plain_ms, median_ms(lambda: plain.scan(sensor_pose), repeat))
+        rows.append(dict(case=label, frame_ms=frame_ms, plain_ms=plain_ms, returns=len(cloud),
+                         second=int(np.count_nonzero(cloud.points["echo"] == 1))))
+    return rows
+
+
+def print_echoes_table(preset: str, rows) -> None:
+    print_markdown([f"beam divergence, demo street, {preset}", "frame ms", "one ray per beam ms (same run)", "×",
+                    "returns", "second echoes"],
+                   [[r["case"], f"{r['frame_ms']:.2f}", f"{r['plain_ms']:.2f}", f"{r['frame_ms'] / r['plain_ms']:.2f}×",
+                     f"{r['returns']:,}", f"{r['second']:,}"] for r in rows])
+
+
+def print_effects_table(preset: str, rows) -> None:
+    print_markdown([f"effects, demo street, {preset}", "frame ms", "clean frame ms (same run)", "added ms"],
+                   [[r["case"], f"{r['frame_ms']:.2f}", f"{r['clean_ms']:.2f}", f"{r['frame_ms'] - r['clean_ms']:+.2f}"]
+                    for r in rows])
+
+
+def print_motion_table(preset: str, rows) -> None:
+    print_markdown([f"motion distortion, demo street, {preset}", "time slices", "frame ms", "still frame ms (same run)",
+                    "× still"],
+                   [[r["case"], str(r["slices"]), f"{r['frame_ms']:.2f}", f"{r['still_ms']:.2f}",
+                     f"{r['frame_ms'] / r['still_ms']:.2f}×"] for r in rows])
+
+
+def demo_views(work_dir: str | None, frames: int):
+    """(the demo scenario, its first ``frames`` SensorViews), generating the scenario in the cache if needed."""
+    import glob
+
+    from ..osi.trace import read_trace
+    from .demo import make_demo_scenario
+    from .replay import load_scenario
+
+    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
+    if not glob.glob(os.path.join(folder, "*_sv_*_demo.osi")):
+        make_demo_scenario(folder, frames=frames)
+    scenario = load_scenario(folder)
+    return scenario, list(read_trace(scenario["trace"]))[:frames]
+
+
+def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") -> dict:
+    """doStep of the demo scenario (OS1-128×1024 on the street): stage medians in-process, and through the FMU."""
+    from ..cosim.fmu_host import FmuInstance
+    from ..cosim.fmu_package import DEFAULT_FMU, build_fmu, sources_newer_than
+    from ..cosim.sensor_model import STAGES
+    from .replay import fmu_parameters, model_of
+
+    scenario, views = demo_views(work_dir, frames)
+    folder = os.path.dirname(scenario["trace"])
+    scenario["backend"] = backend
+    parameters = fmu_parameters(scenario, folder)
+    model = model_of(parameters)  # the very model the FMU builds: its materials (glass!), mounting, options
+    model.step(views[0], 0.0)  # loads meshes, builds, compiles
+    stages = {name: [] for name in STAGES}
+    totals = []
+    for k, view in enumerate(views):
+        t0 = time.perf_counter()
+        result = model.step(view, 0.1 * k)
+        totals.append(time.perf_counter() - t0)
+        for name in STAGES:
+            stages[name].append(result.timings_s[name])
+    if sources_newer_than(DEFAULT_FMU):
+        build_fmu(DEFAULT_FMU)
+    do_step_s, host_s = [], []
+    with FmuInstance(DEFAULT_FMU, parameters) as fmu:
+        fmu.step(views[0], 0.0, 0.1)
+        for k, view in enumerate(views):
+            t0 = time.perf_counter()
+            fmu.set_binary("OSMPSensorViewIn", view)  # the master's side: point the input at the view …
+            t1 = time.perf_counter()
+            fmu.fmu.doStep(0.1 * k, 0.1)  # … the FMU's doStep (decode, scene, cast, physics, encode, FMI) …
+            t2 = time.perf_counter()
+            fmu.outputs()  # … and the master's copy of the SensorData it points at
+            do_step_s.append(t2 - t1)
+            host_s.append(time.perf_counter() - t0)
+    cast_ms = float(np.median(stages["cast"]) * 1e3)
+    return {
+        "stages_ms": {name: float(np.median(v) * 1e3) for name, v in stages.items()},
+        "model_step_ms": float(np.median(totals) * 1e3),
+        "fmu_step_ms": float(np.median(do_step_s) * 1e3),
+        "fmu_step_p90_ms": float(np.percentile(do_step_s, 90) * 1e3),
+        "host_step_ms": float(np.median(host_s) * 1e3),
+        "do_step_per_cast": float(np.median(do_step_s) * 1e3) / cast_ms,
+        "returns": int(result.count),
+        "frames": len(views),
+    }
+
+
+def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lidars: int = 4) -> dict:
+    """The demo scenario's doStep (in-process) with ``lidars`` copies of its lidar on the roof corners against
+    the one lidar, views interleaved (issue 15's goal: 4 lidars ≤ 3.5× one; the scene update is shared)."""
+    from ..sensors import resolve_spec
+    from .replay import fmu_parameters, model_of
+
+    scenario, views = demo_views(work_dir, frames)
+    scenario["backend"] = backend
+    parameters = fmu_parameters(scenario, os.path.dirname(scenario["trace"]))
+    spec = resolve_spec(scenario["sensor"])
+    corners = [(1.0, 0.8, 1.9, 45), (1.0, -0.8, 1.9, -45), (-1.0, 0.8, 1.9, 135), (-1.0, -0.8, 1.9, -135)]
+    rig = {"sensors": [spec | {"mounting": {"xyz_m": list(xyz), "rpy_deg": [0, 0, yaw]}}
+                       for *xyz, yaw in (corners * lidars)[:lidars]]}
+    one, many = model_of(parameters), model_of(parameters, sensor=rig)
+    times = {"one": [], "rig": []}
+    for k, view in enumerate(views):
+        for name, model in (("one", one), ("rig", many)):
+            t0 = time.perf_counter()
+            result = model.step(view, 0.1 * k)
+            if k:  # the first step loads meshes and builds
+                times[name].append(time.perf_counter() - t0)
+            if not result.valid:
+                raise RuntimeError(f"bench_rig: step {k} of the {name} model is invalid: {result.message}")
+    one_ms, rig_ms = (float(np.median(times[name]) * 1e3) for name in ("one", "rig"))
+    return {"lidars": lidars, "one_ms": one_ms, "rig_ms": rig_ms, "ratio": rig_ms / one_ms, "frames": len(views)}
+
+
+def run_bench(args) -> list[dict]:
+    import platform
+
+    from ..raycast import make_backend
+
+    # resolve 'auto' once, so a missing GPU for --backend cuda is a clear error before any work
+    args.backend = make_backend(args.backend, Scene()).name
+    gpu = args.backend == "cuda"
+    device = ""
+    if gpu:
+        from ..raycast.cuda import device_name
+
+        device = f", GPU {device_name()}"
+    print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs{device}, backend={args.backend}, "
+          f"median of {args.repeat}")
+    rows, gpu_rows, motion_rows, effects_rows, echo_rows = [], [], [], [], []
+    for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
+        if name == "street":
+            scene, pose = street_scene(args.work_dir)
+        elif name == "sphere":
+            scene, pose = sphere_scene()
+        else:
+            raise UserError(f"unknown bench scene {name!r}; choose street or sphere")
+        rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
+        if name == "street":
+            motion_rows = bench_motion(scene, pose, args.backend, args.repeat)
+            effects_rows = bench_effects(scene, pose, args.backend, args.repeat)
+            echo_rows = bench_echoes(scene, pose, args.backend, args.repeat)
+        if gpu:
+            gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))
+    print_table(rows)
+    if motion_rows:
+        print_motion_table("OS1-128×1024", motion_rows)
+    if effects_rows:
+        print_effects_table("OS1-128×1024", effects_rows)
+    if echo_rows:
+        print_echoes_table("OS1-128×1024", echo_rows)
+    if gpu_rows:
+        print_gpu_table(gpu_rows)
+    if not args.skip_step:
+        from .bench_encode import bench_encode
+
+        enc = bench_encode()
+        print(f"\nOSI encode, 131,072 detections: {enc['encode_ms']:.2f} ms (official osi3 classes in a Python loop: "
+              f"{enc['reference_extrapolated_ms']:.0f} ms extrapolated, {enc['speedup']:.0f}× slower)")
+        step = bench_step(args.work_dir, backend=args.backend)
+        print_markdown(["doStep, demo street, OS1-128×1024", *step["stages_ms"], "model step", "FMU doStep (FMPy)",
+                        "doStep p90", "doStep ÷ cast", "master's step (+ input, copy-out)"],
+                       [[f"median ms over {step['frames']} frames ({step['returns']:,} returns)",
+                         *(f"{v:.2f}" for v in step["stages_ms"].values()), f"{step['model_step_ms']:.2f}",
+                         f"{step['fmu_step_ms']:.2f}", f"{step['fmu_step_p90_ms']:.2f}",
+                         f"{step['do_step_per_cast']:.2f}×", f"{step['host_step_ms']:.2f}"]])
+        rig = bench_rig(args.work_dir, backend=args.backend)
+        print_markdown(["demo doStep (model), OS1-128×1024", "one lidar ms", f"{rig['lidars']} lidars, one scene ms",
+                        "× one"],
+                       [[f"median over {rig['frames'] - 1} frames", f"{rig['one_ms']:.2f}", f"{rig['rig_ms']:.2f}",
+                         f"{rig['ratio']:.2f}×"]])
+    return rows

@@ -1,0 +1,534 @@
+"""lidar-fmu command line: scan meshes, replay OSI scenarios through the FMU (one, or a sweep on Dask), benchmark.
+
+Every user error (a :class:`~lidar_fmu.errors.LidarFmuError` or an ``OSError``)
+ends in one line on stderr and exit code 2, no traceback. Any other exception
+is a bug in lidar-fmu: its traceback is printed and the exit code is 1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from ..errors import LidarFmuError, UserError
+
+EXIT_BUG = 1
+EXIT_USAGE = 2
+
+
+def _check_preview_path(path: str) -> None:
+    """A preview path matplotlib can write (``.png``, ``.pdf``, ``.svg``…): checked before any work."""
+    import os
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext and ext not in formats:
+        raise UserError(f"preview {path!r} must end in .png or another image format ({', '.join(sorted(formats))})")
+
+
+def _check_fmu_path(path: str) -> None:
+    import os
+    import zipfile
+
+    if not os.path.isfile(path):
+        raise UserError(f"FMU not found: {path}")
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"{path} is not an FMU (not a zip archive)")
+    with zipfile.ZipFile(path) as archive:
+        if "modelDescription.xml" not in archive.namelist():
+            raise UserError(f"{path} is not an FMU (no modelDescription.xml)")
+
+
+def _check_output_folder(path: str, what: str) -> None:
+    """The folder ``path`` goes into exists and is writable: checked before any work, not after a cast."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{what} {path!r}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{what} {path!r}: folder {folder} is not writable")
+    if os.path.isdir(path):
+        raise UserError(f"{what} {path!r} is a folder; give a file name")
+
+
+def _check_mesh_paths(paths) -> None:
+    import os
+
+    for path in paths:
+        if os.path.isdir(path):
+            raise UserError(f"--mesh {path!r} is a folder; give a mesh file (OBJ, glTF/GLB, PLY, STL)")
+        if not os.path.exists(path):
+            raise UserError(f"mesh file not found: {path}")
+
+
+def _compile_seconds(recorder) -> float:
+    """Seconds Numba spent compiling (outermost compile events only) in a recorded span."""
+    depth, start, total = 0, 0.0, 0.0
+    for timestamp, event in recorder.buffer:
+        if event.is_start:
+            if depth == 0:
+                start = timestamp
+            depth += 1
+        elif event.is_end and depth:
+            depth -= 1
+            if depth == 0:
+                total += timestamp - start
+    return total
+
+
+def cmd_scan(args) -> None:
+    import os
+
+    from numba.core import event
+
+    from ..geometry.scene import Scene, load_mesh
+    from ..geometry.transforms import parse_pose_deg, up_axis_of, up_axis_pose
+    from ..io import write_point_cloud, write_preview
+    from ..scan.lidar import Lidar
+
+    if not args.output.lower().endswith((".pcd", ".ply", ".ptx", ".las", ".laz")):
+        raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx (or .las, .laz)")
+    _check_output_folder(args.output, "output")
+    if args.rerun:
+        from ..io.rerun import check_rerun_output
+
+        check_rerun_output(args.rerun)
+    if args.preview:
+        _check_preview_path(args.preview)
+        _check_output_folder(args.preview, "preview")
+    _check_mesh_paths(args.mesh)
+    pose = parse_pose_deg(args.pose)
+    scene = Scene()
+    for i, path in enumerate(args.mesh):
+        scene.add_instance(i, load_mesh(path), up_axis_pose(up_axis_of(path, args.up)))
+    lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials,
+                  warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
+    pattern = lidar.sensor.pattern
+    if args.duration is not None:  # what the sensor fires in that long (a still scene: a repeating frame repeats)
+        pattern = lidar.sensor.rays_between(0.0, args.duration)
+        if pattern is None:
+            raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
+    with event.install_recorder("numba:compile") as compiling:
+        cloud = lidar.scan(pose, pattern=pattern, ground_truth=args.ground_truth)
+    written = []
+    try:  # all or nothing: no point cloud left behind when the preview cannot be written
+        write_point_cloud(args.output, cloud)
+        written.append(args.output)
+        if args.preview:
+            write_preview(args.preview, cloud, pattern=pattern)
+        if args.rerun:
+            from ..io import RerunRecording
+
+            written.append(args.rerun)
+            with RerunRecording(args.rerun, recording_name=f"scan {lidar.sensor.name}") as recording:
+                recording.log_meshes(scene)
+                recording.log_frame(cloud, cloud.timestamp_s, 0)
+    except BaseException:
+        for path in written:
+            if os.path.exists(path):
+                os.remove(path)
+        raise
+    compile_s = _compile_seconds(compiling)
+    timings = dict(lidar.last_timings)
+    timings["cast"] = max(timings.get("cast", 0.0) - compile_s, 0.0)  # the compile happened inside the first cast
+    text = " ".join(f"{k}={v * 1e3:.1f}ms" for k, v in timings.items())
+    if compile_s > 0.05:
+        text += f" (+{compile_s:.1f} s compiling once; cached for the next run)"
+    print(
+        f"{lidar.sensor.name}: {len(cloud)} returns of {len(pattern)} rays "
+        f"on {scene.triangle_count} triangles [{lidar.backend.name}] {text} → {args.output}"
+    )
+
+
+def cmd_presets(args) -> None:
+    from ..sensors import preset_rows
+
+    print(f"{'preset':<22}{'channels':>9}{'h-FOV°':>8}{'rays/frame':>12}{'Hz':>6}  description")
+    for name, channels, fov, rays, rate, text in preset_rows():
+        print(f"{name:<22}{channels:>9}{fov:>8.0f}{rays:>12}{rate:>6.1f}  {text}")
+
+
+def _print_summary(summary: dict, out_dir: str) -> None:
+    returns = summary["returns_per_frame"]
+    step = summary["step_ms"]
+    print(
+        f"{summary['scenario']}: {summary['frames']} frames of {summary['sensor']} through the FMU, "
+        f"{int(np.mean(returns)):,} returns/frame, step p50 {step['p50']:.1f} ms, p90 {step['p90']:.1f} ms → {out_dir}"
+    )
+    for line in summary["fmu_messages"][:10]:
+        print(f"  FMU: {line.splitlines()[0]}")
+
+
+def cmd_replay(args) -> None:
+    from .replay import DamagedTraceError, replay
+
+    if args.fmu:
+        _check_fmu_path(args.fmu)
+    try:
+        summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames,
+                         progress=not args.quiet, write_pcd_every=args.pcd_every, trace_format=args.trace_format,
+                         rerun_path=args.rerun)
+    except DamagedTraceError as exc:  # the intact frames were replayed: show them, then the one error line (exit 2)
+        _print_summary(exc.summary, args.output)
+        raise
+    _print_summary(summary, args.output)
+
+
+def cmd_sweep(args) -> None:
+    from .sweep import run_sweep
+
+    if args.fmu:
+        _check_fmu_path(args.fmu)
+    run_sweep(args.sweep, args.output, workers=args.workers, scheduler=args.scheduler, serial=args.serial,
+              force=args.force, fmu=args.fmu, trace_format=args.trace_format, pcd_every=args.pcd_every,
+              progress=not args.quiet)
+
+
+def _int_at_least(minimum: int):
+    """An argparse type: a whole number ≥ ``minimum``, refused with a reason before any work."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < 3600):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600), got {text!r}")
+    return value
+
+
+def cmd_demo(args) -> None:
+    import os
+
+    from .demo import make_demo_scenario
+    from .replay import replay
+
+    scenario_dir = os.path.join(args.output, "scenario")
+    print(f"demo scenario → {scenario_dir} (generated street, cars with model_references, SensorView trace)")
+    make_demo_scenario(scenario_dir, frames=args.frames)
+    summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet,
+                     write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
+    _print_summary(summary, os.path.join(args.output, "replay"))
+    _print_disk_use(args.output)
+
+
+def _add_output_options(p, trace_format: str, rerun: bool = True) -> None:
+    p.add_argument("--trace-format", choices=["osi", "mcap"], default=trace_format,
+                   help="SensorData trace: osi (length-prefixed, read by openMSL's trace-file player) or mcap "
+                        "(zstd-compressed, OSI's recommendation since 3.7)")
+    p.add_argument("--pcd-every", type=_non_negative_int, default=1, metavar="N",
+                   help="write a PCD of every N-th frame (compressed; 0: none)")
+    if rerun:
+        p.add_argument("--rerun", metavar="PATH", help="also write a Rerun recording (.rrd) of the replay")
+
+
+def _print_disk_use(folder: str) -> None:
+    import os
+
+    total = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+    print(f"  {total / 1e6:,.0f} MB written under {folder}")
+
+
+def cmd_build(args) -> None:
+    from ..cosim.fmu_package import build_fmu, validate
+
+    path = build_fmu(args.output) if args.output else build_fmu()
+    problems = validate(path)
+    for problem in problems:
+        print(f"validation: {problem}")
+    if problems:
+        raise UserError(f"{path} has {len(problems)} validation problem(s)")
+    print(f"built {path} (FMPy validation: no problems)")
+
+
+def cmd_figures(args) -> None:
+    """LiMOX Fig. 7/8/9 equivalents: limit curves, the demo street by reflectivity with and without the limit."""
+    import os
+    from importlib import resources
+
+    from ..cache import cache_dir
+    from ..geometry.transforms import pose_matrix
+    from ..scan.lidar import Lidar
+    from ..scan.motion import FrameMotion
+    from ..sensors import load_sensor
+    from .demo_scene import ensure_street, load_street_scene
+    from .figures import (
+        dual_return_panels,
+        plot_detection_probability,
+        plot_dual_returns,
+        plot_livox_coverage,
+        plot_mirror_ghost,
+        plot_motion_distortion,
+        plot_range_limits,
+        plot_reflectivity_bev,
+        plot_scan_patterns,
+    )
+
+    os.makedirs(args.output, exist_ok=True)
+    pairs = ((0.10, 60.0), (0.80, 120.0))
+    plot_range_limits(os.path.join(args.output, "range_limits.png"), pairs=pairs, max_range_m=150.0)
+    street = os.path.join(args.work_dir or cache_dir(), "street")
+    ensure_street(street)
+    scene, _ = load_street_scene(street)
+    street_map = str(resources.files("lidar_fmu.physics.materials").joinpath("data", "street_map.yaml"))
+    limit = {"pairs": [list(p) for p in pairs], "fit": "log"}
+    pose = pose_matrix((0.0, -1.75, 1.9))
+    panels = []
+    for title, spec, materials in (
+        ("IR materials, no range limit", {"preset": "ouster_os1_128", "range_reflectivity": None}, street_map),
+        ("IR materials, log-fit limit (10 %, 60 m), (80 %, 120 m)", {"preset": "ouster_os1_128", "range_reflectivity": limit}, street_map),
+        ("all lambertian_10, same limit", {"preset": "ouster_os1_128", "range_reflectivity": limit}, {"default": "lambertian_10"}),
+    ):
+        # the all-lambertian_10 panel maps every name to the default on purpose: no warnings
+        cloud = Lidar(scene, spec, materials=materials, warn=lambda message: None).scan(pose)
+        panels.append((title, cloud.points))
+    plot_reflectivity_bev(os.path.join(args.output, "street_reflectivity.png"), panels, extent_m=70.0)
+    # issue 12: the OS1-128 unit's calibrated pattern against the datasheet grid; motion distortion at 72 km/h
+    grid, unit = load_sensor("ouster_os1_128"), load_sensor("ouster_os1_128_cal")
+    plot_scan_patterns(os.path.join(args.output, "os1_128_patterns.png"),
+                       [("ouster_os1_128: datasheet grid", grid.pattern),
+                        ("ouster_os1_128_cal: the unit's calibration", unit.pattern)])
+    period = unit.frame_period_s
+    moving = FrameMotion(0.0, period, 0.0, pose @ pose_matrix((-20.0 * period, 0.0, 0.0)))
+    lidar = Lidar(scene, unit, materials=street_map, warn=lambda message: None)
+    plot_motion_distortion(os.path.join(args.output, "motion_distortion.png"),
+                           [("still", lidar.scan(pose).points),
+                            ("driving at 20 m/s (+x): motion distortion", lidar.scan(pose, motion=moving).points)])
+    plot_livox_coverage(os.path.join(args.output, "livox_coverage.png"))
+    # issue 13: the street clean, with datasheet noise, in fog and in rain; the detection law
+    weather_panels = []
+    for title, extra in (("clean", {}), ("datasheet noise (σ 3 cm)", {"noise": "datasheet"}),
+                         ("fog, visibility 50 m", {"weather": {"fog_visibility_m": 50.0}}),
+                         ("rain, 25 mm/h", {"weather": {"rain_mm_h": 25.0}})):
+        spec = {"preset": "ouster_os1_128", "range_reflectivity": limit} | extra
+        cloud = Lidar(scene, spec, materials=street_map, warn=lambda message: None).scan(pose)
+        weather_panels.append((title, cloud.points))
+    plot_reflectivity_bev(os.path.join(args.output, "street_weather.png"), weather_panels, extent_m=40.0)
+    plot_detection_probability(os.path.join(args.output, "detection_probability.png"),
+                               load_sensor("ouster_os1_128").range_limit)
+    # issue 14: a mirror's ghosts; dual returns at object edges, on the street and in the room of the
+    # real-recording comparison
+    plot_mirror_ghost(os.path.join(args.output, "mirror_ghost.png"))
+    plot_dual_returns(os.path.join(args.output, "dual_returns.png"), dual_return_panels(scene, pose, street_map))
+    print(f"wrote range_limits.png, street_reflectivity.png, os1_128_patterns.png, motion_distortion.png, "
+          f"livox_coverage.png, street_weather.png, detection_probability.png, mirror_ghost.png and dual_returns.png "
+          f"to {args.output}")
+
+
+def cmd_bench(args) -> None:
+    if args.scaling:
+        from .bench_scaling import run_scaling
+
+        run_scaling(args.repeat, args.max_triangles, args.max_instances, args.output)
+        return
+    from .bench import run_bench
+
+    run_bench(args)
+
+
+def cmd_soak(args) -> None:
+    from .soak import describe, run_soak
+
+    if args.fmu:
+        _check_fmu_path(args.fmu)
+    print(describe(args.steps, args.objects, args.sensor, args.fmu), file=sys.stderr)
+    run_soak(steps=args.steps, objects=args.objects, sensor=args.sensor, report_every=args.report_every,
+             fmu=args.fmu, backend=args.backend, seed=args.seed, echo=lambda line: print(line, flush=True))
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default (none for required options and flags)."""
+
+    def _get_help_string(self, action):
+        if action.required or action.default in (None, False) or isinstance(action, argparse._HelpAction):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+#: options whose value may start with "-" (a pose "-3,0,0" is a value, not an option)
+_SIGNED_VALUE_OPTIONS = ("--pose",)
+
+
+def _attach_signed_values(argv: list[str]) -> list[str]:
+    """``--pose -3,0,0`` → ``--pose=-3,0,0``: argparse reads a value starting with '-' as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        if token in _SIGNED_VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1][:2].replace(".", "0") in (
+                f"-{d}" for d in "0123456789"):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lidar-fmu", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
+
+    p = sub.add_parser("scan", help="cast one frame of a sensor into meshes and write a point cloud")
+    p.add_argument("--mesh", action="append", required=True, help="mesh file (OBJ, glTF/GLB, PLY, STL); repeatable")
+    p.add_argument("--sensor", required=True, help="preset name or JSON/YAML sensor spec")
+    p.add_argument("--pose", default="0,0,0",
+                   help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees, in the Z-up world the meshes stand in")
+    p.add_argument("--up", choices=["y", "z"], default=None,
+                   help="the meshes' up axis (default: y for glTF/GLB, as its specification says; z for the rest)")
+    p.add_argument("--duration", type=_positive_seconds, default=None, metavar="S",
+                   help="fire for S seconds from the sensor's start: a partial sweep, or for patterns that do not "
+                        "repeat every frame (Livox, rosette) S seconds of coverage (default: one frame)")
+    p.add_argument("-o", "--output", required=True, help="point cloud file: .pcd, .ply, .ptx, .las or .laz")
+    p.add_argument("--rerun", metavar="PATH",
+                   help="also write a Rerun recording (.rrd): the scan, the sensor pose and the meshes")
+    p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
+    p.add_argument("--materials", default=None,
+                   help="visual → IR material map (JSON/YAML); without one every triangle is default_grey")
+    p.add_argument("--ground-truth", action="store_true",
+                   help="also write each point's noise-free position and range, IR material id and incidence angle "
+                        "(x_true y_true z_true range_true material_id incidence_angle_rad; not in .ptx)")
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+                   help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
+    p.add_argument("scenario", help="scenario folder or scenario.yaml")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
+                                                "else in the user cache; built if stale)")
+    p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
+    _add_output_options(p, trace_format="osi")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("sweep", help="replay scenarios × sensors (× mountings, weather, spec keys) on a Dask cluster",
+                       description="Cross the sweep file's scenarios, sensors and optional mountings, weather and "
+                                   "spec keys; replay each run through the FMU into OUT/<scenario>__<sensor>[__…]/ "
+                                   "as `replay` does; write OUT/sweep.csv and OUT/sweep.png. Runs complete from an "
+                                   "earlier sweep are skipped. Workers must see the sweep's paths (shared file "
+                                   "system). Exit code 2 names the failed runs.")
+    p.add_argument("sweep", help="sweep file (YAML: scenarios, sensors, mountings, weather, spec, frames)")
+    p.add_argument("-o", "--output", required=True, help="output folder (one folder per run, sweep.csv, sweep.png)")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="processes of the LocalCluster (default: one per core; one Dask thread each)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on an existing Dask cluster (tcp://host:port of its scheduler) instead")
+    p.add_argument("--serial", action="store_true", help="no Dask: the runs one after another in this process")
+    p.add_argument("--force", action="store_true", help="rerun runs whose outputs are complete")
+    p.add_argument("--fmu", default=None, help="FMU every worker drives (default: each worker's build of these "
+                                                "sources, content-hashed in its user cache)")
+    _add_output_options(p, trace_format="osi", rerun=False)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
+    p.add_argument("-o", "--output", default="out/demo", help="output folder")
+    p.add_argument("--frames", type=_positive_int, default=40, help="frames of the demo trace (10 Hz)")
+    _add_output_options(p, trace_format="mcap")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
+    p.add_argument("-o", "--output", default=None,
+                   help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache)")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("figures", help="draw the range-limit curves and the demo street coloured by reflectivity")
+    p.add_argument("-o", "--output", default="docs", help="folder for the PNGs")
+    p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
+    p.set_defaults(func=cmd_figures)
+
+    p = sub.add_parser("presets", help="list predefined sensors")
+    p.set_defaults(func=cmd_presets)
+
+    p = sub.add_parser("bench", help="measure cast and point-record speed against Open3D")
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+                   help="ray caster to measure: auto picks cuda on an NVIDIA GPU, else embree")
+    p.add_argument("--repeat", type=int, default=15, help="timed repetitions per case (median reported)")
+    p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
+    p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
+    p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
+    p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
+    p.add_argument("--scaling", action="store_true",
+                   help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
+                        "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
+    p.add_argument("--max-triangles", type=_positive_int, default=10_000_000, help="--scaling: largest scene")
+    p.add_argument("--max-instances", type=_positive_int, default=10_000, help="--scaling: most moving instances")
+    p.add_argument("-o", "--output", default="docs", help="--scaling: folder for scaling.png")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("soak", help="run many steps of tracked pedestrians; print memory and step time as it goes",
+                       description="Run STEPS steps of a host car and OBJECTS pedestrians whose boxes jitter by "
+                                   "at most 2 cm per step; every REPORT_EVERY steps print the resident memory "
+                                   "(VmRSS) and the median step time. The default sensor (VLP-16, 14,400 rays) "
+                                   "keeps the default 10,000 steps to a few minutes on one CPU core.")
+    p.add_argument("--steps", type=_positive_int, default=10_000, help="steps to run")
+    p.add_argument("--objects", type=_positive_int, default=20, help="pedestrians around the host")
+    p.add_argument("--sensor", default="velodyne_vlp16", help="preset name or JSON/YAML sensor spec")
+    p.add_argument("--report-every", type=_positive_int, default=1000, help="steps between two report lines")
+    p.add_argument("--fmu", nargs="?", const="", default=None, metavar="PATH",
+                   help="step the built FMU through FMPy instead of the model in-process (no PATH: the default "
+                        "FMU, built if stale)")
+    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+                   help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pedestrians' paths and box jitter (default: 0)")
+    p.set_defaults(func=cmd_soak)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(_attach_signed_values(sys.argv[1:] if argv is None else list(argv)))
+    try:
+        args.func(args)
+    except (LidarFmuError, OSError) as exc:
+        message = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
+        print(f"lidar-fmu: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # anything else is a bug: show where it happened
+        _report_bug(parser.prog, sys.argv[1:] if argv is None else list(argv))
+        return EXIT_BUG
+    return 0
+
+
+def _report_bug(prog: str, argv: list[str]) -> None:
+    import shlex
+    import traceback
+
+    from .._version import __version__
+
+    traceback.print_exc()
+    command = shlex.join([prog, *map(str, argv)])
+    print(f"lidar-fmu: internal error: this is a bug in lidar-fmu {__version__}, not in your input.\n"
+          f"Please report it with the traceback above and the command line:\n  {command}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
