@@ -1,4 +1,4 @@
-"""Second echoes, ours beside the real OS-1-128 dual-return recording, for issue 14 (run by hand; prints markdown).
+"""Second echoes, ours beside the real OS-1-128 dual-return recording, (run by hand; prints markdown).
 
     PYTHONPATH=src python scripts/dual_returns_ours.py [SAMPLES]
 

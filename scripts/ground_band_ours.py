@@ -1,4 +1,4 @@
-"""Fraction of rays that return per elevation band, ours, for issue 13 (run by hand; prints JSON).
+"""Fraction of rays that return per elevation band, ours, (run by hand; prints JSON).
 
     PYTHONPATH=src python scripts/ground_band_ours.py [PRESET] > ours.json
     python scripts/ground_band_ours.py --table BEFORE.json AFTER.json   # markdown beside the real recording

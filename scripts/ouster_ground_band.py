@@ -10,7 +10,7 @@ script as its provenance. It reads every frame of the recording with
 ``ChanField.RANGE`` is nonzero (the unit reports 0 for no return). Per-beam
 counts are stored so that any band can be summed from them; the 2° bands
 (edges at even degrees, from the unit's ``beam_altitude_angles``) and the
-−11…−5° band of issue 13 (the road 10–22 m ahead of a roof-mounted unit) are
+−11…−5° band (the road 10–22 m ahead of a roof-mounted unit) are
 stored summed. Default recording: ``../shared/data/ouster/`` OS-1-128
 v2.3.0 1024x10 single return (``lb_n3``; the other pcap there is dual return).
 """
