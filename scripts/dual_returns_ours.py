@@ -15,9 +15,9 @@ import os
 import sys
 
 import numpy as np
-from lidar_fmu.physics.echoes import second_echo_stats
 
 from lidar_fmu import Lidar
+from lidar_fmu.physics.echoes import second_echo_stats
 from lidar_fmu.tools.figures import indoor_room_scene
 
 HERE = os.path.dirname(os.path.abspath(__file__))

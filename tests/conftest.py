@@ -1,8 +1,7 @@
-import numpy as np
 import pytest
 import trimesh
 
-from lidar_fmu.geometry.scene import Mesh
+from helpers.meshes import to_mesh
 
 
 def _real_gpu() -> bool:
@@ -22,10 +21,6 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs a real NVIDIA GPU (numba.cuda.is_available(), not the simulator)")
         for item in gpu_items:
             item.add_marker(skip)
-
-
-def to_mesh(tm: trimesh.Trimesh, material: str = "default", name: str = "mesh") -> Mesh:
-    return Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), (material,), name)
 
 
 @pytest.fixture

@@ -145,7 +145,7 @@ def test_scan_with_a_bad_material_map_is_a_user_error(room, tmp_path, capsys):
 def test_replay_with_a_bad_material_map_is_a_user_error(tmp_path, capsys):
     import shutil
 
-    from test_fmu import SHARED_TRACE
+    from helpers.fmu_inputs import SHARED_TRACE
 
     shutil.copy(SHARED_TRACE, tmp_path / "trace.osi")
     (tmp_path / "map.yaml").write_text("default: no_such_material\n")

@@ -320,7 +320,7 @@ def test_kernels_compile_for_a_real_gpu(monkeypatch):
 def test_mirror_ghosts_on_the_gpu_equal_embree(glass):
     """Two bounces (and a pane in front): the same hits (path length, final surface, mirrored normal, path gain)
     and the same returns as Embree's packets and embreex's recasting."""
-    from mirror_scenes import MATERIALS, SENSOR, periscope_scene
+    from helpers.mirror_scenes import MATERIALS, SENSOR, periscope_scene
 
     scene = periscope_scene(glass)
     lidar = Lidar(scene, SENSOR, backend="embree", materials=MATERIALS)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 
+from helpers.osi_views import sensor_view
 from lidar_fmu import Lidar, Scene
 from lidar_fmu.geometry.scene import box_mesh
 from lidar_fmu.geometry.transforms import pose_matrix
@@ -16,7 +17,6 @@ from lidar_fmu.scan.motion import FrameMotion
 from lidar_fmu.sensors import SensorSpecError, load_sensor
 from lidar_fmu.tools.bench_encode import build_sensor_data_reference
 from lidar_fmu.tools.replay import organize
-from osi_views import sensor_view
 
 WALL_ID, PLATE_ID = 1, 2
 #: 16 beams over ±6°, 400 columns over 20° (0.87 mrad apart): a few columns straddle the plate's edge

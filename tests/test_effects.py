@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 
+from helpers.osi_views import sensor_view
 from lidar_fmu import Lidar, Scene
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.scene import box_mesh
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.physics.effects import detection_probability, inverse_normal_cdf, uniform
 from lidar_fmu.sensors import SensorSpecError, load_sensor
-from osi_views import sensor_view
 
 WALL_X_M = 20.0
 

@@ -21,13 +21,13 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import PoseError, pose_matrix
 from lidar_fmu.osi.decode import MAX_POSITION_M
 from lidar_fmu.osi.detections import sensor_data_to_points
-from osi_views import HOST_ID, sensor_view
 
 STATUS = ["OK", "WARNING", "DISCARD", "ERROR", "FATAL", "PENDING"]
 TYPES = {"Real": fmi2Real, "Integer": fmi2Integer, "Boolean": fmi2Boolean, "String": fmi2String}

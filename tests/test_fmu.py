@@ -15,20 +15,15 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.fmu_package import build_fmu, validate
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
-from osi_views import HOST_ID, sensor_view
 
 OSMP_NS = "{http://xsd.pmsf.net/OSISensorModelPackaging}"
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
-SHARED_TRACE = pathlib.Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal" / (
-    "20240618T122540Z_sv_370_244_20_minimal_valid_example.osi")
-# one pose per frame: these tests place objects by jumps and check every point lies on them (tests/test_motion.py
-# moves them)
-SMALL_SENSOR = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 360,
-                "horizontal_fov_deg": [180, -180], "max_range_m": 100, "motion_distortion": False}
 
 
 @pytest.fixture(scope="session")
@@ -279,6 +274,7 @@ def test_unknown_preset_is_reported_not_crashed(fmu_path):
 
 
 # -- a trace nobody here wrote ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_shared_trace_car_250_lies_on_its_box(fmu_path):
     """Every point of car 250 lies on its box, seen from where the host was when its ray fired (motion distortion:
     the host and the car move between views; before the first view, back along their OSI velocities)."""
@@ -336,7 +332,7 @@ def test_c_master_drives_the_fmu(fmu_path, tmp_path):
              "OSMPSensorDataOut.base.lo", "OSMPSensorDataOut.base.hi", "OSMPSensorDataOut.size", "valid", "count", "sensor"]
     args = [str(host), str(unzipped / "binaries" / "linux64" / "LidarSensor.so"), (unzipped / "resources").as_uri(),
             md.guid, str(SHARED_TRACE), str(out_trace), "velodyne_vlp16"] + [str(vr[n]) for n in names] + ["0.1"]
-    # the README's recipe for non-Python masters on Linux
+    # docs/fmu.md's recipe for non-Python masters on Linux
     libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
     env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"], PYTHONFAULTHANDLER="1")
     run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
@@ -435,7 +431,7 @@ def test_mirror_ghosts_come_through_the_fmu(fmu_path, tmp_path):
     ghosts, on the original rays at x ≈ 20 m (what ``scan`` and every backend give, tests/test_mirror.py)."""
     import json
 
-    from mirror_scenes import MATERIALS, SENSOR, side_mirror_scene, write_obj
+    from helpers.mirror_scenes import MATERIALS, SENSOR, side_mirror_scene, write_obj
 
     world = write_obj(tmp_path, side_mirror_scene())
     (tmp_path / "map.json").write_text(json.dumps(MATERIALS))

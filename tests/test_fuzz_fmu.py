@@ -40,10 +40,10 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorview_pb2 import SensorView
 
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.osi.decode import MAX_POSITION_M
 from lidar_fmu.osi.trace import read_trace
-from osi_views import HOST_ID, sensor_view
-from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
 SEED = 20240610
 INPUTS = 300

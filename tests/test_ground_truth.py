@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
+from helpers.mirror_scenes import MATERIALS, quad
 from lidar_fmu import POINT_DTYPE, Lidar, Scene
 from lidar_fmu.io import read_pcd, write_las, write_pcd, write_ply
 from lidar_fmu.physics.ground_truth import GROUND_TRUTH_DTYPE, NO_MATERIAL
 from lidar_fmu.physics.materials import load_database
 from lidar_fmu.physics.weather import WEATHER_OBJECT_ID
-from mirror_scenes import MATERIALS, quad
 
 SENSOR = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 10],
           "channels": 11, "max_range_m": 80.0, "motion_distortion": False}

@@ -23,7 +23,7 @@ from lidar_fmu.physics.materials import (
     street_material_map,
 )
 
-SPECTRA = os.path.join(os.path.dirname(__file__), "..", "src", "lidar_fmu", "materials", "data", "spectra")
+SPECTRA = os.path.join(os.path.dirname(__file__), "..", "src", "lidar_fmu", "physics", "materials", "data", "spectra")
 
 
 def spectrum(name):

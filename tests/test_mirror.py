@@ -3,11 +3,7 @@
 import numpy as np
 import pytest
 
-from lidar_fmu import Lidar, Scene
-from lidar_fmu.io import read_pcd
-from lidar_fmu.sensors import SensorSpecError, load_sensor
-from lidar_fmu.tools.cli import main
-from mirror_scenes import (
+from helpers.mirror_scenes import (
     MATERIALS,
     MIRROR_REFLECTANCE,
     SENSOR,
@@ -17,6 +13,10 @@ from mirror_scenes import (
     side_mirror_scene,
     write_obj,
 )
+from lidar_fmu import Lidar, Scene
+from lidar_fmu.io import read_pcd
+from lidar_fmu.sensors import SensorSpecError, load_sensor
+from lidar_fmu.tools.cli import main
 
 
 def test_a_45_degree_mirror_puts_ghosts_at_20_m_on_the_original_rays():

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.scan.motion import interpolate_pose, is_jump, rotate_about, rotation_vector
 from lidar_fmu.sensors import load_sensor
-from osi_views import HOST_ID, sensor_view
 
 # a 120° sweep over the whole 100 ms frame: the wall ahead is seen from start to end of the frame
 SWEEP = {"horizontal_fov_deg": [60, -60], "horizontal_samples": 240, "vertical_fov_deg": [-5, 5], "channels": 8,

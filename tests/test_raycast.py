@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from conftest import to_mesh
+from helpers.meshes import to_mesh
 from lidar_fmu import Lidar, Scene, box_mesh, load_sensor
 from lidar_fmu.geometry.scene import Mesh, concatenate
 from lidar_fmu.geometry.transforms import pose_matrix

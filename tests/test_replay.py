@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu import POINT_DTYPE, Lidar, Scene, box_mesh, load_sensor
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.errors import LidarFmuError
@@ -13,7 +14,6 @@ from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
 from lidar_fmu.osi.encode import encode_sensor_data
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, RayMatchError, match_rays
-from osi_views import HOST_ID, sensor_view
 
 #: a sensor no preset is named after: interleaved beams (like Velodyne's), a 270° sweep
 CUSTOM_SENSOR = {"name": "test_rig_interleaved", "vertical_angles_deg": [-1, -15, 3, -11, 7, -7, 11, -3, 15, 1],
@@ -124,7 +124,7 @@ def test_replay_organizes_the_fmu_output_as_the_scan(fmu_path, tmp_path, monkeyp
         organized.append(original(cloud, pattern, max_echoes))
         return organized[-1]
 
-    monkeypatch.setattr(replay_module, "organize", organize)
+    monkeypatch.setattr("lidar_fmu.tools.replay_outputs.organize", organize)
     summary = replay_module.replay(scenario, tmp_path / "out", fmu_path=fmu_path, progress=False)
     assert "preview_note" not in summary and (tmp_path / "out" / "preview.png").is_file()
 

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
 from lidar_fmu.osi.trace import TraceError, count_frames, read_trace
 from lidar_fmu.tools.cli import main
-from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
 FRAMES = 20  # in SHARED_TRACE
 SENSOR = SMALL_SENSOR  # 5,760 rays: fast

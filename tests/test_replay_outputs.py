@@ -5,10 +5,10 @@ import shutil
 
 import numpy as np
 
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
 from lidar_fmu.io import read_pcd
 from lidar_fmu.osi.trace import read_trace
 from lidar_fmu.tools.replay import replay
-from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
 
 def _scenario(tmp_path):

@@ -123,8 +123,8 @@ def test_recording_needs_an_existing_folder(tmp_path):
 
 def test_sensor_view_scene_matches_the_sensor_model(tmp_path):
     """The host-side mirror of the FMU's scene gives the model's sensor pose and instances."""
+    from helpers.osi_views import sensor_view
     from lidar_fmu.cosim.sensor_model import OsiSensorModel
-    from osi_views import sensor_view
 
     view = sensor_view([(42, (10.0, 2.0, 0.75), (0, 0, 0.5), (4.0, 1.8, 1.5), "")],
                        mounting=((1.0, 0.0, 1.2), (0.0, 0.0, 0.1)))

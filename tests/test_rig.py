@@ -7,13 +7,13 @@ import pytest
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix, roll_pitch_yaw
 from lidar_fmu.osi.config import rig_view_configuration
 from lidar_fmu.osi.decode import decode_sensor_view
 from lidar_fmu.sensors import SensorSpecError
 from lidar_fmu.sensors.rig import load_rig
-from osi_views import HOST_ID, sensor_view
 
 SPEC = {"horizontal_fov_deg": [-30, 30], "horizontal_resolution_deg": 2.0, "vertical_fov_deg": [-10, 5],
         "channels": 8, "max_range_m": 60, "motion_distortion": False}

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import trimesh
 
+from helpers.osi_views import sensor_view
 from lidar_fmu.cosim.scene_update import UNUSED_MESHES_KEPT, SceneUpdater
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.scene import Scene, box_mesh
@@ -19,7 +20,6 @@ from lidar_fmu.osi.decode import ObjectState, SensorViewFrame
 from lidar_fmu.physics.returns import Materials
 from lidar_fmu.raycast import cuda_available
 from lidar_fmu.scan.lidar import Lidar
-from osi_views import sensor_view
 
 #: a small pattern all round (360 × 16 rays), for speed
 SPEC = {"horizontal_fov_deg": [-180, 180], "horizontal_resolution_deg": 1.0, "vertical_fov_deg": [-15, 15],

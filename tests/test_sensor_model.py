@@ -11,12 +11,12 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorview_pb2 import SensorView
 
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import STAGES, OsiSensorModel
 from lidar_fmu.geometry.scene import Scene, box_mesh
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
 from lidar_fmu.scan.lidar import Lidar
-from osi_views import HOST_ID, sensor_view
 
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
 # one pose per frame: these tests hold each step equal to a direct scan of the view (tests/test_motion.py moves)

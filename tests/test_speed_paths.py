@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import trimesh
 
-from conftest import to_mesh
+from helpers.meshes import to_mesh
+from helpers.osi_views import sensor_view
 from lidar_fmu import Lidar, Scene, box_mesh
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
@@ -15,7 +16,6 @@ from lidar_fmu.raycast import BackendError, Hits, make_backend
 from lidar_fmu.raycast.embree4 import packet_tiles, scan_steps_deg
 from lidar_fmu.scan.motion import FrameMotion, ScenePose
 from lidar_fmu.sensors import load_sensor
-from osi_views import sensor_view
 
 HIT_FIELDS = ("range_m", "hit", "normal", "instance_id", "primitive_id", "u", "v", "instance_index")
 

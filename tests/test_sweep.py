@@ -12,12 +12,12 @@ import time
 import pytest
 import yaml
 
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.errors import UserError
 from lidar_fmu.osi.trace import write_trace
 from lidar_fmu.tools.cli import main
 from lidar_fmu.tools.sweep import Run, RunOptions, SweepError, plan_runs, run_one, run_sweep
-from osi_views import HOST_ID, sensor_view
-from test_fmu import SHARED_TRACE, SMALL_SENSOR
 
 FRAMES = 2  # per run: the tests check identity, not throughput
 SENSORS = [{"name": "small16", **SMALL_SENSOR},
@@ -153,6 +153,7 @@ def _check_identical(out, reference, names):
         assert stems[0] == stems[1]
 
 
+@pytest.mark.slow
 def test_local_cluster_sweep_is_the_serial_replay_and_resumes(scenarios, reference, tmp_path, capsys):
     sweep = _sweep_file(tmp_path / "sweep.yaml", scenarios.values())
     out = tmp_path / "out"
@@ -214,6 +215,7 @@ def _wait_for(path, process, timeout_s):
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_sweep_on_an_external_dask_scheduler(scenarios, reference, tmp_path):
     """`dask scheduler` and `dask worker` started here on 127.0.0.1; the sweep sends its runs there."""
     env = os.environ | {"PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")])}
@@ -275,6 +277,7 @@ def dies_once(run: Run, out_dir: str, options: RunOptions) -> dict:
     return run_one(run, out_dir, options)
 
 
+@pytest.mark.slow
 def test_a_broken_scenario_and_a_dead_worker_sink_no_other_run(scenarios, reference, tmp_path):
     import cloudpickle
 

@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent('''
         sys.modules["numba.np.ufunc.tbbpool"] = None
     sys.path.insert(0, sys.argv[3])
     import numba
-    from osi_views import sensor_view
+    from helpers.osi_views import sensor_view
 
     FRAMES = 50
     SPEC = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 720,

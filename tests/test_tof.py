@@ -4,12 +4,12 @@ import json
 import numpy as np
 import pytest
 
+from helpers.mirror_scenes import quad
 from lidar_fmu import Lidar, Scene
 from lidar_fmu.io import read_pcd
 from lidar_fmu.physics.tof import SPEED_OF_LIGHT_M_S
 from lidar_fmu.sensors import SensorSpecError, load_sensor
 from lidar_fmu.tools.cli import main
-from mirror_scenes import quad
 
 TOF_CAMERA = {"pinhole": {"width_px": 40, "height_px": 30, "horizontal_fov_deg": 70}, "max_range_m": 30.0,
               "tof": {"modulation_frequency_hz": 20e6}}
@@ -30,7 +30,7 @@ def test_the_ambiguity_range_is_c_over_2f():
 
 def test_a_wall_at_10_m_reads_its_true_range_mod_7_4948_m_through_scan(tmp_path, capsys):
     """The issue's check, through ``lidar-fmu scan --ground-truth``: every pixel reads range_true mod c/(2f)."""
-    from mirror_scenes import write_obj
+    from helpers.mirror_scenes import write_obj
 
     mesh = write_obj(tmp_path, _wall_at(10.0))
     (tmp_path / "tof.json").write_text(json.dumps(TOF_CAMERA))

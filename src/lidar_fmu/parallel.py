@@ -36,6 +36,7 @@ import sys
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numba
 
@@ -52,14 +53,14 @@ def _loads(layer: str) -> bool:
     """Can Numba load this layer's library here (without starting it)?"""
     try:
         if layer == "omp":
-            from numba.np.ufunc import omppool  # noqa: F401  (ImportError without libgomp)
+            from numba.np.ufunc import omppool  # type: ignore[attr-defined]  # noqa: F401  (ImportError without libgomp)
         else:
             from numba.np.ufunc import parallel
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "TBB too old" (embreex ships an older one): we just don't use it
                 parallel._check_tbb_version_compatible()
-            from numba.np.ufunc import tbbpool  # noqa: F401
+            from numba.np.ufunc import tbbpool  # type: ignore[attr-defined]  # noqa: F401
         return True
     except Exception:  # ImportError, OSError: the library is missing or unusable
         return False
@@ -96,16 +97,18 @@ def threadsafe_layer() -> str:
             return _layer
         from numba.np.ufunc import parallel
 
+        # numba.config's settings are made from the environment at import: its types name none of them
+        config: Any = numba.config
         if not parallel._is_initialized:  # nobody has started Numba's threads yet: we choose
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when libgomp loads (module doc)
-            requested = str(numba.config.THREADING_LAYER).lower()
-            numba.config.THREADING_LAYER = _automatic() if requested == "default" else requested
+            requested = str(config.THREADING_LAYER).lower()
+            config.THREADING_LAYER = _automatic() if requested == "default" else requested
             try:
                 numba.get_num_threads()  # starts the threads now: nothing later can change the layer
             except ValueError as exc:  # the layer NUMBA_THREADING_LAYER names cannot load here
-                numba.config.THREADING_LAYER = _automatic()
+                config.THREADING_LAYER = _automatic()
                 warnings.warn(f"NUMBA_THREADING_LAYER={requested}: {exc}; using "
-                              f"{numba.config.THREADING_LAYER!r}", RuntimeWarning, stacklevel=2)
+                              f"{config.THREADING_LAYER!r}", RuntimeWarning, stacklevel=2)
                 numba.get_num_threads()
         _serialised = numba.threading_layer() not in THREADSAFE_LAYERS
         _layer = numba.threading_layer()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -41,6 +42,7 @@ POINT_DTYPE = np.dtype(
         ("echo", "u1"),  # the ray's reported echoes numbered by range, 0 = nearest (lidar_fmu.physics.echoes)
     ]
 )
+assert POINT_DTYPE.names is not None  # a structured dtype (for the type checker)
 #: the fields a caster's physics pass writes; ``time`` comes from the ray pattern (:func:`lidar_fmu.physics.returns_cloud`)
 #: and ``echo`` from echo formation (:mod:`lidar_fmu.physics.echoes`; 0 where a ray gives one return)
 CAST_FIELDS = tuple(name for name in POINT_DTYPE.names if name not in ("time", "echo"))
@@ -88,7 +90,7 @@ class PointCloud:
     #: (M,) lidar_fmu.physics.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
     ground_truth: np.ndarray | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
             raise ValueError(f"pattern grid {self.pattern.rows}×{self.pattern.columns} does not match "
                              f"the cloud's {self.rows}×{self.columns}")
@@ -102,6 +104,7 @@ class PointCloud:
             return self.points
         out = np.empty(len(self.points), np.dtype(self.points.dtype.descr + self.ground_truth.dtype.descr))
         for part in (self.points, self.ground_truth):
+            assert part.dtype.names is not None  # structured
             for name in part.dtype.names:
                 out[name] = part[name]
         return out
@@ -157,7 +160,7 @@ class PointCloud:
 
 
 @njit(cache=True, nogil=True)
-def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, ray_origin, beam, xyz, azimuth,
+def _match_rays(beam_start, sorted_azimuth, sorted_ray, ray_direction, ray_origin, beam, xyz, azimuth,  # type: ignore[no-untyped-def]
                 cos_elevation, slack_rad, tolerance_rad, out):
     """out[k] = the one ray of beam ``beam[k]`` within ``tolerance_rad`` of ``direction[k]``; −1 none, −2 several.
 
@@ -281,7 +284,7 @@ def echo_numbers(ray_index: np.ndarray, range_m: np.ndarray) -> np.ndarray:
 
 
 @register_jitable(inline="always")
-def point_on_ray(origins, ray, range_m, dx, dy, dz):
+def point_on_ray(origins, ray, range_m, dx, dy, dz):  # type: ignore[no-untyped-def]
     """``origin + range · direction`` for ray ``ray`` leaving ``origins[ray]`` (or ``origins[0]`` when
     ``origins`` is (1, 3), every ray from the sensor origin) along (dx, dy, dz)."""
     if origins.shape[0] == 1:  # two returns, not `o = 0 if … else ray`: numba unifies int64 and uint64 to float
@@ -290,7 +293,7 @@ def point_on_ray(origins, ray, range_m, dx, dy, dz):
 
 
 @njit(cache=True, nogil=True)
-def place_on_rays(range_m, ray_index, directions, origins, x, y, z):
+def place_on_rays(range_m, ray_index, directions, origins, x, y, z):  # type: ignore[no-untyped-def]
     """x, y, z[k] = the point ``range_m[k]`` along ray ``ray_index[k]``: ``origin + range · direction`` (origins
     (N, 3), or (1, 3) for every ray), in float32 as the physics pass writes it."""
     for k in range(range_m.shape[0]):
@@ -308,7 +311,7 @@ class Returns(NamedTuple):
     material_id: np.ndarray | None = None
 
 
-def concatenate_returns(parts) -> Returns:
+def concatenate_returns(parts: Sequence[Returns]) -> Returns:
     """One :class:`Returns` of consecutive batches' (``ray_index`` already counted in the whole)."""
     # records moved as opaque bytes: numpy copies a structured dtype field by field, 15× slower
     record = np.dtype((np.void, POINT_DTYPE.itemsize))

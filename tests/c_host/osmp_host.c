@@ -112,6 +112,6 @@ int main(int argc, char **argv) {
     printf("frames %d worst_status %d\n", frame, worst);
     /* a normal exit: atexit handlers, static destructors, library destructors
      * (pythonfmu 0.7.0's binary corrupted the heap there until the slave got
-     * its exit handler: README, "Non-Python masters on Linux") */
+     * its exit handler: docs/fmu.md, "Non-Python masters on Linux") */
     return worst > fmi2Warning ? 4 : 0;
 }

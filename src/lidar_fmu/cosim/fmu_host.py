@@ -51,7 +51,7 @@ class FmuInstance:
         self._callbacks.freeMemory = defaultCallbacks.freeMemory
         self.fmu.instantiate(callbacks=self._callbacks, loggingOn=True)
         self._terminated = False
-        self._input = None
+        self._input: ctypes.Array[ctypes.c_char] | None = None
         if initialize:
             self.initialize(parameters)
 

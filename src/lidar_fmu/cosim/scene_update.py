@@ -81,7 +81,7 @@ class SceneUpdater:
         #: the one mesh of every object without a model: a 1 m cube, centred, stretched by the instance pose
         self.unit_box = box_mesh(1.0, 1.0, 1.0, material="osi_bounding_box", name="osi bounding box")
         self._warned: dict[tuple, None] = {}  # (object id, reason) already warned, oldest first
-        self._environment_ref = None
+        self._environment_ref: str | None = None
         self._fixed_environment = bool(environment)
         if environment:
             # A configured environment (a parameter, not a SensorView string) may lie anywhere; a relative

@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import LidarFmuError
 from ..geometry.scene import Scene
 from ..geometry.transforms import PoseError, check_pose, extrapolate_pose, pose_matrix
-from ..osi.decode import check_position, decode_sensor_view
+from ..osi.decode import ObjectState, check_position, decode_sensor_view
 from ..osi.encode import LidarDetectionBlock, encode_empty_sensor_data, encode_lidars_buffer
 from ..parallel import serial, serialised, serialised_message, threadsafe_layer
 from ..pointcloud import POINT_DTYPE, PointCloud
@@ -77,7 +77,7 @@ class OsiSensorModel:
             self.warn(serialised_message())
         self.materials = materials
         self.scene = Scene()
-        self.lidars = []
+        self.lidars: list[MountedLidar] = []
         for member in load_rig(sensor):
             # one scene, one backend: the BVH is built once and updated once per step for every lidar
             backend_of = self.lidars[0].lidar.backend if self.lidars else backend
@@ -210,7 +210,7 @@ class MountedLidar:
         except LidarFmuError as exc:
             raise PoseError(str(exc)) from None
         #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
-        self.previous = None
+        self.previous: tuple[float, np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
         #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
         self._sensor_t0_s = None
         self._warned_long_step = False
@@ -265,7 +265,7 @@ class MountedLidar:
         sensor_start = sensor_pose
         if host is not None and host.moves:  # before the first view: back along the host's velocity
             sensor_start = _finite_or(frame.host_pose(start - now) @ mounting, sensor_pose)
-        objects = {}
+        objects: dict[int, ObjectState] = {}
         for obj in frame.objects:  # of objects sharing an id, the scene took the first
             objects.setdefault(obj.id, obj)
 

@@ -22,6 +22,7 @@ import os
 import stat
 import struct
 from pathlib import Path
+from typing import Any
 
 from ..errors import LidarFmuError
 
@@ -41,9 +42,10 @@ _MAGIC = (
     (b"\x28\xb5\x2f\xfd", 0, "zstd"), (b"7z\xbc\xaf\x27\x1c", 0, "7z"), (b"Rar!\x1a\x07", 0, "rar"),
     (b"\x1f\x9d", 0, "compress (.Z)"), (b"ustar", 257, "tar"),
 )
-# glTF accessor component sizes (bytes) and element widths, to bound what an accessor asks for.
-_GLTF_COMPONENT_BYTES = {5120: 1, 5121: 1, 5122: 2, 5123: 2, 5125: 4, 5126: 4}
-_GLTF_TYPE_WIDTH = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
+# glTF accessor component sizes (bytes) and element widths, to bound what an accessor asks for; looked up with
+# whatever JSON value the file gives (one that cannot be hashed, a list or an object, raises TypeError there)
+_GLTF_COMPONENT_BYTES: dict[Any, int] = {5120: 1, 5121: 1, 5122: 2, 5123: 2, 5125: 4, 5126: 4}
+_GLTF_TYPE_WIDTH: dict[Any, int] = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
 
 
 class AssetError(LidarFmuError, ValueError):

@@ -98,7 +98,7 @@ class ContinuousScan:
         check_ray_count(self.channels, max(last - first, 0))
         return np.arange(first, last, dtype=np.int64)
 
-    def rays_between(self, start_s: float, end_s: float) -> RayPattern:
+    def rays_between(self, start_s: float, end_s: float) -> RayPattern | None:
         """The rays fired in ``[start_s, end_s)`` as a ``channels × shots`` grid, times after ``start_s``.
 
         An empty window (shorter than one shot) gives ``None``.

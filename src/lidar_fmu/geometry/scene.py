@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import LidarFmuError
 from .assets import AssetError, folder_resolver, max_mesh_bytes, read_mesh_file
@@ -43,7 +45,7 @@ class Mesh:
     material_names: tuple[str, ...]
     name: str = "mesh"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         v = np.ascontiguousarray(self.vertices, dtype=np.float32)
         f = np.ascontiguousarray(self.faces, dtype=np.int32)
         m = np.ascontiguousarray(self.face_material, dtype=np.int32)
@@ -124,7 +126,7 @@ def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "
     return Mesh(corners, faces, np.zeros(12, np.int32), (material,), name)
 
 
-def _material_name(geometry) -> str:
+def _material_name(geometry: object) -> str:
     material = getattr(getattr(geometry, "visual", None), "material", None)
     name = getattr(material, "name", None)
     return str(name) if name else DEFAULT_MATERIAL
@@ -159,8 +161,8 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
         # The bytes and the file type go in explicitly: trimesh never picks a loader (an archive's) by itself.
         # process=False keeps the file's vertices and face order (fast and faithful);
         # group_material keeps one geometry per OBJ material so names survive.
-        loaded = trimesh.load(io.BytesIO(data), file_type=file_type, resolver=resolver, force="scene",
-                              process=False, group_material=True)
+        loaded = cast("trimesh.Scene", trimesh.load(io.BytesIO(data), file_type=file_type, resolver=resolver,
+                                                    force="scene", process=False, group_material=True))
     except Exception as exc:  # trimesh raises many types for bad files
         raise MeshError(f"cannot read mesh {path}: {exc}") from None
     parts = []
@@ -182,7 +184,7 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
     return concatenate(parts, name=name)
 
 
-def check_instance_pose(pose, what: str = "pose") -> np.ndarray:
+def check_instance_pose(pose: ArrayLike, what: str = "pose") -> np.ndarray:
     """:func:`~lidar_fmu.geometry.transforms.check_pose` for an instance pose, which may scale its mesh.
 
     The singularity test is made scale-free: each axis of the 3×3 part is
@@ -202,7 +204,7 @@ def check_instance_pose(pose, what: str = "pose") -> np.ndarray:
     return check_pose(pose, what)  # raises, naming what is wrong
 
 
-def find_ids(ids: np.ndarray, wanted: np.ndarray, order: np.ndarray | None = None):
+def find_ids(ids: np.ndarray, wanted: np.ndarray, order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(index into ``ids`` of each of ``wanted``, whether it is there): one sorted search, no loop over ids.
 
     ``order``: ``np.argsort(ids)`` when the caller keeps it; an index where ``found`` is False is meaningless.
@@ -226,7 +228,7 @@ class Scene:
     another mesh) the mesh leaves the list and the last mesh takes its index.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.meshes: list[Mesh] = []
         self._mesh_users: list[int] = []  # per mesh: how many instances use it
         self._mesh_position: dict[int, int] = {}
@@ -281,7 +283,7 @@ class Scene:
     def __len__(self) -> int:
         return self._count
 
-    def __contains__(self, instance_id) -> bool:
+    def __contains__(self, instance_id: int | np.integer) -> bool:
         return int(instance_id) in self._index_of
 
     @property
@@ -304,13 +306,13 @@ class Scene:
         view.flags.writeable = False
         return view
 
-    def mesh_of(self, instance_id) -> Mesh:
+    def mesh_of(self, instance_id: int | np.integer) -> Mesh:
         return self.meshes[self._mesh_index[self._index_of[int(instance_id)]]]
 
-    def pose_of(self, instance_id) -> np.ndarray:
+    def pose_of(self, instance_id: int | np.integer) -> np.ndarray:
         return self._poses[self._index_of[int(instance_id)]].copy()
 
-    def add_instance(self, instance_id, mesh: Mesh, pose=None) -> None:
+    def add_instance(self, instance_id: int | np.integer, mesh: Mesh, pose: ArrayLike | None = None) -> None:
         """Place ``mesh`` as ``instance_id`` (replacing any instance of that id)."""
         instance_id = int(instance_id)
         if not 0 <= instance_id < 2**63:
@@ -337,7 +339,7 @@ class Scene:
         self.revision += 1
         self.pose_revision += 1
 
-    def set_pose(self, instance_id, pose) -> None:
+    def set_pose(self, instance_id: int | np.integer, pose: ArrayLike) -> None:
         """Move an existing instance; no geometry is touched."""
         index = self._index_of.get(int(instance_id))
         if index is None:
@@ -345,7 +347,7 @@ class Scene:
         self._poses[index] = check_instance_pose(pose, f"pose of instance {instance_id}")
         self.pose_revision += 1
 
-    def set_poses(self, instance_ids, poses) -> None:
+    def set_poses(self, instance_ids: ArrayLike, poses: ArrayLike) -> None:
         """Move many existing instances at once ((K,) ids, (K, 4, 4) rigid or affine poses)."""
         poses = np.asarray(poses, dtype=np.float64)
         indices = self.indices_of(instance_ids)
@@ -354,7 +356,7 @@ class Scene:
         self._poses[indices] = poses
         self.pose_revision += 1
 
-    def indices_of(self, instance_ids) -> np.ndarray:
+    def indices_of(self, instance_ids: ArrayLike) -> np.ndarray:
         """(K,) instance indices of ``instance_ids`` (KeyError naming the first unknown id), vectorised: a
         search in the ids sorted once per :attr:`revision`, not a dict lookup per id."""
         if self._sorted_for != self.revision:
@@ -366,7 +368,7 @@ class Scene:
             raise KeyError(f"no instance with id {int(wanted[np.argmin(found)])}")
         return index
 
-    def remove_instance(self, instance_id) -> None:
+    def remove_instance(self, instance_id: int | np.integer) -> None:
         index = self._index_of.pop(int(instance_id))
         mesh_position = int(self._mesh_index[index])
         last = self._count - 1

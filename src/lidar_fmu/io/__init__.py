@@ -9,6 +9,7 @@ All coordinates are in the sensor frame (x forward, y left, z up), metres
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ._common import PointCloudFileError
 from .las import write_las
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 #: extension (lower case, with the dot) → writer(path, cloud, **options)
-WRITERS = {".pcd": write_pcd, ".ply": write_ply, ".ptx": write_ptx, ".las": write_las, ".laz": write_las}
+WRITERS: dict[str, Callable[..., None]] = {".pcd": write_pcd, ".ply": write_ply, ".ptx": write_ptx, ".las": write_las, ".laz": write_las}
 
 
 def write_point_cloud(path, cloud, **options) -> None:

@@ -32,6 +32,7 @@ import os
 
 import numpy as np
 
+from .._version import __version__
 from ._common import PointCloudFileError
 from .pcd import _points_array
 
@@ -60,6 +61,7 @@ def _as_cloud(cloud_or_points):
 def _returns(points: np.ndarray, ray_index) -> tuple[np.ndarray, np.ndarray]:
     """(return_number, number_of_returns), 1-based, LAS 1.4 range 1–15."""
     n = len(points)
+    assert points.dtype.names is not None  # structured (_points_array)
     if "echo" not in points.dtype.names:
         return np.ones(n, np.uint8), np.ones(n, np.uint8)
     return_number = points["echo"].astype(np.int64) + 1
@@ -77,6 +79,7 @@ def _extra_dims(points: np.ndarray):
     import laspy
 
     params = []
+    assert points.dtype.names is not None and points.dtype.fields is not None  # structured (_points_array)
     for name in points.dtype.names:
         if name in _STANDARD:
             continue
@@ -141,8 +144,6 @@ def write_las(path, cloud, *, frame: str = "sensor", compress: bool | None = Non
     header.scales = np.full(3, LAS_SCALE_M)
     header.offsets = offsets
     header.system_identifier = "lidar-fmu simulation"
-    from .._version import __version__
-
     header.generating_software = f"lidar-fmu {__version__}"[:32]
     header.add_extra_dims(_extra_dims(points))
     las = laspy.LasData(header, points=laspy.ScaleAwarePointRecord.zeros(len(points), header=header))

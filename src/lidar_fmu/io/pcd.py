@@ -20,6 +20,7 @@ decoded from OSI SensorData has no normals and no saturation flag, so
 from __future__ import annotations
 
 import os
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -59,6 +60,7 @@ def _select_fields(points: np.ndarray, fields) -> np.ndarray:
     if isinstance(fields, str):
         fields = (fields,)
     fields = list(fields)
+    assert points.dtype.names is not None  # structured (_points_array)
     missing = [name for name in fields if name not in points.dtype.names]
     if missing or not fields or len(set(fields)) != len(fields):
         problem = (f"unknown field(s) {', '.join(map(repr, missing))}" if missing
@@ -71,6 +73,7 @@ def _select_fields(points: np.ndarray, fields) -> np.ndarray:
 def _packed_little_endian(points: np.ndarray) -> np.ndarray:
     """``points`` as a packed, C-contiguous, little-endian record array (no copy if already so)."""
     fields = []
+    assert points.dtype.names is not None and points.dtype.fields is not None  # structured (_points_array)
     for name in points.dtype.names:
         dt = points.dtype.fields[name][0]
         base, shape = (dt.subdtype or (dt, ()))
@@ -81,6 +84,7 @@ def _packed_little_endian(points: np.ndarray) -> np.ndarray:
     if points.dtype == packed and points.flags.c_contiguous:
         return points
     out = np.empty(len(points), packed)
+    assert packed.names is not None
     for name in packed.names:
         out[name] = points[name]
     return out
@@ -89,6 +93,7 @@ def _packed_little_endian(points: np.ndarray) -> np.ndarray:
 def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary") -> str:
     """The PCD v0.7 header text (ending in the DATA line) for ``n_points`` records of ``dtype``."""
     names, sizes, types, counts = [], [], [], []
+    assert dtype.names is not None and dtype.fields is not None, "a structured dtype"
     for name in dtype.names:
         dt = dtype.fields[name][0]
         base, shape = (dt.subdtype or (dt, ()))
@@ -127,6 +132,7 @@ def _compressed_body(points: np.ndarray) -> bytes:
 
     n = len(points)
     # PCL's layout: each field's values for all points, one field after another
+    assert points.dtype.names is not None  # structured (_packed_little_endian)
     columns = b"".join(np.ascontiguousarray(points[name]).tobytes() for name in points.dtype.names)
     if not columns:  # no points: PCL, Open3D and pypcd4 read two zero sizes and no block
         return np.zeros(2, "<u4").tobytes()
@@ -143,7 +149,7 @@ def _pcd_parts(cloud_or_points, compression: str, fields) -> list:
     if data == "binary_compressed":
         return [header, _compressed_body(points)]
     # a memoryview passes the records straight from the array, no bytes copy
-    return [header, memoryview(points.view(np.uint8))]
+    return [header, memoryview(points.view(np.uint8))]  # type: ignore[arg-type]  # numpy types arrays as buffers from Python 3.12
 
 
 def pcd_bytes(cloud_or_points, *, compression: str = "none", fields=None) -> bytes:
@@ -166,7 +172,7 @@ def write_pcd(path, cloud_or_points, *, compression: str = "none", fields=None) 
         f.writelines(parts)
 
 
-def _fail(path, message: str):
+def _fail(path: str | os.PathLike[str], message: str) -> NoReturn:
     raise PointCloudFileError(f"{os.fspath(path)}: {message}")
 
 
@@ -215,7 +221,8 @@ def _header_dtype(path, header: dict) -> tuple[np.dtype, int, str]:
         n_points = width * height
     if n_points < 0 or (width is not None and width * height != n_points):
         _fail(path, f"PCD header POINTS {n_points} does not match WIDTH × HEIGHT = {width} × {height}")
-    fields, seen = [], {}
+    fields: list[tuple[Any, ...]] = []
+    seen: dict[str, int] = {}
     for name, size, kind, count in zip(names, sizes, types, counts):
         kind = kind.upper()
         if kind not in _VALID_SIZES or size not in _VALID_SIZES[kind] or count < 1:
@@ -286,6 +293,7 @@ def _read_compressed(path, raw: bytes, offset: int, dtype: np.dtype, n: int) -> 
         _fail(path, "cannot decompress PCD data: wrong decompressed size")
     out = np.empty(n, dtype)
     start = 0
+    assert dtype.names is not None and dtype.fields is not None  # structured (_header_dtype)
     for name in dtype.names:
         field = dtype.fields[name][0]
         size = field.itemsize * n

@@ -36,7 +36,8 @@ _PLY_TYPE = {
 
 def _ply_layout(dtype: np.dtype) -> list[tuple[str, str, np.dtype, str, int]]:
     """(source field, PLY name, numpy dtype, PLY type, 64-bit word) per property; word −1 = whole value."""
-    layout = []
+    layout: list[tuple[str, str, np.dtype, str, int]] = []
+    assert dtype.names is not None and dtype.fields is not None  # structured (_points_array)
     for name in dtype.names:
         dt = dtype.fields[name][0]
         if dt.subdtype is not None:
@@ -72,6 +73,7 @@ def write_ply(path, cloud) -> None:
             values = values.astype(np.uint32).view(dt)
         out[ply_name] = values
     comments = ["comment lidar_fmu point cloud: sensor frame (x forward, y left, z up), metres"]
+    assert points.dtype.names is not None  # structured (_points_array)
     if "object_id" in points.dtype.names:
         comments.append("comment object_id = object_id_low | (object_id_high << 32)")
     name = getattr(cloud, "sensor_name", "")
@@ -87,4 +89,4 @@ def write_ply(path, cloud) -> None:
     )
     with open(path, "wb") as f:
         f.write(header.encode("ascii"))
-        f.write(memoryview(out.view(np.uint8)))
+        f.write(memoryview(out.view(np.uint8)))  # type: ignore[arg-type]  # numpy types arrays as buffers from Python 3.12

@@ -125,7 +125,7 @@ def bev_image(
     flat[top_pixel] = colorize(top_range, 0.0, vmax)
 
     if point_size_px > 1:
-        has_point = np.zeros(height * width, bool)
+        has_point: np.ndarray = np.zeros(height * width, bool)
         has_point[top_pixel] = True
         has_point = has_point.reshape(height, width)
         filled = has_point.copy()
@@ -188,7 +188,7 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
     """
     # a bare Figure renders with Agg and never touches pyplot or the user's backend
     from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import ListedColormap, Normalize
+    from matplotlib.colors import Colormap, ListedColormap, Normalize
     from matplotlib.figure import Figure
 
     if pattern is not None or cloud.pattern is not None:
@@ -196,7 +196,7 @@ def write_preview(path, cloud, max_range_m: float | None = None, pattern=None, d
     points = cloud.points
     rng = points["range"].astype(np.float64)
     extent = float(max_range_m) if max_range_m else _nice_extent_m(rng)
-    cmap = ListedColormap(RANGE_LUT / 255.0, name="lidar_range")
+    cmap: Colormap = ListedColormap(RANGE_LUT / 255.0, name="lidar_range")
     cmap = cmap.with_extremes(bad="black") if hasattr(cmap, "with_extremes") else cmap
     norm = Normalize(0.0, extent)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .trace import TraceError
 
-#: chunk compression: zstd packs a lidar's SensorData ~3× (measured on the demo: see README)
+#: chunk compression: zstd packs a lidar's SensorData ~4× (measured on the demo: docs/formats.md)
 DEFAULT_COMPRESSION = "zstd"
 #: the channel lidar-fmu writes its SensorData to
 TOPIC = "SensorData"
@@ -22,7 +22,7 @@ def _channel_metadata() -> dict[str, str]:
     """The OSI and protobuf versions the channel's messages are written with (required by the OSI trace spec)."""
     import google.protobuf
 
-    from .encode import default_interface_version
+    from .encode import default_interface_version  # lazy: the encoder compiles kernels; reading needs none
 
     v = default_interface_version()
     return {"net.asam.osi.trace.channel.osi_version": f"{v.version_major}.{v.version_minor}.{v.version_patch}",

@@ -256,7 +256,7 @@ def trace_name(kind: str, frames: int, name: str, when: datetime.datetime | None
     """File name per the OSI trace naming convention (``kind``: sv, sd or gt)."""
     import google.protobuf
 
-    from .encode import default_interface_version
+    from .encode import default_interface_version  # lazy: the encoder compiles kernels; reading needs none
 
     v = default_interface_version()
     when = when or datetime.datetime.now(datetime.timezone.utc)

@@ -195,12 +195,16 @@ def sub_ray_pattern(pattern, footprint: Footprint):
                       pattern.columns, origins=None if origins is None else np.ascontiguousarray(origins, np.float32))
 
 
+# The steps of _form_echoes are compiled into it (inline="always"), so its machine code is that of the one loop
+# it was before they were split out (the same instructions, checked); left to LLVM, the sort stays a call per beam.
 @njit(cache=True, nogil=True)
-def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit_code, limit_a, limit_b, limit_c,
-                 limit_tail_refl, limit_tail_m, limit_max, out, out_ray, out_intensity, out_pulse, out_source):
+def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit, out, out_ray, out_intensity, out_pulse,
+                 out_source):
     """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices);
     writes the reported echoes into ``out`` (range, reflectivity, normal, beam, object, saturated, echo) and their
-    beam, intensity, pulse width and strongest sub-ray return; returns how many."""
+    beam, intensity, pulse width and strongest sub-ray return; returns how many. ``limit``: the range–reflectivity
+    limit's :func:`~.range_limit.range_limit_m` parameters, which every echo but a saturated one must pass."""
+    fit, fit_a, fit_b, fit_c, tail_refl, tail_m, limit_max = limit
     m = points.shape[0]
     order = np.empty(samples, np.int64)
     # per echo of one beam: range, reflectivity, power, pulse spread, strongest member, saturated
@@ -212,55 +216,21 @@ def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit_co
     e_saturated = np.empty(samples, np.bool_)
     pick = np.empty(2, np.int64)
     count = 0
-    j = 0
-    while j < m:
-        beam = sub_ray[j] // samples
-        start = j
-        while j < m and sub_ray[j] // samples == beam:
-            j += 1
-        k = j - start
-        for a in range(k):  # insertion sort by range: k ≤ samples, mostly sorted already
-            i = start + a
-            b = a
-            while b > 0 and points[order[b - 1]].range > points[i].range:
-                order[b] = order[b - 1]
-                b -= 1
-            order[b] = i
+    end = 0
+    while end < m:
+        start, beam = end, sub_ray[end] // samples
+        while end < m and sub_ray[end] // samples == beam:
+            end += 1
+        k = end - start
+        _sort_by_range(points, start, k, order)
         echoes = 0
         a = 0
-        while a < k:
+        while a < k:  # an echo wherever neighbours lie separation_m or more apart
             b = a + 1
             while b < k and points[order[b]].range - points[order[b - 1]].range < separation_m:
                 b += 1
-            refl = 0.0
-            power = 0.0
-            weight = 0.0
-            weighted_range = 0.0
-            plain_weight = 0.0
-            plain_range = 0.0
-            best = order[a]
-            best_share = -1.0
-            saturated = False
-            for t in range(a, b):
-                i = order[t]
-                w = weights[sub_ray[i] - beam * samples]
-                r = np.float64(points[i].range)
-                rho = np.float64(points[i].reflectivity)
-                is_saturated = points[i].saturated != 0
-                q = SATURATED_REFLECTIVITY if is_saturated else rho
-                refl += w * rho
-                power += w * q / (r * r)
-                weight += w * q
-                weighted_range += w * q * r
-                plain_weight += w
-                plain_range += w * r
-                if w * q > best_share:
-                    best_share = w * q
-                    best = i
-                saturated = saturated or is_saturated
-            r_echo = weighted_range / weight if weight > 0.0 else plain_range / plain_weight
-            if saturated or r_echo <= range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl,
-                                                    limit_tail_m, limit_max, refl):
+            r_echo, refl, power, best, saturated = _merged_echo(points, sub_ray, weights, beam * samples, order, a, b)
+            if saturated or r_echo <= range_limit_m(fit, fit_a, fit_b, fit_c, tail_refl, tail_m, limit_max, refl):
                 e_range[echoes] = r_echo
                 e_refl[echoes] = 1.0 if saturated else refl
                 e_power[echoes] = power
@@ -291,6 +261,55 @@ def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit_co
             out_source[count] = e_best[e]
             count += 1
     return count
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sort_by_range(points, start, k, order):
+    """``order[:k]``: the returns ``start … start + k − 1`` by range (an insertion sort: a beam has at most
+    ``samples`` of them, mostly in order already)."""
+    for a in range(k):
+        i = start + a
+        b = a
+        while b > 0 and points[order[b - 1]].range > points[i].range:
+            order[b] = order[b - 1]
+            b -= 1
+        order[b] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merged_echo(points, sub_ray, weights, first_sub_ray, order, a, b):
+    """The echo of the returns ``order[a:b]`` (sub-ray k weighs wₖ; ``first_sub_ray``: the beam's first) →
+    (range: their mean weighted by wₖ ρₖ, by wₖ alone when that is 0; reflectivity Σ wₖ ρₖ; power Σ wₖ ρₖ / rₖ²;
+    the strongest member; saturated). A saturated member counts at :data:`SATURATED_REFLECTIVITY` in the
+    weights, its own reflectivity in the sum."""
+    refl = 0.0
+    power = 0.0
+    weight = 0.0
+    weighted_range = 0.0
+    plain_weight = 0.0
+    plain_range = 0.0
+    best = order[a]
+    best_share = -1.0
+    saturated = False
+    for t in range(a, b):
+        i = order[t]
+        w = weights[sub_ray[i] - first_sub_ray]
+        r = np.float64(points[i].range)
+        rho = np.float64(points[i].reflectivity)
+        is_saturated = points[i].saturated != 0
+        q = SATURATED_REFLECTIVITY if is_saturated else rho
+        refl += w * rho
+        power += w * q / (r * r)
+        weight += w * q
+        weighted_range += w * q * r
+        plain_weight += w
+        plain_range += w * r
+        if w * q > best_share:
+            best_share = w * q
+            best = i
+        saturated = saturated or is_saturated
+    r_echo = weighted_range / weight if weight > 0.0 else plain_range / plain_weight
+    return r_echo, refl, power, best, saturated
 
 
 @njit(cache=True, nogil=True)
@@ -340,11 +359,10 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
     out_intensity = np.empty(n, np.float32)
     out_pulse = np.empty(n, np.float64)
     out_source = np.empty(n, np.int64)
-    code, a, b, c, tail_refl, tail_m, limit_max = limit_params(limit, max_range_m)
-    m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights,
-                     _MODE_CODE[footprint.mode], footprint.separation_m, np.int64(code), np.float64(a),
-                     np.float64(b), np.float64(c), np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max),
-                     out, out_ray, out_intensity, out_pulse, out_source)
+    code, *fit = limit_params(limit, max_range_m)
+    m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights, _MODE_CODE[footprint.mode],
+                     footprint.separation_m, (np.int64(code), *map(np.float64, fit)), out, out_ray, out_intensity,
+                     out_pulse, out_source)
     out, out_ray = out[:m], out_ray[:m]
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],

@@ -470,6 +470,7 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
     noise = effects.noise or Noise()
     key = np.uint64(_frame_key_of(np.uint64(noise.seed), np.uint64(frame)))  # numba returns a Python int
     if foul:  # clutter first: its echoes then meet the same detection, dropout and noise as any return
+        assert weather is not None  # (foul says so)
         returns = _with_clutter(returns, pattern, weather, sensor, key)
         n = len(returns.points)
     code, a, b, c, tail_refl, tail_m, limit_max = limit_params(sensor.range_limit, sensor.max_range_m)
@@ -477,7 +478,7 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
     keep = np.empty(n, np.bool_)
     existence = np.empty(n)
     bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
-    alpha = weather.extinction_per_m if foul else 0.0
+    alpha = weather.extinction_per_m if foul and weather is not None else 0.0  # (foul says weather is not None)
     _apply(points, returns.ray_index, returns.intensity_percent, _origins(pattern), pattern.directions, key,
            effects.detection == "probabilistic", np.int64(code), np.float64(a), np.float64(b), np.float64(c),
            np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), alpha, noise.dropout,

@@ -4,13 +4,19 @@
 One Python body each (:func:`material_of_hit`, :func:`segment_after`, :func:`reflect`, :func:`unfold_after`,
 :func:`object_id_of`, :func:`return_of_hit`), made callable from compiled code by ``register_jitable``: the
 CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and the CUDA kernels compile them as
-device functions. What each material class does to a ray, and the physics of a return, are in
-``docs/physics.md``. :class:`Continuation` carries the tables these rules read while a ray goes on through glass
+device functions. :class:`Continuation` carries the tables these rules read while a ray goes on through glass
 or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
 
 Numba (CPU and CUDA) treats module-level integers as compile-time constants, so ``kind == TRANSPARENT`` costs
 what ``kind == 1`` costs while saying what it means. The tuples fix the order; the names are what specs and data
 files use. This is the one part of :mod:`lidar_fmu.physics` that :mod:`lidar_fmu.raycast` imports.
+
+What a hit's IR material class does (docs/physics.md has the physics and its sources): ``general`` returns
+ρ(θ), Lambertian ρ0·cos θ or the material's angle table; ``transparent`` sends the ray on behind the surface;
+``absorbent`` gives nothing; ``retroreflective`` gives a saturated return at full scale; ``mirror`` reflects
+the ray, and the return it finally makes lies along the original ray at the whole path length (a ghost). A
+return is kept within ``min_range_m ≤ r ≤ r_L(ρ)`` (:mod:`.range_limit`); its intensity is
+``100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)`` %, 100 % when saturated.
 """
 from __future__ import annotations
 
@@ -42,10 +48,10 @@ _TWO = np.float32(2.0)  # float32: the CUDA kernels compile these rules and must
 
 # ----------------------------------------------------------------------------- per-hit rules
 # Each is one Python body, made callable from compiled code by register_jitable:
-# the CPU loops below and the casters' loops (raycast.embree's packets) inline
+# the CPU pass (physics.returns) and the casters' loops (raycast.embree4's packets) inline
 # it, raycast.cuda registers the same functions with numba-cuda, which compiles
 # them into its kernels, and Numba's CUDA simulator runs them as Python.
-# Integers from lidar_fmu.physics.hit_rules are compile-time constants on both targets.
+# The integer codes above are compile-time constants on both targets.
 
 
 def per_hit(fn):

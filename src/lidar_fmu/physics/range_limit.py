@@ -30,7 +30,7 @@ constant  max_range_m                 no fit; needs one pair only for symmetry
 **Outside the pairs.** Datasheet pairs say nothing below the darkest target
 they quote, and the fits extrapolate badly there: the log fit of the OS1 pairs
 (10 %, 40 m), (80 %, 120 m) reaches 0 m at R ≈ 3.5 %, so asphalt at grazing
-incidence (ρ = 0.28·cos θ, a few %) vanished beyond ~11 m (issue 13), and the
+incidence (ρ = 0.28·cos θ, a few %) vanished beyond ~11 m, and the
 linear fit keeps 29 m at R → 0. Physics does know the law there: for an
 extended (beam-filling) Lambertian target the received power is
 P_r ∝ ρ/r² (the lidar range equation, e.g. Jelalian, *Laser Radar Systems*,

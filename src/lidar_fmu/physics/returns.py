@@ -1,63 +1,81 @@
 # ruff: noqa: FURB136  (builtin min/max on floats are avoided: this body also compiles for numba's CUDA target)
-"""Hits → returns: infrared materials, incidence angle, range–reflectivity limits.
+"""Hits → returns on the CPU: one compiled pass applies the per-hit rules (:mod:`.hit_rules`) to a batch.
 
-What makes the model more than a depth renderer. For every hit the triangle's
-IR material (resolved once per mesh from its visual material) decides:
-
-* ``general``: reflectivity ρ(θ) from the material (Lambertian ρ0·cos θ or its
-  angle table), θ the angle between the ray and the surface normal;
-* ``transparent``: no return here — the ray is cast on behind the surface (up
-  to ``max_transparent_layers`` surfaces) and the return comes from what lies
-  behind;
-* ``absorbent``: no return;
-* ``retroreflective``: a strong return with ``saturated`` set and the
-  reflectivity reported at full scale, 1.0 (real sensors report these apart:
-  Velodyne encodes them as 101–255); the range limit uses the material's
-  Lambertian-equivalent ρ, far above 1;
-* ``mirror``: the ray reflects specularly, ``d' = d − 2(d·n)n``, up to the
-  sensor's ``max_bounces`` mirrors, and goes on; the return comes from the
-  surface it finally meets and is reported **along the original ray at the
-  total path length** — the ghost of BlenSor (Gschwandtner et al., ISVC 2011,
-  §3.1 and Fig. 2c: "totally reflecting surfaces which cause points to appear
-  farther away"): a time-of-flight unit measures the path, not where the
-  light turned, and places the echo on the beam it fired. The ghost's normal is
-  the surface's mirror image (the virtual surface the ghost lies on), so its
-  incidence angle is the real one, and its reflectivity is ρ(θ)·Π R², R the
-  material's specular ``reflectance`` for each mirror (out and back). A
-  mirror after the budget ends the ray without a return (a mirror scatters
-  next to nothing back diffusely). Not modelled: a mirror seen at normal
-  incidence sends the beam straight back into the receiver, which a real unit
-  sees as a saturated return at the mirror.
-
-A return is kept only if ``min_range_m ≤ range ≤ r_L(reflectivity)`` with the
-sensor's range–reflectivity limit (:mod:`lidar_fmu.physics.range_limit`).
-
-OSI ``intensity`` (percent) follows the lidar equation for an extended
-Lambertian target: the received power ∝ ρ(θ) / r², normalised so that a
-perfect Lambertian reflector (ρ = 1) facing the sensor at
-:data:`~lidar_fmu.physics.range_limit.INTENSITY_REFERENCE_RANGE_M` gives 100 %, clipped to 0–100 %:
-``intensity = 100 · min(1, ρ(θ) · (r_ref / max(r, r_ref))²)``;
-saturated (retroreflective) returns report 100 %.
-
-Written once: the per-hit rules (:func:`material_of_hit`, :func:`segment_after`, :func:`reflect`,
-:func:`return_of_hit`) are single Numba bodies that the CPU pass inlines, the
-native Embree packet loop inlines, and the CUDA kernels compile as device
-functions; :mod:`lidar_fmu.physics.hit_rules` gives them the class and fit codes.
+:class:`Materials` resolves every triangle's IR material once per mesh; :class:`ReturnModel` holds one sensor's
+limits and one scene's materials as arrays (:func:`return_model`), what every backend's ``returns`` reads and
+what brings a caster its :class:`~.hit_rules.Continuation`; :func:`returns_of_hits` is the CPU pass, in parts
+of 32k rays side by side on the cores; :func:`returns_cloud` makes the :class:`~lidar_fmu.pointcloud.PointCloud`.
+What a material class does to a ray, the range–reflectivity limit and the intensity law: :mod:`.hit_rules` and
+docs/physics.md.
 """
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike
 
 from ..parallel import side_by_side
 from ..pointcloud import CAST_FIELDS, POINT_DTYPE, PointCloud, Returns
 from .hit_rules import MATERIAL_CLASSES, MIRROR, TRANSPARENT, Continuation, material_of_hit, object_id_of, return_of_hit
 from .materials import DEFAULT_MAP, MaterialDatabase, load_database, load_material_map, resolve_mesh_materials
-from .materials.mapping import check_map
-from .range_limit import limit_params
+from .materials.mapping import MaterialMapSource, check_map
+from .range_limit import RangeReflectivityLimit, limit_params
+
+if TYPE_CHECKING:
+    from ..geometry.pattern import RayPattern
+    from ..geometry.scene import Mesh, Scene
+
+
+# What this stage reads of a cast and of a sensor, as protocols: the casters (lidar_fmu.raycast) and sensors
+# stand above it and are never imported here.
+class CastHits(Protocol):
+    """The hits the CPU pass reads: :class:`lidar_fmu.raycast.Hits`."""
+
+    @property
+    def range_m(self) -> np.ndarray: ...
+    @property
+    def normal(self) -> np.ndarray: ...
+    @property
+    def instance_id(self) -> np.ndarray: ...
+    @property
+    def instance_index(self) -> np.ndarray: ...
+    @property
+    def primitive_id(self) -> np.ndarray: ...
+    @property
+    def path_gain(self) -> np.ndarray | None: ...
+
+
+class CastRays(Protocol):
+    """The rays the CPU pass reads: :class:`lidar_fmu.raycast.RayBatch`."""
+
+    @property
+    def origins(self) -> np.ndarray: ...
+    @property
+    def directions(self) -> np.ndarray: ...
+    @property
+    def world_from_frame(self) -> np.ndarray: ...
+    @property
+    def beam_id(self) -> np.ndarray: ...
+
+
+class SensorLimits(Protocol):
+    """What :func:`return_model` reads of a sensor: :class:`lidar_fmu.sensors.Sensor`."""
+
+    @property
+    def min_range_m(self) -> float: ...
+    @property
+    def max_range_m(self) -> float: ...
+    @property
+    def max_transparent_layers(self) -> int: ...
+    @property
+    def max_bounces(self) -> int: ...
+    @property
+    def physics_range_limit(self) -> RangeReflectivityLimit | None: ...
 
 
 class Materials:
@@ -70,7 +88,8 @@ class Materials:
     #: meshes kept resolved after they left the scene
     KEEP_LEFT_MESHES = 8
 
-    def __init__(self, wavelength_nm: float, material_map=None, database: MaterialDatabase | None = None, warn=None):
+    def __init__(self, wavelength_nm: float, material_map: MaterialMapSource | None = None,
+                 database: MaterialDatabase | None = None, warn: Callable[[str], object] | None = None) -> None:
         self.database = database or load_database(wavelength_nm)
         self.map = load_material_map(material_map) if material_map is not None else None
         if self.map is not None:
@@ -85,10 +104,10 @@ class Materials:
         # id(mesh) → (mesh, its triangles' IR ids): the mesh is kept to check identity (Python reuses the id
         # of a freed mesh); only the scene's current meshes and the last few that left are kept (per_instance)
         self._mesh_ids: dict[int, tuple] = {}
-        self._revision = None
+        self._revision: int | None = None
         self._classes_present = np.zeros(len(MATERIAL_CLASSES), bool)
 
-    def _triangle_ids(self, mesh) -> np.ndarray:
+    def _triangle_ids(self, mesh: Mesh) -> np.ndarray:
         entry = self._mesh_ids.get(id(mesh))
         if entry is None or entry[0] is not mesh:
             ids = resolve_mesh_materials(mesh, self.map or DEFAULT_MAP, self.database, self.warn).astype(np.int16)
@@ -96,7 +115,7 @@ class Materials:
             self._mesh_ids[id(mesh)] = entry
         return entry[1]
 
-    def per_instance(self, scene):
+    def per_instance(self, scene: Scene) -> tuple[np.ndarray, np.ndarray]:
         """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle)."""
         if self._revision != scene.revision:
             # meshes that left the scene are forgotten but the few that left last (an object that comes back
@@ -123,9 +142,9 @@ class Materials:
 
 # _nrt=False: the loop allocates nothing, and without Numba's reference counting the arrays passed
 # into the inlined return_of_hit cost no atomic incref/decref per hit (measured: with them the loop
-# took 1.2–1.6× as long; as a call that is not inlined, 8×). See "One physics path" in README.
-@njit(cache=True, nogil=True, _nrt=False)
-def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,
+# took 1.2–1.6× as long; as a call that is not inlined, 8×). See docs/architecture.md, "The casting contract".
+@njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]  # numba's types know no _nrt
+def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,  # type: ignore[no-untyped-def]
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
                   path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material,
@@ -204,7 +223,7 @@ class ReturnModel:
         return replace(self, limit_params=limit_params(None, self.max_range_m),
                        limit_floor_m=_limit_floor(None, self.max_range_m))
 
-    def returns_of(self, hits, rays) -> Returns:
+    def returns_of(self, hits: CastHits, rays: CastRays) -> Returns:
         """:func:`returns_of_hits` under this model: what a backend calls after its cast."""
         return returns_of_hits(hits, rays, self)
 
@@ -219,7 +238,7 @@ class ReturnModel:
                             self.max_bounces, specular)
 
 
-def return_model(sensor, materials: Materials, scene) -> ReturnModel:
+def return_model(sensor: SensorLimits, materials: Materials, scene: Scene) -> ReturnModel:
     triangle_material, first_triangle = materials.per_instance(scene)
     limit = sensor.physics_range_limit
     # no continuation work (a material lookup on every hit) in scenes without glass or mirrors
@@ -230,7 +249,7 @@ def return_model(sensor, materials: Materials, scene) -> ReturnModel:
                        materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces)
 
 
-def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
+def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Returns:
     """Hits of a :class:`~lidar_fmu.raycast.RayBatch` → its :class:`Returns` (in the batch's frame), on the CPU."""
     sensor_from_world = np.ascontiguousarray(np.asarray(rays.world_from_frame, np.float64)[:3, :3].T)
     n = len(hits.range_m)
@@ -243,7 +262,7 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
     gain = _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain
     runs = [(a, min(a + _FILL_RAYS, n)) for a in range(0, n, _FILL_RAYS)]
 
-    def fill(a, b):
+    def fill(a: int, b: int) -> int:
         per_ray = slice(a, b)
         return _fill_returns(
             hits.range_m[per_ray], hits.normal[per_ray], hits.instance_id[per_ray], hits.instance_index[per_ray],
@@ -273,7 +292,7 @@ def returns_of_hits(hits, rays, model: ReturnModel) -> Returns:
 _FILL_RAYS = 32_768
 
 
-def returns_cloud(returns: Returns, pattern, sensor_pose, **meta) -> PointCloud:
+def returns_cloud(returns: Returns, pattern: RayPattern, sensor_pose: ArrayLike, **meta: Any) -> PointCloud:
     """The :class:`PointCloud` of a pattern's returns (decided by the CPU pass or a GPU kernel).
 
     Each return's ``time`` is its ray's firing time in the pattern.
@@ -292,7 +311,7 @@ _NO_MIRROR_GAIN.setflags(write=False)
 _FLOOR_BINS = 256
 
 
-def _limit_floor(limit, max_range_m) -> np.ndarray:
+def _limit_floor(limit: RangeReflectivityLimit | None, max_range_m: float) -> np.ndarray:
     """r_L at reflectivities 0, 1/256, …, 1 (a per-bin lower bound, r_L being monotonic); cached per limit."""
     key = (limit, max_range_m)
     floor = _FLOOR_CACHE.get(key)
@@ -304,4 +323,4 @@ def _limit_floor(limit, max_range_m) -> np.ndarray:
     return floor
 
 
-_FLOOR_CACHE: dict = {}
+_FLOOR_CACHE: dict[tuple[RangeReflectivityLimit | None, float], np.ndarray] = {}

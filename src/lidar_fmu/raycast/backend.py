@@ -25,10 +25,11 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import LidarFmuError
 from ..physics.hit_rules import CONTINUATION_STEP_M, PASS, REFLECT, STOP, Continuation, segments_after
@@ -60,6 +61,19 @@ class ReturnModel(Protocol):
     def returns_of(self, hits: Hits, rays: RayBatch) -> Returns: ...
 
 
+class SlicePose(Protocol):
+    """The ``pose`` of a run of a :class:`CastJob` (:class:`lidar_fmu.scan.motion.ScenePose`): calling it poses the
+    scene's moving instances ``ids``; poses with equal ``key`` set the same poses."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def ids(self) -> np.ndarray: ...
+
+    def __call__(self) -> None: ...
+
+
 class CastJob(NamedTuple):
     """One batch of rays to cast and turn into returns (:meth:`Backend.returns_together`)."""
 
@@ -68,7 +82,7 @@ class CastJob(NamedTuple):
     #: ``(start, stop, pose)`` runs of the batch, in firing order and covering it: ``pose()`` sets the scene as
     #: it stood while those rays fired, and poses with equal ``pose.key`` set the same poses
     #: (:class:`lidar_fmu.scan.motion.ScenePose`); ``None``: the whole batch into the scene as it is
-    slices: list | None = None
+    slices: Sequence[tuple[int, int, SlicePose | None]] | None = None
     #: puts the scene back once every job is cast (the end poses, after motion's slices)
     restore: Callable[[], None] | None = None
 
@@ -79,7 +93,7 @@ class Backend(ABC):
     #: the name ``make_backend`` knows it by
     name: ClassVar[str]
 
-    def __init__(self, scene: Scene):
+    def __init__(self, scene: Scene) -> None:
         self.scene = scene
         #: seconds of the last :meth:`returns`: ``cast`` (hits) and ``points`` (physics)
         self.last_timings: dict[str, float] = {}
@@ -98,7 +112,8 @@ class Backend(ABC):
         ``through.max_bounces`` it needs a ``path_gain`` (:meth:`Hits.empty`).
         """
 
-    def returns(self, rays: RayBatch, model: ReturnModel, slices=None) -> Returns:
+    def returns(self, rays: RayBatch, model: ReturnModel,
+                slices: Sequence[tuple[int, int, SlicePose | None]] | None = None) -> Returns:
         """The returns of ``rays`` (in the batch's frame, ray order) under ``model``; ``slices``: as
         :attr:`CastJob.slices` (:func:`lidar_fmu.scan.motion.cast_moving`)."""
         return self.returns_together([CastJob(rays, model, slices)])[0]
@@ -110,11 +125,12 @@ class Backend(ABC):
         t0 = time.perf_counter()
         through = [job.model.continuation() for job in jobs]
         hits = [self._hit_buffer(k, len(job.rays), bool(t.max_bounces)) for k, (job, t) in enumerate(zip(jobs, through))]
-        groups: dict = {None: (None, [])}  # pose key → (pose, [(job, start, stop)]), in first-fired order
+        # pose key → (pose, [(job, start, stop)]), in first-fired order
+        groups: dict[Hashable, tuple[SlicePose | None, list[tuple[int, int, int]]]] = {None: (None, [])}
         for k, job in enumerate(jobs):
             for start, stop, pose in job.slices or [(0, len(job.rays), None)]:
                 groups.setdefault(None if pose is None else pose.key, (pose, []))[1].append((k, start, stop))
-        posed = frozenset()  # the instances the last group moved away from their end poses
+        posed: frozenset[int] = frozenset()  # the instances the last group moved away from their end poses
         try:
             for pose, runs in groups.values():
                 if pose is not None:
@@ -154,7 +170,7 @@ class Backend(ABC):
             hits = self._hit_buffers[key] = Hits.empty(n, path_gain)
         return hits
 
-    def cast(self, origins, directions, max_range_m: float = np.inf) -> Hits:
+    def cast(self, origins: ArrayLike, directions: ArrayLike, max_range_m: float = np.inf) -> Hits:
         """Closest hits of world-frame rays ``origins + t·directions``, ``t ≤ max_range_m`` (m): a shorthand.
 
         ``origins``: ``(3,)`` or ``(N, 3)``; ``directions``: ``(N, 3)``,
@@ -189,7 +205,7 @@ def evict_oldest(cache: dict) -> None:
         pass
 
 
-def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> Hits:
+def continue_by_recasting(cast_once: Callable[[RayBatch], Hits], rays: RayBatch, through: Continuation) -> Hits:
     """:meth:`Backend.cast_batch` with a continuation, for a caster that can only stop at the first surface.
 
     ``cast_once(batch) → Hits``. Rays that :func:`~lidar_fmu.physics.hit_rules.segment_after` sends on are cast again
@@ -220,6 +236,7 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
         if len(mirrored):
             if unfold is None:
                 unfold, gain = np.tile(np.eye(3, dtype=np.float32), (n, 1, 1)), np.ones(n, np.float32)
+            assert gain is not None  # set with unfold
             at = action[going] == REFLECT
             normal_world = hits.normal[mirrored].astype(np.float32)
             seg_origin[mirrored] += seg_direction[mirrored] * along[at][:, None]
@@ -251,5 +268,5 @@ def continue_by_recasting(cast_once, rays: RayBatch, through: Continuation) -> H
     return hits
 
 
-__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "BackendError", "CastJob", "ReturnModel", "check_out", "continue_by_recasting",
-           "evict_oldest", "into"]
+__all__ = ["MIN_RAYS_PER_THREAD", "Backend", "BackendError", "CastJob", "ReturnModel", "SlicePose", "check_out",
+           "continue_by_recasting", "evict_oldest", "into"]

@@ -294,7 +294,7 @@ def concatenate(bvhs: list[BVH]):
     Child / first-triangle indices are rebased so every root is self-contained.
     """
     roots = np.zeros(len(bvhs), np.int32)
-    parts = {k: [] for k in ("lo", "hi", "child", "count", "v0", "v1", "v2", "index")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("lo", "hi", "child", "count", "v0", "v1", "v2", "index")}
     nodes = tris = 0
     for i, b in enumerate(bvhs):
         roots[i] = nodes
@@ -357,6 +357,10 @@ def instance_table(bvhs, mesh_roots, mesh_index, poses):
 
 
 # --------------------------------------------------------------------------- traversal
+# One loop over 80 lines on purpose: its slab test runs per node and its triangle test per triangle, the
+# innermost work of every cast on the CPU and the GPU, and they share the ray's set-up (1/d, the shear) that a
+# call would have to be handed each time; and a helper named as a global here would be compiled for only one of
+# the two targets this body compiles for.
 def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, root,
                           ox, oy, oz, dx, dy, dz, tmax, stack):
     """Closest triangle along ``o + t·d`` with 0 < t < ``tmax`` → (t, tri, u, v); tri = -1 on a miss.
@@ -470,12 +474,16 @@ def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_
 intersect_closest = njit(cache=True, error_model="numpy")(_intersect_closest_py)
 
 
+# Over 80 lines because it holds closest_over_instances: a closure is how one body calls the CPU's or the GPU's
+# own compiled traversal and helpers.
 def make_closest_over_instances(jit, traverse):
     """Two-level closest hit compiled by ``jit`` around the bottom-level ``traverse`` (same jit kind).
 
     Built in a factory so the CPU and the GPU version each call their own
     compiled traversal (a global name could refer to only one of them).
     """
+    into_instance = jit(_ray_into_instance_py)
+    world_normal = jit(_world_normal_py)
 
     def closest_over_instances(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2,
                                roots, local_from_world, normal_to_world,
@@ -500,7 +508,6 @@ def make_closest_over_instances(jit, traverse):
         ix = _ONE / dx if dx != _ZERO else _BIG
         iy = _ONE / dy if dy != _ZERO else _BIG
         iz = _ONE / dz if dz != _ZERO else _BIG
-        M = local_from_world
         sp = 0
         node = 0
         while True:
@@ -538,12 +545,7 @@ def make_closest_over_instances(jit, traverse):
                     continue
                 for e in range(first, first + count):
                     k = tlas_instance[e]
-                    lox = M[k, 0, 0] * ox + M[k, 0, 1] * oy + M[k, 0, 2] * oz + M[k, 0, 3]
-                    loy = M[k, 1, 0] * ox + M[k, 1, 1] * oy + M[k, 1, 2] * oz + M[k, 1, 3]
-                    loz = M[k, 2, 0] * ox + M[k, 2, 1] * oy + M[k, 2, 2] * oz + M[k, 2, 3]
-                    ldx = M[k, 0, 0] * dx + M[k, 0, 1] * dy + M[k, 0, 2] * dz
-                    ldy = M[k, 1, 0] * dx + M[k, 1, 1] * dy + M[k, 1, 2] * dz
-                    ldz = M[k, 2, 0] * dx + M[k, 2, 1] * dy + M[k, 2, 2] * dz
+                    lox, loy, loz, ldx, ldy, ldz = into_instance(local_from_world, k, ox, oy, oz, dx, dy, dz)
                     t, tri, u, v = traverse(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2,
                                             roots[k], lox, loy, loz, ldx, ldy, ldz, best_t, stack)
                     if tri >= 0:
@@ -560,30 +562,48 @@ def make_closest_over_instances(jit, traverse):
         ny = _ZERO
         nz = _ZERO
         if best_index >= 0:
-            e1x = tri_v1[best_tri, 0] - tri_v0[best_tri, 0]
-            e1y = tri_v1[best_tri, 1] - tri_v0[best_tri, 1]
-            e1z = tri_v1[best_tri, 2] - tri_v0[best_tri, 2]
-            e2x = tri_v2[best_tri, 0] - tri_v0[best_tri, 0]
-            e2y = tri_v2[best_tri, 1] - tri_v0[best_tri, 1]
-            e2z = tri_v2[best_tri, 2] - tri_v0[best_tri, 2]
-            lx = e1y * e2z - e1z * e2y
-            ly = e1z * e2x - e1x * e2z
-            lz = e1x * e2y - e1y * e2x
-            N = normal_to_world
-            k = best_index
-            nx = N[k, 0, 0] * lx + N[k, 0, 1] * ly + N[k, 0, 2] * lz
-            ny = N[k, 1, 0] * lx + N[k, 1, 1] * ly + N[k, 1, 2] * lz
-            nz = N[k, 2, 0] * lx + N[k, 2, 1] * ly + N[k, 2, 2] * lz
-            norm = math.sqrt(nx * nx + ny * ny + nz * nz)
-            if nx * dx + ny * dy + nz * dz > _ZERO:
-                norm = -norm  # turn it to face the ray
-            if norm != _ZERO:
-                nx = nx / norm
-                ny = ny / norm
-                nz = nz / norm
+            nx, ny, nz = world_normal(tri_v0, tri_v1, tri_v2, normal_to_world, best_index, best_tri, dx, dy, dz)
         return best_t, best_index, best_tri, best_u, best_v, nx, ny, nz
 
     return jit(closest_over_instances)
+
+
+def _ray_into_instance_py(local_from_world, k, ox, oy, oz, dx, dy, dz):
+    """The ray ``o + t·d`` in instance ``k``'s frame → (o', d'), by ``local_from_world[k]`` (3 × 4) and not
+    renormalised, so that ``t`` stays the world range."""
+    M = local_from_world
+    return (M[k, 0, 0] * ox + M[k, 0, 1] * oy + M[k, 0, 2] * oz + M[k, 0, 3],
+            M[k, 1, 0] * ox + M[k, 1, 1] * oy + M[k, 1, 2] * oz + M[k, 1, 3],
+            M[k, 2, 0] * ox + M[k, 2, 1] * oy + M[k, 2, 2] * oz + M[k, 2, 3],
+            M[k, 0, 0] * dx + M[k, 0, 1] * dy + M[k, 0, 2] * dz,
+            M[k, 1, 0] * dx + M[k, 1, 1] * dy + M[k, 1, 2] * dz,
+            M[k, 2, 0] * dx + M[k, 2, 1] * dy + M[k, 2, 2] * dz)
+
+
+def _world_normal_py(tri_v0, tri_v1, tri_v2, normal_to_world, k, tri, dx, dy, dz):
+    """Unit world normal of triangle ``tri`` of instance ``k``: its ``e1 × e2`` taken to the world by
+    ``normal_to_world[k]`` (the inverse transpose), turned to face the ray ``d``; zero for a degenerate triangle."""
+    e1x = tri_v1[tri, 0] - tri_v0[tri, 0]
+    e1y = tri_v1[tri, 1] - tri_v0[tri, 1]
+    e1z = tri_v1[tri, 2] - tri_v0[tri, 2]
+    e2x = tri_v2[tri, 0] - tri_v0[tri, 0]
+    e2y = tri_v2[tri, 1] - tri_v0[tri, 1]
+    e2z = tri_v2[tri, 2] - tri_v0[tri, 2]
+    lx = e1y * e2z - e1z * e2y
+    ly = e1z * e2x - e1x * e2z
+    lz = e1x * e2y - e1y * e2x
+    N = normal_to_world
+    nx = N[k, 0, 0] * lx + N[k, 0, 1] * ly + N[k, 0, 2] * lz
+    ny = N[k, 1, 0] * lx + N[k, 1, 1] * ly + N[k, 1, 2] * lz
+    nz = N[k, 2, 0] * lx + N[k, 2, 1] * ly + N[k, 2, 2] * lz
+    norm = math.sqrt(nx * nx + ny * ny + nz * nz)
+    if nx * dx + ny * dy + nz * dz > _ZERO:
+        norm = -norm  # turn it to face the ray
+    if norm != _ZERO:
+        nx = nx / norm
+        ny = ny / norm
+        nz = nz / norm
+    return nx, ny, nz
 
 
 closest_over_instances = make_closest_over_instances(njit(error_model="numpy"), intersect_closest)
@@ -616,7 +636,7 @@ def cast_one_bvh(bvh: BVH, origins, directions, tmax=np.inf):
     tri = np.empty(n, np.int32)
     u = np.empty(n, np.float32)
     v = np.empty(n, np.float32)
-    cast_bvh(*bvh.arrays, o, d, np.float32(min(tmax, 3.0e38)), t, tri, u, v)
+    cast_bvh(*bvh.arrays, o, d, np.float32(min(tmax, 3.0e38)), t, tri, u, v)  # type: ignore[call-arg]  # a kernel
     hit = tri >= 0
     return np.where(hit, t, np.inf).astype(np.float32), np.where(hit, bvh.tri_index[np.maximum(tri, 0)], -1), u, v
 

@@ -29,10 +29,11 @@ CPU twin (:func:`.bvh.cast_instances`) runs:
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 from numba import cuda
-from numba.cuda.extending import register_jitable
+from numba.cuda.extending import register_jitable  # type: ignore[attr-defined]  # not in numba's hints
 
 from ..physics.hit_rules import (
     CONTINUATION_STEP_M,
@@ -326,7 +327,7 @@ class CudaBackend(Backend):
         # id(mesh) → (mesh, BVH) for the scene's current meshes; the mesh is kept to check identity
         self._bvhs: dict[int, tuple] = {}
         self._resident: dict[str, tuple] = {}  # name → (host array, device array)
-        self._buffers: dict[str, object] = {}
+        self._buffers: dict[str, Any] = {}  # device arrays (numba-cuda has no type hints)
         self._uploaded_for: tuple = ()  # the meshes (objects, not ids: ids are reused) last uploaded
         self._revision = -1
         self._pose_revision = -1
@@ -506,7 +507,7 @@ class CudaBackend(Backend):
             ranges = self._buffer("ranges", (len(chunk), n), np.float32)[:len(chunk)]
             _ranges_kernel[_blocks(len(chunk) * n), THREADS_PER_BLOCK](
                 *self._d_bvh, *self._d_instances, cuda.to_device(chunk), d_dirs, _tmax(max_range_m), ranges)
-            if to_host:
+            if out is not None:  # to_host
                 ranges.copy_to_host(out[start:start + len(chunk)])
         return out if to_host else ranges
 

@@ -1,4 +1,4 @@
-"""The ``embreex`` backend: Embree through embreex's Python API, where :mod:`.embree` cannot load the library.
+"""The ``embreex`` backend: Embree through embreex's Python API, where :mod:`.embree4` cannot load the library.
 
 embreex offers one triangle scene per ``EmbreeScene``, single rays, float32,
 no instancing, and ignores geometry added after the first ``run``. So each
@@ -58,6 +58,7 @@ class EmbreexBackend(Backend):
         self._revision = -1
         self._pose_revision = -1
         self._bins_for = None
+        self._bins_cached: tuple[np.ndarray, np.ndarray]  # (cell starts, ray order), set with _bins_for
         self.update()
 
     # -- scene following ------------------------------------------------------

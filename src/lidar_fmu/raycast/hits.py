@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike, NDArray
 
 
 @dataclass
@@ -22,23 +23,25 @@ class Hits:
     (every kernel and physics pass calls it the same).
     """
 
-    range_m: np.ndarray  # (N,) float32
-    hit: np.ndarray  # (N,) bool
-    normal: np.ndarray  # (N, 3) float32
-    instance_id: np.ndarray  # (N,) int64
-    primitive_id: np.ndarray  # (N,) int32
-    u: np.ndarray  # (N,) float32
-    v: np.ndarray  # (N,) float32
-    instance_index: np.ndarray  # (N,) int32
+    range_m: NDArray[np.float32]  # (N,) float32
+    hit: NDArray[np.bool_]  # (N,) bool
+    normal: NDArray[np.float32]  # (N, 3) float32
+    instance_id: NDArray[np.int64]  # (N,) int64
+    primitive_id: NDArray[np.int32]  # (N,) int32
+    u: NDArray[np.float32]  # (N,) float32
+    v: NDArray[np.float32]  # (N,) float32
+    instance_index: NDArray[np.int32]  # (N,) int32
     #: (N,) float32 share of power the ray's mirrors kept, out and back (None: no mirror on any ray, all 1)
-    path_gain: np.ndarray | None = None
+    path_gain: NDArray[np.float32] | None = None
 
     def __len__(self) -> int:
         return len(self.range_m)
 
     @classmethod
-    def from_instance_index(cls, range_m, normal, instance_index, primitive_id, u, v, instance_ids,
-                            path_gain=None) -> Hits:
+    def from_instance_index(cls, range_m: NDArray[np.float32], normal: NDArray[np.float32],
+                            instance_index: NDArray[np.int32], primitive_id: NDArray[np.int32],
+                            u: NDArray[np.float32], v: NDArray[np.float32], instance_ids: ArrayLike,
+                            path_gain: NDArray[np.float32] | None = None) -> Hits:
         """Hits from per-ray instance indices (``-1`` = miss); ``instance_ids`` maps index → scene instance id."""
         hit = np.empty(len(range_m), np.bool_)
         instance_id = np.empty(len(range_m), np.int64)
@@ -55,7 +58,8 @@ class Hits:
 
     def span(self, start: int, stop: int) -> Hits:
         """Rays ``start:stop`` as views: a caster filling them fills this batch (one time slice of a frame)."""
-        return Hits(*(None if a is None else a[start:stop] for a in self._arrays()))
+        # only path_gain may be None, and it stays None
+        return Hits(*(None if a is None else a[start:stop] for a in self._arrays()))  # type: ignore[arg-type]
 
     def assign(self, other: Hits) -> Hits:
         """Copy ``other`` (same length) into these arrays; rays without a path gain in ``other`` keep all power."""
@@ -65,7 +69,8 @@ class Hits:
             self.path_gain[...] = 1.0 if other.path_gain is None else other.path_gain
         return self
 
-    def _arrays(self) -> tuple:
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                               np.ndarray, np.ndarray | None]:
         return (self.range_m, self.hit, self.normal, self.instance_id, self.primitive_id, self.u, self.v,
                 self.instance_index, self.path_gain)
 
@@ -94,7 +99,7 @@ class Hits:
 
 
 @njit(cache=True, nogil=True)
-def _instance_ids_of(instance_index, instance_ids, range_m, hit, instance_id):
+def _instance_ids_of(instance_index, instance_ids, range_m, hit, instance_id):  # type: ignore[no-untyped-def]
     """hit, instance id (−1 on a miss) and ``inf`` range of misses in one pass (numpy took five, ~2 ms a frame)."""
     for i in range(instance_index.shape[0]):
         k = instance_index[i]

@@ -14,10 +14,15 @@ same rule, :func:`lidar_fmu.physics.hit_rules.segment_after`, inside its own loo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..errors import LidarFmuError
+
+if TYPE_CHECKING:
+    from ..geometry.pattern import RayPattern
 
 
 class RayError(LidarFmuError, ValueError):
@@ -42,15 +47,15 @@ class RayBatch:
     of each ray, carried to the returns. ``max_range_m``: nothing farther is hit.
     """
 
-    origins: np.ndarray
-    directions: np.ndarray
-    world_from_frame: np.ndarray
-    time_s: np.ndarray
-    beam_id: np.ndarray
+    origins: NDArray[np.float32]
+    directions: NDArray[np.float32]
+    world_from_frame: NDArray[np.float64]
+    time_s: NDArray[np.float32]
+    beam_id: NDArray[np.uint32]
     max_range_m: float
     #: directions a caster may group rays by instead of ``directions`` (same shape): the pattern's own, when
     #: the rays are the pattern turned a little (motion), so an order computed once per pattern still holds
-    coherence_key: np.ndarray | None = None
+    coherence_key: NDArray[np.float32] | None = None
     #: the rays' own order already keeps neighbours together (a spinning pattern's firing order): keep it
     in_packet_order: bool = False
 
@@ -67,7 +72,7 @@ class RayBatch:
         return bool(np.array_equal(self.world_from_frame, np.eye(4)))
 
     @classmethod
-    def from_pattern(cls, pattern, world_from_sensor, max_range_m: float) -> RayBatch:
+    def from_pattern(cls, pattern: RayPattern, world_from_sensor: ArrayLike, max_range_m: float) -> RayBatch:
         """A sensor's pattern (:class:`~lidar_fmu.sensors.RayPattern`) from its pose; no copies of the pattern."""
         origins = _AT_FRAME_ORIGIN if getattr(pattern, "origins", None) is None else pattern.origins
         return cls(np.ascontiguousarray(origins, np.float32), np.ascontiguousarray(pattern.directions, np.float32),
@@ -75,7 +80,7 @@ class RayBatch:
                    np.ascontiguousarray(pattern.beam_id, np.uint32), float(max_range_m))
 
     @classmethod
-    def in_world(cls, origins, directions, max_range_m: float = np.inf) -> RayBatch:
+    def in_world(cls, origins: ArrayLike, directions: ArrayLike, max_range_m: float = np.inf) -> RayBatch:
         """Rays given in the world frame (validated; directions normalised), fired at once, beam 0."""
         origins, directions = as_rays(origins, directions)
         n = len(directions)
@@ -89,7 +94,7 @@ class RayBatch:
         return RayBatch(origins, self.directions[start:stop], self.world_from_frame, self.time_s[start:stop],
                         self.beam_id[start:stop], self.max_range_m, key, self.in_packet_order)
 
-    def world_rays(self) -> tuple[np.ndarray, np.ndarray]:
+    def world_rays(self) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """(origins (N, 3) or (1, 3), unit directions (N, 3)) in the world frame, float32."""
         R = self.world_from_frame[:3, :3]
         origins = (self.origins.astype(np.float64) @ R.T + self.world_from_frame[:3, 3]).astype(np.float32)
@@ -97,7 +102,7 @@ class RayBatch:
         return origins, directions
 
 
-def as_rays(origins, directions):
+def as_rays(origins: ArrayLike, directions: ArrayLike) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """Validate and normalise ray arrays → (origins (N,3) or (3,), unit directions (N,3)) float32."""
     d = np.asarray(directions, dtype=np.float32)
     if d.ndim != 2 or d.shape[1] != 3:

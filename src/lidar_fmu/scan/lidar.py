@@ -23,33 +23,43 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..geometry.transforms import check_pose
 from ..physics.echoes import form_echoes, pulse_widths_after, sub_ray_pattern, truth_per_echo
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
-from ..pointcloud import PointCloud
+from ..pointcloud import PointCloud, Returns
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
+
+if TYPE_CHECKING:
+    from ..geometry.pattern import RayPattern
+    from ..geometry.scene import Scene
+    from ..physics.echoes import Footprint
+    from ..physics.materials.mapping import MaterialMapSource
+    from ..physics.weather import Weather
+    from ..sensors.spec import SensorSpec
 
 
 class ScanPlan(NamedTuple):
     """A scan up to its cast (:meth:`Lidar.plan_scan`): the job to cast, and what makes its returns a cloud."""
 
     job: CastJob
-    finish: Callable
+    finish: Callable[[Returns], PointCloud]
 
 
 class Lidar:
     """``materials``: a visual→IR material map (file or dict), ``None`` for the default map. ``backend``: a
     name (:func:`~lidar_fmu.raycast.make_backend`) or a backend over ``scene`` to share."""
 
-    def __init__(self, scene, sensor, backend: str = "auto", materials=None, warn=None):
+    def __init__(self, scene: Scene, sensor: Sensor | SensorSpec, backend: str | Backend = "auto",
+                 materials: MaterialMapSource | None = None, warn: Callable[[str], object] | None = None) -> None:
         self.scene = scene
         self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
         # a Backend instance is shared (several lidars casting into one scene build and update it once)
@@ -59,40 +69,42 @@ class Lidar:
         self.last_timings: dict[str, float] = {}
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
         self.frames = 0
-        self._sub_rays = (None, None)  # (a pattern, its sub-ray pattern): kept while the same pattern is cast
+        # (a pattern, its sub-ray pattern): kept while the same pattern is cast
+        self._sub_rays: tuple[RayPattern | None, RayPattern | None] = (None, None)
 
-    def rays(self, sensor_pose) -> RayBatch:
+    def rays(self, sensor_pose: ArrayLike) -> RayBatch:
         """This sensor's pattern from ``sensor_pose`` (4×4 world_from_sensor, m)."""
         return RayBatch.from_pattern(self.sensor.pattern, check_pose(sensor_pose, "sensor pose"),
                                      self.sensor.max_range_m)
 
-    def world_rays(self, sensor_pose: np.ndarray):
+    def world_rays(self, sensor_pose: ArrayLike) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """(origins (1, 3) or (N, 3), directions (N, 3)) of the pattern in the world frame."""
         return self.rays(sensor_pose).world_rays()
 
-    def sub_rays(self, pattern):
+    def sub_rays(self, pattern: RayPattern) -> RayPattern:
         """``pattern``'s beams as their footprints' sub-rays (:func:`~lidar_fmu.physics.echoes.sub_ray_pattern`), kept
         while the same pattern is cast."""
         if self._sub_rays[0] is not pattern:
             self._sub_rays = (pattern, sub_ray_pattern(pattern, self.sensor.footprint))
-        return self._sub_rays[1]
+        return cast("RayPattern", self._sub_rays[1])  # made just above for this pattern
 
     def return_model(self) -> ReturnModel:
         """This sensor's limits and the scene's current materials, as the physics passes read them."""
         return return_model(self.sensor, self.materials, self.scene)
 
-    def cast(self, sensor_pose) -> Hits:
+    def cast(self, sensor_pose: ArrayLike) -> Hits:
         """Raw :class:`~lidar_fmu.raycast.Hits` (world frame) of the pattern, through transparent surfaces."""
         return self.backend.cast_batch(self.rays(sensor_pose), self.return_model().continuation())
 
-    def returns(self, hits: Hits, sensor_pose, timestamp_s: float = 0.0) -> PointCloud:
+    def returns(self, hits: Hits, sensor_pose: ArrayLike, timestamp_s: float = 0.0) -> PointCloud:
         """Hits of this sensor's pattern cast from ``sensor_pose`` (by :meth:`cast`) → returns, on the CPU."""
         rays = self.rays(sensor_pose)
         return returns_cloud(returns_of_hits(hits, rays, self.return_model()), self.sensor.pattern,
                              rays.world_from_frame, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
 
-    def scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
-             frame: int | None = None, weather=None, ground_truth: bool = False) -> PointCloud:
+    def scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
+             motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
+             ground_truth: bool = False) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -110,8 +122,9 @@ class Lidar:
                               ground_truth=ground_truth)
         return plan.finish(self.backend.returns_together([plan.job])[0])
 
-    def plan_scan(self, sensor_pose, timestamp_s: float = 0.0, *, pattern=None, motion: FrameMotion | None = None,
-                  frame: int | None = None, weather=None, ground_truth: bool = False) -> ScanPlan:
+    def plan_scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
+                  motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
+                  ground_truth: bool = False) -> ScanPlan:
         """:meth:`scan` in two parts around the cast: its :class:`~lidar_fmu.raycast.CastJob`, and ``finish``, which
         makes that job's returns the cloud. A rig casts its lidars' jobs together
         (:meth:`~lidar_fmu.raycast.Backend.returns_together`)."""
@@ -134,8 +147,9 @@ class Lidar:
         return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, timestamp_s, footprint,
                                                frame, weather, ground_truth))
 
-    def _finish(self, after, pattern, sensor_pose, timestamp_s, footprint, frame, weather, ground_truth,
-                returns) -> PointCloud:
+    def _finish(self, after: Callable[[Returns], Returns] | None, pattern: RayPattern, sensor_pose: np.ndarray,
+                timestamp_s: float, footprint: Footprint, frame: int | None, weather: Weather | None,
+                ground_truth: bool, returns: Returns) -> PointCloud:
         """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
         if after is not None:

@@ -91,8 +91,8 @@ def unit_quaternion(rotation: np.ndarray) -> np.ndarray:
 
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:
     """Axis · angle (rad, 0 ≤ angle ≤ π) of a 3×3 rotation, through its unit quaternion (robust near 0 and π)."""
-    w, *xyz = unit_quaternion(rotation)
-    xyz = np.asarray(xyz) * (1.0 if w >= 0 else -1.0)  # the shorter way round
+    w, *vector_part = unit_quaternion(rotation)
+    xyz = np.asarray(vector_part) * (1.0 if w >= 0 else -1.0)  # the shorter way round
     sin_half = float(np.linalg.norm(xyz))
     if sin_half == 0.0:
         return np.zeros(3)
@@ -305,6 +305,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     time_s = np.ascontiguousarray(pattern.time_offset_s, np.float32)
     beam_id = np.ascontiguousarray(pattern.beam_id, np.uint32)
     edges = np.linspace(float(fraction.min()), float(fraction.max()), slices + 1)
+    bounds: list[int] | np.ndarray  # where each slice's run starts, and the end
     if slices == 1:  # the pattern's packet order (kept per pattern by the caster) still groups the turned rays
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
                         coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)

@@ -36,6 +36,8 @@ default take the documentation's sample config (16 channels, 100 m,
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .presets import PRESETS
@@ -151,6 +153,7 @@ def airsim_spec(data: dict, error, select_id=None) -> dict:
         if not isinstance(entry.get(key, False), bool):
             raise error(f"AirSim setting {key!r} must be true or false, got {entry[key]!r}")
     livox = kind.startswith("livox")
+    spec: dict[str, Any]
     if livox:
         given = sorted(k for k in entry if "fov" in k)
         if given:

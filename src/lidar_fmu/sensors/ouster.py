@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -100,7 +101,8 @@ def read_ouster_metadata(source) -> OusterCalibration:
     else:
         n, z0 = float(beams.get("lidar_origin_to_beam_origin_mm", 0.0)), 0.0
     lidar_to_sensor = _matrix(lidar.get("lidar_to_sensor_transform", np.eye(4).ravel()), "lidar_to_sensor_transform")
-    window = tuple(int(v) for v in data_format.get("column_window", (0, columns - 1)))
+    # (first, last): the length is not checked here (a window of another length fails where it is unpacked)
+    window = cast("tuple[int, int]", tuple(int(v) for v in data_format.get("column_window", (0, columns - 1))))
     return OusterCalibration(altitude, azimuth, n, z0, lidar_to_sensor, columns, float(rate), window, name)
 
 

@@ -1,63 +1,22 @@
-"""Sensor models as data: a spec (preset name, dict or JSON/YAML file) → :class:`Sensor`.
+"""A sensor spec (preset name, dict, or JSON/JSONC/YAML file; Ouster metadata; a Project AirSim entry) → :class:`Sensor`.
 
-Spec keys (a contract; units in the names):
+:func:`load_sensor` is the one entry point; :data:`KNOWN_KEYS` lists the keys a spec may have, every one
+documented in docs/sensors.md (geometry, timing, calibrations) and docs/physics.md (range limit, noise, weather,
+echoes, mirrors, ToF). Unit formats are read by their own modules (:mod:`.ouster`, :mod:`.velodyne`,
+:mod:`.airsim`, :mod:`.ibeo`, :mod:`.rosette`); a bad spec raises :class:`SensorSpecError` with one line naming
+the key.
 
-``preset``                   start from a predefined sensor, other keys override it
-``horizontal_samples``       columns per revolution / per sweep
-``horizontal_fov_deg``       [start, end] azimuth of the sweep, columns run start → end
-``horizontal_resolution_deg`` column spacing (alternative to ``horizontal_samples``)
-``vertical_angles_deg``      explicit beam elevations (beam id = list position)
-``vertical_fov_deg``         [lower, upper] with ``channels`` evenly spaced beams
-``calibration``              Velodyne calibration YAML (per laser ``vert_correction``/``rot_correction`` rad,
-                             ``vert_offset_correction``/``horiz_offset_correction`` m: beam origins)
-``velodyne_model``           VLP-16, Puck Hi-Res, HDL-32E, VLP-32C, HDL-64E, VLS-128: the model's documented
-                             firing sequence times the rays (:mod:`.velodyne`); columns default to the
-                             sequences fired in one frame
-``angle_pairs_deg``          [[azimuth, elevation], …] arbitrary directions
-``pinhole``                  {width_px, height_px, horizontal_fov_deg}: a depth camera
-``min_range_m``, ``max_range_m``, ``wavelength_nm``, ``frame_rate_hz``, ``firing_interval_s``
-``range_reflectivity``       {pairs: [[reflectivity, range_m], …], fit: linear|root2|root3|root4|log|blensor|constant}:
-                             a return is kept only within r_L(reflectivity) (:mod:`lidar_fmu.physics.range_limit`)
-``max_transparent_layers``   transparent surfaces a ray passes before it gives up (default 4)
-``max_bounces``              mirrors a ray reflects off before it gives up (default 2; :mod:`lidar_fmu.physics.returns`)
-``tof``                      {modulation_frequency_hz}: a continuous-wave ToF camera (with ``pinhole``): ranges
-                             fold back modulo c/(2f) (:mod:`lidar_fmu.physics.tof`)
-``motion_distortion``        true (default): each ray leaves the sensor pose at its firing time and meets the
-                             objects where they are then (:mod:`lidar_fmu.scan.motion`); false: one pose per frame
-``motion_slices``            time slices a frame's moving objects are posed in (default 10; the sensor's own
-                             motion is exact per ray)
-``noise``                    {range_sigma_m, range_sigma_per_m, laser_bias_sigma_m, angle_sigma_deg, dropout, seed}
-                             or "datasheet" (σ = ``range_accuracy_m``); off when absent (:mod:`lidar_fmu.physics.effects`)
-``detection``                "threshold" (default: r ≤ r_L) or "probabilistic" (P(r_L) = 0.9)
-``range_accuracy_m``         the datasheet's range accuracy (1σ), what ``noise: datasheet`` uses
-``weather``                  {fog_visibility_m, rain_mm_h, snow_mm_h}: extinction and clutter (:mod:`lidar_fmu.physics.weather`)
-``beam_divergence_mrad``     [horizontal, vertical] FWHM beam divergence (presets: their datasheets')
-``divergence_samples``       sub-rays per beam across its footprint (default 1: the beam's centre ray)
-``returns``                  "strongest" (default), "first", "last" or "dual" (strongest + last, as Velodyne)
-``echo_separation_m``        echoes closer than this merge (default 1 m)
-``beam_diameter_m``          the beam's diameter at the exit (default 0; OS1: 10 mm); all five: :mod:`lidar_fmu.physics.echoes`
-``rotating_mirror``          true: the beams come off a turning 45° mirror, each layer's elevation falls
-                             with the azimuth as asin(sin ε · cos azimuth) (Ibeo LUX, BlenSor; :mod:`.ibeo`)
-``rosette``                  {points_per_second, channels, horizontal_rotation_hz, vertical_rotation_hz,
-                             radial_scaling, vertical_fov_deg | cone_half_angles_deg}: a pattern that never
-                             repeats (:mod:`.rosette`); each window casts the shots fired in it
-``airsim_origin``, ``airsim_disable_self_hits``, ``airsim_report_frequency_hz``
-                             kept from Project AirSim settings (:mod:`.airsim`) for the host; no effect on rays
-``name``, ``description``    free text
-
-A Project AirSim lidar entry (``type: lidar``, ``lidar-type``, …) or a config with a ``sensors`` list is
-accepted as a spec (dict or JSON/JSONC/YAML file) and converted by :mod:`.airsim`.
-
-Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive =
-left); elevation positive up.
+Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive = left); elevation positive up.
 """
 from __future__ import annotations
 
 import functools
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -72,8 +31,8 @@ from ..geometry.pattern import (
 )
 from ..physics.echoes import Footprint, FootprintError, parse_footprint
 from ..physics.effects import Effects, EffectsError, parse_effects, stretched_limit
-from ..physics.range_limit import parse_range_reflectivity
-from ..physics.tof import ToFSpecError, parse_tof
+from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivity
+from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim, strip_json_comments
 from .ibeo import mirror_directions
 from .ouster import OusterMetadataError, ouster_rays, read_ouster_metadata
@@ -96,6 +55,11 @@ KNOWN_KEYS = {
 }
 
 
+#: what :func:`load_sensor` takes: a preset name, a spec file (JSON/JSONC/YAML, or an Ouster unit's metadata) or
+#: a spec dict
+SensorSpec: TypeAlias = "str | os.PathLike[str] | dict[str, Any]"
+
+
 class SensorSpecError(LidarFmuError, ValueError):
     """A sensor spec names an unknown preset, is unreadable or inconsistent."""
 
@@ -110,8 +74,8 @@ class Sensor:
     max_range_m: float
     wavelength_nm: float
     frame_rate_hz: float
-    spec: dict = field(default_factory=dict)  # the resolved spec it was made from
-    range_limit: object | None = None  # RangeReflectivityLimit, or None: every reflectivity reaches max_range_m
+    spec: dict[str, Any] = field(default_factory=dict)  # the resolved spec it was made from
+    range_limit: RangeReflectivityLimit | None = None  # None: every reflectivity reaches max_range_m
     max_transparent_layers: int = 4
     #: mirrors a ray reflects off at most (:mod:`lidar_fmu.physics.returns`)
     max_bounces: int = 2
@@ -124,10 +88,10 @@ class Sensor:
     #: beam divergence, sub-rays and which echoes are reported (:mod:`lidar_fmu.physics.echoes`); default: one ray per beam
     footprint: Footprint = field(default_factory=Footprint)
     #: a continuous-wave ToF camera's modulation (:mod:`lidar_fmu.physics.tof`); None: a pulsed lidar, no folding
-    tof: object | None = None
+    tof: ToF | None = None
 
     @functools.cached_property
-    def physics_range_limit(self):
+    def physics_range_limit(self) -> RangeReflectivityLimit | None:
         """The limit the physics pass keeps returns within: ``range_limit``, stretched under probabilistic
         detection so that :func:`~lidar_fmu.physics.effects.apply_effects` can draw the returns just beyond it."""
         if self.range_limit is None or self.effects.detection != "probabilistic":
@@ -178,7 +142,7 @@ class Sensor:
         return pattern.select_columns(inside, after_s[inside] - column_start_s[inside])
 
 
-def _read_spec_file(path: str) -> dict:
+def _read_spec_file(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -199,12 +163,12 @@ def _read_spec_file(path: str) -> dict:
     return data
 
 
-def _is_ouster_metadata(data: dict) -> bool:
+def _is_ouster_metadata(data: dict[str, Any]) -> bool:
     """Does a JSON document look like an Ouster unit's metadata (current or legacy layout)?"""
     return "beam_altitude_angles" in data or "beam_altitude_angles" in (data.get("beam_intrinsics") or {})
 
 
-def resolve_spec(spec) -> dict:
+def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
     """Turn a preset name, spec file path or dict into one flat spec dict."""
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec)
@@ -248,8 +212,8 @@ def resolve_spec(spec) -> dict:
     return spec
 
 
-def _number(spec: dict, key: str, default=None, positive=True) -> float:
-    value = spec.get(key, default)
+def _number(spec: dict[str, Any], key: str, default: float | None = None, positive: bool = True) -> float:
+    value: Any = spec.get(key, default)  # anything a spec holds: float() says whether it is a number
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -259,7 +223,7 @@ def _number(spec: dict, key: str, default=None, positive=True) -> float:
     return value
 
 
-def _angles(spec: dict, key: str, length=None) -> np.ndarray:
+def _angles(spec: dict[str, Any], key: str, length: int | None = None) -> np.ndarray:
     try:
         values = np.asarray(spec[key], dtype=np.float64)
     except (TypeError, ValueError):
@@ -274,13 +238,13 @@ def _data_file(name: str) -> str:
     """A path as given, else the packaged ``data/`` file of that name; SensorSpecError when neither exists."""
     if os.path.isfile(name):
         return name
-    packaged = resources.files(__package__).joinpath("data", name)
+    packaged = resources.files(__package__).joinpath("data").joinpath(name)  # one name a call: Python 3.10's API
     if not packaged.is_file():
         raise SensorSpecError(f"calibration file not found: {name}")
     return str(packaged)
 
 
-def _velodyne(spec: dict, frame_period_s: float) -> RayPattern:
+def _velodyne(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
     """A Velodyne calibration YAML's lasers (with their origin offsets); with ``velodyne_model`` the model's
     documented firing sequence times every ray (:mod:`.velodyne`), else columns spread over the frame."""
     try:
@@ -318,7 +282,7 @@ def _velodyne(spec: dict, frame_period_s: float) -> RayPattern:
         raise SensorSpecError(str(exc)) from None
 
 
-def _check_rays(count, what: str) -> None:
+def _check_rays(count: float, what: str) -> None:
     """One-line :class:`SensorSpecError` when ``count`` (rays per frame, or a lower bound of them) is too many.
 
     Checked before any array is made: a frame casts at most :data:`MAX_RAYS_PER_FRAME` rays.
@@ -328,7 +292,7 @@ def _check_rays(count, what: str) -> None:
                               "per frame")
 
 
-def _column_layout(spec: dict) -> tuple[float, float, int]:
+def _column_layout(spec: dict[str, Any]) -> tuple[float, float, int]:
     """(start_deg, end_deg, columns) of the sweep, checked before any array is made."""
     start, end = _angles(spec, "horizontal_fov_deg", 2) if "horizontal_fov_deg" in spec else (180.0, -180.0)
     span = end - start
@@ -357,7 +321,7 @@ def _column_azimuths(start: float, end: float, samples: int) -> np.ndarray:
     return np.radians(np.linspace(start, end, samples))
 
 
-def _ouster_pattern(source) -> RayPattern:
+def _ouster_pattern(source: str | dict[str, Any]) -> RayPattern:
     """The rays of an Ouster unit from its metadata JSON (a path, packaged file name, or dict)."""
     if isinstance(source, str) and not os.path.isfile(source):
         packaged = os.path.join(os.path.dirname(__file__), "data", source)
@@ -374,7 +338,7 @@ def _ouster_pattern(source) -> RayPattern:
     return RayPattern(directions, beam, column, time_s, cal.beams, columns, origins=origins)
 
 
-def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
+def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
     if "ouster_metadata" in spec:
         return _ouster_pattern(spec["ouster_metadata"])
     if "angle_pairs_deg" in spec:
@@ -432,7 +396,7 @@ def _pattern(spec: dict, frame_period_s: float) -> RayPattern:
     return grid
 
 
-def _continuous(spec: dict) -> ContinuousScan:
+def _continuous(spec: dict[str, Any]) -> ContinuousScan:
     """The :class:`ContinuousScan` of a ``rosette`` spec (:mod:`.rosette`), its settings checked."""
     rosette = spec["rosette"]
     if not isinstance(rosette, dict):
@@ -456,7 +420,7 @@ def _continuous(spec: dict) -> ContinuousScan:
                         radial_scaling=_number(rosette, "radial_scaling", 1.0), **geometry)
 
 
-def load_sensor(spec) -> Sensor:
+def load_sensor(spec: SensorSpec) -> Sensor:
     """Build a :class:`Sensor` from a preset name, a JSON/YAML spec file or a spec dict.
 
     Raises :class:`SensorSpecError` with a one-line reason on bad input.
@@ -526,7 +490,7 @@ def load_sensor(spec) -> Sensor:
     )
 
 
-def preset_rows():
+def preset_rows() -> Iterator[tuple[str, int, float, int, float, str]]:
     """(name, channels, horizontal FOV°, rays per frame, frame rate Hz, description) per preset."""
     for name, spec in PRESETS.items():
         sensor = load_sensor(name)

@@ -76,6 +76,7 @@ def read_velodyne_calibration(path) -> VelodyneCalibration:
         raise VelodyneCalibrationError(f"Velodyne calibration {name}: needs a non-empty 'lasers' list")
 
     def column(key, default=None):
+        values: list | np.ndarray  # the lasers' values, then as an array
         try:
             values = [laser[key] if default is None else laser.get(key, default) for laser in lasers]
             values = np.asarray(values, np.float64)

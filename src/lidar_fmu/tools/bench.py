@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from ..errors import UserError
 from ..geometry.scene import Mesh, Scene
 from ..geometry.transforms import pose_matrix
 from ..scan.lidar import Lidar
+
+# The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
+# command runs, without loading what it does not use (numba kernels, osi3, the FMU).
 
 SENSORS = [("VLP-16", "velodyne_vlp16"), ("OS1-128×1024", "ouster_os1_128")]
 
@@ -253,9 +257,9 @@ def bench_motion(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
 
 
 def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
-    """What noise, detection probability and weather add to one frame (issue 13's goal: ≤ 1 ms for noise,
+    """What noise, detection probability and weather add to one frame (the aim: ≤ 1 ms for noise,
     ≤ 3 ms for weather), against the clean frame measured alongside."""
-    cases = [("clean", {}), ("datasheet noise", {"noise": "datasheet"}),
+    cases: list[tuple[str, dict[str, Any]]] = [("clean", {}), ("datasheet noise", {"noise": "datasheet"}),
              ("noise (range, bias, angle, dropout) + probabilistic detection",
               {"noise": {"range_sigma_m": 0.03, "laser_bias_sigma_m": 0.01, "angle_sigma_deg": 0.05,
                          "dropout": 0.01}, "detection": "probabilistic"}),
@@ -337,7 +341,7 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
     parameters = fmu_parameters(scenario, folder)
     model = model_of(parameters)  # the very model the FMU builds: its materials (glass!), mounting, options
     model.step(views[0], 0.0)  # loads meshes, builds, compiles
-    stages = {name: [] for name in STAGES}
+    stages: dict[str, list[float]] = {name: [] for name in STAGES}
     totals = []
     for k, view in enumerate(views):
         t0 = time.perf_counter()
@@ -374,7 +378,7 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
 
 def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lidars: int = 4) -> dict:
     """The demo scenario's doStep (in-process) with ``lidars`` copies of its lidar on the roof corners against
-    the one lidar, views interleaved (issue 15's goal: 4 lidars ≤ 3.5× one; the scene update is shared)."""
+    the one lidar, views interleaved (the aim: 4 lidars ≤ 3.5× one; the scene update is shared)."""
     from ..sensors import resolve_spec
     from .replay import fmu_parameters, model_of
 
@@ -386,7 +390,7 @@ def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lid
     rig = {"sensors": [spec | {"mounting": {"xyz_m": list(xyz), "rpy_deg": [0, 0, yaw]}}
                        for *xyz, yaw in (corners * lidars)[:lidars]]}
     one, many = model_of(parameters), model_of(parameters, sensor=rig)
-    times = {"one": [], "rig": []}
+    times: dict[str, list[float]] = {"one": [], "rig": []}
     for k, view in enumerate(views):
         for name, model in (("one", one), ("rig", many)):
             t0 = time.perf_counter()

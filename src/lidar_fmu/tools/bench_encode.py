@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 from osi3.osi_sensordata_pb2 import SensorData
@@ -118,7 +119,7 @@ def bench_encode(n: int = 131072, n_reference: int = 5000, repeats: int = 20) ->
     ``math.atan2``, not the slower pure-Python ``atan2_rad``) on
     ``n_reference`` points, serializes it, and is extrapolated per detection.
     """
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         timestamp_s=12.345, sensor_id=7, mounting_position=pose_matrix((1.5, 0.0, 1.8), (0.0, 0.05, 0.0)),
         cycle_counter=42,
     )

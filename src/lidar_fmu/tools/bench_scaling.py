@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def cast_case(label: str, scene: Scene, sensor_pose, repeat: int, reference: boo
     lidar = Lidar(scene, PRESET)
     lidar.cast(sensor_pose)  # builds the BVH(s)
     build_s = time.perf_counter() - t0
-    row = dict(case=label, triangles=int(scene.triangle_count), instances=len(scene), build_s=build_s,
+    row: dict[str, Any] = dict(case=label, triangles=int(scene.triangle_count), instances=len(scene), build_s=build_s,
                cast_ms=median_ms(lambda: lidar.cast(sensor_pose), repeat), o3d_ms=None)
     if reference:
         ref = open3d_reference(scene)

@@ -109,9 +109,10 @@ def cmd_scan(args) -> None:
                   warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
     pattern = lidar.sensor.pattern
     if args.duration is not None:  # what the sensor fires in that long (a still scene: a repeating frame repeats)
-        pattern = lidar.sensor.rays_between(0.0, args.duration)
-        if pattern is None:
+        fired = lidar.sensor.rays_between(0.0, args.duration)
+        if fired is None:
             raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
+        pattern = fired
     with event.install_recorder("numba:compile") as compiling:
         cloud = lidar.scan(pose, pattern=pattern, ground_truth=args.ground_truth)
     written = []
@@ -289,7 +290,7 @@ def cmd_figures(args) -> None:
     street = os.path.join(args.work_dir or cache_dir(), "street")
     ensure_street(street)
     scene, _ = load_street_scene(street)
-    street_map = str(resources.files("lidar_fmu.physics.materials").joinpath("data", "street_map.yaml"))
+    street_map = str(resources.files("lidar_fmu.physics.materials").joinpath("data").joinpath("street_map.yaml"))
     limit = {"pairs": [list(p) for p in pairs], "fit": "log"}
     pose = pose_matrix((0.0, -1.75, 1.9))
     panels = []
@@ -302,7 +303,7 @@ def cmd_figures(args) -> None:
         cloud = Lidar(scene, spec, materials=materials, warn=lambda message: None).scan(pose)
         panels.append((title, cloud.points))
     plot_reflectivity_bev(os.path.join(args.output, "street_reflectivity.png"), panels, extent_m=70.0)
-    # issue 12: the OS1-128 unit's calibrated pattern against the datasheet grid; motion distortion at 72 km/h
+    # the OS1-128 unit's calibrated pattern against the datasheet grid; motion distortion at 72 km/h
     grid, unit = load_sensor("ouster_os1_128"), load_sensor("ouster_os1_128_cal")
     plot_scan_patterns(os.path.join(args.output, "os1_128_patterns.png"),
                        [("ouster_os1_128: datasheet grid", grid.pattern),
@@ -314,7 +315,7 @@ def cmd_figures(args) -> None:
                            [("still", lidar.scan(pose).points),
                             ("driving at 20 m/s (+x): motion distortion", lidar.scan(pose, motion=moving).points)])
     plot_livox_coverage(os.path.join(args.output, "livox_coverage.png"))
-    # issue 13: the street clean, with datasheet noise, in fog and in rain; the detection law
+    # the street clean, with datasheet noise, in fog and in rain; the detection law
     weather_panels = []
     for title, extra in (("clean", {}), ("datasheet noise (σ 3 cm)", {"noise": "datasheet"}),
                          ("fog, visibility 50 m", {"weather": {"fog_visibility_m": 50.0}}),
@@ -325,7 +326,7 @@ def cmd_figures(args) -> None:
     plot_reflectivity_bev(os.path.join(args.output, "street_weather.png"), weather_panels, extent_m=40.0)
     plot_detection_probability(os.path.join(args.output, "detection_probability.png"),
                                load_sensor("ouster_os1_128").range_limit)
-    # issue 14: a mirror's ghosts; dual returns at object edges, on the street and in the room of the
+    # a mirror's ghosts; dual returns at object edges, on the street and in the room of the
     # real-recording comparison
     plot_mirror_ghost(os.path.join(args.output, "mirror_ghost.png"))
     plot_dual_returns(os.path.join(args.output, "dual_returns.png"), dual_return_panels(scene, pose, street_map))
@@ -389,10 +390,11 @@ def _attach_signed_values(argv: list[str]) -> list[str]:
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lidar-fmu", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
+#: the ray casters ``--backend`` offers
+_BACKENDS = ["auto", "embree", "embreex", "cuda"]
 
+
+def _add_scan(sub) -> None:
     p = sub.add_parser("scan", help="cast one frame of a sensor into meshes and write a point cloud")
     p.add_argument("--mesh", action="append", required=True, help="mesh file (OBJ, glTF/GLB, PLY, STL); repeatable")
     p.add_argument("--sensor", required=True, help="preset name or JSON/YAML sensor spec")
@@ -412,10 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ground-truth", action="store_true",
                    help="also write each point's noise-free position and range, IR material id and incidence angle "
                         "(x_true y_true z_true range_true material_id incidence_angle_rad; not in .ptx)")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+    p.add_argument("--backend", default="auto", choices=_BACKENDS,
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
     p.set_defaults(func=cmd_scan)
 
+
+def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
     p.add_argument("scenario", help="scenario folder or scenario.yaml")
     p.add_argument("-o", "--output", required=True, help="output folder")
@@ -426,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 
+
+def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="replay scenarios × sensors (× mountings, weather, spec keys) on a Dask cluster",
                        description="Cross the sweep file's scenarios, sensors and optional mountings, weather and "
                                    "spec keys; replay each run through the FMU into OUT/<scenario>__<sensor>[__…]/ "
@@ -446,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
 
+
+def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
     p.add_argument("-o", "--output", default="out/demo", help="output folder")
     p.add_argument("--frames", type=_positive_int, default=40, help="frames of the demo trace (10 Hz)")
@@ -453,21 +461,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_demo)
 
+
+def _add_build(sub) -> None:
     p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
     p.add_argument("-o", "--output", default=None,
                    help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache)")
     p.set_defaults(func=cmd_build)
 
+
+def _add_figures(sub) -> None:
     p = sub.add_parser("figures", help="draw the range-limit curves and the demo street coloured by reflectivity")
     p.add_argument("-o", "--output", default="docs", help="folder for the PNGs")
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.set_defaults(func=cmd_figures)
 
+
+def _add_presets(sub) -> None:
     p = sub.add_parser("presets", help="list predefined sensors")
     p.set_defaults(func=cmd_presets)
 
+
+def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure cast and point-record speed against Open3D")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+    p.add_argument("--backend", default="auto", choices=_BACKENDS,
                    help="ray caster to measure: auto picks cuda on an NVIDIA GPU, else embree")
     p.add_argument("--repeat", type=int, default=15, help="timed repetitions per case (median reported)")
     p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
@@ -482,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="docs", help="--scaling: folder for scaling.png")
     p.set_defaults(func=cmd_bench)
 
+
+def _add_soak(sub) -> None:
     p = sub.add_parser("soak", help="run many steps of tracked pedestrians; print memory and step time as it goes",
                        description="Run STEPS steps of a host car and OBJECTS pedestrians whose boxes jitter by "
                                    "at most 2 cm per step; every REPORT_EVERY steps print the resident memory "
@@ -494,10 +512,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fmu", nargs="?", const="", default=None, metavar="PATH",
                    help="step the built FMU through FMPy instead of the model in-process (no PATH: the default "
                         "FMU, built if stale)")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+    p.add_argument("--backend", default="auto", choices=_BACKENDS,
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
     p.add_argument("--seed", type=int, default=0, help="seed of the pedestrians' paths and box jitter (default: 0)")
     p.set_defaults(func=cmd_soak)
+
+
+#: each sub-command's parser, in the order ``lidar-fmu -h`` lists them
+_COMMANDS = (_add_scan, _add_replay, _add_sweep, _add_demo, _add_build, _add_figures, _add_presets, _add_bench,
+             _add_soak)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lidar-fmu", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
+    for add_command in _COMMANDS:
+        add_command(sub)
     return parser
 
 

@@ -15,6 +15,9 @@ import numpy as np
 from ..osi.trace import TraceWriter, trace_name
 from .demo_scene import LANE_WIDTH_M, ensure_street
 
+# The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
+# command runs, without loading what it does not use (numba kernels, osi3, the FMU).
+
 HOST_ID = 1
 #: Parked cars keep their layout ids shifted past the driving cars' ids.
 PARKED_ID_OFFSET = 100
@@ -102,7 +105,7 @@ def make_demo_scenario(out_dir, frames: int = 40, step_s: float = 0.1, seed: int
     import shutil
     from importlib import resources
 
-    with resources.as_file(resources.files("lidar_fmu.physics.materials").joinpath("data", "street_map.yaml")) as src:
+    with resources.as_file(resources.files("lidar_fmu.physics.materials").joinpath("data").joinpath("street_map.yaml")) as src:
         shutil.copyfile(src, os.path.join(out_dir, "materials.yaml"))
     scenario = {
         "name": "demo",

@@ -25,10 +25,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import Any
 
 import numpy as np
 
-from ..geometry.scene import Scene, load_mesh
+from ..geometry.scene import Mesh, Scene, load_mesh
 from ..geometry.transforms import pose_matrix
 from ..pointcloud import ENVIRONMENT_ID_BASE
 
@@ -585,6 +586,8 @@ def _street_parts(rng) -> Parts:
 def _cube_surface(cells: int):
     """Surface grid of the cube [-1, 1]^3 with ``cells × cells`` quads per side."""
     t = np.linspace(-1.0, 1.0, cells + 1)
+    gu: np.ndarray  # the grid, then flat
+    gv: np.ndarray
     gu, gv = np.meshgrid(t, t, indexing="ij")
     gu, gv = gu.ravel(), gv.ravel()
     i, j = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
@@ -683,7 +686,7 @@ def _car_lights_and_bumpers(spec, body_half):
     light_z = spec["belt_m"] - 0.17
     light_y = spec["width_m"] / 2 - 0.27
     unit = _unit_icosphere(2)
-    lights = {"headlight_glass": [], "taillight_red": []}
+    lights: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"headlight_glass": [], "taillight_red": []}
     for end, material in ((1.0, "headlight_glass"), (-1.0, "taillight_red")):
         for sy in (-light_y, light_y):
             surface_x = _superellipse_x(body_half, sy, light_z - centre_z)
@@ -782,7 +785,8 @@ def _park_side(rng, side: float, models: dict, first_id: int) -> list:
     """Cars nose-to-tail along one kerb, skipping the zebra crossing zone."""
     names = list(_CAR_SHARE)
     share = np.array([_CAR_SHARE[n] for n in names])
-    cars, x = [], -STREET_HALF_LENGTH_M + 1.0
+    cars: list[dict[str, Any]] = []
+    x = -STREET_HALF_LENGTH_M + 1.0
     while True:
         name = names[int(rng.choice(len(names), p=share))]
         length, width, height = models[name]["dimension_m"]
@@ -815,7 +819,8 @@ def generate_street(out_dir, seed: int = 0) -> dict:
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     rng = np.random.default_rng(seed)
-    files, models = {}, {}
+    files: dict[str, Any] = {}
+    models: dict[str, dict[str, Any]] = {}
     for name, spec in CAR_TYPES.items():
         parts, dims = _centre_parts(_car_parts(spec))
         files.update(_write_mesh(out_dir, name, parts, f"lidar_fmu demo car {name}: bbox-centred, x forward, z up, m"))
@@ -875,7 +880,7 @@ def load_street_scene(out_dir):
         layout = json.load(fh)
     scene = Scene()
     scene.add_instance(ENVIRONMENT_ID_BASE, load_mesh(os.path.join(out_dir, layout["environment"])))
-    meshes = {}
+    meshes: dict[str, Mesh] = {}
     for car in layout["cars"]:
         mesh = meshes.get(car["mesh"])
         if mesh is None:

@@ -14,6 +14,7 @@ canvas, never through ``pyplot``: no global figure state leaks into callers
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from matplotlib import colormaps
@@ -23,6 +24,15 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from ..physics.range_limit import FITS, RangeReflectivityLimit, fit_range_limit
+
+if TYPE_CHECKING:
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    from ..geometry.pattern import RayPattern
+    from ..pointcloud import PointCloud
+
+# The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
+# command runs, without loading what it does not use (numba kernels, osi3, the FMU).
 
 #: Datasheet pairs LiMOX uses in Fig. 7–9: [10 %, 60 m] and [80 %, 120 m].
 LIMOX_PAIRS = ((0.10, 60.0), (0.80, 120.0))
@@ -37,7 +47,7 @@ _FIT_COLORS = {
     "log": "#d62728", "blensor": "#ff7f0e", "constant": "#7f7f7f",
 }
 # BlenSor equals the linear fit above the first pair: dashes keep both visible.
-_LINE_STYLES = {
+_LINE_STYLES: dict[str, dict[str, Any]] = {
     "blensor": {"linewidth": 2.0, "linestyle": (0, (5, 3)), "zorder": 3},
     "constant": {"linewidth": 1.6, "linestyle": "--"},
 }
@@ -186,7 +196,7 @@ def plot_reflectivity_bev(path, clouds: Sequence[tuple[str, np.ndarray]], extent
     cmap = colormaps[REFLECTIVITY_CMAP]
 
     figure = _new_figure(4.4 * len(clouds) + 1.0, 5.0)
-    figure.get_layout_engine().set(wspace=0.06)  # room between panels for the ±extent tick labels
+    cast("ConstrainedLayoutEngine", figure.get_layout_engine()).set(wspace=0.06)  # room between panels for the ±extent tick labels
     axes = figure.subplots(1, len(clouds), sharex=True, sharey=True, squeeze=False)[0]
     for ax, (title, points) in zip(axes, clouds):
         _draw_bev(ax, title, points, extent_m, norm, cmap, point_size)
@@ -228,6 +238,7 @@ def plot_livox_coverage(path, preset: str = "livox_mid70", times_s: Sequence[flo
     theta = np.linspace(0.0, 2.0 * np.pi, 361)
     for ax, time_s in zip(axes, times_s):
         rays = sensor.rays_between(0.0, time_s)
+        assert rays is not None  # (a window shorter than one shot fires nothing)
         covered, inside, edges = fov_coverage(rays.directions, half_angles, cell_deg)
         fractions.append(float(covered[inside].mean()))
         image = np.where(inside, covered.astype(float), np.nan).T  # rows: elevation
@@ -248,7 +259,7 @@ def plot_livox_coverage(path, preset: str = "livox_mid70", times_s: Sequence[flo
 # ------------------------------------------- scan patterns and motion distortion
 
 
-def plot_scan_patterns(path, patterns: Sequence[tuple[str, object]], azimuth_window_deg=(-3.0, 3.0)) -> None:
+def plot_scan_patterns(path, patterns: Sequence[tuple[str, RayPattern]], azimuth_window_deg=(-3.0, 3.0)) -> None:
     """Ray directions of each ``(title, RayPattern)`` in an azimuth window, elevation against azimuth, one
     panel each, coloured by beam: how a unit's calibration (staggered beams, uneven elevations) departs from a
     datasheet's even grid."""
@@ -320,7 +331,7 @@ def plot_detection_probability(path, limit, reflectivities=(0.10, 0.80)) -> None
     _save(figure, path)
 
 
-# ------------------------------------------------ dual returns at object edges (issue 14)
+# ------------------------------------------------ dual returns at object edges
 
 
 def indoor_room_scene():
@@ -359,7 +370,7 @@ def indoor_room_scene():
     return scene, np.eye(4)
 
 
-def plot_dual_returns(path, panels: Sequence[tuple[str, object, float]]) -> None:
+def plot_dual_returns(path, panels: Sequence[tuple[str, PointCloud, float]]) -> None:
     """Dual returns at object edges, one bird's-eye panel per ``(title, cloud, extent_m)``.
 
     ``cloud``: a :class:`~lidar_fmu.pointcloud.PointCloud` scanned with ``returns: dual`` (it needs ``echo`` and
@@ -437,7 +448,8 @@ def plot_mirror_ghost(path) -> tuple[int, int]:
     materials = {"default": "lambertian_50", "materials": {"mirror": "mirror", "wall": "lambertian_50", "box": "lambertian_50"}}
     lidar = Lidar(scene, sensor, materials=materials)
     cloud = lidar.scan(np.eye(4))
-    ghost = lidar.cast(np.eye(4)).path_gain[cloud.ray_index] < 1.0  # rays that came back by the mirror
+    # rays that came back by the mirror (a scene with a mirror: the cast keeps each ray's path gain)
+    ghost = cast("np.ndarray", lidar.cast(np.eye(4)).path_gain)[cloud.ray_index] < 1.0
     p = cloud.points
     figure = _new_figure(7.5, 6.5)
     ax = figure.add_subplot()

@@ -36,6 +36,8 @@ import numpy as np
 
 from ..errors import UserError
 from ..osi.trace import TraceError
+from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog
+from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
                  "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis", "ground_truth"}
@@ -111,20 +113,6 @@ def _timestamp_s(sensor_view: bytes) -> float:
     return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
 
 
-def organize(cloud, pattern, max_echoes: int = 1):
-    """A cloud decoded from the FMU's OSI SensorData, given back its pattern and each detection's ray.
-
-    OSI LidarDetectionBlock carry ``beam_id`` and the direction of the return
-    (``position``), not the ray index; a return lies on its ray up to float32
-    rounding, so :meth:`~lidar_fmu.pointcloud.PointCloud.with_pattern` finds
-    every detection's ray exactly — the one ray of its beam in that direction
-    — or raises :class:`~lidar_fmu.pointcloud.RayMatchError`. A dual-return
-    sensor (``max_echoes`` 2) gives a ray up to two detections: they get their
-    ``echo`` numbers back by range (0 = nearest).
-    """
-    return cloud.with_pattern(pattern, max_echoes)
-
-
 def model_of(parameters: dict, sensor=None, **options):
     """The :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel` the FMU builds from ``parameters``
     (:func:`fmu_parameters`), in-process; ``sensor`` replaces the parameters' (a rig, for the bench)."""
@@ -182,8 +170,79 @@ def _intact(reader, damage: list):
         damage.append(exc)
 
 
-def _percentiles(values_ms) -> dict:
-    return {p: float(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(values_ms)}
+class SensorViews:
+    """A scenario's SensorView trace, read lazily: the first :data:`STEP_LOOKAHEAD` views ahead (for the step
+    size), the rest as the replay asks for them. A damaged trace ends before its damage, whose
+    :class:`TraceError` is then in ``damage``; ``max_frames`` (if any): never read past them, so damage further
+    on goes unseen.
+
+    A missing or unknown trace, or one that holds no intact view, fails here, before any work.
+    """
+
+    def __init__(self, path: str, max_frames: int | None = None):
+        from ..osi.trace import read_trace
+
+        reader = read_trace(path, "SensorView")
+        if max_frames:
+            reader = itertools.islice(reader, max_frames)
+        self.damage: list[TraceError] = []
+        self._rest = _intact(reader, self.damage)
+        self.head = list(itertools.islice(self._rest, STEP_LOOKAHEAD))
+        if not self.head:
+            if self.damage:
+                raise self.damage[0]
+            raise UserError(f"trace {path} holds no SensorView")
+        self.head_times_s = [_timestamp_s(view) for view in self.head]
+
+    def step_size_s(self, one_view_s: float) -> float:
+        """The median timestamp spacing of the views read ahead (``one_view_s`` for a trace of one view)."""
+        return float(np.median(np.diff(self.head_times_s))) if len(self.head_times_s) > 1 else one_view_s
+
+    def __iter__(self):
+        """(index from 0, serialized SensorView, its timestamp in s) of every intact view, read as asked for."""
+        for index, view in enumerate(itertools.chain(self.head, self._rest)):
+            yield index, view, self.head_times_s[index] if index < len(self.head_times_s) else _timestamp_s(view)
+
+
+def _scenario_and_sensor(scenario_path, overrides: dict | None):
+    """The scenario (``overrides`` laid over its file) and its lidar, refused early, with a clear message, on a bad
+    spec, a rig or a material map that names unknown materials."""
+    from ..sensors.rig import load_rig
+
+    scenario = load_scenario(scenario_path) | (overrides or {})
+    rig = load_rig(scenario["sensor"])
+    if len(rig) > 1:
+        raise UserError(f"scenario {scenario['name']}: replay writes one lidar's clouds and its sensor is a rig of "
+                        f"{len(rig)} lidars; replay one scenario per lidar (the FMU itself carries rigs)")
+    sensor = rig[0].sensor
+    if scenario.get("materials"):
+        from ..physics.materials import load_database, load_material_map
+        from ..physics.materials.mapping import check_map
+
+        check_map(load_material_map(scenario["materials"]), load_database(sensor.wavelength_nm))
+    return scenario, sensor
+
+
+def _current_fmu(fmu_path: str | os.PathLike | None) -> str | os.PathLike:
+    """The FMU to drive: ``fmu_path``, else the default one, rebuilt first when its sources are newer."""
+    from ..cosim.fmu_package import DEFAULT_FMU, build_fmu, sources_newer_than
+
+    path = fmu_path or DEFAULT_FMU
+    if path == DEFAULT_FMU and sources_newer_than(DEFAULT_FMU):
+        build_fmu(DEFAULT_FMU)
+    return path
+
+
+def _with_progress_bar(views: SensorViews, scenario: dict, max_frames: int | None):
+    """``views`` behind a progress bar; its total known for ``.osi`` traces (from the length prefixes)."""
+    from tqdm import tqdm
+
+    from ..osi.trace import count_frames
+
+    total = count_frames(scenario["trace"])
+    if max_frames:
+        total = min(total, max_frames) if total is not None else max_frames
+    return tqdm(iter(views), total=total, desc=f"replay {scenario['name']}", unit="frame")
 
 
 @contextlib.contextmanager
@@ -201,6 +260,23 @@ def _started(fmu_path, params: dict, unzip_dir: str | None):
             logged = "; ".join(" ".join(text.split()) for status, text in fmu.messages if status in ("ERROR", "FATAL"))
             raise UserError(f"the FMU cannot start ({exc}): {logged or 'it logged no error'}") from None
         yield fmu
+
+
+def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin | None):
+    """Each (index, SensorView, timestamp) of ``views`` stepped through ``fmu`` as a master would (one step of
+    ``step_s`` ending at the view's timestamp) → :class:`ReplayedFrame` with the decoded points (and, given a
+    ``twin``, their ground truth)."""
+    from ..osi.detections import sensor_data_to_points
+
+    for index, view, time_s in views:
+        t0 = time.perf_counter()
+        out = fmu.step(view, time_s - step_s, step_s)
+        step_ms = (time.perf_counter() - t0) * 1e3
+        cloud = sensor_data_to_points(out.sensor_data)
+        cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
+        if twin is not None:
+            cloud.ground_truth = twin.truth_for(cloud, view, time_s)
+        yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms)
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
@@ -230,144 +306,26 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         raise UserError(f"trace format must be osi or mcap, got {trace_format!r}")
     if write_pcd_every < 0:
         raise UserError(f"write_pcd_every must be ≥ 0 (0: no PCDs), got {write_pcd_every}")
-    from PIL import Image
-
-    from ..cosim.fmu_package import DEFAULT_FMU, build_fmu, sources_newer_than
-    from ..io import OSI_FIELDS, bev_image, write_pcd, write_preview
-    from ..osi.detections import sensor_data_to_points
-    from ..osi.trace import TraceWriter, count_frames, read_trace, trace_name
-    from ..physics.ground_truth import GROUND_TRUTH_DTYPE
-    from ..pointcloud import RayMatchError
-    from ..sensors.rig import load_rig
-
-    scenario = load_scenario(scenario_path) | (overrides or {})
-    rig = load_rig(scenario["sensor"])  # fail early, with a clear message, on a bad spec
-    if len(rig) > 1:
-        raise UserError(f"scenario {scenario['name']}: replay writes one lidar's clouds and its sensor is a rig of "
-                        f"{len(rig)} lidars; replay one scenario per lidar (the FMU itself carries rigs)")
-    sensor = rig[0].sensor
-    if scenario.get("materials"):
-        from ..physics.materials import load_database, load_material_map
-        from ..physics.materials.mapping import check_map
-
-        check_map(load_material_map(scenario["materials"]), load_database(sensor.wavelength_nm))
-    fmu_path = fmu_path or DEFAULT_FMU
-    if fmu_path == DEFAULT_FMU and sources_newer_than(DEFAULT_FMU):
-        build_fmu(DEFAULT_FMU)
-    reader = read_trace(scenario["trace"], "SensorView")
-    if max_frames:
-        reader = itertools.islice(reader, max_frames)  # never reads past them: damage further on goes unseen
-    damage: list[TraceError] = []
-    frames = _intact(reader, damage)
-    head = list(itertools.islice(frames, STEP_LOOKAHEAD))  # a missing or unknown trace fails here, before any work
-    if not head:
-        if damage:
-            raise damage[0]
-        raise UserError(f"trace {scenario['trace']} holds no SensorView")
-    head_times = [_timestamp_s(f) for f in head]
-    step_s = scenario.get("step_size_s") or (
-        float(np.median(np.diff(head_times))) if len(head_times) > 1 else sensor.frame_period_s)
+    # reading: the scenario, its lidar, the FMU and the head of the trace, all checked before any output
+    scenario, sensor = _scenario_and_sensor(scenario_path, overrides)
+    fmu_path = _current_fmu(fmu_path)
+    views = SensorViews(scenario["trace"], max_frames)
+    step_s = scenario.get("step_size_s") or views.step_size_s(sensor.frame_period_s)
     os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
-
-    iterator = enumerate(itertools.chain(head, frames))
-    if progress:
-        from tqdm import tqdm
-
-        total = count_frames(scenario["trace"])  # .osi: from the length prefixes; else unknown (no total shown)
-        if max_frames:
-            total = min(total, max_frames) if total is not None else max_frames
-        iterator = tqdm(iterator, total=total, desc=f"replay {scenario['name']}", unit="frame")
-    gif_frames, returns, step_ms, object_ids, times = [], [], [], [], []
-    name = scenario["name"]
-    sd_path = os.path.join(out_dir, f"sensordata.tmp.{trace_format}")
-    extent_m = min(sensor.max_range_m, 60.0)
+    frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
     params = fmu_parameters(scenario, out_dir)
-    recording = viewer_scene = None
-    if rerun_path:
-        from ..cosim.scene_update import SensorViewScene
-        from ..io import RerunRecording
-        from ..io.rerun import check_rerun_output
-
-        check_rerun_output(rerun_path)
-        recording = RerunRecording(rerun_path, recording_name=name)
-        viewer_scene = SensorViewScene(params)  # the FMU keeps its scene to itself: rebuild it here for the viewer
+    rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
-    if trace_format == "mcap":
-        from ..osi.mcap import SensorDataMcapWriter
-
-        writer = SensorDataMcapWriter(sd_path, description=f"lidar-fmu replay of {name}")
-    else:
-        writer = TraceWriter(sd_path)
-    # each step one whole frame of a repeating pattern: a detection's ray (so its firing time) is known
-    whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
-    echoes = sensor.footprint.max_echoes if sensor.footprint.active else 1  # returns one ray may carry
-    with _started(fmu_path, params, fmu_unzip_dir) as fmu, writer as trace, (recording or contextlib.nullcontext()):
-        for k, data in iterator:  # each frame's outputs are on disk before the next frame is read
-            times.append(head_times[k] if k < len(head_times) else _timestamp_s(data))
-            t0 = time.perf_counter()
-            out = fmu.step(data, times[k] - step_s, step_s)
-            step_ms.append((time.perf_counter() - t0) * 1e3)
-            trace.write(out.sensor_data)
-            cloud = sensor_data_to_points(out.sensor_data)
-            cloud.sensor_name, cloud.timestamp_s = sensor.name, times[k]
-            if twin is not None:
-                cloud.ground_truth = twin.truth_for(cloud, data, times[k])
-            returns.append(len(cloud))
-            object_ids.append(sorted(set(np.unique(cloud.points["object_id"]).tolist()) - {2**64 - 1}))
-            if write_pcd_every and k % write_pcd_every == 0:  # OSI carries no normals or flags: only its fields
-                fields = OSI_FIELDS
-                if whole_frames:  # and no firing times, but every detection's ray has one
-                    with contextlib.suppress(RayMatchError):
-                        cloud, fields = organize(cloud, sensor.pattern, echoes), OSI_FIELDS + ("time",)
-                        fields += ("echo",) if echoes > 1 else ()
-                if cloud.ground_truth is not None:
-                    fields += GROUND_TRUTH_DTYPE.names
-                write_pcd(os.path.join(out_dir, "frames", f"frame_{k:04d}.pcd"), cloud,
-                          compression="binary_compressed", fields=fields)
-            if recording is not None:
-                cloud.sensor_pose = viewer_scene.update(data)
-                recording.log_meshes(viewer_scene.scene, times[k], k)
-                recording.log_frame(cloud, times[k], k)
-            gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=extent_m, resolution_m=0.2)))
+    outputs = ReplayOutputs(out_dir, scenario, sensor, step_s, write_pcd_every, trace_format, rerun)
+    # stepping and writing: each frame's outputs are on disk before the next frame is read
+    with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
+        for frame in _stepped(fmu, frames, step_s, sensor.name, twin):
+            outputs.add(frame)
         messages = list(fmu.messages)
     if progress:
-        iterator.close()
-    replayed = len(returns)
-    final = os.path.join(out_dir, trace_name("sd", replayed, name))
-    if trace_format == "mcap":
-        final = final[: -len(".osi")] + ".mcap"
-    for old in os.listdir(out_dir):
-        if "_sd_" in old and old.endswith((f"_{name}.osi", f"_{name}.mcap")):
-            os.remove(os.path.join(out_dir, old))
-    os.replace(sd_path, final)
-    try:
-        preview_cloud, preview_note = organize(cloud, sensor.pattern, echoes), None
-    except RayMatchError as exc:  # the pattern repeats a direction within a beam: no exact grid to draw
-        preview_cloud, preview_note = cloud, f"preview.png has no range image: {exc}"
-    write_preview(os.path.join(out_dir, "preview.png"), preview_cloud, max_range_m=extent_m)
-    gif_step_s = scenario.get("step_size_s") or (float(np.median(np.diff(times))) if replayed > 1 else step_s)
-    gif_frames[0].save(os.path.join(out_dir, "preview.gif"), save_all=True, append_images=gif_frames[1:],
-                       duration=int(gif_step_s * 1000), loop=0)
-    bad = damage[0] if damage else None
-    summary = {
-        "scenario": name,
-        "frames": replayed,
-        "sensor": sensor.name,
-        "rays_per_frame": len(sensor.pattern),
-        "returns_per_frame": returns,
-        "objects_per_frame": object_ids,
-        # the first step loads the model (and compiles what the cache lacks): apart from the steady state
-        "first_step_ms": step_ms[0],
-        "step_ms": _percentiles(step_ms[1:] or step_ms),
-        "sensordata_trace": os.path.basename(final),
-        "fmu_messages": [f"[{status}] {text}" for status, text in messages],
-        # the first damaged frame of the trace (the frames before it were replayed), or null
-        "damaged_frame": None if bad is None else {"index": bad.frame, "byte_offset": bad.offset, "error": str(bad)},
-    }
-    if preview_note:
-        summary["preview_note"] = preview_note
-    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-    if bad is not None:
-        raise DamagedTraceError(f"{bad}; replayed them into {out_dir}", bad.frame, bad.offset, summary)
+        frames.close()
+    damage = views.damage[0] if views.damage else None
+    summary = outputs.finish(messages, damage)
+    if damage is not None:
+        raise DamagedTraceError(f"{damage}; replayed them into {out_dir}", damage.frame, damage.offset, summary)
     return summary

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
+# command runs, without loading what it does not use (numba kernels, osi3, the FMU).
+
 HOST_ID = 1
 #: pedestrian box (length, width, height), m, before the jitter
 PEDESTRIAN_M = (0.5, 0.6, 1.75)

@@ -37,8 +37,12 @@ import shutil
 import socket
 import sys
 import time
+from typing import Any
 
 from ..errors import LidarFmuError, UserError
+
+# The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
+# command runs, without loading what it does not use (numba kernels, osi3, the FMU).
 
 SWEEP_KEYS = {"name", "description", "scenarios", "sensors", "mountings", "weather", "spec", "frames"}
 MOUNTING_KEYS = {"name", "position_m", "orientation_rad"}
@@ -132,7 +136,7 @@ def _list(sweep: dict, key: str, required: bool) -> list:
 
 
 def _scenario_axis(entries: list, base_dir: str) -> list[tuple[str, str]]:
-    axis = []
+    axis: list[tuple[str, str]] = []
     for entry in entries:
         name = None
         if isinstance(entry, dict) and set(entry) == {"name", "path"}:
@@ -148,7 +152,7 @@ def _scenario_axis(entries: list, base_dir: str) -> list[tuple[str, str]]:
 def _sensor_axis(entries: list, base_dir: str) -> list[tuple[str, str | dict]]:
     from ..sensors.presets import PRESETS
 
-    axis = []
+    axis: list[tuple[str, str | dict]] = []
     for i, entry in enumerate(entries):
         if isinstance(entry, dict):
             axis.append((_label(entry.get("name") or entry.get("preset") or f"sensor{i}"), dict(entry)))
@@ -162,7 +166,7 @@ def _sensor_axis(entries: list, base_dir: str) -> list[tuple[str, str | dict]]:
 
 
 def _mounting_axis(entries: list) -> list[tuple[str, dict | None]]:
-    axis = []
+    axis: list[tuple[str, dict | None]] = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or set(entry) - MOUNTING_KEYS:
             raise UserError(f"sweep: a mounting must be a mapping of {', '.join(sorted(MOUNTING_KEYS))}, "
@@ -172,7 +176,7 @@ def _mounting_axis(entries: list) -> list[tuple[str, dict | None]]:
 
 
 def _weather_axis(entries: list) -> list[tuple[str, dict]]:
-    axis = []
+    axis: list[tuple[str, dict]] = []
     for entry in entries:
         if entry in (None, "clear", {}):
             axis.append(("clear", {}))  # the sensor's own weather (none, unless its spec sets one)
@@ -216,11 +220,12 @@ def plan_runs(sweep: dict, base_dir: str) -> list[Run]:
     if "weather" in sweep:
         axes.append(("weather", _weather_axis(_list(sweep, "weather", False))))
     axes += _spec_axes(sweep.get("spec") or {})
-    runs, seen = [], {}
+    runs: list[Run] = []
+    seen: dict[str, dict[str, str]] = {}
     for choice in itertools.product(*(values for _, values in axes)):
         picked = {axis: value for (axis, _), value in zip(axes, choice)}
         labels = {axis: label for (axis, _), (label, _) in zip(axes, choice)}
-        spec = {}
+        spec: dict[str, Any] = {}
         for axis, (_, value) in picked.items():
             if axis not in ("scenario", "sensor", "mounting"):
                 spec |= value
@@ -302,7 +307,7 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
     from .replay import DamagedTraceError, replay
 
     started, cpu_started = time.perf_counter(), time.process_time()
-    row = {"run": run.name, "status": "failed", "error": "", "worker": _where()}
+    row: dict[str, Any] = {"run": run.name, "status": "failed", "error": "", "worker": _where()}
     folder = os.path.join(out_dir, run.name)
     try:
         fmu_path, unzipped = worker_fmu(options.fmu)

@@ -35,6 +35,7 @@ import json
 import os
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -245,7 +246,7 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
     unknown = set(entry) - _ENTRY_KEYS
     if unknown:
         raise MaterialError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_ENTRY_KEYS)})")
-    name = entry.get("name")
+    name: Any = entry.get("name")  # anything: IRMaterial says if it is no name
     where = f"{where} ({name!r})"
     given = [k for k in ("reflectance", "spectrum", "angle_table") if entry.get(k) is not None]
     if len(given) != 1:
@@ -293,7 +294,7 @@ def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
 
 
 def _builtin_path() -> str:
-    return str(resources.files(__package__).joinpath("data", BUILTIN_MATERIALS_FILE))
+    return str(resources.files(__package__).joinpath("data").joinpath(BUILTIN_MATERIALS_FILE))  # one name a call: Python 3.10's API
 
 
 @functools.lru_cache(maxsize=8)

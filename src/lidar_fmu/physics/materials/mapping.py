@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from .database import MaterialDatabase, MaterialError, _load_document
+
+if TYPE_CHECKING:
+    from ...geometry.scene import Mesh
 
 __all__ = ["MaterialMap", "load_material_map", "resolve_mesh_materials", "DEFAULT_MAP", "street_material_map",
            "PACKAGED_MAPS"]
@@ -38,6 +43,10 @@ BUILTIN_VISUAL_NAMES = frozenset({"osi_bounding_box", "default"})
 # (and Lidar instances) use them; bounded, so hostile input naming endless materials cannot grow it.
 _reported_unmapped: set[str] = set()
 _MAX_REPORTED = 10_000
+
+
+#: what :func:`load_material_map` takes: a map file path, a dict, a packaged map name or a :class:`MaterialMap`
+MaterialMapSource: TypeAlias = "MaterialMap | str | os.PathLike[str] | dict[str, Any]"
 
 
 @dataclass(frozen=True)
@@ -105,10 +114,10 @@ def _map_from_dict(data, origin: str) -> MaterialMap:
 
 
 def _packaged_path(file_name: str) -> str:
-    return str(resources.files(__package__).joinpath("data", file_name))
+    return str(resources.files(__package__).joinpath("data").joinpath(file_name))  # one name a call: Python 3.10's API
 
 
-def load_material_map(source) -> MaterialMap:
+def load_material_map(source: MaterialMapSource) -> MaterialMap:
     """A :class:`MaterialMap` from a map file path (YAML/JSON), a dict, a packaged map name
     (``"street"``) or a MaterialMap (returned as is).
 
@@ -143,7 +152,8 @@ def check_map(material_map: MaterialMap, database: MaterialDatabase) -> None:
                                 f"unknown IR material {ir!r}{hint}")
 
 
-def resolve_mesh_materials(mesh, material_map, database: MaterialDatabase, warn=None) -> np.ndarray:
+def resolve_mesh_materials(mesh: Mesh, material_map: MaterialMapSource, database: MaterialDatabase,
+                           warn: Callable[[str], object] | None = None) -> np.ndarray:
     """(F,) int16 IR material id of every triangle of ``mesh``.
 
     Each distinct visual name is looked up once and the ids are spread over

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+from typing import cast
 
 import numpy as np
 
@@ -61,7 +62,8 @@ def read_aster_spectrum(path) -> tuple[np.ndarray, np.ndarray]:
             lines = fh.read().splitlines()
     except OSError as exc:
         raise MaterialError(f"cannot read spectrum {path}: {exc.strerror or exc}") from None
-    header, rows = [], []
+    header: list[str] = []
+    rows: list[tuple[float, float]] = []
     for number, line in enumerate(lines, 1):
         values = _floats(line.split())
         if values is None:
@@ -118,7 +120,7 @@ def _column_order(header: list[str], path: str) -> tuple[int, int, int]:
         if not found:
             raise MaterialError(f"angle table {path}: header {header} has no {label!r} column")
         order.append(found[0])
-    return tuple(order)
+    return cast("tuple[int, int, int]", tuple(order))  # one per wanted column
 
 
 def _read_rows(path: str) -> list[tuple[int, list[str]]]:

@@ -1,0 +1,265 @@
+"""What :func:`lidar_fmu.tools.replay.replay` writes, one small writer per output, fed frame by frame.
+
+* :class:`SensorDataTrace`: the FMU's SensorData, as ``.osi`` or ``.mcap``;
+* :class:`FramePcds`: a compressed PCD of every N-th frame, with the fields OSI carries;
+* :class:`RerunLog`: a Rerun recording of each frame's scene and points;
+* :class:`Previews`: ``preview.gif`` (every frame from above) and ``preview.png`` (the last frame);
+* :class:`FrameTally`: the per-frame figures of ``summary.json``.
+
+:class:`ReplayOutputs` hands each :class:`ReplayedFrame` to all of them, then
+finishes them: the trace named, the previews and ``summary.json`` written.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from ..osi.mcap import SensorDataMcapWriter
+    from ..osi.trace import TraceWriter
+    from ..pointcloud import PointCloud
+
+
+def organize(cloud, pattern, max_echoes: int = 1):
+    """A cloud decoded from the FMU's OSI SensorData, given back its pattern and each detection's ray.
+
+    OSI LidarDetectionBlock carry ``beam_id`` and the direction of the return
+    (``position``), not the ray index; a return lies on its ray up to float32
+    rounding, so :meth:`~lidar_fmu.pointcloud.PointCloud.with_pattern` finds
+    every detection's ray exactly — the one ray of its beam in that direction
+    — or raises :class:`~lidar_fmu.pointcloud.RayMatchError`. A dual-return
+    sensor (``max_echoes`` 2) gives a ray up to two detections: they get their
+    ``echo`` numbers back by range (0 = nearest).
+    """
+    return cloud.with_pattern(pattern, max_echoes)
+
+
+@dataclass
+class ReplayedFrame:
+    """One SensorView stepped through the FMU: what it sent back and the points decoded from that."""
+
+    index: int  # position in the trace, from 0
+    time_s: float  # the SensorView's timestamp
+    sensor_view: bytes
+    sensor_data: bytes  # the FMU's serialized osi3.SensorData
+    cloud: PointCloud  # decoded from ``sensor_data`` (with the twin's ground truth when asked)
+    step_ms: float  # wall time of the FMU's doStep
+
+
+class SensorDataTrace:
+    """The FMU's SensorData of every frame, written as it comes to a partial file, named at the end for the frames
+    it holds (:func:`~lidar_fmu.osi.trace.trace_name`).
+
+    ``osi``: length-prefixed, what openMSL's trace-file player reads; ``mcap``:
+    zstd-compressed, OSI's recommendation since 3.7.
+    """
+
+    def __init__(self, out_dir: str, trace_format: str, scenario_name: str):
+        from ..osi.trace import TraceWriter
+
+        self.out_dir, self.format, self.scenario_name = out_dir, trace_format, scenario_name
+        self.partial_path = os.path.join(out_dir, f"sensordata.tmp.{trace_format}")
+        self.writer: TraceWriter | SensorDataMcapWriter
+        if trace_format == "mcap":
+            from ..osi.mcap import SensorDataMcapWriter
+
+            self.writer = SensorDataMcapWriter(self.partial_path, description=f"lidar-fmu replay of {scenario_name}")
+        else:
+            self.writer = TraceWriter(self.partial_path)
+
+    def write(self, sensor_data: bytes) -> None:
+        self.writer.write(sensor_data)
+
+    def finish(self, frames: int) -> str:
+        """The closed partial trace renamed for its ``frames`` (an earlier replay's trace of this scenario goes)
+        → its file name."""
+        from ..osi.trace import trace_name
+
+        name = self.scenario_name
+        final = os.path.join(self.out_dir, trace_name("sd", frames, name))
+        if self.format == "mcap":
+            final = final[: -len(".osi")] + ".mcap"
+        for old in os.listdir(self.out_dir):
+            if "_sd_" in old and old.endswith((f"_{name}.osi", f"_{name}.mcap")):
+                os.remove(os.path.join(self.out_dir, old))
+        os.replace(self.partial_path, final)
+        return os.path.basename(final)
+
+
+class FramePcds:
+    """``frames/frame_NNNN.pcd`` of every ``every``-th frame (0: none), compressed.
+
+    OSI carries no normals, flags or firing times, so a PCD has the fields it
+    does; where each step is one whole frame of a repeating pattern, every
+    detection's ray is known (:func:`organize`) and with it its firing time
+    (and, dual-return, its echo number); the twin's truth when it has one.
+    """
+
+    def __init__(self, folder: str, sensor, step_s: float, every: int):
+        self.folder, self.every, self.pattern = folder, every, sensor.pattern
+        self.whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
+        self.echoes = sensor.footprint.max_echoes if sensor.footprint.active else 1  # returns one ray may carry
+
+    def write(self, index: int, cloud):
+        """Frame ``index``'s PCD when one is due → the cloud as written (organized on the pattern when it could be;
+        the other outputs of the frame take that one)."""
+        if not self.every or index % self.every:
+            return cloud
+        from ..io import OSI_FIELDS, write_pcd
+        from ..physics.ground_truth import GROUND_TRUTH_DTYPE
+        from ..pointcloud import RayMatchError
+
+        fields: tuple[str, ...] = OSI_FIELDS
+        if self.whole_frames:
+            with contextlib.suppress(RayMatchError):
+                cloud, fields = organize(cloud, self.pattern, self.echoes), OSI_FIELDS + ("time",)
+                fields += ("echo",) if self.echoes > 1 else ()
+        if cloud.ground_truth is not None:
+            fields += GROUND_TRUTH_DTYPE.names or ()
+        write_pcd(os.path.join(self.folder, f"frame_{index:04d}.pcd"), cloud, compression="binary_compressed",
+                  fields=fields)
+        return cloud
+
+
+class RerunLog:
+    """A Rerun recording (``.rrd``) of the replay: each frame's scene meshes and points, at the sensor's pose."""
+
+    def __init__(self, path: str, scenario_name: str, parameters: dict):
+        from ..cosim.scene_update import SensorViewScene
+        from ..io import RerunRecording
+        from ..io.rerun import check_rerun_output
+
+        check_rerun_output(path)
+        self.recording = RerunRecording(path, recording_name=scenario_name)
+        self.scene = SensorViewScene(parameters)  # the FMU keeps its scene to itself: rebuilt here for the viewer
+
+    def log(self, frame: ReplayedFrame, cloud) -> None:
+        cloud.sensor_pose = self.scene.update(frame.sensor_view)
+        self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
+        self.recording.log_frame(cloud, frame.time_s, frame.index)
+
+
+class Previews:
+    """``preview.gif``: every frame's returns from above; ``preview.png``: the last frame's, with its range image."""
+
+    def __init__(self, out_dir: str, sensor, echoes: int):
+        self.out_dir, self.pattern, self.echoes = out_dir, sensor.pattern, echoes
+        self.extent_m = min(sensor.max_range_m, 60.0)
+        self.gif_frames: list[Image.Image] = []
+        self.last_cloud: PointCloud | None = None
+
+    def add(self, cloud) -> None:
+        from PIL import Image
+
+        from ..io import bev_image
+
+        self.gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=self.extent_m, resolution_m=0.2)))
+        self.last_cloud = cloud
+
+    def finish(self, frame_step_s: float) -> str | None:
+        """Both previews written (the GIF at ``frame_step_s`` a frame) → why the PNG has no range image, or None."""
+        from ..io import write_preview
+        from ..pointcloud import RayMatchError
+
+        try:
+            cloud, note = organize(self.last_cloud, self.pattern, self.echoes), None
+        except RayMatchError as exc:  # the pattern repeats a direction within a beam: no exact grid to draw
+            cloud, note = self.last_cloud, f"preview.png has no range image: {exc}"
+        write_preview(os.path.join(self.out_dir, "preview.png"), cloud, max_range_m=self.extent_m)
+        self.gif_frames[0].save(os.path.join(self.out_dir, "preview.gif"), save_all=True,
+                                append_images=self.gif_frames[1:], duration=int(frame_step_s * 1000), loop=0)
+        return note
+
+
+class FrameTally:
+    """Per frame: its returns, the objects they hit, the FMU's step time (ms) and the view's timestamp (s)."""
+
+    def __init__(self):
+        self.returns, self.object_ids, self.step_ms, self.times_s = [], [], [], []
+
+    def add(self, frame: ReplayedFrame) -> None:
+        from ..pointcloud import NO_OBJECT_ID
+
+        self.returns.append(len(frame.cloud))
+        self.object_ids.append(sorted(set(np.unique(frame.cloud.points["object_id"]).tolist()) - {int(NO_OBJECT_ID)}))
+        self.step_ms.append(frame.step_ms)
+        self.times_s.append(frame.time_s)
+
+
+def _percentiles(values_ms) -> dict:
+    return {p: float(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(values_ms)}
+
+
+class ReplayOutputs:
+    """Every output of one replay: each frame written as it is replayed (:meth:`add`), the rest at the end
+    (:meth:`finish`). Used as a context manager, it closes the trace and the Rerun recording.
+
+    ``scenario``: its ``name`` and ``step_size_s`` (the GIF's frame time when
+    given); ``step_s``: the replay's step; ``rerun``: the recording, if any
+    (opened by the caller, which decides when).
+    """
+
+    def __init__(self, out_dir: str, scenario: dict, sensor, step_s: float, pcd_every: int, trace_format: str,
+                 rerun: RerunLog | None):
+        self.out_dir, self.scenario_name, self.sensor = out_dir, scenario["name"], sensor
+        self.given_step_s, self.step_s = scenario.get("step_size_s"), step_s
+        self.trace = SensorDataTrace(out_dir, trace_format, self.scenario_name)
+        self.pcds = FramePcds(os.path.join(out_dir, "frames"), sensor, step_s, pcd_every)
+        self.rerun = rerun
+        self.previews = Previews(out_dir, sensor, self.pcds.echoes)
+        self.tally = FrameTally()
+        self._open = contextlib.ExitStack()
+
+    def __enter__(self) -> ReplayOutputs:
+        self._open.enter_context(self.trace.writer)
+        if self.rerun is not None:
+            self._open.enter_context(self.rerun.recording)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._open.__exit__(*exc)
+
+    def add(self, frame: ReplayedFrame) -> None:
+        self.trace.write(frame.sensor_data)
+        self.tally.add(frame)
+        cloud = self.pcds.write(frame.index, frame.cloud)
+        if self.rerun is not None:
+            self.rerun.log(frame, cloud)
+        self.previews.add(cloud)
+
+    def finish(self, fmu_messages: list, damage) -> dict:
+        """The trace named, both previews and ``summary.json`` written → the summary. ``damage``: the
+        :class:`~lidar_fmu.osi.trace.TraceError` that ended the replay early, or None."""
+        tally = self.tally
+        frames = len(tally.returns)
+        trace_file = self.trace.finish(frames)
+        gif_step_s = self.given_step_s or (float(np.median(np.diff(tally.times_s))) if frames > 1 else self.step_s)
+        preview_note = self.previews.finish(gif_step_s)
+        summary = {
+            "scenario": self.scenario_name,
+            "frames": frames,
+            "sensor": self.sensor.name,
+            "rays_per_frame": len(self.sensor.pattern),
+            "returns_per_frame": tally.returns,
+            "objects_per_frame": tally.object_ids,
+            # the first step loads the model (and compiles what the cache lacks): apart from the steady state
+            "first_step_ms": tally.step_ms[0],
+            "step_ms": _percentiles(tally.step_ms[1:] or tally.step_ms),
+            "sensordata_trace": trace_file,
+            "fmu_messages": [f"[{status}] {text}" for status, text in fmu_messages],
+            # the first damaged frame of the trace (the frames before it were replayed), or null
+            "damaged_frame": None if damage is None else {"index": damage.frame, "byte_offset": damage.offset,
+                                                          "error": str(damage)},
+        }
+        if preview_note:
+            summary["preview_note"] = preview_note
+        with open(os.path.join(self.out_dir, "summary.json"), "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+        return summary
