@@ -1,4 +1,4 @@
-"""Assets stay in ``assets``; no decompression bombs; mesh files with a size limit (issue 10, items 2 and 3).
+"""Assets stay in ``assets``; no decompression bombs; mesh files with a size limit.
 
 A SensorView's ``model_reference`` names a file strictly inside the assets
 folder; anything else is refused with one warning that does not tell whether

@@ -114,7 +114,7 @@ def config_request(fmu) -> SensorViewConfiguration:
     return SensorViewConfiguration.FromString(fmu.config_request())
 
 
-# -- the seven cases of issue 10 --------------------------------------------------------------------
+# -- seven ways a master misuses the FMU ----------------------------------------------------------------
 def test_1_config_request_with_an_extreme_frame_rate_is_refused_not_fatal(fmu_path, glacial_sensor, small_sensor):
     with FmuInstance(fmu_path, initialize=False) as fmu:
         fmu.fmu.setupExperiment(startTime=0.0)

@@ -126,7 +126,7 @@ def test_unmapped_visual_materials_use_the_default_and_are_reported_once():
     assert sum("mystery_paint_xyz" in m for m in messages) == 1
 
 
-# ------------------------------------------------- issue 13: dark targets below the lowest pair
+# ------------------------------------------------- dark targets below the lowest pair
 
 OS1_LIMIT = {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"}  # OS1 gen-1 datasheet pairs (presets.py)
 
@@ -147,7 +147,7 @@ def test_asphalt_plane_under_the_os1_returns_like_the_real_road():
     # ouster_os1_128_cal 1.9 m above an asphalt plane (ASTER 0425UUUASP, ρ0 ≈ 0.28, Lambertian). A beam at
     # depression e meets it at r = 1.9/sin e with ρ = ρ0·sin e; root-2 below 10 %: r_L = 40·√(ρ/0.1), so it
     # is seen iff sin^1.5 e ≥ 1.9/(40·√(ρ0/0.1)), i.e. e ≳ 5.4°: of the −11…−5° band (the road 10–22 m
-    # ahead, issue 13) ≈ 93 % of the rays return. Before the tail the log law cut at ~11 m: 18 %.
+    # ahead) ≈ 93 % of the rays return. Before the tail the log law cut at ~11 m: 18 %.
     # The real OS-1-128 recording returns on 97 % there (tests/data/..._return_fraction_by_band.json).
     v = np.array([[-500, -500, 0], [500, -500, 0], [500, 500, 0], [-500, 500, 0]], float)
     plane = Mesh(v, [[0, 1, 2], [0, 2, 3]], [0, 0], ("asphalt",), "road")

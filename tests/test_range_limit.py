@@ -234,7 +234,7 @@ def test_kernel_params():
     assert log.kernel_params() == (FITS.index("log"), *log.coefficients, 0.10, pytest.approx(40.0), 120.0)
 
 
-# ------------------------------------------------- outside the pairs (issue 13)
+# ------------------------------------------------- outside the pairs
 
 TAIL_FITS = [f for f in FITS if f not in ("blensor", "constant")]
 

@@ -141,7 +141,7 @@ def test_malformed_spec_file(tmp_path):
         load_sensor(str(path))
 
 
-# -- limits with clear errors (issue 10, item 6) ---------------------------------------------------------------------
+# -- limits with clear errors ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     "spec, count",
     [

@@ -1,4 +1,4 @@
-"""The fast paths of issue 15 give the same answers as the plain ones: reused hit buffers, time slices cast in
+"""The fast paths give the same answers as the plain ones: reused hit buffers, time slices cast in
 the pattern's packet order, tiles chosen from the scan's steps, detections and returns written in parts, a
 rig's shared motion slices, and no scene rebuild for an instance back at identity."""
 import numpy as np
