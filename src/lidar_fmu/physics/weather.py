@@ -23,7 +23,7 @@ Extinction laws (α one-way, 1/m; dB/km → 1/m is ×ln(10)/10⁴)
 medium        law                                source
 ============  =================================  =============================================
 fog           α = 3.912 / V  (V in m)            Koschmieder: V is the range at 2 % contrast,
-                                                 ln(1/0.02) = 3.912 (as the issue specifies)
+                                                 ln(1/0.02) = 3.912
 rain          γ = 1.076·R^0.67 dB/km (R mm/h)    Carbonneau & Wisely 1998, as quoted in the FSO
                                                  literature (e.g. Al Naboulsi, Sizun & de Fornel
                                                  2005, URSI GA, "Propagation of optical and
@@ -107,8 +107,8 @@ multi-return sensor reports every detected echo before the target.
 
 What to expect, with the defaults below and an OS1-like floor (0.80/120²):
 fog of V = 50 m echoes on every ray that misses, and outshines a 50 % wall at
-10 m on a little over half the rays (the issue's "most survive" is about
-extinction alone: the wall itself stays detectable); 25 mm/h of rain echoes
+10 m on a little over half the rays (by extinction alone the wall itself stays
+detectable); 25 mm/h of rain echoes
 on about 5 % of the rays that miss, 5 mm/h of snow likewise. Caveat: the
 lidar equation makes the first metre very sensitive, so thin fog already
 echoes on sky rays (V = 5 km on about one in seven). Real receivers overlap
@@ -118,7 +118,7 @@ distance as ``min_range_m`` rather than the 1 m default where it is known.
 
 Object id
 ---------
-:data:`WEATHER_OBJECT_ID` is 2⁶⁴ − 2. The issue suggests 0, but 0 is a valid
+:data:`WEATHER_OBJECT_ID` is 2⁶⁴ − 2. Not 0: 0 is a valid
 OSI id and a valid scene instance id here (:class:`~lidar_fmu.geometry.scene.Scene`
 takes ids in [0, 2⁶³)); 2⁶⁴ − 1 is :data:`~lidar_fmu.pointcloud.NO_OBJECT_ID`,
 the static environment's. 2⁶⁴ − 2 can be neither, so a user tells clutter

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..geometry.pattern import ContinuousScan, spherical_directions
 
-#: Livox Mid-70 as Project AirSim models it (the issue's collected facts, REFERENCE §4): the rolling circle goes
+#: Livox Mid-70 as Project AirSim models it (Project AirSim's Livox settings): the rolling circle goes
 #: round at 10·(1 + 1/6) − 1/360 Hz and turns at 170 Hz: the curve almost closes every 1/10 s and drifts by
 #: 1/360 turn, so it never repeats and fills the circle over time.
 MID70_HORIZONTAL_HZ = 10.0 * (1.0 + 1.0 / 6.0) - 1.0 / 360.0
