@@ -212,6 +212,14 @@ def check_up_axis(up_axis) -> str:
     return value
 
 
+def mounting_of_parameters(parameters: dict) -> np.ndarray:
+    """The default mounting (4×4 vehicle_from_sensor) the FMU's ``mounting_position_*`` (m) and
+    ``mounting_orientation_*`` (roll, pitch, yaw, rad) parameters give; absent ones are 0."""
+    return pose_matrix(
+        tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
+        tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
+
+
 class SensorViewScene:
     """The scene and the sensor's world pose per SensorView, rebuilt the way the FMU does — for logging a replay.
 
@@ -227,9 +235,7 @@ class SensorViewScene:
                                     environment=parameters.get("environment", "") or "",
                                     disable_self_hits=bool(parameters.get("disable_self_hits", True)),
                                     up_axis=parameters.get("up_axis", "") or "")
-        self.default_mounting = pose_matrix(
-            tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
-            tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
+        self.default_mounting = mounting_of_parameters(parameters)
 
     def update(self, sensor_view: bytes) -> np.ndarray:
         """Apply one SensorView to :attr:`scene`; its world_from_sensor pose (identity if it has none)."""

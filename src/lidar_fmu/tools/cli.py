@@ -264,10 +264,10 @@ def cmd_build(args) -> None:
 def cmd_figures(args) -> None:
     """LiMOX Fig. 7/8/9 equivalents: limit curves, the demo street by reflectivity with and without the limit."""
     import os
-    from importlib import resources
 
     from ..cache import cache_dir
     from ..geometry.transforms import pose_matrix
+    from ..physics.materials import packaged_map_path
     from ..scan.lidar import Lidar
     from ..scan.motion import FrameMotion
     from ..sensors import load_sensor
@@ -290,7 +290,7 @@ def cmd_figures(args) -> None:
     street = os.path.join(args.work_dir or cache_dir(), "street")
     ensure_street(street)
     scene, _ = load_street_scene(street)
-    street_map = str(resources.files("lidar_fmu.physics.materials").joinpath("data").joinpath("street_map.yaml"))
+    street_map = packaged_map_path("street")
     limit = {"pairs": [list(p) for p in pairs], "fit": "log"}
     pose = pose_matrix((0.0, -1.75, 1.9))
     panels = []

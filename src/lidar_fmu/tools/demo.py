@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 
 from ..osi.trace import TraceWriter, trace_name
+from ..physics.materials import packaged_map_path
 from .demo_scene import LANE_WIDTH_M, ensure_street
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
@@ -102,11 +104,7 @@ def make_demo_scenario(out_dir, frames: int = 40, step_s: float = 0.1, seed: int
         for data in sensor_views(layout, frames, step_s):
             writer.write(data)
     # the street's visual materials → infrared materials, shipped with the scenario
-    import shutil
-    from importlib import resources
-
-    with resources.as_file(resources.files("lidar_fmu.physics.materials").joinpath("data").joinpath("street_map.yaml")) as src:
-        shutil.copyfile(src, os.path.join(out_dir, "materials.yaml"))
+    shutil.copyfile(packaged_map_path("street"), os.path.join(out_dir, "materials.yaml"))
     scenario = {
         "name": "demo",
         "description": "Generated street, host car with a roof lidar driving through traffic and parked cars",

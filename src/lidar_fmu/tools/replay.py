@@ -116,12 +116,10 @@ def _timestamp_s(sensor_view: bytes) -> float:
 def model_of(parameters: dict, sensor=None, **options):
     """The :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel` the FMU builds from ``parameters``
     (:func:`fmu_parameters`), in-process; ``sensor`` replaces the parameters' (a rig, for the bench)."""
+    from ..cosim.scene_update import mounting_of_parameters
     from ..cosim.sensor_model import OsiSensorModel
-    from ..geometry.transforms import pose_matrix
 
-    mounting = pose_matrix(
-        tuple(float(parameters.get(f"mounting_position_{a}", 0.0)) for a in "xyz"),
-        tuple(float(parameters.get(f"mounting_orientation_{a}", 0.0)) for a in ("roll", "pitch", "yaw")))
+    mounting = mounting_of_parameters(parameters)
     return OsiSensorModel(
         sensor=parameters["sensor"] if sensor is None else sensor, assets_dir=parameters.get("assets", ""),
         environment=parameters.get("environment", ""), materials=parameters.get("materials", ""),

@@ -17,12 +17,20 @@ from .database import (
     load_database,
     read_material_file,
 )
-from .mapping import DEFAULT_MAP, MaterialMap, check_map, load_material_map, resolve_mesh_materials, street_material_map
+from .mapping import (
+    DEFAULT_MAP,
+    MaterialMap,
+    check_map,
+    load_material_map,
+    packaged_map_path,
+    resolve_mesh_materials,
+    street_material_map,
+)
 from .spectra import read_angle_table_csv, read_aster_spectrum, spectrum_reflectance
 
 __all__ = [
     "ANGLES_DEG", "MATERIAL_CLASSES", "TABLE_ANGLES_DEG", "IRMaterial", "MaterialDatabase", "MaterialError",
     "load_database", "read_material_file", "DEFAULT_MAP", "MaterialMap", "check_map", "load_material_map",
-    "resolve_mesh_materials", "street_material_map", "read_angle_table_csv", "read_aster_spectrum",
+    "packaged_map_path", "resolve_mesh_materials", "street_material_map", "read_angle_table_csv", "read_aster_spectrum",
     "spectrum_reflectance",
 ]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ...geometry.scene import Mesh
 
 __all__ = ["MaterialMap", "load_material_map", "resolve_mesh_materials", "DEFAULT_MAP", "street_material_map",
-           "PACKAGED_MAPS"]
+           "PACKAGED_MAPS", "packaged_map_path"]
 
 _GLOB_CHARS = set("*?[")
 _MAP_KEYS = {"default", "materials", "description"}
@@ -113,6 +113,11 @@ def _map_from_dict(data, origin: str) -> MaterialMap:
     return MaterialMap(default, exact, tuple(globs), origin)
 
 
+def packaged_map_path(name: str) -> str:
+    """The file of a packaged map (a :data:`PACKAGED_MAPS` name, e.g. ``"street"``)."""
+    return _packaged_path(PACKAGED_MAPS[name])
+
+
 def _packaged_path(file_name: str) -> str:
     return str(resources.files(__package__).joinpath("data").joinpath(file_name))  # one name a call: Python 3.10's API
 
@@ -131,7 +136,7 @@ def load_material_map(source: MaterialMapSource) -> MaterialMap:
         raise MaterialError(f"material map must be a file path, dict or MaterialMap, got {type(source).__name__}")
     path = os.fspath(source)
     if not os.path.exists(path) and path in PACKAGED_MAPS:
-        path = _packaged_path(PACKAGED_MAPS[path])
+        path = packaged_map_path(path)
     if not os.path.isfile(path):
         raise MaterialError(f"material map file not found: {path}")
     return _map_from_dict(_load_document(path), path)
@@ -139,7 +144,7 @@ def load_material_map(source: MaterialMapSource) -> MaterialMap:
 
 def street_material_map() -> MaterialMap:
     """The packaged map for the demo street and car models (``data/street_map.yaml``)."""
-    return load_material_map(_packaged_path(PACKAGED_MAPS["street"]))
+    return load_material_map(packaged_map_path("street"))
 
 
 def check_map(material_map: MaterialMap, database: MaterialDatabase) -> None:
