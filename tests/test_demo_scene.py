@@ -175,3 +175,23 @@ def test_ensure_street_regenerates_missing_or_stale(street_dir, tmp_path, monkey
     (partial / LAYOUT_FILE).write_bytes((street_dir / LAYOUT_FILE).read_bytes())
     ensure_street(partial, seed=0)
     assert [seed for _, seed in calls] == [0, 3, 0]
+
+
+def test_demo_vehicles_carry_an_osi_vehicle_classification(street_dir):
+    """OSI requires vehicle_classification on every TYPE_VEHICLE object (osi-validation flags it otherwise)."""
+    from osi3.osi_object_pb2 import MovingObject
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    from lidar_fmu.tools.demo import sensor_views
+
+    with open(street_dir / LAYOUT_FILE, encoding="utf-8") as f:
+        layout = json.load(f)
+    classes = set()
+    for data in sensor_views(layout, frames=2, step_s=0.1):
+        view = SensorView.FromString(data)
+        for obj in view.global_ground_truth.moving_object:
+            assert obj.type == MovingObject.TYPE_VEHICLE
+            assert obj.HasField("vehicle_classification"), obj.id.value
+            classes.add(obj.vehicle_classification.type)
+    assert classes <= {MovingObject.VehicleClassification.TYPE_CAR, MovingObject.VehicleClassification.TYPE_VAN}
+    assert MovingObject.VehicleClassification.TYPE_VAN in classes

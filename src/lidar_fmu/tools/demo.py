@@ -40,6 +40,13 @@ def _traffic():
     ]
 
 
+#: OSI vehicle class of each demo car model (osi_object.proto, MovingObject.VehicleClassification.Type, OSI 3.8:
+#: TYPE_CAR covers hatchbacks, sedans and SUVs; TYPE_VAN has a larger cargo area, roughly UNECE M2/N1). OSI
+#: requires a classification on every TYPE_VEHICLE object.
+_VEHICLE_CLASS = {"car_sedan.obj": "TYPE_CAR", "car_suv.obj": "TYPE_CAR", "car_hatchback.obj": "TYPE_CAR",
+                  "car_van.obj": "TYPE_VAN"}
+
+
 def _fill_object(obj, object_id, dims, position, yaw, speed, model, rear_offset):
     obj.id.value = object_id
     obj.base.dimension.length, obj.base.dimension.width, obj.base.dimension.height = dims
@@ -47,6 +54,7 @@ def _fill_object(obj, object_id, dims, position, yaw, speed, model, rear_offset)
     obj.base.orientation.roll, obj.base.orientation.pitch, obj.base.orientation.yaw = 0.0, 0.0, yaw
     obj.base.velocity.x = speed
     obj.type = obj.TYPE_VEHICLE
+    obj.vehicle_classification.type = obj.VehicleClassification.Type.Value(_VEHICLE_CLASS[model])
     obj.model_reference = model
     rear = obj.vehicle_attributes.bbcenter_to_rear
     rear.x, rear.y, rear.z = rear_offset
