@@ -143,6 +143,7 @@ def test_livox_avia_has_six_channels_and_its_oval_fov():
     (rosette(**{"horizontal-fov-end-deg": 180.0}), "narrower than 360"),
     ({"type": "lidar", "lidar-type": "livox_avia", "vertical-fov-lower-deg": 0}, "takes its FOV from the datasheet"),
     ({"sensors": [{"type": "camera"}]}, "no sensor of type 'lidar'"),
+    ({"sensors": ["velodyne_vlp16", {"preset": "ouster_os1_128"}]}, "a rig of 2 lidars .* where one lidar is expected"),
     ({"sensors": [rosette(id="a"), rosette(id="b")]}, "2 lidars.*airsim_id"),
     (rosette(origin={"xyz": "1 2"}), "origin.xyz must be 3 numbers"),
     (rosette(**{"number-of-channels": 0}), "number-of-channels"),

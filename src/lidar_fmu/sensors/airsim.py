@@ -107,6 +107,8 @@ def robot_config_lidars(data: dict) -> list[dict] | None:
 def _entry(data: dict, error, select_id=None) -> dict:
     if "sensors" not in data:
         return data
+    if data["sensors"] and robot_config_lidars(data) is None:  # our rig (sensors/rig.py), not AirSim's
+        raise error(f"a rig of {len(data['sensors'])} lidars ('sensors') where one lidar is expected")
     lidars = [s for s in data["sensors"] if isinstance(s, dict) and s.get("type") == "lidar"]
     if select_id is not None:
         lidars = [s for s in lidars if s.get("id") == select_id]
