@@ -189,7 +189,9 @@ def test_a_project_airsim_robot_config_is_a_rig_of_its_lidars(tmp_path, suffix):
     seen = [{int(d.object_id.value) for d in lidar.detection} for lidar in (front, rear)]
     assert seen == [{10}, {11}]
     one = tmp_path / f"one{suffix}"
-    one.write_text(json.dumps(robot_config(1)))
+    disabled = robot_config(2)
+    disabled["sensors"][2]["enabled"] = False  # AirSim does not run it: the front lidar alone
+    one.write_text(json.dumps(disabled))
     alone = load_rig(str(one))
     assert len(alone) == 1 and alone[0].sensor.name == "front"
     assert OsiSensorModel(sensor=str(one)).step(sensor_view(OBJECTS, time_s=0.1, host=HOST), 0.1).valid

@@ -2,8 +2,10 @@
 
 Per the Project AirSim lidar documentation (seed 003, "Lidar sensor
 settings"); accepted verbatim: one sensor entry, or a robot config with a
-``sensors`` list (the first entry with ``type: lidar`` is taken; a second
-lidar there is a :class:`SensorSpecError` unless ``select_id`` names one).
+``sensors`` list (its entry with ``type: lidar`` is taken, those with
+``enabled: false`` left out as AirSim leaves them; a second lidar there is a
+:class:`SensorSpecError` unless ``select_id`` names one; where several lidars
+go, :mod:`.rig` takes them all).
 
 Conventions converted to ours (x forward, y left, z up, azimuth
 counter-clockwise): AirSim's horizontal angles are 0° ahead, clockwise
@@ -13,8 +15,9 @@ AirSim's body frame (NED: x forward, y right, z down): ``xyz`` → (x, −y, −
 m, roll/pitch/yaw → (roll, −pitch, −yaw); it is kept on the spec as
 ``airsim_origin`` {``xyz_m``, ``rpy_deg``} (the sensor's mounting on its
 parent link, for the host to apply), with ``airsim_disable_self_hits`` and
-``airsim_report_frequency_hz``. ``enabled``, ``id``, ``parent-link`` and
-``draw-debug-points`` are read and have no effect on the rays.
+``airsim_report_frequency_hz``. ``enabled`` (of the entry taken), ``id`` (the
+sensor's name), ``parent-link`` and ``draw-debug-points`` are read and have no
+effect on the rays.
 
 What AirSim puts in its report is checked and has no effect on ours:
 ``report-point-cloud`` / ``report-azimuth-elevation-range`` (true / false by
@@ -92,7 +95,8 @@ def looks_like_airsim(data: dict) -> bool:
 
 
 def robot_config_lidars(data: dict) -> list[dict] | None:
-    """The lidar entries of a Project AirSim robot config, or None if ``data`` is not one.
+    """The lidar entries of a Project AirSim robot config (but those with ``enabled: false``, which AirSim does
+    not run), or None if ``data`` is not one.
 
     A robot config's ``sensors`` are mappings that each name their ``type`` (lidar, camera, imu, …); a rig's
     entries are our specs (preset names, mappings without ``type``), so a list where every entry has a
@@ -101,7 +105,7 @@ def robot_config_lidars(data: dict) -> list[dict] | None:
     sensors = data.get("sensors")
     if not isinstance(sensors, list) or not sensors or not all(isinstance(s, dict) and "type" in s for s in sensors):
         return None
-    return [s for s in sensors if s.get("type") == "lidar"]
+    return [s for s in sensors if s.get("type") == "lidar" and s.get("enabled", True) is not False]
 
 
 def _entry(data: dict, error, select_id=None) -> dict:
@@ -112,8 +116,10 @@ def _entry(data: dict, error, select_id=None) -> dict:
     lidars = [s for s in data["sensors"] if isinstance(s, dict) and s.get("type") == "lidar"]
     if select_id is not None:
         lidars = [s for s in lidars if s.get("id") == select_id]
+    else:  # AirSim runs only the enabled ones
+        lidars = [s for s in lidars if s.get("enabled", True) is not False]
     if not lidars:
-        which = f" with id {select_id!r}" if select_id is not None else ""
+        which = f" with id {select_id!r}" if select_id is not None else " that is enabled"
         raise error(f"AirSim config has no sensor of type 'lidar'{which}")
     if len(lidars) > 1:
         ids = ", ".join(repr(s.get("id")) for s in lidars)
