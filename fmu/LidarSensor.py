@@ -310,12 +310,14 @@ class LidarSensor(Fmi2Slave):
             from lidar_fmu.cosim.sensor_model import member_mounting
             from lidar_fmu.osi.config import rig_view_configuration
             from lidar_fmu.osi.decode import check_position
+            from lidar_fmu.sensors.rig import rig_sensor_ids
 
             lidars = []
+            ids = rig_sensor_ids([member.sensor_id for member in self._rig()], 0)  # as the model numbers them
             for k, member in enumerate(self._rig()):
                 pose = member_mounting(member, self._mounting_pose())  # as the model places it
                 check_position(pose[:3, 3], "mounting_position_x/y/z" if k == 0 else f"sensors[{k}] mounting")
-                lidars.append((member.sensor, pose, member.sensor_id if member.sensor_id is not None else k))
+                lidars.append((member.sensor, pose, ids[k]))
             data = rig_view_configuration(lidars)
         except Exception as exc:
             reason = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"

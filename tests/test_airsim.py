@@ -143,9 +143,16 @@ def test_livox_avia_has_six_channels_and_its_oval_fov():
     (rosette(**{"horizontal-fov-end-deg": 180.0}), "narrower than 360"),
     ({"type": "lidar", "lidar-type": "livox_avia", "vertical-fov-lower-deg": 0}, "takes its FOV from the datasheet"),
     ({"sensors": [{"type": "camera"}]}, "no sensor of type 'lidar'"),
+    ({"sensors": ["velodyne_vlp16", {"preset": "ouster_os1_128"}]}, "a rig of 2 lidars .* where one lidar is expected"),
     ({"sensors": [rosette(id="a"), rosette(id="b")]}, "2 lidars.*airsim_id"),
     (rosette(origin={"xyz": "1 2"}), "origin.xyz must be 3 numbers"),
     (rosette(**{"number-of-channels": 0}), "number-of-channels"),
+    (rosette(**{"radial-scaling": float("nan")}), r"'radial-scaling' must be a finite number, got nan$"),
+    (rosette(**{"range": -1}), r"'range' must be a finite number ≥ 0, got -1.0$"),
+    (rosette(**{"report-point-cloud": "yes"}), "'report-point-cloud' must be true or false"),
+    (rosette(**{"no-return-point-value": "0 0"}), "'no-return-point-value' must be 3 numbers"),
+    (rosette(**{"no-return-point-value": [0, True, 0]}), "'no-return-point-value' must be 3 numbers"),
+    (rosette(**{"report-point-cloud": False}), "both false: such a lidar reports no points"),
 ])
 def test_bad_airsim_settings_name_the_problem(entry, message):
     with pytest.raises(SensorSpecError, match=message):
@@ -166,3 +173,28 @@ def test_livox_coverage_figure(tmp_path):
     fractions = plot_livox_coverage(path, "livox_mid70", times_s=(0.1, 0.5, 1.0))
     assert fractions[0] < 0.3 < fractions[1] < fractions[2] and fractions[2] >= 0.90
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size < 300_000
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonc", ".yaml"])
+def test_a_single_lidar_entry_saved_as_a_file_loads(tmp_path, suffix):
+    entry = json.loads(CYLINDRICAL)["sensors"][0]
+    named, anonymous = tmp_path / f"named{suffix}", tmp_path / f"roof_lidar{suffix}"
+    named.write_text(json.dumps(entry))
+    anonymous.write_text(json.dumps({k: v for k, v in entry.items() if k != "id"}))
+    sensor = load_sensor(str(named))
+    assert sensor.name == "lidar1" and (sensor.pattern.rows, sensor.pattern.columns) == (16, 625)
+    assert load_sensor(str(anonymous)).name == "roof_lidar"  # no id: the file's name, as for our own specs
+
+
+def test_every_documented_report_setting_is_accepted_and_leaves_the_rays_alone():
+    entry = json.loads(CYLINDRICAL)["sensors"][0]
+    plain = load_sensor(entry)
+    for settings in ({"report-no-return-points": True, "no-return-point-value": "0 0 0", "report-point-cloud": True,
+                      "report-azimuth-elevation-range": True},
+                     {"report-no-return-points": False, "no-return-point-value": [1e3, 0, -5.5]},
+                     {"report-point-cloud": False, "report-azimuth-elevation-range": True}):
+        sensor = load_sensor(entry | settings)
+        assert np.array_equal(sensor.pattern.directions, plain.pattern.directions)
+        assert sensor.frame_rate_hz == plain.frame_rate_hz and sensor.max_range_m == plain.max_range_m
+    mid70 = json.loads(MID70.replace("  }\n}", "  }]\n}"))["sensors"][0]
+    assert load_sensor(mid70 | {"report-no-return-points": True}).continuous is not None

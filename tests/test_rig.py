@@ -157,3 +157,101 @@ def test_embree_rebuilds_do_not_leak_instance_geometry():
         if k == 2:
             before = rss_mb()
     assert rss_mb() - before < 40  # leaking, nine rebuilds grew it by ~60 MB
+
+
+def robot_config(lidars: int) -> dict:
+    """A Project AirSim robot config as users save it: links, a camera and ``lidars`` lidars (front, rear)."""
+    lidar = {"type": "lidar", "enabled": True, "parent-link": "Frame", "lidar-type": "generic_cylindrical",
+             "number-of-channels": 8, "range": 60, "points-per-second": 14400, "horizontal-rotation-frequency": 10,
+             "horizontal-fov-start-deg": 330, "horizontal-fov-end-deg": 30, "vertical-fov-lower-deg": -10,
+             "vertical-fov-upper-deg": 5, "disable-self-hits": True, "report-no-return-points": False,
+             "report-point-cloud": True}
+    front = lidar | {"id": "front", "origin": {"xyz": "3.0 0 -1.2", "rpy-deg": "0 0 0"}}
+    rear = lidar | {"id": "rear", "origin": {"xyz": "-0.5 0 -1.2", "rpy-deg": "0 0 180"}}
+    return {"physics-type": "non-physics", "links": [{"name": "Frame"}], "joints": [],
+            "sensors": [{"id": "cam", "type": "camera", "enabled": True, "parent-link": "Frame"}, front, rear][
+                : 1 + lidars]}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonc", ".yaml"])
+def test_a_project_airsim_robot_config_is_a_rig_of_its_lidars(tmp_path, suffix):
+    path = tmp_path / f"robot{suffix}"
+    path.write_text(json.dumps(robot_config(2)))
+    rig = load_rig(str(path))
+    assert [m.sensor.name for m in rig] == ["front", "rear"] and all(m.sensor_id is None for m in rig)
+    model = OsiSensorModel(sensor=str(path), sensor_id=3)  # what the FMU builds from its sensor parameter
+    result = model.step(sensor_view(OBJECTS, time_s=0.1, host=HOST), 0.1)
+    assert result.valid, result.message
+    front, rear = SensorData.FromString(bytes(result.sensor_data)).feature_data.lidar_sensor
+    assert (front.header.sensor_id.value, rear.header.sensor_id.value) == (3, 4)
+    assert front.header.mounting_position.position.x == pytest.approx(3.0)  # each lidar at its AirSim origin
+    assert rear.header.mounting_position.orientation.yaw == pytest.approx(-math.pi)  # NED yaw 180° → ours
+    seen = [{int(d.object_id.value) for d in lidar.detection} for lidar in (front, rear)]
+    assert seen == [{10}, {11}]
+    one = tmp_path / f"one{suffix}"
+    disabled = robot_config(2)
+    disabled["sensors"][2]["enabled"] = False  # AirSim does not run it: the front lidar alone
+    one.write_text(json.dumps(disabled))
+    alone = load_rig(str(one))
+    assert len(alone) == 1 and alone[0].sensor.name == "front"
+    assert OsiSensorModel(sensor=str(one)).step(sensor_view(OBJECTS, time_s=0.1, host=HOST), 0.1).valid
+    with pytest.raises(SensorSpecError, match="no sensor of type 'lidar'"):
+        load_rig(robot_config(0))
+    broken = robot_config(2)
+    broken["sensors"][2]["range"] = "far"
+    with pytest.raises(SensorSpecError, match=r"^sensors\[2\]: AirSim setting 'range' must be a number"):
+        load_rig(broken)  # the index in the file's sensors list, the camera counted
+
+
+def test_ids_given_to_lidars_skip_the_ids_entries_name():
+    rig = {"sensors": [SPEC | {"mounting": FRONT, "sensor_id": 1}, SPEC | {"mounting": REAR}]}
+    result = OsiSensorModel(sensor=rig, sensor_id=0).step(sensor_view(OBJECTS, time_s=0.1, host=HOST), 0.1)
+    assert result.valid, result.message
+    headers = [lidar.header.sensor_id.value
+               for lidar in SensorData.FromString(bytes(result.sensor_data)).feature_data.lidar_sensor]
+    assert headers == [1, 2]  # lidar 1 would be 0 + 1: taken by lidar 0's own id, so the next free one
+    from lidar_fmu.sensors.rig import rig_sensor_ids
+
+    assert rig_sensor_ids([None, 5, None, None], 4) == [4, 5, 6, 7]
+    assert rig_sensor_ids([None, None, 2**64 - 1], 2**64 - 2) == [2**64 - 2, 0, 2**64 - 1]
+    with pytest.raises(SensorSpecError, match=r"sensors\[2\]\.sensor_id: .* same sensor_id 4 \(sensors\[0\]"):
+        load_rig({"sensors": [SPEC | {"sensor_id": 4}, SPEC, SPEC | {"sensor_id": 4}]})
+
+
+def test_a_sensor_view_id_of_2_to_the_64_minus_1_wraps_for_the_rigs_second_lidar():
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    view = SensorView.FromString(sensor_view(OBJECTS, time_s=0.1, host=HOST))
+    view.sensor_id.value = 2**64 - 1
+    rig = {"sensors": [SPEC | {"mounting": FRONT}, SPEC | {"mounting": REAR}]}
+    model = OsiSensorModel(sensor=rig)
+    for k in (1, 2):
+        view.timestamp.nanos = view.global_ground_truth.timestamp.nanos = 100_000_000 * k
+        result = model.step(view.SerializeToString(), 0.1 * k)
+        assert result.valid, result.message
+        data = SensorData.FromString(bytes(result.sensor_data))
+        assert data.sensor_id.value == 2**64 - 1
+        assert [lidar.header.sensor_id.value for lidar in data.feature_data.lidar_sensor] == [2**64 - 1, 0]
+
+
+def test_the_fmu_takes_robot_configs_and_numbers_a_rigs_lidars_as_the_model_does(tmp_path):
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    from lidar_fmu.cosim.fmu_host import FmuInstance
+    from lidar_fmu.cosim.fmu_package import build_fmu
+
+    fmu = build_fmu(tmp_path / "LidarSensor.fmu")
+    robot = tmp_path / "robot.json"
+    robot.write_text(json.dumps(robot_config(2)))
+    view = SensorView.FromString(sensor_view(OBJECTS, time_s=0.1, host=HOST))
+    view.sensor_id.value = 2**64 - 1
+    rig = json.dumps([SPEC | {"mounting": FRONT, "sensor_id": 1}, SPEC | {"mounting": REAR}])
+    # the config request numbers from 0 (no SensorView yet); a step from the SensorView's id, wrapping past 2⁶⁴−1
+    for sensor, config_ids, step_ids in ((rig, [1, 2], [1, 0]), (str(robot), [0, 1], [2**64 - 1, 0])):
+        with FmuInstance(fmu, {"sensor": sensor}) as host:
+            config = SensorViewConfiguration.FromString(host.config_request())
+            assert [v.sensor_id.value for v in config.lidar_sensor_view_configuration] == config_ids
+            out = host.step(view.SerializeToString(), 0.0, 0.1)
+        assert out.valid
+        data = SensorData.FromString(out.sensor_data)
+        assert [e.header.sensor_id.value for e in data.feature_data.lidar_sensor] == step_ids

@@ -67,3 +67,35 @@ def test_rss_falls_back_to_the_peak_without_proc(monkeypatch):
     monkeypatch.setattr(soak, "open", no_proc, raising=False)
     fallback, is_peak = soak.rss_mb()
     assert is_peak and fallback >= now * 0.5
+
+
+def _rig_file(tmp_path):
+    import json
+
+    spec = {"horizontal_fov_deg": [-60, 60], "horizontal_resolution_deg": 1.0, "vertical_fov_deg": [-15, 5],
+            "channels": 8, "max_range_m": 60}
+    rig = {"sensors": [spec | {"mounting": {"xyz_m": [3.0, 0, 1.2]}},
+                       spec | {"frame_rate_hz": 20, "mounting": {"xyz_m": [-0.5, 0, 1.2], "rpy_deg": [0, 0, 180]}}]}
+    path = tmp_path / "rig.json"
+    path.write_text(json.dumps(rig))
+    return path
+
+
+def test_soak_runs_a_rig_as_it_runs_one_lidar(tmp_path, capsys):
+    code = main(["soak", "--steps", "4", "--report-every", "2", "--objects", "3", "--sensor", str(_rig_file(tmp_path))])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = captured.out.strip().splitlines()
+    assert len(lines) == 2 and all(LINE.match(line) for line in lines), captured.out
+    assert "invalid" not in captured.out
+
+
+def test_soak_runs_a_rig_through_the_fmu(tmp_path, capsys):
+    from lidar_fmu.cosim.fmu_package import build_fmu
+
+    fmu = build_fmu(tmp_path / "LidarSensor.fmu")
+    code = main(["soak", "--fmu", str(fmu), "--steps", "4", "--report-every", "2", "--objects", "3",
+                 "--sensor", str(_rig_file(tmp_path))])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert len(captured.out.strip().splitlines()) == 2 and "invalid" not in captured.out

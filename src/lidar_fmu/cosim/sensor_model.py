@@ -42,7 +42,7 @@ from ..parallel import serial, serialised, serialised_message, threadsafe_layer
 from ..pointcloud import POINT_DTYPE, PointCloud
 from ..scan.lidar import Lidar, ScanPlan
 from ..scan.motion import motion_since
-from ..sensors.rig import RigMember, load_rig
+from ..sensors.rig import RigMember, load_rig, rig_sensor_ids
 from .scene_update import SceneUpdater
 
 STAGES = ("decode", "scene", "cast", "physics", "encode")
@@ -180,12 +180,12 @@ class OsiSensorModel:
             clouds = [mounted.nothing_fired(frame, sensor_pose) if plan is None else plan.finish(next(returns))
                       for mounted, plan, sensor_pose in zip(self.lidars, plans, sensor_poses)]
         sensor_id = self.sensor_id if self.sensor_id is not None else frame.sensor_id
+        lidar_ids = rig_sensor_ids([mounted.sensor_id for mounted in self.lidars], sensor_id)
         detections = [
-            LidarDetectionBlock(cloud, mounted.sensor_id if mounted.sensor_id is not None else sensor_id + k, mounting,
-                            frame.timestamp_s,
-                            1.0 if cloud.existence_probability is None else cloud.existence_probability,
-                            cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
-            for k, (mounted, cloud, mounting) in enumerate(zip(self.lidars, clouds, mountings))
+            LidarDetectionBlock(cloud, lidar_id, mounting, frame.timestamp_s,
+                                1.0 if cloud.existence_probability is None else cloud.existence_probability,
+                                cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
+            for lidar_id, cloud, mounting in zip(lidar_ids, clouds, mountings)
         ]
         t4 = time.perf_counter()
         data = encode_lidars_buffer(detections, out=out, timestamp_s=frame.timestamp_s, sensor_id=sensor_id,

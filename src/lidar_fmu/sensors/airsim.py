@@ -2,8 +2,10 @@
 
 Per the Project AirSim lidar documentation (seed 003, "Lidar sensor
 settings"); accepted verbatim: one sensor entry, or a robot config with a
-``sensors`` list (the first entry with ``type: lidar`` is taken; a second
-lidar there is a :class:`SensorSpecError` unless ``select_id`` names one).
+``sensors`` list (its entry with ``type: lidar`` is taken, those with
+``enabled: false`` left out as AirSim leaves them; a second lidar there is a
+:class:`SensorSpecError` unless ``select_id`` names one; where several lidars
+go, :mod:`.rig` takes them all).
 
 Conventions converted to ours (x forward, y left, z up, azimuth
 counter-clockwise): AirSim's horizontal angles are 0° ahead, clockwise
@@ -13,8 +15,24 @@ AirSim's body frame (NED: x forward, y right, z down): ``xyz`` → (x, −y, −
 m, roll/pitch/yaw → (roll, −pitch, −yaw); it is kept on the spec as
 ``airsim_origin`` {``xyz_m``, ``rpy_deg``} (the sensor's mounting on its
 parent link, for the host to apply), with ``airsim_disable_self_hits`` and
-``airsim_report_frequency_hz``. ``enabled``, ``id``, ``parent-link`` and
-``draw-debug-points`` are read and have no effect on the rays.
+``airsim_report_frequency_hz``. ``enabled`` (of the entry taken), ``id`` (the
+sensor's name), ``parent-link`` and ``draw-debug-points`` are read and have no
+effect on the rays.
+
+What AirSim puts in its report is checked and has no effect on ours:
+``report-point-cloud`` / ``report-azimuth-elevation-range`` (true / false by
+default; both false is refused, such a lidar reports nothing) choose between
+xyz and azimuth/elevation/range, and every output here carries both (PCD/PLY:
+``x y z range``; OSI: spherical positions); ``report-no-return-points`` and
+``no-return-point-value`` (3 numbers, as ``"0 0 0"`` or a list) add a
+placeholder point per ray without a return, which our clouds never hold (OSI
+lists detections only, and a placeholder point would be a surface that is not
+there to any consumer): a ray without a return is one whose index is missing
+from the cloud's ``ray_index``. Sources: Project AirSim ``docs/sensors/lidar.md``
+(the settings table), its ``docs/changelog.md`` (2023.1.4: the no-return
+settings; 2023.6.2: the two report flags) and ``core_sim/src/sensors/lidar.cpp``
+(``Lidar::Loader::LoadLidarSettings``, the defaults) in
+github.com/iamaisim/ProjectAirSim.
 
 * ``generic_cylindrical``: a repeating grid, ``number-of-channels`` beams
   evenly over the vertical FOV, ``points-per-second / (channels ·
@@ -49,7 +67,10 @@ AIRSIM_KEYS = {
     "report-frequency", "horizontal-rotation-frequency", "horizontal-fov-start-deg", "horizontal-fov-end-deg",
     "vertical-rotation-frequency", "vertical-fov-lower-deg", "vertical-fov-upper-deg", "vertical-fov-start-deg",
     "vertical-fov-end-deg", "radial-scaling", "disable-self-hits", "draw-debug-points", "origin",
+    "report-no-return-points", "no-return-point-value", "report-point-cloud", "report-azimuth-elevation-range",
 }
+#: report settings that choose what AirSim's own message holds: checked, no effect on ours (module doc)
+_REPORT_FLAGS = ("report-no-return-points", "report-point-cloud", "report-azimuth-elevation-range")
 LIDAR_TYPES = ("generic_cylindrical", "generic_rosette", "livox_mid70", "livox_avia")
 # The documentation's sample config (seed 003): defaults for the settings it gives no default for.
 _SAMPLE = {"number-of-channels": 16, "range": 100.0, "points-per-second": 100000,
@@ -73,14 +94,32 @@ def looks_like_airsim(data: dict) -> bool:
     return "lidar-type" in data or data.get("type") == "lidar" or isinstance(data.get("sensors"), list)
 
 
+def robot_config_lidars(data: dict) -> list[dict] | None:
+    """The lidar entries of a Project AirSim robot config (but those with ``enabled: false``, which AirSim does
+    not run), or None if ``data`` is not one.
+
+    A robot config's ``sensors`` are mappings that each name their ``type`` (lidar, camera, imu, …); a rig's
+    entries are our specs (preset names, mappings without ``type``), so a list where every entry has a
+    ``type`` is AirSim's, and its sensors of other types and the robot's other keys are not ours to read.
+    """
+    sensors = data.get("sensors")
+    if not isinstance(sensors, list) or not sensors or not all(isinstance(s, dict) and "type" in s for s in sensors):
+        return None
+    return [s for s in sensors if s.get("type") == "lidar" and s.get("enabled", True) is not False]
+
+
 def _entry(data: dict, error, select_id=None) -> dict:
     if "sensors" not in data:
         return data
+    if data["sensors"] and robot_config_lidars(data) is None:  # our rig (sensors/rig.py), not AirSim's
+        raise error(f"a rig of {len(data['sensors'])} lidars ('sensors') where one lidar is expected")
     lidars = [s for s in data["sensors"] if isinstance(s, dict) and s.get("type") == "lidar"]
     if select_id is not None:
         lidars = [s for s in lidars if s.get("id") == select_id]
+    else:  # AirSim runs only the enabled ones
+        lidars = [s for s in lidars if s.get("enabled", True) is not False]
     if not lidars:
-        which = f" with id {select_id!r}" if select_id is not None else ""
+        which = f" with id {select_id!r}" if select_id is not None else " that is enabled"
         raise error(f"AirSim config has no sensor of type 'lidar'{which}")
     if len(lidars) > 1:
         ids = ", ".join(repr(s.get("id")) for s in lidars)
@@ -97,8 +136,34 @@ def _number(entry: dict, key: str, error, default=None, minimum=None) -> float:
     except (TypeError, ValueError):
         raise error(f"AirSim setting {key!r} must be a number, got {entry.get(key)!r}") from None
     if not np.isfinite(value) or (minimum is not None and value < minimum):
-        raise error(f"AirSim setting {key!r} must be a finite number ≥ {minimum}, got {value!r}")
+        bound = "" if minimum is None else f" ≥ {minimum:g}"
+        raise error(f"AirSim setting {key!r} must be a finite number{bound}, got {value!r}")
     return value
+
+
+def _triple(settings: dict, key: str, where: str, error) -> np.ndarray:
+    """Three finite numbers: AirSim writes vectors as one string ``"x y z"``; a list of 3 numbers is taken too."""
+    text = settings.get(key, "0 0 0")
+    items = text if isinstance(text, (list, tuple)) else str(text).replace(",", " ").split()
+    try:
+        values = np.array([float(v) for v in items if not isinstance(v, bool)] if len(items) == 3 else [])
+    except (TypeError, ValueError):
+        values = np.empty(0)
+    if values.shape != (3,) or not np.all(np.isfinite(values)):
+        raise error(f"AirSim setting {where} must be 3 numbers, got {text!r}")
+    return values
+
+
+def _check_report_settings(entry: dict, error) -> None:
+    """The report settings (module doc): of the right types, and not a lidar that reports nothing."""
+    for key in _REPORT_FLAGS:
+        if not isinstance(entry.get(key, False), bool):
+            raise error(f"AirSim setting {key!r} must be true or false, got {entry[key]!r}")
+    if "no-return-point-value" in entry:
+        _triple(entry, "no-return-point-value", "'no-return-point-value'", error)
+    if not entry.get("report-point-cloud", True) and not entry.get("report-azimuth-elevation-range", False):
+        raise error("AirSim settings 'report-point-cloud' and 'report-azimuth-elevation-range' are both false: "
+                    "such a lidar reports no points")
 
 
 def _origin(entry: dict, error) -> dict:
@@ -106,20 +171,11 @@ def _origin(entry: dict, error) -> dict:
     if not isinstance(origin, dict) or set(origin) - {"xyz", "rpy-deg", "rpy"}:
         raise error(f"AirSim setting 'origin' must hold xyz and rpy-deg (or rpy), got {origin!r}")
 
-    def triple(key, default="0 0 0"):
-        text = origin.get(key, default)
-        try:
-            values = np.array([float(v) for v in str(text).replace(",", " ").split()])
-        except ValueError:
-            values = np.empty(0)
-        if values.shape != (3,) or not np.all(np.isfinite(values)):
-            raise error(f"AirSim setting origin.{key} must be 3 numbers, got {text!r}")
-        return values
-
     if "rpy-deg" in origin and "rpy" in origin:
         raise error("AirSim setting origin has both rpy-deg and rpy")
-    xyz = triple("xyz")
-    rpy_deg = np.degrees(triple("rpy")) if "rpy" in origin else triple("rpy-deg")
+    xyz = _triple(origin, "xyz", "origin.xyz", error)
+    rpy_deg = np.degrees(_triple(origin, "rpy", "origin.rpy", error)) if "rpy" in origin else \
+        _triple(origin, "rpy-deg", "origin.rpy-deg", error)
     # NED body frame → ours: y and z flip, so do pitch and yaw
     return {"xyz_m": [xyz[0], -xyz[1], -xyz[2]], "rpy_deg": [rpy_deg[0], -rpy_deg[1], -rpy_deg[2]]}
 
@@ -138,8 +194,11 @@ def _vertical_fov(entry: dict, error) -> list[float]:
     return [lower, upper]
 
 
-def airsim_spec(data: dict, error, select_id=None) -> dict:
-    """Our flat spec from an AirSim lidar entry (or config); ``error`` is raised with a one-line reason."""
+def airsim_spec(data: dict, error, select_id=None, default_name: str | None = None) -> dict:
+    """Our flat spec from an AirSim lidar entry (or config); ``error`` is raised with a one-line reason.
+
+    The sensor's name is the entry's ``id``, else ``default_name`` (a file's name), else ``airsim_<lidar-type>``.
+    """
     entry = _entry(data, error, select_id)
     unknown = set(entry) - AIRSIM_KEYS
     if unknown:
@@ -152,6 +211,7 @@ def airsim_spec(data: dict, error, select_id=None) -> dict:
     for key in ("disable-self-hits", "draw-debug-points", "enabled"):
         if not isinstance(entry.get(key, False), bool):
             raise error(f"AirSim setting {key!r} must be true or false, got {entry[key]!r}")
+    _check_report_settings(entry, error)
     livox = kind.startswith("livox")
     spec: dict[str, Any]
     if livox:
@@ -176,7 +236,7 @@ def airsim_spec(data: dict, error, select_id=None) -> dict:
         raise error(f"AirSim setting 'horizontal-rotation-frequency' must be positive, got {rotation_hz}")
     report_hz = _number(entry, "report-frequency", error, 0.0, minimum=0)
     spec.update({
-        "name": str(entry.get("id", f"airsim_{kind}")),
+        "name": str(entry.get("id", default_name or f"airsim_{kind}")),
         "description": f"Project AirSim {kind} lidar",
         "max_range_m": _number(entry, "range", error, defaults["range"], minimum=0),
         "airsim_origin": _origin(entry, error),

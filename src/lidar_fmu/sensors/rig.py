@@ -10,23 +10,30 @@ Each entry is anything :func:`~lidar_fmu.sensors.load_sensor` takes, a mapping o
 
 * ``mounting: {"xyz_m": [x, y, z], "rpy_deg": [roll, pitch, yaw]}``: the lidar's pose on the vehicle
   (vehicle_from_sensor, m and degrees, OSI's vehicle frame and R = Rz(yaw)·Ry(pitch)·Rx(roll));
-* ``sensor_id``: the id its detection header carries (default: the FMU's sensor id + its index).
+* ``sensor_id``: the id its detection header carries (default: :func:`rig_sensor_ids`).
 
-Any other spec (a preset name, a file, a mapping without ``sensors``) is a rig of one.
+A Project AirSim robot config (a file or mapping whose ``sensors`` entries each name their ``type``) is the rig
+of its lidars: each takes its mounting from its ``origin`` and its name from its ``id``; one lidar alone is a
+single sensor, as anywhere a lidar goes. Any other spec (a preset name, a file, a mapping without ``sensors``)
+is a rig of one.
 """
 from __future__ import annotations
 
 import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..geometry.transforms import pose_matrix
+from .airsim import robot_config_lidars
 from .spec import Sensor, SensorSpecError, _read_spec_file, load_sensor
 
 #: at most this many lidars in one rig (each keeps its pattern and buffers; a bound against typos)
 MAX_RIG_SIZE = 64
+#: OSI identifiers are uint64: ids given to lidars count on modulo this
+SENSOR_ID_MODULUS = 2**64
 
 
 @dataclass(frozen=True)
@@ -49,38 +56,77 @@ def load_rig(spec) -> list[RigMember]:
     entries = _entries(spec)
     if entries is None:
         return [RigMember(load_sensor(spec))]
-    if not isinstance(entries, list) or not entries:
-        raise SensorSpecError("sensors must be a non-empty list of sensor specs")
     if len(entries) > MAX_RIG_SIZE:
         raise SensorSpecError(f"sensors: at most {MAX_RIG_SIZE} lidars in one rig, got {len(entries)}")
-    members = [_member(entry, k) for k, entry in enumerate(entries)]
-    ids = [m.sensor_id for m in members if m.sensor_id is not None]
-    if len(ids) > len(set(ids)):
-        raise SensorSpecError(f"sensors: two lidars with the same sensor_id ({', '.join(map(str, sorted(ids)))})")
+    members = [_member(entry, k) for k, entry in entries]
+    first: dict[int, int] = {}
+    for (k, _), member in zip(entries, members):
+        if member.sensor_id is not None and first.setdefault(member.sensor_id, k) != k:
+            raise SensorSpecError(f"sensors[{k}].sensor_id: two lidars with the same sensor_id {member.sensor_id} "
+                                  f"(sensors[{first[member.sensor_id]}] has it too)")
     return members
 
 
-def _entries(spec):
-    """The rig's entry list, or None for a single sensor spec."""
+def rig_sensor_ids(explicit_ids: list[int | None], base_id: int) -> list[int]:
+    """The sensor id of each lidar of a rig whose entries give ``explicit_ids`` (None: not given).
+
+    An entry's own ``sensor_id`` is kept. Lidar ``k`` without one gets ``base_id + k`` (the FMU's or the
+    SensorView's sensor id; a rig of one: ``base_id``), or, where an entry names that id or an earlier lidar got
+    it, the next id up that is free; ids count on modulo 2⁶⁴ (OSI identifiers are uint64: 2⁶⁴−1 is followed by
+    0). Ids are never refused at run time: the base id comes from the SensorView, which the rig's author does
+    not know, and every lidar gets an id no other lidar of the rig has.
+    """
+    taken = {i for i in explicit_ids if i is not None}
+    ids = []
+    for k, explicit in enumerate(explicit_ids):
+        if explicit is None:
+            explicit = (int(base_id) + k) % SENSOR_ID_MODULUS
+            while explicit in taken:  # at most MAX_RIG_SIZE steps: every other lidar holds one id
+                explicit = (explicit + 1) % SENSOR_ID_MODULUS
+            taken.add(explicit)
+        ids.append(explicit)
+    return ids
+
+
+def _entries(spec) -> list[tuple[int, Any]] | None:
+    """The rig's entries with their indices in the ``sensors`` list, or None for a single sensor spec."""
     if isinstance(spec, (list, tuple)):
-        return list(spec)
+        return _indexed(list(spec))
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec).strip()
         if text.startswith("["):
             import yaml
 
             try:
-                return yaml.safe_load(text)  # JSON is YAML
+                return _indexed(yaml.safe_load(text))  # JSON is YAML
             except yaml.YAMLError as exc:
                 raise SensorSpecError(f"cannot parse the sensor list {text[:60]!r}: {exc}") from None
-        if os.path.isfile(text) and text.lower().endswith((".json", ".yaml", ".yml")):
+        if os.path.isfile(text) and text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             data = _read_spec_file(text)
             if "sensors" in data:
-                return _only_sensors(data, text)
+                return _rig_entries(data, text)
         return None
     if isinstance(spec, dict) and "sensors" in spec:
-        return _only_sensors(spec, "the rig spec")
+        return _rig_entries(spec, "the rig spec")
     return None
+
+
+def _rig_entries(data: dict, where: str) -> list[tuple[int, Any]] | None:
+    """A mapping with ``sensors``: a rig's entries, or None where it is one lidar (of an AirSim config)."""
+    if "airsim_id" in data:  # one lidar of an AirSim config, picked by its id
+        return None
+    lidars = robot_config_lidars(data)
+    if lidars is None:
+        return _indexed(_only_sensors(data, where))
+    if len(lidars) < 2:  # none or one: load_sensor's one line, or the lidar
+        return None
+    return [(k, s) for k, s in enumerate(data["sensors"]) if any(s is lidar for lidar in lidars)]
+
+
+def _indexed(entries) -> list[tuple[int, Any]]:
+    if not isinstance(entries, list) or not entries:
+        raise SensorSpecError("sensors must be a non-empty list of sensor specs")
+    return list(enumerate(entries))
 
 
 def _only_sensors(data: dict, where: str):
@@ -119,4 +165,4 @@ def _mounting(value, where: str) -> np.ndarray:
     return pose_matrix(xyz, np.radians(rpy))
 
 
-__all__ = ["MAX_RIG_SIZE", "RigMember", "load_rig"]
+__all__ = ["MAX_RIG_SIZE", "SENSOR_ID_MODULUS", "RigMember", "load_rig", "rig_sensor_ids"]

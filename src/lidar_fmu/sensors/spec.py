@@ -170,6 +170,7 @@ def _is_ouster_metadata(data: dict[str, Any]) -> bool:
 
 def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
     """Turn a preset name, spec file path or dict into one flat spec dict."""
+    file_name = None  # a spec file's name: the sensor's name unless the spec gives one
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec)
         if text in PRESETS:
@@ -179,7 +180,7 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
             if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, OS1 datasheet limits
                 spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text,
                         "frame_rate_hz": read_ouster_metadata(spec).frame_rate_hz}
-            spec.setdefault("name", os.path.splitext(os.path.basename(text))[0])
+            file_name = os.path.splitext(os.path.basename(text))[0]
         elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
         else:
@@ -190,7 +191,9 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
     if looks_like_airsim(spec):  # a Project AirSim lidar entry or robot config (airsim_id picks one of several)
         rest = {k: v for k, v in spec.items() if k != "airsim_id"}
-        spec = airsim_spec(rest, SensorSpecError, spec.get("airsim_id"))
+        spec = airsim_spec(rest, SensorSpecError, spec.get("airsim_id"), file_name)
+    elif file_name is not None:
+        spec.setdefault("name", file_name)
     unknown = set(spec) - KNOWN_KEYS
     if unknown:
         raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")

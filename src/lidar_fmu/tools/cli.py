@@ -507,7 +507,7 @@ def _add_soak(sub) -> None:
                                    "keeps the default 10,000 steps to a few minutes on one CPU core.")
     p.add_argument("--steps", type=_positive_int, default=10_000, help="steps to run")
     p.add_argument("--objects", type=_positive_int, default=20, help="pedestrians around the host")
-    p.add_argument("--sensor", default="velodyne_vlp16", help="preset name or JSON/YAML sensor spec")
+    p.add_argument("--sensor", default="velodyne_vlp16", help="preset name, JSON/YAML sensor spec or rig")
     p.add_argument("--report-every", type=_positive_int, default=1000, help="steps between two report lines")
     p.add_argument("--fmu", nargs="?", const="", default=None, metavar="PATH",
                    help="step the built FMU through FMPy instead of the model in-process (no PATH: the default "

@@ -8,6 +8,11 @@ resident memory (``VmRSS`` from ``/proc/self/status``; elsewhere the peak from
 ``getrusage``) and the median step time of those steps. The steps run through
 :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel`, or with ``fmu`` through the
 built FMU over real OSMP pointers (FMPy, in this process).
+
+The sensor may be a rig of several lidars (:mod:`lidar_fmu.sensors.rig`), as
+anywhere a lidar goes: a step then lasts the shortest frame period of its
+lidars, so that the fastest publishes whole frames and the slower ones the part
+of their sweep fired in it.
 """
 from __future__ import annotations
 
@@ -112,10 +117,10 @@ def run_soak(steps: int = 10_000, objects: int = 20, sensor=DEFAULT_SENSOR, repo
     ``fmu``: a path to drive the built FMU instead of the model in-process
     (``""``: the default FMU, built when stale).
     """
-    from ..sensors import load_sensor
+    from ..sensors.rig import load_rig
 
-    spec = load_sensor(sensor)  # one clear error on a bad sensor, before anything starts
-    step_s = spec.frame_period_s
+    rig = load_rig(sensor)  # one clear error on a bad sensor, before anything starts
+    step_s = min(member.sensor.frame_period_s for member in rig)
     scene = PedestrianScene(objects, seed)
     if fmu is None:
         from ..cosim.sensor_model import OsiSensorModel
@@ -133,7 +138,7 @@ def run_soak(steps: int = 10_000, objects: int = 20, sensor=DEFAULT_SENSOR, repo
         path = fmu or DEFAULT_FMU
         if path == DEFAULT_FMU and sources_newer_than(DEFAULT_FMU):
             build_fmu(DEFAULT_FMU)
-        parameters = {"sensor": sensor if isinstance(sensor, str) else spec.name, "backend": backend}
+        parameters = {"sensor": _sensor_parameter(sensor, rig), "backend": backend}
         host = FmuInstance(path, parameters)
 
         def do_step(view, time_s):
@@ -163,6 +168,20 @@ def run_soak(steps: int = 10_000, objects: int = 20, sensor=DEFAULT_SENSOR, repo
         if close is not None:
             close()
     return reports
+
+
+def _sensor_parameter(sensor, rig) -> str:
+    """The FMU's ``sensor`` parameter (a string) for ``sensor`` as :func:`run_soak` was given it."""
+    if isinstance(sensor, (str, os.PathLike)):
+        return os.fspath(sensor)
+    if len(rig) == 1:
+        return rig[0].sensor.name
+    import json
+
+    from ..sensors.airsim import robot_config_lidars
+
+    entries = (robot_config_lidars(sensor) or sensor["sensors"]) if isinstance(sensor, dict) else sensor
+    return json.dumps(list(entries))  # a rig as inline text
 
 
 def describe(steps: int, objects: int, sensor, fmu: str | None) -> str:
