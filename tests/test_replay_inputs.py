@@ -225,18 +225,25 @@ def test_a_rig_replays_each_lidar_into_a_folder_of_its_own(fmu_path, tmp_path):
     assert front["returns_per_frame"] != rear["returns_per_frame"]  # two lidars, not one written twice
 
 
-def test_a_scenario_names_a_rig_inline(fmu_path, tmp_path):
-    """``sensor: {sensors: [...]}`` in scenario.yaml: each lidar under its id; ground truth and Rerun, written for
-    one lidar, are refused for a rig by name before anything is written."""
+def test_a_scenario_names_a_rig_inline_with_ground_truth(fmu_path, tmp_path):
+    """``sensor: {sensors: [...]}`` in scenario.yaml: each lidar under its id, each PCD with its own lidar's
+    ground truth; Rerun, which shows one lidar, is refused for a rig by name before anything is written."""
     from lidar_fmu.errors import UserError
+    from lidar_fmu.physics.ground_truth import GROUND_TRUTH_DTYPE
 
-    rig = {"sensors": [{**SMALL_SENSOR, "channels": 4}, {**SMALL_SENSOR, "channels": 2}]}
-    (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": str(SHARED_TRACE), "sensor": rig}))
-    summary = replay(tmp_path, tmp_path / "out", fmu_path=fmu_path, max_frames=1, progress=False)
+    noisy = {**SMALL_SENSOR, "noise": {"range_sigma_m": 0.02, "seed": 3}}
+    rig = {"sensors": [{**noisy, "channels": 8}, {**noisy, "channels": 4, "noise": {"range_sigma_m": 0.02, "seed": 4},
+                                                  "mounting": {"xyz_m": [0.5, 0.0, 2.5], "rpy_deg": [0, 10, 0]}}]}
+    (tmp_path / "scenario.yaml").write_text(json.dumps({"trace": str(SHARED_TRACE), "sensor": rig,
+                                                        "ground_truth": True}))
+    summary = replay(tmp_path, tmp_path / "out", fmu_path=fmu_path, max_frames=2, progress=False)
     assert [lidar["folder"] for lidar in summary["lidars"]] == ["sensor_0", "sensor_1"]
-    assert [lidar["rays_per_frame"] for lidar in summary["lidars"]] == [4 * 360, 2 * 360]
-    for options, needle in (({"overrides": {"ground_truth": True}}, "ground_truth with a rig of 2 lidars"),
-                            ({"rerun_path": str(tmp_path / "r.rrd")}, "--rerun with a rig of 2 lidars")):
-        with pytest.raises(UserError, match=needle):
-            replay(tmp_path, tmp_path / "refused", fmu_path=fmu_path, progress=False, **options)
-        assert not (tmp_path / "refused").exists()
+    assert [lidar["rays_per_frame"] for lidar in summary["lidars"]] == [8 * 360, 4 * 360]
+    for lidar in summary["lidars"]:
+        points = read_pcd(tmp_path / "out" / lidar["folder"] / "frames" / "frame_0001.pcd")
+        assert set(GROUND_TRUTH_DTYPE.names) <= set(points.dtype.names) and len(points) > 5
+        error = points["range"] - points["range_true"]
+        assert 0 < np.abs(error).max() < 0.2  # noise about the truth of this lidar's own rays
+    with pytest.raises(UserError, match="--rerun with a rig of 2 lidars"):
+        replay(tmp_path, tmp_path / "refused", fmu_path=fmu_path, progress=False, rerun_path=str(tmp_path / "r.rrd"))
+    assert not (tmp_path / "refused").exists()

@@ -176,14 +176,19 @@ class GroundTruthTwin:
         # warnings are the FMU's to report: the twin stays silent
         self.model = model_of(parameters, ground_truth=True)
 
-    def truth_for(self, cloud, sensor_view: bytes, time_s: float) -> np.ndarray:
-        """(M,) ground truth of ``cloud`` (the FMU's points of this step, decoded from OSI, in detection order)."""
+    def step(self, sensor_view: bytes, time_s: float) -> None:
+        """Step the twin on the view the FMU was just stepped on."""
         result = self.model.step(sensor_view, time_s)
-        twin = self.model.last_cloud if result.valid else None
+        self.time_s, self.clouds = time_s, list(self.model.last_clouds) if result.valid else []
+
+    def truth_for(self, cloud, lidar: int = 0) -> np.ndarray:
+        """(M,) ground truth of ``cloud`` (lidar ``lidar``'s points of this step, decoded from the FMU's OSI, in
+        detection order)."""
+        twin = self.clouds[lidar] if lidar < len(self.clouds) else None
         if twin is None or len(twin) != len(cloud) or not np.array_equal(twin.points["beam_id"],
                                                                            cloud.points["beam_id"]):
-            raise RuntimeError(f"the in-process model's step at t={time_s:g} s differs from the FMU's "
-                               f"({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
+            raise RuntimeError(f"the in-process model's step at t={self.time_s:g} s differs from the FMU's for lidar "
+                               f"{lidar} ({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
         return twin.ground_truth
 
 
@@ -317,7 +322,8 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
         cloud = sensor_data_to_points(out.sensor_data)
         cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
         if twin is not None:
-            cloud.ground_truth = twin.truth_for(cloud, view, time_s)
+            twin.step(view, time_s)
+            cloud.ground_truth = twin.truth_for(cloud)
         yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms)
 
 
@@ -398,10 +404,11 @@ class RigOutputs:
     """A rig's outputs: each lidar's, as a replay of that lidar alone writes them, in ``out_dir/sensor_<id>/``
     (the ids the FMU gives them: their entries' ``sensor_id``, else the SensorView's + their index), and a
     ``summary.json`` naming the lidars and their folders. Opened on the first frame, whose SensorData names the
-    ids."""
+    ids. ``twin``: the ground truth's, stepped on each frame before :meth:`add` gets it."""
 
-    def __init__(self, out_dir: str, scenario: dict, rig: list, step_s: float, pcd_every: int, trace_format: str):
-        self.out_dir, self.scenario, self.rig = out_dir, scenario, rig
+    def __init__(self, out_dir: str, scenario: dict, rig: list, step_s: float, pcd_every: int, trace_format: str,
+                 twin: GroundTruthTwin | None):
+        self.out_dir, self.scenario, self.rig, self.twin = out_dir, scenario, rig, twin
         self.options = (step_s, pcd_every, trace_format)
         self.lidars: list[tuple[int, str, ReplayOutputs]] = []
         self._open = contextlib.ExitStack()
@@ -431,9 +438,11 @@ class RigOutputs:
         split = per_lidar_sensor_data(frame.sensor_data, len(self.rig))
         if not self.lidars:
             self._open_lidars([sensor_id for sensor_id, _ in split], frame.sensor_view)
-        for (_, sensor_data), member, (_, _, outputs) in zip(split, self.rig, self.lidars):
+        for k, ((_, sensor_data), member, (_, _, outputs)) in enumerate(zip(split, self.rig, self.lidars)):
             cloud = sensor_data_to_points(sensor_data)
             cloud.sensor_name, cloud.timestamp_s = member.sensor.name, frame.time_s
+            if self.twin is not None:  # stepped on this frame's view by the stepping
+                cloud.ground_truth = self.twin.truth_for(cloud, k)
             outputs.add(dataclasses.replace(frame, sensor_data=sensor_data, cloud=cloud))
 
     def finish(self, fmu_messages: list, damage) -> dict:
@@ -450,10 +459,7 @@ class RigOutputs:
         return summary
 
 
-def _check_rig_options(scenario: dict, rig: list, rerun_path) -> None:
-    if len(rig) > 1 and scenario.get("ground_truth"):
-        raise UserError(f"scenario {scenario['name']}: ground_truth with a rig of {len(rig)} lidars: the ground "
-                        f"truth is written for one lidar; replay one lidar of the rig for it")
+def _check_rig_options(rig: list, rerun_path) -> None:
     if len(rig) > 1 and rerun_path:
         raise UserError(f"--rerun with a rig of {len(rig)} lidars: a recording shows one lidar; replay one lidar "
                         f"of the rig for it")
@@ -496,7 +502,7 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         raise UserError(f"write_pcd_every must be ≥ 0 (0: no PCDs), got {write_pcd_every}")
     # reading: the scenario, its lidars, the FMU and the head of the trace, all checked before any output
     scenario, rig = _scenario_and_rig(scenario_path, overrides)
-    _check_rig_options(scenario, rig, rerun_path)
+    _check_rig_options(rig, rerun_path)
     if rerun_path:
         require_rerun()
     check_message_type(scenario["trace"], "SensorView")
@@ -516,14 +522,13 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
     """:func:`replay`'s stepping and writing, once every input has been checked."""
     frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
     params = fmu_parameters(scenario, out_dir)
+    twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
     outputs: ReplayOutputs | RigOutputs
     if len(rig) > 1:
-        twin = None
-        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format)
+        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format, twin)
     else:
         os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
         rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
-        twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
         outputs = ReplayOutputs(out_dir, scenario, rig[0].sensor, step_s, write_pcd_every, trace_format, rerun)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
