@@ -376,3 +376,29 @@ def test_scan_duration_integrates_a_livox_and_cuts_a_sweep(room, tmp_path, capsy
     with pytest.raises(SystemExit) as exit_info:
         main(["scan", "--mesh", room, "--sensor", "velodyne_vlp16", "--duration", "-1", "-o", str(half)])
     assert exit_info.value.code == 2 and "--duration" in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version():
+    from lidar_fmu._version import __version__
+
+    run = subprocess.run([sys.executable, "-m", "lidar_fmu", "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == f"lidar-fmu {__version__}"
+
+
+def test_ground_truth_into_a_ptx_is_refused_not_ignored(room, tmp_path, capsys):
+    out = tmp_path / "scan.ptx"
+    code, _, err = run(["scan", "--mesh", room, "--sensor", "ibeo_lux", "-o", str(out), "--ground-truth"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "--ground-truth" in lines[0] and "PTX" in lines[0]
+    assert not out.exists()
+
+
+def test_figures_and_the_scaling_bench_write_under_the_current_folder(tmp_path, monkeypatch, capsys):
+    from lidar_fmu.tools.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    assert build_parser().parse_args(["figures"]).output == "figures"
+    code, _, err = run(["bench", "--scaling", "--repeat", "1", "--max-triangles", "10000", "--max-instances", "10"],
+                       capsys)
+    assert code == 0, err
+    assert (tmp_path / "bench" / "scaling.png").stat().st_size > 10_000 and not (tmp_path / "docs").exists()

@@ -97,23 +97,6 @@ def test_the_config_request_asks_for_one_lidar_view_per_lidar():
     assert roll_pitch_yaw(poses[1])[2] == pytest.approx(math.pi)
 
 
-def test_replay_refuses_a_rig_by_name(tmp_path):
-    import pathlib
-    import shutil
-
-    from lidar_fmu.errors import UserError
-    from lidar_fmu.tools.replay import replay
-
-    source = pathlib.Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal"
-    folder = tmp_path / "rig_scenario"
-    shutil.copytree(source, folder)
-    text = (folder / "scenario.yaml").read_text().replace("sensor: ouster_os1_128",
-                                                          "sensor: {sensors: [velodyne_vlp16, ouster_os1_128]}")
-    (folder / "scenario.yaml").write_text(text)
-    with pytest.raises(UserError, match="rig of 2 lidars"):
-        replay(str(folder), str(tmp_path / "out"), progress=False)
-
-
 def test_rig_ids_seeds_and_unused_broken_lidar_views():
     with pytest.raises(SensorSpecError, match="same sensor_id"):
         load_rig({"sensors": [SPEC | {"sensor_id": 4}, SPEC | {"sensor_id": 4}]})

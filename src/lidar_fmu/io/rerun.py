@@ -49,6 +49,11 @@ def _rerun():
     return rr
 
 
+def require_rerun() -> None:
+    """Fail early if rerun-sdk is missing (where the recording's folder is yet to be made)."""
+    _rerun()
+
+
 def check_rerun_output(path) -> None:
     """Fail early (before a long scan or replay) if rerun-sdk is missing or ``path``'s folder does not exist."""
     _rerun()

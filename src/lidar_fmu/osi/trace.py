@@ -25,6 +25,8 @@ _LENGTH = struct.Struct("<I")
 _XZ_CHUNK = 2048
 #: the message type a trace's OSI name declares (``…_sv_…``)
 _NAME_TYPES = {"sv": "SensorView", "sd": "SensorData", "gt": "GroundTruth"}
+#: the ``message_type`` of :func:`read_trace` that splits the messages without parsing them
+_NO_CHECK = "-"
 
 
 class TraceError(LidarFmuError, ValueError):
@@ -190,7 +192,7 @@ def read_trace(path, message_type: str | None = None):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise TraceError(f"trace file not found: {path}")
-    message_type = message_type or message_type_of(path)
+    message_type = None if message_type == _NO_CHECK else message_type or message_type_of(path)
     if path.endswith(".osi"):
         yield from _read_osi(path, _parser(message_type), message_type)
     elif path.endswith((".osi.xz", ".xz")):
@@ -199,6 +201,86 @@ def read_trace(path, message_type: str | None = None):
         yield from _read_mcap(path, message_type or "SensorView")
     else:
         raise TraceError(f"unknown trace format {path!r}: use .osi, .osi.xz or .mcap")
+
+
+#: the most of a message's bytes its type may leave unparsed (fields of a newer OSI) and still be that type
+_UNKNOWN_SHARE = 0.5
+
+
+def identify_message(data: bytes, hint: str | None = None) -> str | None:
+    """The OSI top-level message type ``data`` is, by its content, or ``None`` when it is no OSI message.
+
+    Protobuf parses one message type's bytes as another's without complaint
+    (field numbers and wire types overlap), so each type is tried and the one
+    whose schema accounts for the most bytes wins (the fewest left as unknown
+    fields at any depth); a tie goes to ``hint`` (the type the trace's name
+    declares), else to SensorView.
+    """
+    from osi3trace.osi_trace import MESSAGES_TYPE
+
+    data = bytes(data)
+    order: list[str] = [name for name in (hint, "SensorView") if name is not None and name in MESSAGES_TYPE]
+    order += [name for name in MESSAGES_TYPE if name not in order]
+    best: tuple[int, str] | None = None
+    for name in order:
+        message = MESSAGES_TYPE[name]()
+        try:
+            message.ParseFromString(data)
+        except Exception:  # DecodeError, or whatever the C++/upb parser raises on garbage
+            continue
+        message.DiscardUnknownFields()
+        unknown = max(len(data) - int(message.ByteSize()), 0)
+        if best is None or unknown < best[0]:
+            best = (unknown, name)
+    if best is None or best[0] > _UNKNOWN_SHARE * len(data):
+        return None
+    return best[1]
+
+
+def _mcap_message_types(path) -> list[str]:
+    """The message types of an MCAP file's channels (schema names, ``osi3.`` dropped), in channel order."""
+    from mcap.reader import make_reader
+
+    with open(path, "rb") as f:
+        summary = make_reader(f).get_summary()
+    if summary is None:
+        return []
+    names = [summary.schemas[channel.schema_id].name if channel.schema_id in summary.schemas else "no schema"
+             for channel in summary.channels.values()]
+    return list(dict.fromkeys(name.removeprefix("osi3.") for name in names))
+
+
+def check_message_type(path, expected: str = "SensorView") -> None:
+    """Refuse, in one line naming what it holds, a trace that does not hold ``expected`` messages.
+
+    An MCAP trace says so in its channels' schemas; a ``.osi`` or ``.osi.xz``
+    trace by its first message's content (:func:`identify_message`; the name's
+    ``_sv_``/``_sd_``/``_gt_`` only breaks ties). A trace that cannot be told
+    (missing, empty, its first message damaged) passes: reading it names that.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        return
+    if path.endswith(".mcap"):
+        try:
+            types = _mcap_message_types(path)
+        except Exception:  # not an MCAP file, or a damaged one: the reader names it
+            return
+        if types and expected not in types:
+            raise TraceError(f"{path} is an MCAP trace of {' and '.join(types)}, not of {expected}: "
+                             f"give the {expected} trace it was made from")
+        return
+    try:
+        first = next(iter(read_trace(path, _NO_CHECK)), None)
+    except TraceError:
+        return
+    if not first:
+        return
+    found = identify_message(first, message_type_of(path))
+    if found != expected:
+        what = (f"a {found} trace" if found else
+                f"not an OSI trace (its first message, {len(first)} bytes, is no OSI message)")
+        raise TraceError(f"{path} is {what}, not a {expected} trace: give the {expected} trace it was made from")
 
 
 def count_frames(path) -> int | None:

@@ -116,7 +116,7 @@ def moving_case(count: int, repeat: int) -> dict:
 
 
 def run_scaling(repeat: int = 7, max_triangles: int = TRIANGLE_STEPS[-1], max_instances: int = INSTANCE_STEPS[-1],
-                output: str | None = "docs") -> dict:
+                output: str | None = "bench") -> dict:
     """All three sweeps; prints the tables and writes ``output``/scaling.png (None: no figure)."""
     mesh_rows, city_rows = [], []
     for triangles in [t for t in TRIANGLE_STEPS if t <= max_triangles]:

@@ -92,6 +92,9 @@ def cmd_scan(args) -> None:
 
     if not args.output.lower().endswith((".pcd", ".ply", ".ptx", ".las", ".laz")):
         raise UserError(f"output {args.output!r} must end in .pcd, .ply or .ptx (or .las, .laz)")
+    if args.ground_truth and args.output.lower().endswith(".ptx"):
+        raise UserError(f"--ground-truth: PTX has no fields for the ground truth; write {args.output!r} as .pcd, "
+                        f".ply, .las or .laz instead")
     _check_output_folder(args.output, "output")
     if args.rerun:
         from ..io.rerun import check_rerun_output
@@ -154,25 +157,39 @@ def cmd_presets(args) -> None:
 
 
 def _print_summary(summary: dict, out_dir: str) -> None:
-    returns = summary["returns_per_frame"]
-    step = summary["step_ms"]
-    print(
-        f"{summary['scenario']}: {summary['frames']} frames of {summary['sensor']} through the FMU, "
-        f"{int(np.mean(returns)):,} returns/frame, step p50 {step['p50']:.1f} ms, p90 {step['p90']:.1f} ms → {out_dir}"
-    )
+    """One line per lidar (a rig's each under its folder), then the FMU's first messages."""
+    import os
+
+    for lidar in summary.get("lidars", [summary]):
+        returns = lidar["returns_per_frame"]
+        step = lidar["step_ms"]
+        print(
+            f"{lidar['scenario']}: {lidar['frames']} frames of {lidar['sensor']} through the FMU, "
+            f"{int(np.mean(returns)):,} returns/frame, step p50 {step['p50']:.1f} ms, p90 {step['p90']:.1f} ms "
+            f"→ {os.path.join(out_dir, lidar['folder']) if 'folder' in lidar else out_dir}"
+        )
     for line in summary["fmu_messages"][:10]:
         print(f"  FMU: {line.splitlines()[0]}")
 
 
 def cmd_replay(args) -> None:
+    import os
+
     from .replay import DamagedTraceError, replay
 
     if args.fmu:
         _check_fmu_path(args.fmu)
+    overrides = {}
+    if args.sensor:  # a spec file relative to here, not to the scenario's folder
+        overrides["sensor"] = os.path.abspath(args.sensor) if os.path.isfile(args.sensor) else args.sensor
+    if args.assets:
+        if not os.path.isdir(args.assets):
+            raise UserError(f"--assets {args.assets!r}: folder not found")
+        overrides["assets"] = os.path.abspath(args.assets)
     try:
         summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames,
                          progress=not args.quiet, write_pcd_every=args.pcd_every, trace_format=args.trace_format,
-                         rerun_path=args.rerun)
+                         rerun_path=args.rerun, overrides=overrides)
     except DamagedTraceError as exc:  # the intact frames were replayed: show them, then the one error line (exit 2)
         _print_summary(exc.summary, args.output)
         raise
@@ -223,6 +240,10 @@ def cmd_demo(args) -> None:
     from .demo import make_demo_scenario
     from .replay import replay
 
+    if args.rerun:  # before the scenario is written
+        from ..io.rerun import require_rerun
+
+        require_rerun()
     scenario_dir = os.path.join(args.output, "scenario")
     print(f"demo scenario → {scenario_dir} (generated street, cars with model_references, SensorView trace)")
     make_demo_scenario(scenario_dir, frames=args.frames)
@@ -420,9 +441,20 @@ def _add_scan(sub) -> None:
 
 
 def _add_replay(sub) -> None:
-    p = sub.add_parser("replay", help="replay an OSI scenario through the FMU (via FMPy, real OSMP pointers)")
-    p.add_argument("scenario", help="scenario folder or scenario.yaml")
+    p = sub.add_parser("replay", help="replay an OSI scenario or SensorView trace through the FMU (via FMPy, real "
+                                      "OSMP pointers)",
+                       description="Replay a scenario (folder or scenario.yaml), or a bare SensorView trace with "
+                                   "--sensor, through the FMU into OUT. A rig writes each lidar's outputs into "
+                                   "OUT/sensor_<id>/. The files a replay writes are listed in OUT/replay_files.txt; "
+                                   "the next replay into OUT removes those first and leaves every other file there.")
+    p.add_argument("scenario", help="scenario folder, scenario.yaml, or a SensorView trace (.osi, .osi.xz, .mcap)")
     p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--sensor", default=None, metavar="NAME|FILE",
+                   help="preset name or JSON/YAML sensor spec (or rig); needed for a bare trace, replaces a "
+                        "scenario's")
+    p.add_argument("--assets", default=None, metavar="DIR",
+                   help="folder where the trace's model_reference strings resolve (without one, objects are their "
+                        "OSI bounding boxes); replaces a scenario's")
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
                                                 "else in the user cache; built if stale)")
     p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
@@ -471,7 +503,8 @@ def _add_build(sub) -> None:
 
 def _add_figures(sub) -> None:
     p = sub.add_parser("figures", help="draw the range-limit curves and the demo street coloured by reflectivity")
-    p.add_argument("-o", "--output", default="docs", help="folder for the PNGs")
+    p.add_argument("-o", "--output", default="figures",
+                   help="folder for the PNGs (created; the repository's figures: -o docs in a checkout)")
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.set_defaults(func=cmd_figures)
 
@@ -495,7 +528,8 @@ def _add_bench(sub) -> None:
                         "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
     p.add_argument("--max-triangles", type=_positive_int, default=10_000_000, help="--scaling: largest scene")
     p.add_argument("--max-instances", type=_positive_int, default=10_000, help="--scaling: most moving instances")
-    p.add_argument("-o", "--output", default="docs", help="--scaling: folder for scaling.png")
+    p.add_argument("-o", "--output", default="bench",
+                   help="--scaling: folder for scaling.png (created; the repository's figure: -o docs in a checkout)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -524,7 +558,10 @@ _COMMANDS = (_add_scan, _add_replay, _add_sweep, _add_demo, _add_build, _add_fig
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .._version import __version__
+
     parser = argparse.ArgumentParser(prog="lidar-fmu", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
     for add_command in _COMMANDS:
         add_command(sub)

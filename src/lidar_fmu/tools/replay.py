@@ -14,10 +14,15 @@ A scenario is a folder with ``scenario.yaml``::
     up_axis: y | z          (optional; up axis of the assets' meshes; default by format: glTF/GLB y, others z)
     ground_truth: true      (optional; the frame PCDs also carry each point's noise-free truth, see below)
 
-Relative paths are relative to the scenario folder. Outputs: per-frame PCDs,
-a SensorData trace, a preview PNG and animated GIF, and ``summary.json``;
-a damaged trace is replayed up to its first damaged frame, which the summary
-and the :class:`DamagedTraceError` raised at the end name.
+Relative paths are relative to the scenario folder. A bare SensorView trace
+is a scenario too (:func:`trace_scenario`): its objects as OSI gives them, the
+sensor and assets given beside it. Outputs: per-frame PCDs, a SensorData
+trace, a preview PNG and animated GIF, and ``summary.json``; a rig's lidars
+each get those in a folder of their own, ``sensor_<id>/``. A damaged trace is
+replayed up to its first damaged frame, which the summary and the
+:class:`DamagedTraceError` raised at the end name. The files a replay writes
+are listed in :data:`MANIFEST`; the next replay into the folder removes them
+first, and only them.
 
 OSI has no field for ground truth (:mod:`lidar_fmu.physics.ground_truth`), so with
 ``ground_truth: true`` the replay steps the model in-process beside the FMU,
@@ -27,9 +32,11 @@ and writes its truth beside the FMU's points: one more model step per frame.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -84,13 +91,47 @@ def load_scenario(path) -> dict:
     return scenario
 
 
+#: what a SensorView trace's file name ends in (:func:`lidar_fmu.osi.trace.read_trace`)
+TRACE_SUFFIXES = (".osi", ".osi.xz", ".xz", ".mcap")
+
+
+def is_trace_path(path) -> bool:
+    """``path`` names a trace (by its ending), not a scenario folder or file."""
+    return os.fspath(path).lower().endswith(TRACE_SUFFIXES)
+
+
+def trace_scenario(trace_path, sensor=None, assets=None) -> dict:
+    """The scenario of a bare SensorView trace: no scenario file, the ``sensor`` (preset, spec file or mapping)
+    and ``assets`` (where the objects' ``model_reference`` strings resolve; without it they are OSI's boxes)
+    given beside it; named by the trace's OSI name (``…_sv_…_<frames>_<name>.osi`` → ``<name>``)."""
+    from ..cosim.scene_update import check_up_axis
+
+    path = os.path.abspath(os.fspath(trace_path))
+    if not os.path.isfile(path):
+        raise UserError(f"trace file not found: {os.fspath(trace_path)}")
+    if sensor is None:
+        raise UserError(f"replay of the trace {os.fspath(trace_path)} needs --sensor (a preset name or a spec "
+                        f"file): there is no scenario.yaml to name one")
+    if assets and not os.path.isdir(assets):
+        raise UserError(f"--assets {os.fspath(assets)!r}: folder not found")
+    stem = os.path.basename(path)
+    for suffix in TRACE_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    match = re.match(r"^\d{8}T\d{6}Z_[a-z]{2}_\d+_\d+_\d+_(.+)$", stem)
+    return {"name": match.group(1) if match else stem, "trace": path, "sensor": sensor,
+            "assets": os.path.abspath(assets) if assets else "", "folder": os.path.dirname(path),
+            "up_axis": check_up_axis(None)}
+
+
 def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
-    """FMU parameters for a scenario (a sensor mapping goes in as a JSON spec file)."""
+    """FMU parameters for a scenario (a sensor mapping, or a rig's list, goes in as a JSON spec file)."""
     sensor = scenario["sensor"]
-    if isinstance(sensor, dict):
+    if isinstance(sensor, (dict, list)):
         spec_path = os.path.join(spec_dir, "sensor.json")
         with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(sensor, f)
+            json.dump(sensor if isinstance(sensor, dict) else {"sensors": sensor}, f)
         sensor = spec_path
     params = {"sensor": sensor, "assets": scenario.get("assets", "") or "",
               "environment": scenario.get("environment", "") or "", "materials": scenario.get("materials", "") or "",
@@ -135,14 +176,19 @@ class GroundTruthTwin:
         # warnings are the FMU's to report: the twin stays silent
         self.model = model_of(parameters, ground_truth=True)
 
-    def truth_for(self, cloud, sensor_view: bytes, time_s: float) -> np.ndarray:
-        """(M,) ground truth of ``cloud`` (the FMU's points of this step, decoded from OSI, in detection order)."""
+    def step(self, sensor_view: bytes, time_s: float) -> None:
+        """Step the twin on the view the FMU was just stepped on."""
         result = self.model.step(sensor_view, time_s)
-        twin = self.model.last_cloud if result.valid else None
+        self.time_s, self.clouds = time_s, list(self.model.last_clouds) if result.valid else []
+
+    def truth_for(self, cloud, lidar: int = 0) -> np.ndarray:
+        """(M,) ground truth of ``cloud`` (lidar ``lidar``'s points of this step, decoded from the FMU's OSI, in
+        detection order)."""
+        twin = self.clouds[lidar] if lidar < len(self.clouds) else None
         if twin is None or len(twin) != len(cloud) or not np.array_equal(twin.points["beam_id"],
                                                                            cloud.points["beam_id"]):
-            raise RuntimeError(f"the in-process model's step at t={time_s:g} s differs from the FMU's "
-                               f"({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
+            raise RuntimeError(f"the in-process model's step at t={self.time_s:g} s differs from the FMU's for lidar "
+                               f"{lidar} ({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
         return twin.ground_truth
 
 
@@ -202,23 +248,26 @@ class SensorViews:
             yield index, view, self.head_times_s[index] if index < len(self.head_times_s) else _timestamp_s(view)
 
 
-def _scenario_and_sensor(scenario_path, overrides: dict | None):
-    """The scenario (``overrides`` laid over its file) and its lidar, refused early, with a clear message, on a bad
-    spec, a rig or a material map that names unknown materials."""
+def _scenario_and_rig(scenario_path, overrides: dict | None):
+    """The scenario (``overrides`` laid over its file; a bare trace takes its sensor and assets from them) and its
+    lidars (:class:`~lidar_fmu.sensors.rig.RigMember`), refused early, with a clear message, on a bad spec or a
+    material map that names unknown materials."""
     from ..sensors.rig import load_rig
 
-    scenario = load_scenario(scenario_path) | (overrides or {})
+    overrides = overrides or {}
+    if is_trace_path(scenario_path):
+        scenario = trace_scenario(scenario_path, overrides.get("sensor"), overrides.get("assets")) | overrides
+    else:
+        scenario = load_scenario(scenario_path) | overrides
     rig = load_rig(scenario["sensor"])
-    if len(rig) > 1:
-        raise UserError(f"scenario {scenario['name']}: replay writes one lidar's clouds and its sensor is a rig of "
-                        f"{len(rig)} lidars; replay one scenario per lidar (the FMU itself carries rigs)")
-    sensor = rig[0].sensor
     if scenario.get("materials"):
         from ..physics.materials import load_database, load_material_map
         from ..physics.materials.mapping import check_map
 
-        check_map(load_material_map(scenario["materials"]), load_database(sensor.wavelength_nm))
-    return scenario, sensor
+        materials = load_material_map(scenario["materials"])
+        for wavelength_nm in dict.fromkeys(member.sensor.wavelength_nm for member in rig):
+            check_map(materials, load_database(wavelength_nm))
+    return scenario, rig
 
 
 def _current_fmu(fmu_path: str | os.PathLike | None) -> str | os.PathLike:
@@ -273,20 +322,164 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
         cloud = sensor_data_to_points(out.sensor_data)
         cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
         if twin is not None:
-            cloud.ground_truth = twin.truth_for(cloud, view, time_s)
+            twin.step(view, time_s)
+            cloud.ground_truth = twin.truth_for(cloud)
         yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms)
+
+
+#: the files a replay wrote into its output folder, one path relative to it a line: what the next replay into the
+#: folder removes before it writes (and nothing else: files of the user's beside them stay)
+MANIFEST = "replay_files.txt"
+
+
+def _files_under(folder: str) -> set[str]:
+    """Every file under ``folder``, as paths relative to it."""
+    return {os.path.relpath(os.path.join(root, name), folder) for root, _, names in os.walk(folder) for name in names}
+
+
+def clear_previous_replay(out_dir: str) -> list[str]:
+    """Remove the files the last replay into ``out_dir`` listed in its :data:`MANIFEST` (never a path outside
+    ``out_dir``), the folders that leaves empty, and the manifest → the paths removed."""
+    manifest = os.path.join(out_dir, MANIFEST)
+    if not os.path.isfile(manifest):
+        return []
+    root = os.path.realpath(out_dir)
+    with open(manifest, encoding="utf-8") as f:
+        listed = [line for line in f.read().splitlines() if line.strip()]
+    removed, folders = [], set()
+    for name in listed:
+        path = os.path.realpath(os.path.join(root, name))
+        if os.path.commonpath([root, path]) != root or not os.path.isfile(path):
+            continue  # a manifest edited to point elsewhere, or a file already gone
+        os.remove(path)
+        removed.append(name)
+        folder = os.path.dirname(path)
+        while folder != root and folder.startswith(root + os.sep):
+            folders.add(folder)
+            folder = os.path.dirname(folder)
+    for folder in sorted(folders, key=len, reverse=True):  # the deepest first; a folder still holding files stays
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+    os.remove(manifest)
+    return removed
+
+
+@contextlib.contextmanager
+def _manifested(out_dir: str):
+    """The files that appear under ``out_dir`` inside the block, listed in its :data:`MANIFEST` however the block
+    ends (a damaged trace, an error, Ctrl-C)."""
+    before = _files_under(out_dir)
+    try:
+        yield
+    finally:
+        written = sorted(_files_under(out_dir) - before - {MANIFEST})
+        with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8") as f:
+            f.writelines(f"{name}\n" for name in written)
+
+
+def per_lidar_sensor_data(sensor_data: bytes, lidars: int) -> list[tuple[int | None, bytes]]:
+    """A rig's SensorData split into one SensorData per lidar, as an FMU of that lidar alone sends it: only its
+    ``feature_data.lidar_sensor`` entry, the SensorData's ``sensor_id`` and ``mounting_position`` its header's →
+    (sensor id, bytes) for each of the ``lidars``, in rig order. A step without the lidars' entries (an invalid
+    one) gives each lidar the SensorData without any, and no id."""
+    from osi3.osi_sensordata_pb2 import SensorData
+
+    whole = SensorData.FromString(bytes(sensor_data))
+    entries = list(whole.feature_data.lidar_sensor)
+    if len(entries) != lidars:
+        return [(None, bytes(sensor_data))] * lidars
+    whole.feature_data.ClearField("lidar_sensor")
+    out: list[tuple[int | None, bytes]] = []
+    for entry in entries:
+        one = SensorData()
+        one.CopyFrom(whole)
+        one.feature_data.lidar_sensor.add().CopyFrom(entry)
+        one.sensor_id.CopyFrom(entry.header.sensor_id)
+        one.mounting_position.CopyFrom(entry.header.mounting_position)
+        out.append((entry.header.sensor_id.value, one.SerializeToString()))
+    return out
+
+
+class RigOutputs:
+    """A rig's outputs: each lidar's, as a replay of that lidar alone writes them, in ``out_dir/sensor_<id>/``
+    (the ids the FMU gives them: their entries' ``sensor_id``, else the SensorView's + their index), and a
+    ``summary.json`` naming the lidars and their folders. Opened on the first frame, whose SensorData names the
+    ids. ``twin``: the ground truth's, stepped on each frame before :meth:`add` gets it."""
+
+    def __init__(self, out_dir: str, scenario: dict, rig: list, step_s: float, pcd_every: int, trace_format: str,
+                 twin: GroundTruthTwin | None):
+        self.out_dir, self.scenario, self.rig, self.twin = out_dir, scenario, rig, twin
+        self.options = (step_s, pcd_every, trace_format)
+        self.lidars: list[tuple[int, str, ReplayOutputs]] = []
+        self._open = contextlib.ExitStack()
+
+    def __enter__(self) -> RigOutputs:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._open.__exit__(*exc)
+
+    def _open_lidars(self, ids: list[int | None], sensor_view: bytes) -> None:
+        from ..osi.decode import parse_sensor_view
+
+        view_id = parse_sensor_view(sensor_view).sensor_id.value if sensor_view else 0
+        for k, (member, sensor_id) in enumerate(zip(self.rig, ids)):
+            if sensor_id is None:  # an invalid first step: the ids the FMU gives (docs/fmu.md)
+                sensor_id = member.sensor_id if member.sensor_id is not None else view_id + k
+            folder = f"sensor_{sensor_id}"
+            os.makedirs(os.path.join(self.out_dir, folder, "frames"), exist_ok=True)
+            scenario = self.scenario | {"name": f"{self.scenario['name']}_sensor{sensor_id}"}
+            outputs = ReplayOutputs(os.path.join(self.out_dir, folder), scenario, member.sensor, *self.options, None)
+            self.lidars.append((sensor_id, folder, self._open.enter_context(outputs)))
+
+    def add(self, frame: ReplayedFrame) -> None:
+        from ..osi.detections import sensor_data_to_points
+
+        split = per_lidar_sensor_data(frame.sensor_data, len(self.rig))
+        if not self.lidars:
+            self._open_lidars([sensor_id for sensor_id, _ in split], frame.sensor_view)
+        for k, ((_, sensor_data), member, (_, _, outputs)) in enumerate(zip(split, self.rig, self.lidars)):
+            cloud = sensor_data_to_points(sensor_data)
+            cloud.sensor_name, cloud.timestamp_s = member.sensor.name, frame.time_s
+            if self.twin is not None:  # stepped on this frame's view by the stepping
+                cloud.ground_truth = self.twin.truth_for(cloud, k)
+            outputs.add(dataclasses.replace(frame, sensor_data=sensor_data, cloud=cloud))
+
+    def finish(self, fmu_messages: list, damage) -> dict:
+        """Each lidar's outputs finished, then the rig's ``summary.json`` → the rig's summary (``lidars``: each
+        lidar's summary with its ``sensor_id`` and ``folder``)."""
+        self._open.close()  # each lidar's trace closed before it is named
+        lidars = [outputs.finish(fmu_messages, damage) | {"sensor_id": sensor_id, "folder": folder}
+                  for sensor_id, folder, outputs in self.lidars]
+        summary = {"scenario": self.scenario["name"], "frames": lidars[0]["frames"] if lidars else 0,
+                   "lidars": lidars, "fmu_messages": [f"[{status}] {text}" for status, text in fmu_messages],
+                   "damaged_frame": lidars[0]["damaged_frame"] if lidars else None}
+        with open(os.path.join(self.out_dir, "summary.json"), "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+        return summary
+
+
+def _check_rig_options(rig: list, rerun_path) -> None:
+    if len(rig) > 1 and rerun_path:
+        raise UserError(f"--rerun with a rig of {len(rig)} lidars: a recording shows one lidar; replay one lidar "
+                        f"of the rig for it")
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
            write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
            overrides: dict | None = None, fmu_unzip_dir: str | None = None) -> dict:
-    """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``.
+    """Drive the FMU through every SensorView of a scenario (or of a bare trace: ``overrides`` gives its
+    ``sensor`` and ``assets``); write outputs into ``out_dir``.
 
     The trace is read lazily and each frame's outputs are written as it is
     replayed. A damaged trace (truncated, a corrupt message, a broken
     ``.osi.xz``) is replayed up to the damage — PCDs, SensorData trace,
     preview and ``summary.json`` (``damaged_frame`` names it) from the intact
-    frames — and then :class:`DamagedTraceError` names the bad frame.
+    frames — and then :class:`DamagedTraceError` names the bad frame. A rig
+    writes each lidar's outputs into ``out_dir/sensor_<id>/``
+    (:class:`RigOutputs`). The files an earlier replay into ``out_dir`` wrote
+    (its :data:`MANIFEST`) are removed first, once every input has been
+    checked; nothing else in ``out_dir`` is touched.
 
     ``trace_format``: the SensorData trace as ``osi`` (length-prefixed, what
     openMSL's trace-file player reads) or ``mcap`` (zstd-compressed, OSI's
@@ -300,24 +493,46 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     absolute). ``fmu_unzip_dir``: ``fmu_path`` already extracted there (a
     sweep worker extracts its FMU once for all its runs).
     """
+    from ..io.rerun import require_rerun
+    from ..osi.trace import check_message_type
+
     if trace_format not in ("osi", "mcap"):
         raise UserError(f"trace format must be osi or mcap, got {trace_format!r}")
     if write_pcd_every < 0:
         raise UserError(f"write_pcd_every must be ≥ 0 (0: no PCDs), got {write_pcd_every}")
-    # reading: the scenario, its lidar, the FMU and the head of the trace, all checked before any output
-    scenario, sensor = _scenario_and_sensor(scenario_path, overrides)
+    # reading: the scenario, its lidars, the FMU and the head of the trace, all checked before any output
+    scenario, rig = _scenario_and_rig(scenario_path, overrides)
+    _check_rig_options(rig, rerun_path)
+    if rerun_path:
+        require_rerun()
+    check_message_type(scenario["trace"], "SensorView")
     fmu_path = _current_fmu(fmu_path)
     views = SensorViews(scenario["trace"], max_frames)
-    step_s = scenario.get("step_size_s") or views.step_size_s(sensor.frame_period_s)
-    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
+    step_s = scenario.get("step_size_s") or views.step_size_s(rig[0].sensor.frame_period_s)
+    os.makedirs(out_dir, exist_ok=True)
+    clear_previous_replay(out_dir)
+    with _manifested(out_dir):
+        return _replay_into(out_dir, scenario, rig, views, step_s, fmu_path, fmu_unzip_dir, max_frames, progress,
+                            write_pcd_every, trace_format, rerun_path)
+
+
+def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, step_s: float, fmu_path,
+                 fmu_unzip_dir, max_frames, progress: bool, write_pcd_every: int, trace_format: str,
+                 rerun_path) -> dict:
+    """:func:`replay`'s stepping and writing, once every input has been checked."""
     frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
     params = fmu_parameters(scenario, out_dir)
-    rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
-    outputs = ReplayOutputs(out_dir, scenario, sensor, step_s, write_pcd_every, trace_format, rerun)
+    outputs: ReplayOutputs | RigOutputs
+    if len(rig) > 1:
+        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format, twin)
+    else:
+        os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
+        rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
+        outputs = ReplayOutputs(out_dir, scenario, rig[0].sensor, step_s, write_pcd_every, trace_format, rerun)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
-        for frame in _stepped(fmu, frames, step_s, sensor.name, twin):
+        for frame in _stepped(fmu, frames, step_s, rig[0].sensor.name, twin):
             outputs.add(frame)
         messages = list(fmu.messages)
     if progress:
