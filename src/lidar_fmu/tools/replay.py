@@ -402,7 +402,7 @@ def per_lidar_sensor_data(sensor_data: bytes, lidars: int) -> list[tuple[int | N
 
 class RigOutputs:
     """A rig's outputs: each lidar's, as a replay of that lidar alone writes them, in ``out_dir/sensor_<id>/``
-    (the ids the FMU gives them: their entries' ``sensor_id``, else the SensorView's + their index), and a
+    (the ids the FMU gives them: :func:`~lidar_fmu.sensors.rig.rig_sensor_ids`), and a
     ``summary.json`` naming the lidars and their folders. Opened on the first frame, whose SensorData names the
     ids. ``twin``: the ground truth's, stepped on each frame before :meth:`add` gets it."""
 
@@ -421,11 +421,13 @@ class RigOutputs:
 
     def _open_lidars(self, ids: list[int | None], sensor_view: bytes) -> None:
         from ..osi.decode import parse_sensor_view
+        from ..sensors.rig import rig_sensor_ids
 
         view_id = parse_sensor_view(sensor_view).sensor_id.value if sensor_view else 0
-        for k, (member, sensor_id) in enumerate(zip(self.rig, ids)):
-            if sensor_id is None:  # an invalid first step: the ids the FMU gives (docs/fmu.md)
-                sensor_id = member.sensor_id if member.sensor_id is not None else view_id + k
+        # an invalid first step names no ids: the ids the FMU gives (docs/fmu.md)
+        fmu_ids = rig_sensor_ids([member.sensor_id for member in self.rig], view_id)
+        for member, sensor_id, fmu_id in zip(self.rig, ids, fmu_ids):
+            sensor_id = fmu_id if sensor_id is None else sensor_id
             folder = f"sensor_{sensor_id}"
             os.makedirs(os.path.join(self.out_dir, folder, "frames"), exist_ok=True)
             scenario = self.scenario | {"name": f"{self.scenario['name']}_sensor{sensor_id}"}
