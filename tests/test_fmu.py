@@ -258,14 +258,20 @@ def test_output_buffer_is_double_buffered(fmu_path, small_sensor):
 
 def cannot_start(fmu_path, **parameters):
     """An FMU whose parameters the model cannot start with: fmi2ExitInitializationMode answers fmi2Error with the
-    reason logged (never Fatal), and steps give invalid data, the instance still usable. → its messages."""
+    reason logged (never Fatal), and so does each step (no data, the same reason), the instance still usable to
+    terminate. → its messages."""
     from fmpy.fmi1 import FMICallException
 
     with FmuInstance(fmu_path, initialize=False) as fmu:
         with pytest.raises(FMICallException, match="fmi2ExitInitializationMode failed with status 3"):
             fmu.initialize(parameters)
-        out = fmu.step(sensor_view([]), 0, 0.1)
-        assert not out.valid and out.count == 0
+        reason = fmu.messages[-1]
+        assert reason[0] == "ERROR" and "cannot start" in reason[1]
+        with pytest.raises(FMICallException, match="fmi2DoStep failed with status 3"):
+            fmu.step(sensor_view([]), 0, 0.1)
+        assert fmu.messages[-1] == ("ERROR", f"fmi2DoStep refused: the model did not start ({reason[1]})")
+        out = fmu.outputs()
+        assert not out.valid and out.count == 0 and out.sensor_data == b""
         return [text for _, text in fmu.messages]
 
 
