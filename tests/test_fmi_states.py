@@ -271,6 +271,39 @@ def test_do_step_with_a_step_size_or_time_fmi_does_not_allow_is_refused(fmu_path
         assert header.cycle_counter == 2
 
 
+# -- what reaches the master's logger -----------------------------------------------------------------
+def set_debug_logging(fmu, on: bool, *categories: str) -> str:
+    names = (fmi2String * len(categories))(*[c.encode() for c in categories])
+    return call(fmu, "fmi2SetDebugLogging", 1 if on else 0, len(categories), names)
+
+
+def test_errors_reach_the_master_with_debug_logging_off(fmu_path, small_sensor):
+    """pythonfmu 0.7.0 logs nothing while debug logging is off; the status shim passes every fmi2Error's reason on
+    regardless, and the other messages as the master's debug logging asks (fmi2Instantiate's loggingOn,
+    fmi2SetDebugLogging with or without categories)."""
+    garbage = b"\x0agarbage"  # an invalid SensorView: a warning, the step itself fine
+    with FmuInstance(fmu_path, {"sensor": small_sensor}, logging_on=False) as fmu:
+        assert not fmu.step(garbage, 0.0, 0.1).valid and fmu.messages == []
+        assert_refused(fmu, do_step(fmu, 0.1, 0.0), "fmi2DoStep refused", "communicationStepSize is 0.0")
+        fmu.messages.clear()
+        assert set_debug_logging(fmu, True, "logStatusWarning") == "OK"
+        assert not fmu.step(garbage, 0.1, 0.1).valid
+        assert [status for status, _ in fmu.messages] == ["WARNING"], fmu.messages
+        fmu.messages.clear()
+        assert set_debug_logging(fmu, True, "logStatusError") == "OK"  # the warning is not asked for now
+        assert not fmu.step(garbage, 0.2, 0.1).valid and fmu.messages == []
+        assert_refused(fmu, set_debug_logging(fmu, True, "logEverything"), "fmi2SetDebugLogging refused",
+                       "logStatusWarning")
+        assert_refused(fmu, set_status(fmu, "Integer", [UNKNOWN_VR], [1]), "fmi2SetInteger", str(UNKNOWN_VR))
+        assert set_debug_logging(fmu, True) == "OK"  # no categories: all
+        fmu.messages.clear()
+        assert not fmu.step(garbage, 0.3, 0.1).valid and [s for s, _ in fmu.messages] == ["WARNING"]
+        assert set_debug_logging(fmu, False) == "OK"
+        fmu.messages.clear()
+        assert not fmu.step(garbage, 0.4, 0.1).valid and fmu.messages == []
+        assert_usable(fmu)
+
+
 # -- poses beyond any world are invalid input, like NaN ---------------------------------------------
 FAR = 2 * MAX_POSITION_M
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
@@ -410,7 +443,7 @@ slave = FMU2Slave(guid=description.guid, unzipDirectory=extract(path, unzipped),
 callbacks = fmi2CallbackFunctions()
 callbacks.logger = fmi2CallbackLoggerTYPE(lambda c, i, status, category, text: messages.append((status, text.decode())))
 callbacks.allocateMemory, callbacks.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
-slave.instantiate(callbacks=callbacks, loggingOn=True)
+slave.instantiate(callbacks=callbacks, loggingOn=False)  # as FMPy's simulate_fmu and many masters do
 for name, args in [("fmi2SetupExperiment", (0, 0.0, 0.0, 0, 0.0)), ("fmi2EnterInitializationMode", ()),
                    ("fmi2ExitInitializationMode", ()), ("fmi2DoStep", (0.0, 0.1, 1)), ("fmi2Terminate", ())]:
     try:
@@ -427,8 +460,9 @@ print(json.dumps({"numba imported": "numba" in sys.modules, "calls": statuses}))
 def test_a_python_without_numba_fails_initialization_with_the_import_error(fmu_path, tmp_path):
     """The FMU run by a Python that lacks a package lidar-fmu needs (numba here) refuses to start:
     fmi2ExitInitializationMode returns fmi2Error with one line naming the package and that Python, and each step
-    after it fmi2Error with the same reason; nothing fatal. A fresh interpreter, in which importing numba fails
-    exactly as where it is not installed, drives the built FMU through FMPy."""
+    after it fmi2Error with the same reason; nothing fatal. Logged with debug logging off, as errors always are. A
+    fresh interpreter, in which importing numba fails exactly as where it is not installed, drives the built FMU
+    through FMPy."""
     import subprocess
     import sys
 
