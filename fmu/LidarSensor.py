@@ -6,12 +6,18 @@ Everything heavy happens in the ``lidar_fmu`` package shipped in the FMU's
 Python exception into fmi2Fatal, and that ends the run. Bad input becomes an
 empty, invalid SensorData plus a warning through the FMI logger; a master's
 misuse (a call in the wrong FMI state, an unknown value reference or a wrong
-type, a write to an output or to a fixed parameter after initialization) is
-refused with an error-level message and changes nothing, so the instance stays
-usable. The call itself still returns fmi2OK: pythonfmu 0.7.0 offers a slave
-no way to return fmi2Error or fmi2Warning.
+type, a write to an output or to a fixed parameter after initialization, a
+step size or communication point FMI 2.0 does not allow) is refused with an
+error-level message and changes nothing, so the instance stays usable; a model
+that cannot start (bad parameters, a Python without lidar-fmu's dependencies)
+fails fmi2ExitInitializationMode and every step after it. pythonfmu 0.7.0
+offers a slave no way to return fmi2Error, so the FMU's status shim
+(``status_shim.c``) returns it for the slave.
 """
+import math
 import os
+import platform
+import sys
 import traceback
 import xml.etree.ElementTree as ET
 
@@ -32,6 +38,41 @@ STATUS_VARIABLE = "fmi2_status_of_last_call"
 INSTANTIATED, INITIALIZATION, STEP, TERMINATED = "Instantiated", "Initialization Mode", "Step Mode", "Terminated"
 PLACEHOLDER = {Integer: 0, Real: 0.0, Boolean: False, String: ""}  # what a refused get returns
 CONVERT = {Integer: int, Real: float, Boolean: bool, String: str}
+MAX_REASON_CHARS = 1000  # an exception's text in a log line, at most (a message never grows without bound)
+
+
+def _short(text):
+    text = str(text)
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS] + "…"
+
+
+def _missing_dependency():
+    """Why the Python running this FMU cannot import the model (``None``: it can): a package lidar-fmu needs
+    (numpy, numba, trimesh, osi3, …) is missing or broken there. Third-party packages come from that Python,
+    not from the FMU."""
+    try:
+        import lidar_fmu.cosim.sensor_model  # noqa: F401  (the whole model, and every package it needs)
+    except Exception as exc:  # ImportError mostly; a broken install may raise anything while importing
+        missing = f"cannot import {exc.name}" if isinstance(exc, ImportError) and exc.name else "cannot import lidar_fmu"
+        return (f"lidar-fmu cannot start: the Python that runs this FMU (Python {platform.python_version()}, "
+                f"{sys.prefix}) {missing}: {type(exc).__name__}: {_short(exc)}. Install lidar-fmu with its "
+                "dependencies into that Python (pip install lidar-fmu, or pip install . in its source folder)")
+    return None
+
+
+def _step_refusal(current_time, step_size):
+    """Why FMI 2.0 does not allow an fmi2DoStep from ``current_time`` over ``step_size`` (``None``: it does).
+
+    FMI 2.0, section 4.2.2 (fmi2DoStep): communicationStepSize "must be > 0.0", and the slave computes up to
+    currentCommunicationPoint + communicationStepSize, which must be a time: NaN and infinities are none.
+    """
+    if not math.isfinite(current_time):
+        return f"currentCommunicationPoint is {current_time}, not a finite time"
+    if not (step_size > 0.0 and math.isfinite(step_size)):
+        return f"communicationStepSize is {step_size}; FMI 2.0 asks for a finite step > 0"
+    if not math.isfinite(current_time + step_size):
+        return f"the step from {current_time:g} s over {step_size:g} s ends past the largest time"
+    return None
 
 
 def _osi_version():
@@ -51,6 +92,9 @@ class LidarSensor(Fmi2Slave):
         super().__init__(**kwargs)
         finalize_pythonfmu_before_exit()
         use_cached_package(self.resources)
+        self._missing_dependency = _missing_dependency()
+        #: why the model cannot start, said (fmi2Error) by fmi2ExitInitializationMode and each step after it
+        self._model_error = self._missing_dependency
         # Parameters (all optional; defaults make a working sensor)
         self.sensor = DEFAULT_SENSOR
         self.assets = ""
@@ -70,7 +114,6 @@ class LidarSensor(Fmi2Slave):
         self.count = 0
         self._ints = {f"{prefix}.{role}": 0 for prefix in BINARY_VARIABLES for role in ROLES}
         self._model = None
-        self._model_error = None
         self._output = None
         self._config_request = None
         self._config_key = None  # the parameters the published config request was computed from
@@ -269,7 +312,8 @@ class LidarSensor(Fmi2Slave):
         """The first (or only) lidar of the ``sensor`` parameter."""
         return self._rig()[0].sensor
 
-    def _get_model(self):
+    def _start_model(self):
+        """The model, started once from the parameters (``None``: it cannot start, ``_model_error`` says why)."""
         if self._model is None and self._model_error is None:
             try:
                 from lidar_fmu.cosim.sensor_model import OsiSensorModel
@@ -286,8 +330,7 @@ class LidarSensor(Fmi2Slave):
                     warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
                 )
             except Exception as exc:
-                self._model_error = f"lidar-fmu cannot start: {exc}"
-                self._error(self._model_error)  # the call that found out (fmi2ExitInitializationMode) fails
+                self._model_error = f"lidar-fmu cannot start: {_short(exc)}"
         return self._model
 
     def _publish_config_request(self):
@@ -300,6 +343,10 @@ class LidarSensor(Fmi2Slave):
             "position_x", "position_y", "position_z", "orientation_roll", "orientation_pitch", "orientation_yaw"))
         key = (self.sensor or DEFAULT_SENSOR, mounting)
         if self._config_request is not None and key == self._config_key:
+            return
+        if self._missing_dependency:  # no lidar_fmu to compute it with
+            self._error(f"OSMPSensorViewInConfigRequest cannot be computed: {self._missing_dependency}")
+            self._set_binary("OSMPSensorViewInConfigRequest", 0, 0, 0)
             return
         from lidar_fmu.cosim.osmp import DoubleBuffer
 
@@ -320,9 +367,8 @@ class LidarSensor(Fmi2Slave):
                 lidars.append((member.sensor, pose, ids[k]))
             data = rig_view_configuration(lidars)
         except Exception as exc:
-            reason = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
             self._error(f"OSMPSensorViewInConfigRequest cannot be computed for sensor {key[0]!r}: "
-                        f"{type(exc).__name__}: {reason}; publishing none (size 0)")
+                        f"{type(exc).__name__}: {_short(exc)}; publishing none (size 0)")
             data = b""
         self._set_binary("OSMPSensorViewInConfigRequest", *self._config_request.publish(data))
 
@@ -343,26 +389,29 @@ class LidarSensor(Fmi2Slave):
             self._wrong_state("fmi2ExitInitializationMode", "in Initialization Mode")
             return
         self._state = STEP
-        try:
+        if self._start_model() is not None:
             from lidar_fmu.cosim.osmp import DoubleBuffer
 
             self._output = DoubleBuffer()
-            self._get_model()
-        except Exception:
-            self._log(traceback.format_exc(), Fmi2Status.error)
+        else:
+            self._error(self._model_error)  # the call that found out fails; so does each step after it
 
     def do_step(self, current_time, step_size):
         if self._state != STEP:
             self._wrong_state("fmi2DoStep", "between fmi2ExitInitializationMode and fmi2Terminate")
             return True  # False would be fmi2Discard, which ends the run too
+        refusal = _step_refusal(current_time, step_size)
+        if refusal:
+            self._misuse(f"fmi2DoStep refused: {refusal}. Nothing changed.")
+            return True
+        model = self._model
+        if model is None:  # it did not start (fmi2ExitInitializationMode said why): no step can be computed
+            self.valid, self.count = False, 0
+            self._error(f"fmi2DoStep refused: the model did not start ({self._model_error})")
+            return True
         try:
             from lidar_fmu.cosim.osmp import read_buffer
 
-            model = self._get_model()
-            if model is None:
-                self.valid, self.count = False, 0
-                self._set_binary("OSMPSensorDataOut", *self._output.publish(b""))
-                return True
             view = self._ints
             try:
                 data = read_buffer(view["OSMPSensorViewIn.base.lo"], view["OSMPSensorViewIn.base.hi"],

@@ -13,8 +13,17 @@
  * answers fmi2OK, the shim reads the slave's Integer variable with value
  * reference 0 (fmi2_status_of_last_call, registered first by fmu/LidarSensor.py),
  * which holds the worst status the slave gave the call and is reset by that
- * read, and returns it. Nothing else changes: arguments, instances and log
- * messages pass through as they are.
+ * read, and returns it.
+ *
+ * Logging: pythonfmu 0.7.0 passes a message to the master's logger only while
+ * debug logging is on, so with loggingOn = fmi2False (FMPy's default, many
+ * masters') an fmi2Error came without its reason. The shim gives pythonfmu its
+ * own logger with debug logging always on and decides itself, as the FMI
+ * reference FMUs do: fmi2Error and fmi2Fatal messages always reach the master;
+ * the others only while the master's debug logging is on (fmi2Instantiate's
+ * loggingOn, fmi2SetDebugLogging) and, if it named categories, for those. A
+ * component the master holds is the shim's (Instance) wrapping pythonfmu's.
+ * Arguments and messages pass through as they are.
  *
  * Our own code (MPL-2.0, like the rest of lidar-fmu); FMI 2.0's types are
  * declared here as the standard defines them (fmi2TypesPlatform.h).
@@ -24,6 +33,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef void *fmi2Component;
@@ -38,6 +48,18 @@ typedef char fmi2Byte;
 typedef enum { fmi2OK, fmi2Warning, fmi2Discard, fmi2Error, fmi2Fatal, fmi2Pending } fmi2Status;
 typedef int fmi2Type;
 typedef int fmi2StatusKind;
+typedef void *fmi2ComponentEnvironment;
+typedef void (*fmi2CallbackLogger)(fmi2ComponentEnvironment, fmi2String, fmi2Status, fmi2String, fmi2String, ...);
+typedef void *(*fmi2CallbackAllocateMemory)(size_t, size_t);
+typedef void (*fmi2CallbackFreeMemory)(void *);
+typedef void (*fmi2StepFinished)(fmi2ComponentEnvironment, fmi2Status);
+typedef struct {
+    fmi2CallbackLogger logger;
+    fmi2CallbackAllocateMemory allocateMemory;
+    fmi2CallbackFreeMemory freeMemory;
+    fmi2StepFinished stepFinished;
+    fmi2ComponentEnvironment componentEnvironment;
+} fmi2CallbackFunctions;
 
 #define EXPORT __attribute__((visibility("default")))
 #define STATUS_VR 0u
@@ -66,6 +88,41 @@ __attribute__((destructor)) static void unload_inner(void) {
     if (inner) dlclose(inner);  /* as the master unloading pythonfmu's library itself would */
 }
 
+/* The log categories of the model description (pythonfmu's). */
+static const char *const CATEGORIES[] = {"logStatusWarning", "logStatusDiscard", "logStatusError", "logStatusFatal",
+                                         "logAll"};
+#define N_CATEGORIES (sizeof CATEGORIES / sizeof CATEGORIES[0])
+
+/* One instance as the master holds it: pythonfmu's, and what the master asked of logging. */
+typedef struct {
+    fmi2Component inner;
+    fmi2CallbackFunctions to_inner;   /* the master's callbacks with the shim's logger */
+    fmi2CallbackLogger master_logger;
+    fmi2ComponentEnvironment master_environment;
+    fmi2CallbackFreeMemory release;   /* frees this record, paired with what allocated it */
+    char name[128];                   /* the instance name, for the shim's own messages */
+    int debug_logging;                /* the master's loggingOn */
+    unsigned categories;              /* bit k: CATEGORIES[k] asked for; 0: all */
+} Instance;
+
+static int category_index(fmi2String name) {
+    for (size_t k = 0; name && k < N_CATEGORIES; k++)
+        if (strcmp(name, CATEGORIES[k]) == 0) return (int)k;
+    return -1;
+}
+
+/* pythonfmu's logger: errors always reach the master, the rest as its debug logging says. The message is passed
+ * on exactly as pythonfmu passes it (as the format, without arguments). */
+static void log_to_master(fmi2ComponentEnvironment environment, fmi2String name, fmi2Status status,
+                          fmi2String category, fmi2String message, ...) {
+    const Instance *self = environment;
+    if (!self || !self->master_logger) return;
+    int k = category_index(category);
+    int asked = self->debug_logging && (self->categories == 0 || (k >= 0 && (self->categories >> k) & 1u));
+    if (status == fmi2Error || status == fmi2Fatal || asked)
+        self->master_logger(self->master_environment, name, status, category, message);
+}
+
 typedef fmi2Status (*get_integer_fn)(fmi2Component, const fmi2ValueReference[], size_t, fmi2Integer[]);
 
 /* The call's status: the slave's own record of it when pythonfmu says fmi2OK. */
@@ -78,11 +135,13 @@ static fmi2Status checked(fmi2Component c, fmi2Status status) {
     return (recorded == fmi2Warning || recorded == fmi2Error) ? (fmi2Status)recorded : status;
 }
 
-/* Forward the enclosing function ``name`` (whose own type is the inner one's) and check its status. */
+/* Forward the enclosing function ``name`` (whose own type is the inner one's) to pythonfmu's instance of ``c`` and
+ * check its status. */
 #define CALL(name, ...)                                              \
     __typeof__(&name) fn = (__typeof__(&name))real(#name);          \
-    if (!fn) return fmi2Error;                                       \
-    return checked(c, fn(c, ##__VA_ARGS__))
+    if (!fn || !c) return fmi2Error;                                 \
+    fmi2Component inner = ((Instance *)c)->inner;                    \
+    return checked(inner, fn(inner, ##__VA_ARGS__))
 
 EXPORT const char *fmi2GetTypesPlatform(void) {
     const char *(*fn)(void) = (const char *(*)(void))real("fmi2GetTypesPlatform");
@@ -95,20 +154,61 @@ EXPORT const char *fmi2GetVersion(void) {
 }
 
 EXPORT fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, fmi2String resources,
-                                     const void *functions, fmi2Boolean visible, fmi2Boolean logging_on) {
-    typedef fmi2Component (*fn_t)(fmi2String, fmi2Type, fmi2String, fmi2String, const void *, fmi2Boolean,
-                                  fmi2Boolean);
+                                     const fmi2CallbackFunctions *functions, fmi2Boolean visible,
+                                     fmi2Boolean logging_on) {
+    typedef fmi2Component (*fn_t)(fmi2String, fmi2Type, fmi2String, fmi2String, const fmi2CallbackFunctions *,
+                                  fmi2Boolean, fmi2Boolean);
     fn_t fn = (fn_t)real("fmi2Instantiate");
-    return fn ? fn(name, type, guid, resources, functions, visible, logging_on) : NULL;
+    if (!fn || !functions) return NULL;
+    int own = !functions->allocateMemory || !functions->freeMemory;
+    Instance *self = own ? calloc(1, sizeof *self) : functions->allocateMemory(1, sizeof *self);
+    if (!self) return NULL;
+    memset(self, 0, sizeof *self);
+    self->release = own ? free : functions->freeMemory;
+    self->master_logger = functions->logger;
+    self->master_environment = functions->componentEnvironment;
+    self->debug_logging = logging_on != 0;
+    snprintf(self->name, sizeof self->name, "%s", name ? name : "");
+    self->to_inner = *functions;
+    self->to_inner.logger = log_to_master;
+    self->to_inner.componentEnvironment = self;
+    self->to_inner.stepFinished = NULL;  /* pythonfmu never steps asynchronously */
+    self->inner = fn(name, type, guid, resources, &self->to_inner, visible, 1);
+    if (!self->inner) {
+        self->release(self);
+        return NULL;
+    }
+    return self;
 }
 
 EXPORT void fmi2FreeInstance(fmi2Component c) {
     void (*fn)(fmi2Component) = (void (*)(fmi2Component))real("fmi2FreeInstance");
-    if (fn) fn(c);
+    Instance *self = c;
+    if (!self) return;
+    if (fn) fn(self->inner);  /* it may still log through self */
+    self->release(self);
 }
 
+/* The master's debug logging, kept by the shim (pythonfmu's stays on): categories must be the model description's. */
 EXPORT fmi2Status fmi2SetDebugLogging(fmi2Component c, fmi2Boolean on, size_t n, const fmi2String categories[]) {
-    CALL(fmi2SetDebugLogging, on, n, categories);
+    Instance *self = c;
+    if (!self) return fmi2Error;
+    unsigned asked = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = category_index(categories ? categories[i] : NULL);
+        if (k < 0) {
+            if (self->master_logger)
+                self->master_logger(self->master_environment, self->name, fmi2Error, "logStatusError",
+                                    "fmi2SetDebugLogging refused: a category is not one of the model description's "
+                                    "(logStatusWarning, logStatusDiscard, logStatusError, logStatusFatal, logAll); "
+                                    "nothing changed");
+            return fmi2Error;
+        }
+        asked |= 1u << k;
+    }
+    self->debug_logging = on != 0;
+    self->categories = asked;
+    return fmi2OK;
 }
 
 EXPORT fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tolerance_defined, fmi2Real tolerance,

@@ -240,6 +240,70 @@ def test_calls_in_the_wrong_state_are_refused_and_never_fatal(fmu_path, small_se
         assert_usable(fmu)
 
 
+# -- fmi2DoStep arguments FMI 2.0 does not allow -------------------------------------------------------
+NOT_ALLOWED = [  # (currentCommunicationPoint, communicationStepSize, words the reason names)
+    (0.1, 0.0, ("communicationStepSize is 0.0", "> 0")),
+    (0.1, -0.1, ("communicationStepSize is -0.1",)),
+    (0.1, math.nan, ("communicationStepSize is nan",)),
+    (0.1, math.inf, ("communicationStepSize is inf",)),
+    (0.1, -math.inf, ("communicationStepSize is -inf",)),
+    (math.nan, 0.1, ("currentCommunicationPoint is nan",)),
+    (math.inf, 0.1, ("currentCommunicationPoint is inf",)),
+    (1e308, 1e308, ("ends past the largest time",)),
+]
+
+
+def test_do_step_with_a_step_size_or_time_fmi_does_not_allow_is_refused(fmu_path, small_sensor):
+    """FMI 2.0, section 4.2.2 (fmi2DoStep): communicationStepSize "must be > 0.0", and the step computes up to
+    currentCommunicationPoint + communicationStepSize, a time. A step of 0, −0.1, NaN or ±∞, a NaN or infinite
+    communication point, or a step ending past the largest double returns fmi2Error with the reason logged, and
+    changes nothing: the outputs stay, the model does not step (its cycle counter goes on from the last real step)."""
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
+        before = fmu.step(VIEW, 0.0, 0.1)
+        assert before.valid and before.count > 0
+        for t, h, words in NOT_ALLOWED:
+            fmu.messages.clear()
+            assert_refused(fmu, do_step(fmu, t, h), "fmi2DoStep refused", *words)
+            assert len(fmu.messages) == 1, fmu.messages
+            assert fmu.outputs() == before, (t, h)
+        assert_usable(fmu)
+        header = SensorData.FromString(fmu.outputs().sensor_data).feature_data.lidar_sensor[0].header
+        assert header.cycle_counter == 2
+
+
+# -- what reaches the master's logger -----------------------------------------------------------------
+def set_debug_logging(fmu, on: bool, *categories: str) -> str:
+    names = (fmi2String * len(categories))(*[c.encode() for c in categories])
+    return call(fmu, "fmi2SetDebugLogging", 1 if on else 0, len(categories), names)
+
+
+def test_errors_reach_the_master_with_debug_logging_off(fmu_path, small_sensor):
+    """pythonfmu 0.7.0 logs nothing while debug logging is off; the status shim passes every fmi2Error's reason on
+    regardless, and the other messages as the master's debug logging asks (fmi2Instantiate's loggingOn,
+    fmi2SetDebugLogging with or without categories)."""
+    garbage = b"\x0agarbage"  # an invalid SensorView: a warning, the step itself fine
+    with FmuInstance(fmu_path, {"sensor": small_sensor}, logging_on=False) as fmu:
+        assert not fmu.step(garbage, 0.0, 0.1).valid and fmu.messages == []
+        assert_refused(fmu, do_step(fmu, 0.1, 0.0), "fmi2DoStep refused", "communicationStepSize is 0.0")
+        fmu.messages.clear()
+        assert set_debug_logging(fmu, True, "logStatusWarning") == "OK"
+        assert not fmu.step(garbage, 0.1, 0.1).valid
+        assert [status for status, _ in fmu.messages] == ["WARNING"], fmu.messages
+        fmu.messages.clear()
+        assert set_debug_logging(fmu, True, "logStatusError") == "OK"  # the warning is not asked for now
+        assert not fmu.step(garbage, 0.2, 0.1).valid and fmu.messages == []
+        assert_refused(fmu, set_debug_logging(fmu, True, "logEverything"), "fmi2SetDebugLogging refused",
+                       "logStatusWarning")
+        assert_refused(fmu, set_status(fmu, "Integer", [UNKNOWN_VR], [1]), "fmi2SetInteger", str(UNKNOWN_VR))
+        assert set_debug_logging(fmu, True) == "OK"  # no categories: all
+        fmu.messages.clear()
+        assert not fmu.step(garbage, 0.3, 0.1).valid and [s for s, _ in fmu.messages] == ["WARNING"]
+        assert set_debug_logging(fmu, False) == "OK"
+        fmu.messages.clear()
+        assert not fmu.step(garbage, 0.4, 0.1).valid and fmu.messages == []
+        assert_usable(fmu)
+
+
 # -- poses beyond any world are invalid input, like NaN ---------------------------------------------
 FAR = 2 * MAX_POSITION_M
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
@@ -285,7 +349,8 @@ def test_far_mounting_parameter_is_refused(fmu_path, small_sensor):
         assert any("mounting_position" in text and "beyond" in text for text in errors(fmu))
         assert call(fmu, "fmi2ExitInitializationMode") == "ERROR"  # the model cannot start: said, not fatal
         assert any("cannot start" in text for text in errors(fmu))
-        out = fmu.step(VIEW, 0.0, 0.1)
+        assert_refused(fmu, do_step(fmu), "fmi2DoStep", "did not start", "mounting")
+        out = fmu.outputs()
         assert not out.valid and out.count == 0
 
 
@@ -322,3 +387,98 @@ def test_the_fmu_carries_the_status_shim_in_front_of_pythonfmu(fmu_path, small_s
         status, _ = get_status(fmu, "Integer", [UNKNOWN_VR])
         assert status == "OK" and errors(fmu)  # pythonfmu alone: refused and logged, but fmi2OK
 
+
+
+# -- velocities beyond any vehicle are a jump, not motion ----------------------------------------------
+SCENE = [(10, (12, 0, 0.75), (0, 0, 0), CAR, ""), (11, (-9, 4, 0.75), (0, 0, 0.3), CAR, "")]
+
+
+def first_step(fmu_path, small_sensor, **rates):
+    """The FMU's first step (the frame before it is taken back along the host's OSI rates) → (output, warnings)."""
+    with FmuInstance(fmu_path, {"sensor": small_sensor}) as fmu:
+        out = fmu.step(sensor_view(SCENE, **rates), 0.0, 0.1)
+        return out, [text for status, text in fmu.messages if status == "WARNING"]
+
+
+@pytest.mark.parametrize("rates", [{"host_velocity": (-1e8, 0.0, 0.0)}, {"host_velocity": (1e30, 0.0, 0.0)},
+                                   {"host_orientation_rate": (0.0, 0.0, 1e30)}], ids=["1e8 m/s", "1e30 m/s",
+                                                                                      "1e30 rad/s"])
+def test_first_view_rates_beyond_any_vehicle_are_a_jump(fmu_path, small_sensor, rates):
+    """The rule between two views (a pose change faster than 150 m/s or turning more than a quarter turn per frame
+    is a jump) holds for the OSI velocity and orientation rate the first frame is taken back along: the host stands
+    still over that frame, exactly as without rates, with one warning naming it and the bound."""
+    still, none = first_step(fmu_path, small_sensor)
+    out, warnings = first_step(fmu_path, small_sensor, **rates)
+    assert out.valid and out.count > 0 and out.sensor_data == still.sensor_data and not none
+    assert len(warnings) == 1 and "host vehicle 1" in warnings[0] and "jump" in warnings[0], warnings
+    assert ("beyond 150 m/s" if "host_velocity" in rates else "quarter turn") in warnings[0]
+
+
+def test_first_view_rates_of_a_vehicle_are_motion(fmu_path, small_sensor):
+    """20 m/s and 1 rad/s, within the rule: the first frame is taken back along them, without a warning."""
+    still, _ = first_step(fmu_path, small_sensor)
+    for rates in ({"host_velocity": (20.0, 0.0, 0.0)}, {"host_orientation_rate": (0.0, 0.0, 1.0)}):
+        out, warnings = first_step(fmu_path, small_sensor, **rates)
+        assert out.valid and out.sensor_data != still.sensor_data and not warnings, rates
+
+
+# -- a Python without lidar-fmu's dependencies ---------------------------------------------------------
+WITHOUT_NUMBA = """
+import importlib.abc, json, sys
+
+class NoNumba(importlib.abc.MetaPathFinder):  # numba is not there, as if it had never been installed
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "numba":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoNumba())
+from fmpy import extract, read_model_description
+from fmpy.fmi1 import FMICallException
+from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
+
+path, unzipped, messages, statuses = sys.argv[1], sys.argv[2], [], []
+description = read_model_description(path)
+slave = FMU2Slave(guid=description.guid, unzipDirectory=extract(path, unzipped), instanceName="lidar",
+                  modelIdentifier=description.coSimulation.modelIdentifier)
+callbacks = fmi2CallbackFunctions()
+callbacks.logger = fmi2CallbackLoggerTYPE(lambda c, i, status, category, text: messages.append((status, text.decode())))
+callbacks.allocateMemory, callbacks.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+slave.instantiate(callbacks=callbacks, loggingOn=False)  # as FMPy's simulate_fmu and many masters do
+for name, args in [("fmi2SetupExperiment", (0, 0.0, 0.0, 0, 0.0)), ("fmi2EnterInitializationMode", ()),
+                   ("fmi2ExitInitializationMode", ()), ("fmi2DoStep", (0.0, 0.1, 1)), ("fmi2Terminate", ())]:
+    try:
+        status = getattr(slave, name)(slave.component, *args)
+    except FMICallException as exc:
+        status = exc.status
+    statuses.append((name, status, messages[:]))
+    messages.clear()
+slave.freeInstance()
+print(json.dumps({"numba imported": "numba" in sys.modules, "calls": statuses}))
+"""
+
+
+def test_a_python_without_numba_fails_initialization_with_the_import_error(fmu_path, tmp_path):
+    """The FMU run by a Python that lacks a package lidar-fmu needs (numba here) refuses to start:
+    fmi2ExitInitializationMode returns fmi2Error with one line naming the package and that Python, and each step
+    after it fmi2Error with the same reason; nothing fatal. Logged with debug logging off, as errors always are. A
+    fresh interpreter, in which importing numba fails exactly as where it is not installed, drives the built FMU
+    through FMPy."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", WITHOUT_NUMBA, str(fmu_path), str(tmp_path / "unzipped")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.splitlines()[-1])
+    assert not result["numba imported"]
+    calls = {name: (STATUS[status], messages) for name, status, messages in result["calls"]}
+    assert calls["fmi2SetupExperiment"] == ("OK", []) and calls["fmi2EnterInitializationMode"] == ("OK", [])
+    status, messages = calls["fmi2ExitInitializationMode"]
+    assert status == "ERROR" and len(messages) == 1, messages
+    level, text = messages[0]
+    assert STATUS[level] == "ERROR" and "\n" not in text and "Traceback" not in text
+    assert "lidar-fmu cannot start" in text and "cannot import numba" in text and "No module named 'numba'" in text
+    assert sys.prefix in text  # which Python lacks it
+    status, messages = calls["fmi2DoStep"]
+    assert status == "ERROR" and [m for _, m in messages] == [f"fmi2DoStep refused: the model did not start ({text})"]
+    assert calls["fmi2Terminate"][0] == "OK"

@@ -234,6 +234,28 @@ def test_two_instances_with_different_sensors_in_one_process(fmu_path, small_sen
     assert beams_b <= {0, 1, 2, 3} and max(beams_a) > 3  # the LUX has 4 layers, the other 16 beams
 
 
+def test_a_replay_steps_by_the_frame_period_where_the_trace_time_stands_still(fmu_path, small_sensor, tmp_path):
+    """The FMU refuses a step of size 0 (FMI 2.0): views sharing one timestamp are replayed in steps of the frame
+    period, not the trace's spacing of 0; a scenario's own step_size_s must be > 0, else one line says so (exit 2)."""
+    import json
+
+    import lidar_fmu.tools.replay as replay_module
+    from lidar_fmu.osi.trace import write_trace
+    from lidar_fmu.tools.cli import main
+
+    car = (10, (12, 0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "")
+    scenario = tmp_path / "scenario"
+    scenario.mkdir()
+    write_trace(scenario / "views.osi", [sensor_view([car], time_s=5.0)] * 3)
+    (scenario / "scenario.yaml").write_text(json.dumps({"trace": "views.osi", "sensor": small_sensor}))
+    summary = replay_module.replay(scenario, tmp_path / "out", fmu_path=fmu_path, progress=False)
+    assert summary["frames"] == 3 and min(summary["returns_per_frame"]) > 0
+    assert not any(message.startswith("[ERROR]") for message in summary["fmu_messages"])
+    for step_s in (0, -0.1, "fast"):
+        (scenario / "scenario.yaml").write_text(json.dumps({"trace": "views.osi", "step_size_s": step_s}))
+        assert main(["replay", str(scenario), "-o", str(tmp_path / "refused"), "-q"]) == 2
+
+
 def test_terminate_and_reinstantiate(fmu_path, small_sensor):
     view = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), (4, 1.8, 1.5), "")])
     counts = []
@@ -258,14 +280,20 @@ def test_output_buffer_is_double_buffered(fmu_path, small_sensor):
 
 def cannot_start(fmu_path, **parameters):
     """An FMU whose parameters the model cannot start with: fmi2ExitInitializationMode answers fmi2Error with the
-    reason logged (never Fatal), and steps give invalid data, the instance still usable. → its messages."""
+    reason logged (never Fatal), and so does each step (no data, the same reason), the instance still usable to
+    terminate. → its messages."""
     from fmpy.fmi1 import FMICallException
 
     with FmuInstance(fmu_path, initialize=False) as fmu:
         with pytest.raises(FMICallException, match="fmi2ExitInitializationMode failed with status 3"):
             fmu.initialize(parameters)
-        out = fmu.step(sensor_view([]), 0, 0.1)
-        assert not out.valid and out.count == 0
+        reason = fmu.messages[-1]
+        assert reason[0] == "ERROR" and "cannot start" in reason[1]
+        with pytest.raises(FMICallException, match="fmi2DoStep failed with status 3"):
+            fmu.step(sensor_view([]), 0, 0.1)
+        assert fmu.messages[-1] == ("ERROR", f"fmi2DoStep refused: the model did not start ({reason[1]})")
+        out = fmu.outputs()
+        assert not out.valid and out.count == 0 and out.sensor_data == b""
         return [text for _, text in fmu.messages]
 
 

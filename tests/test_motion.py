@@ -8,7 +8,7 @@ import pytest
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
-from lidar_fmu.scan.motion import interpolate_pose, is_jump, rotate_about, rotation_vector
+from lidar_fmu.scan.motion import interpolate_pose, is_jump, rates_jump, rotate_about, rotation_vector
 from lidar_fmu.sensors import load_sensor
 
 # a 120° sweep over the whole 100 ms frame: the wall ahead is seen from start to end of the frame
@@ -64,6 +64,41 @@ def test_jumps_are_not_motion():
     assert not is_jump(start, pose_matrix((2, 0, 0), (0, 0, 0.1)), 0.1)  # 20 m/s, 1 rad/s
     assert is_jump(start, pose_matrix((20, 0, 0), (0, 0, 0)), 0.1)  # 200 m/s: a teleport
     assert is_jump(start, pose_matrix((0, 0, 0), (0, 0, 2.0)), 0.1)  # a turn of 115° in one frame
+    assert not is_jump(start, pose_matrix((14.9, 0, 0)), 0.1) and is_jump(start, pose_matrix((15.1, 0, 0)), 0.1)
+
+
+def test_osi_rates_beyond_any_vehicle_are_a_jump_by_the_same_rule():
+    """What the first frame is taken back along (OSI velocity, orientation rate) obeys the bounds between views."""
+    assert rates_jump((149.0, 0, 0), None, -0.1) == ""
+    assert "speed 151 m/s is beyond 150 m/s" in rates_jump((0, 151.0, 0), (0, 0, 1.0), -0.1)
+    assert rates_jump(None, (0, 0, 15.0), -0.1) == ""
+    assert "quarter turn" in rates_jump(None, (0, 0, 16.0), -0.1)
+    assert "beyond 7.85 rad/s" in rates_jump(None, (0, 0, 16.0), -0.2)  # a quarter turn over a longer frame
+    assert rates_jump((math.nan, 0, 0), None, -0.1) and rates_jump(None, (0, math.inf, 0), -0.1)  # no motion either
+    assert rates_jump((1e30, 0, 0), (1e30, 0, 0), 0.0) == ""  # over no time nothing moves
+
+
+def test_an_object_first_seen_with_rates_beyond_any_vehicle_stands_still():
+    """A new object is taken back along its own OSI rates, by the same rule: 1e30 m/s is a jump (it stands still over
+    the frame, one warning names it), 20 m/s is motion."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    car = (10, (12.0, 0.0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "")
+
+    def step(speed_m_s):
+        view = SensorView.FromString(sensor_view([car, WALL]))
+        view.global_ground_truth.moving_object[1].base.velocity.y = speed_m_s  # [0] is the host
+        said = []
+        model = OsiSensorModel(sensor=SWEEP, warn=said.append)
+        assert model.step(view.SerializeToString(), 0.1).valid
+        return model.last_cloud.points, said
+
+    still, none = step(0.0)
+    absurd, said = step(1e30)
+    assert np.array_equal(absurd, still) and not none
+    assert len(said) == 1 and "object 10: speed 1e+30 m/s is beyond 150 m/s" in said[0] and "host" not in said[0]
+    moving, said = step(20.0)
+    assert not said and not np.array_equal(moving, still)
 
 
 # -- partial sweeps -------------------------------------------------------------------------------------------

@@ -170,6 +170,16 @@ def test_a_failing_step_is_reported_not_raised(monkeypatch):
     assert m.step(GOOD, 0.2).valid
 
 
+@pytest.mark.parametrize("time_s", [math.nan, math.inf, -math.inf])
+def test_a_time_that_is_not_finite_is_the_callers_error(time_s):
+    """The caller's clock, not the input: refused whether or not there is a SensorView, and the model stays usable."""
+    m = model()
+    for view in (GOOD, None):
+        with pytest.raises(ValueError, match=f"time_s must be a finite time, got {time_s}"):
+            m.step(view, time_s)
+    assert m.step(GOOD, 0.1).valid and m.cycle_counter == 1
+
+
 def test_same_inputs_give_the_same_bytes():
     views = [(GOOD, 0.1), (b"garbage", 0.2), (sensor_view(MOVED, 0.3, host=HOST, mounting=MOUNTING), 0.3)]
     runs = []

@@ -7,11 +7,13 @@ HOST_ID = 1
 
 
 def sensor_view(objects, time_s=0.1, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0), mounting=None,
-                environment="", host_rear=(-1.4, 0.0, -0.45), host_velocity=None) -> bytes:
+                environment="", host_rear=(-1.4, 0.0, -0.45), host_velocity=None,
+                host_orientation_rate=None) -> bytes:
     """objects: iterable of (id, position (x,y,z), (roll,pitch,yaw), (length,width,height), model_reference).
 
     ``host`` = (id, bbox-centre position, yaw) of the ego car (4.5×1.8×1.5 m box), ``host_velocity`` its
-    OSI ``base.velocity`` (m/s, world) when given;
+    OSI ``base.velocity`` (m/s, world) when given, ``host_orientation_rate`` its ``base.orientation_rate``
+    ((roll, pitch, yaw) rad/s) when given;
     ``mounting`` = ((x,y,z), (roll,pitch,yaw)) in the host vehicle frame or None.
     """
     view = SensorView()
@@ -43,4 +45,7 @@ def sensor_view(objects, time_s=0.1, host=(HOST_ID, (0.0, 0.0, 0.75), 0.0), moun
             rear.x, rear.y, rear.z = host_rear
             if host_velocity is not None:
                 o.base.velocity.x, o.base.velocity.y, o.base.velocity.z = host_velocity
+            if host_orientation_rate is not None:
+                rate = o.base.orientation_rate
+                rate.roll, rate.pitch, rate.yaw = host_orientation_rate
     return view.SerializeToString()

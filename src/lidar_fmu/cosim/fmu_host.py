@@ -26,8 +26,10 @@ class FMUOutput:
 
 class FmuInstance:
     def __init__(self, fmu_path, parameters: dict | None = None, instance_name: str = "lidar",
-                 unzip_dir: str | None = None, echo_log: bool = False, initialize: bool = True):
-        """``initialize=False`` stops after ``fmi2Instantiate`` (drive the FMI states through ``.fmu``)."""
+                 unzip_dir: str | None = None, echo_log: bool = False, initialize: bool = True,
+                 logging_on: bool = True):
+        """``initialize=False`` stops after ``fmi2Instantiate`` (drive the FMI states through ``.fmu``);
+        ``logging_on``: fmi2Instantiate's ``loggingOn`` (off, the FMU logs its errors only)."""
         # The installed pythonfmu first: a pythonfmu FMU run in this process puts its resources/ (which carry a
         # copy of pythonfmu's Python package, without the binaries) in front of sys.path, so a later
         # `import pythonfmu.builder` (lidar_fmu.cosim.fmu_package) would find no binaries and build an FMU without any.
@@ -49,7 +51,7 @@ class FmuInstance:
         self._callbacks.logger = self._logger
         self._callbacks.allocateMemory = defaultCallbacks.allocateMemory
         self._callbacks.freeMemory = defaultCallbacks.freeMemory
-        self.fmu.instantiate(callbacks=self._callbacks, loggingOn=True)
+        self.fmu.instantiate(callbacks=self._callbacks, loggingOn=logging_on)
         self._terminated = False
         self._input: ctypes.Array[ctypes.c_char] | None = None
         if initialize:

@@ -27,6 +27,7 @@ the default mounting (one lidar alone keeps the SensorView's own
 """
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from ..osi.encode import LidarDetectionBlock, encode_empty_sensor_data, encode_l
 from ..parallel import serial, serialised, serialised_message, threadsafe_layer
 from ..pointcloud import POINT_DTYPE, PointCloud
 from ..scan.lidar import Lidar, ScanPlan
-from ..scan.motion import motion_since
+from ..scan.motion import motion_since, rates_jump
 from ..sensors.rig import RigMember, load_rig, rig_sensor_ids
 from .scene_update import SceneUpdater
 
@@ -133,8 +134,11 @@ class OsiSensorModel:
         """Process one SensorView (``None`` = no buffer) at simulation time ``time_s``.
 
         ``out``: a uint8 buffer to encode the SensorData into when it is big
-        enough (saves a 10 MB copy per step in the FMU).
+        enough (saves a 10 MB copy per step in the FMU). A ``time_s`` that is
+        not finite is the caller's error, not the input's: ``ValueError``.
         """
+        if not math.isfinite(time_s):
+            raise ValueError(f"time_s must be a finite time, got {time_s}")
         self.cycle_counter += 1
         if not sensor_view:
             return self._empty(time_s, "no SensorView input (null pointer or size 0)")
@@ -262,8 +266,17 @@ class MountedLidar:
         if pattern is None or not sensor.motion_distortion:
             return pattern, None
         host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None and previous is None else None
+        jumped: dict[int, str] = {}  # object id → why its OSI rates are no motion (rates_jump): it stands still
+
+        def moves(obj: ObjectState) -> bool:
+            """Is ``obj`` to be taken back along its OSI velocity and orientation rate over the window?"""
+            if not obj.moves:
+                return False
+            jumped[obj.id] = rates_jump(obj.velocity_m_s, obj.orientation_rate_rad_s, start - now)
+            return not jumped[obj.id]
+
         sensor_start = sensor_pose
-        if host is not None and host.moves:  # before the first view: back along the host's velocity
+        if host is not None and moves(host):  # before the first view: back along the host's velocity
             sensor_start = _finite_or(frame.host_pose(start - now) @ mounting, sensor_pose)
         objects: dict[int, ObjectState] = {}
         for obj in frame.objects:  # of objects sharing an id, the scene took the first
@@ -272,14 +285,24 @@ class MountedLidar:
         def start_of_new(object_id: int) -> np.ndarray | None:
             """An object without an earlier pose: back along its OSI velocity, if it moves."""
             obj = objects.get(object_id)
-            if obj is None or not obj.moves:
+            if obj is None or not moves(obj):
                 return None
             end = self.lidar.scene.pose_of(object_id)
             return _finite_or(extrapolate_pose(end, obj.velocity_m_s, obj.orientation_rate_rad_s, start - now), end)
 
         motion = motion_since(self.lidar.scene, start, now, window_start, sensor_pose,
                               None if previous is None else (previous[1], previous[2]), sensor_start, start_of_new)
+        self._warn_jumped({k: why for k, why in jumped.items() if why}, frame.host_vehicle_id)
         return pattern, motion
+
+    def _warn_jumped(self, jumped: dict[int, str], host_id: int | None) -> None:
+        """One warning for the objects whose OSI velocity or orientation rate is no motion (at most 5 named)."""
+        if not jumped:
+            return
+        named = [f"{'host vehicle' if k == host_id else 'object'} {k}: {why}" for k, why in list(jumped.items())[:5]]
+        more = f"; and {len(jumped) - 5} more" if len(jumped) > 5 else ""
+        self.warn(f"{self.sensor.name}: OSI base.velocity/orientation_rate beyond any vehicle's motion, taken as a "
+                  f"jump (standing still over the frame before its first SensorView): {'; '.join(named)}{more}")
 
 
 def _finite_or(pose: np.ndarray, fallback: np.ndarray) -> np.ndarray:

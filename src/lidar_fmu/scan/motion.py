@@ -40,27 +40,53 @@ from ..geometry.transforms import split_scale
 from ..pointcloud import Returns, place_on_rays
 from ..raycast import CastJob, RayBatch
 
-#: Faster than this between two views, a pose change is a jump (a teleport, a respawn, a test placing objects),
-#: not motion, and is not interpolated. Assumed: 150 m/s (540 km/h) is beyond any road vehicle (the fastest
-#: production cars stay under 140 m/s), and a scenario that jumps wants no smear between the two places.
+#: Faster than this, a pose change is a jump (a teleport, a respawn, a test placing objects), not motion, and is not
+#: interpolated. Assumed: 150 m/s (540 km/h) is beyond any road vehicle (the fastest production cars stay under
+#: 140 m/s), and a scenario that jumps wants no smear between the two places.
 MAX_INTERPOLATED_SPEED_M_S = 150.0
-#: Likewise a turn of more than this between two views (rad): a quarter turn in one frame is no vehicle's motion.
+#: Likewise a turn of more than this over one window (rad): a quarter turn in one frame is no vehicle's motion.
 MAX_INTERPOLATED_TURN_RAD = 0.5 * np.pi
+
+
+def beyond_motion(distance_m, turn_rad, dt_s: float):
+    """The one rule for what counts as motion: a pose change of ``distance_m`` and ``turn_rad`` over ``dt_s``
+    seconds faster than :data:`MAX_INTERPOLATED_SPEED_M_S` or turning more than :data:`MAX_INTERPOLATED_TURN_RAD`
+    (or not a number) is a jump. Broadcasts; True where it is a jump."""
+    motion = (np.asarray(distance_m) <= MAX_INTERPOLATED_SPEED_M_S * abs(dt_s)) & (
+        np.asarray(turn_rad) <= MAX_INTERPOLATED_TURN_RAD)
+    return ~motion
 
 
 def jumps(start: np.ndarray, end: np.ndarray, dt_s: float) -> np.ndarray:
     """(K,) bool: did each pose change from ``start`` (K, 4, 4) to ``end`` over ``dt_s`` seconds too fast to be
-    motion? The turn's angle comes from the trace, exact enough for a quarter-turn threshold."""
+    motion (:func:`beyond_motion`)? The turn's angle comes from the trace, exact enough for a quarter-turn
+    threshold."""
     r0, _ = split_scale(start)
     r1, _ = split_scale(end)
     distance_m = np.linalg.norm(np.asarray(end)[..., :3, 3] - np.asarray(start)[..., :3, 3], axis=-1)
     cos_turn = 0.5 * (np.einsum("...ij,...ij->...", r0, r1) - 1.0)  # trace(r0ᵀ r1) = 1 + 2 cos θ
-    return (distance_m > MAX_INTERPOLATED_SPEED_M_S * dt_s) | (cos_turn < math.cos(MAX_INTERPOLATED_TURN_RAD))
+    return beyond_motion(distance_m, np.arccos(np.clip(cos_turn, -1.0, 1.0)), dt_s)
 
 
 def is_jump(start: np.ndarray, end: np.ndarray, dt_s: float) -> bool:
     """Did a pose change from ``start`` to ``end`` over ``dt_s`` seconds too fast to be motion (:func:`jumps`)?"""
     return bool(jumps(np.asarray(start)[None], np.asarray(end)[None], dt_s)[0])
+
+
+def rates_jump(velocity_m_s, orientation_rate_rad_s, dt_s: float) -> str:
+    """Why moving a pose ``dt_s`` seconds at an OSI ``base.velocity`` (m/s) and ``base.orientation_rate`` (rad/s;
+    either ``None``: zero) would be a jump rather than motion (:func:`beyond_motion`, the rule between two
+    views); ``""`` when it would not. The turn is taken as ``|orientation_rate| · |dt_s|``."""
+    if dt_s == 0:
+        return ""
+    speed_m_s = float(np.linalg.norm(velocity_m_s)) if velocity_m_s is not None else 0.0
+    rate_rad_s = float(np.linalg.norm(orientation_rate_rad_s)) if orientation_rate_rad_s is not None else 0.0
+    if beyond_motion(speed_m_s * abs(dt_s), 0.0, dt_s):
+        return f"speed {speed_m_s:.3g} m/s is beyond {MAX_INTERPOLATED_SPEED_M_S:g} m/s"
+    if beyond_motion(0.0, rate_rad_s * abs(dt_s), dt_s):
+        return (f"orientation rate {rate_rad_s:.3g} rad/s turns it more than a quarter turn in {abs(dt_s):g} s "
+                f"(beyond {MAX_INTERPOLATED_TURN_RAD / abs(dt_s):.3g} rad/s)")
+    return ""
 
 
 def unit_quaternion(rotation: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ A scenario is a folder with ``scenario.yaml``::
     assets: <folder where model_reference strings resolve>   (optional)
     environment: <static world mesh>                          (optional)
     materials: <material map>                                 (optional)
-    step_size_s: <s>            (optional; default: the median timestamp spacing of its first frames)
+    step_size_s: <s > 0>        (optional; default: the median timestamp spacing of its first frames)
     backend: auto | embree | cuda                             (optional)
     mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
     disable_self_hits: true                                   (optional)
@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 import time
@@ -82,6 +83,9 @@ def load_scenario(path) -> dict:
     scenario["sensor"] = sensor
     if not isinstance(scenario.get("ground_truth", False), bool):
         raise UserError(f"scenario {path}: ground_truth must be true or false, got {scenario['ground_truth']!r}")
+    step_s = scenario.get("step_size_s")
+    if step_s is not None and not (type(step_s) in (int, float) and math.isfinite(step_s) and step_s > 0):
+        raise UserError(f"scenario {path}: step_size_s must be a number of seconds > 0 (an FMI step), got {step_s!r}")
     from ..cosim.scene_update import check_up_axis
 
     try:
@@ -239,8 +243,10 @@ class SensorViews:
         self.head_times_s = [_timestamp_s(view) for view in self.head]
 
     def step_size_s(self, one_view_s: float) -> float:
-        """The median timestamp spacing of the views read ahead (``one_view_s`` for a trace of one view)."""
-        return float(np.median(np.diff(self.head_times_s))) if len(self.head_times_s) > 1 else one_view_s
+        """The median timestamp spacing of the views read ahead (``one_view_s`` for a trace of one view, or of views
+        whose time does not advance: an FMI step is > 0)."""
+        spacing_s = float(np.median(np.diff(self.head_times_s))) if len(self.head_times_s) > 1 else 0.0
+        return spacing_s if spacing_s > 0 else one_view_s
 
     def __iter__(self):
         """(index from 0, serialized SensorView, its timestamp in s) of every intact view, read as asked for."""
