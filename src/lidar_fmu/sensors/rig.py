@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..documents import parse_document
 from ..geometry.transforms import pose_matrix
 from .spec import Sensor, SensorSpecError, _read_spec_file, load_sensor
 
@@ -67,12 +68,7 @@ def _entries(spec):
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec).strip()
         if text.startswith("["):
-            import yaml
-
-            try:
-                return yaml.safe_load(text)  # JSON is YAML
-            except yaml.YAMLError as exc:
-                raise SensorSpecError(f"cannot parse the sensor list {text[:60]!r}: {exc}") from None
+            return parse_document(text, "the sensor list", SensorSpecError)  # JSON is YAML; bounded
         if os.path.isfile(text) and text.lower().endswith((".json", ".yaml", ".yml")):
             data = _read_spec_file(text)
             if "sensors" in data:
