@@ -227,3 +227,19 @@ def test_oversized_and_binary_files_are_refused_before_parsing(tmp_path):
 def test_shown_values_are_short_however_large():
     huge = [["x" * 1000] * 1000] * 1000
     assert len(shown(huge)) <= 80 and len(shown("y" * 10**6)) <= 80 and shown(1.5) == "1.5"
+
+
+@pytest.mark.parametrize("reader", ["scenario", "sweep", "materials"])
+def test_scenario_sweep_and_material_files_are_read_within_bounds(tmp_path, reader):
+    from lidar_fmu.physics.materials.database import read_material_file
+    from lidar_fmu.tools.replay import load_scenario
+    from lidar_fmu.tools.sweep import load_sweep
+
+    path = tmp_path / ("scenario.yaml" if reader == "scenario" else f"{reader}.yaml")
+    path.write_text(f"name: {laughs()}\ntrace: t.osi\n")
+    read = {"scenario": load_scenario, "sweep": load_sweep, "materials": read_material_file}[reader]
+    start = time.perf_counter()
+    with pytest.raises(LidarFmuError, match="aliases expand") as info:
+        read(str(path))
+    assert time.perf_counter() - start < 2.0
+    assert_one_short_line(str(info.value), path.name)

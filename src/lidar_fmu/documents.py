@@ -199,7 +199,7 @@ def _bounded_loader() -> type:
                 self.nodes += size
                 if self.alias_nodes > MAX_ALIAS_NODES:
                     raise ComposerError(None, None, f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes "
-                                        "(refused: a file this small must not grow this large)", event.start_mark)
+                                        "(nested aliases that multiply a document are refused)", event.start_mark)
                 return node
             self.depth += 1
             if self.depth > MAX_DEPTH:
