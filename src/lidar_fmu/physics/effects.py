@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ..documents import shown
 from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
 from .range_limit import RangeReflectivityLimit, intensity_percent, limit_params, range_limit_m
 from .weather import (
@@ -120,7 +121,7 @@ def parse_effects(spec: dict) -> Effects:
     the key on bad input)."""
     detection = spec.get("detection", "threshold")
     if detection not in DETECTION_MODES:
-        raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {detection!r}")
+        raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {shown(detection)}")
     try:
         weather = parse_weather(spec.get("weather"))
     except WeatherError as exc:
@@ -135,7 +136,7 @@ def parse_effects(spec: dict) -> Effects:
         noise = {"range_sigma_m": accuracy}
     if not isinstance(noise, dict):
         raise EffectsError(f"noise must be 'datasheet' or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
-                           f"got {noise!r}")
+                           f"got {shown(noise)}")
     unknown = set(noise) - _NOISE_KEYS
     if unknown:
         raise EffectsError(f"unknown noise key(s): {', '.join(sorted(unknown))}")
@@ -143,13 +144,13 @@ def parse_effects(spec: dict) -> Effects:
     for key in _NOISE_KEYS - {"seed"}:
         value = noise.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise EffectsError(f"noise.{key} must be a number ≥ 0, got {value!r}")
+            raise EffectsError(f"noise.{key} must be a number ≥ 0, got {shown(value)}")
         values[key] = float(value)
     if values["dropout"] > 1:
-        raise EffectsError(f"noise.dropout is a probability (0–1), got {values['dropout']!r}")
+        raise EffectsError(f"noise.dropout is a probability (0–1), got {shown(values['dropout'])}")
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
-        raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {seed!r}")
+        raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {shown(seed)}")
     return Effects(Noise(seed=int(seed), **values), detection, weather)
 
 

@@ -134,6 +134,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ..documents import shown
 from ..errors import LidarFmuError
 from .range_limit import range_limit_m
 
@@ -421,15 +422,15 @@ class Weather:
 
 def _check_value(key: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise WeatherError(f"weather: {key} must be a number, got {value!r}")
+        raise WeatherError(f"weather: {key} must be a number, got {shown(value)}")
     number = float(value)
     if math.isnan(number):
-        raise WeatherError(f"weather: {key} must be a number, got {value!r}")
+        raise WeatherError(f"weather: {key} must be a number, got {shown(value)}")
     if key == "fog_visibility_m":
         if number <= 0.0:
-            raise WeatherError(f"weather: {key} must be > 0 m (inf for no fog), got {value!r}")
+            raise WeatherError(f"weather: {key} must be > 0 m (inf for no fog), got {shown(value)}")
     elif number < 0.0 or number == math.inf:
-        raise WeatherError(f"weather: {key} must be a finite rate >= 0 mm/h, got {value!r}")
+        raise WeatherError(f"weather: {key} must be a finite rate >= 0 mm/h, got {shown(value)}")
     return number
 
 
@@ -446,7 +447,7 @@ def parse_weather(value) -> Weather | None:
     if isinstance(value, Weather):
         return value
     if not isinstance(value, Mapping):
-        raise WeatherError(f"weather must be a mapping with keys {', '.join(WEATHER_KEYS)}, got {value!r}")
+        raise WeatherError(f"weather must be a mapping with keys {', '.join(WEATHER_KEYS)}, got {shown(value)}")
     for key in value:
         if key not in WEATHER_KEYS:
             close = difflib.get_close_matches(str(key), WEATHER_KEYS, n=1, cutoff=0.5)

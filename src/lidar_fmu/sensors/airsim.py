@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from ..documents import strip_json_comments as strip_json_comments  # JSONC → JSON, where every reader finds it
 from .presets import PRESETS
 
 #: Every setting of a lidar entry the documentation lists (``vertical-fov-start/end-deg`` in its table, the sample
@@ -79,14 +80,6 @@ _SAMPLE = {"number-of-channels": 16, "range": 100.0, "points-per-second": 100000
            "vertical-fov-lower-deg": -45.0, "vertical-fov-upper-deg": -15.0}
 #: Livox point-cloud frame rate (Mid-70 / Avia datasheets: 10 Hz), used when report-frequency < 0.5 Hz.
 LIVOX_FRAME_RATE_HZ = 10.0
-
-
-def strip_json_comments(text: str) -> str:
-    """JSONC (AirSim's config files) → JSON: ``//`` and ``/* */`` comments outside strings removed."""
-    import re
-
-    return re.sub(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/',
-                  lambda m: m.group(0) if m.group(0).startswith('"') else "", text, flags=re.DOTALL)
 
 
 def looks_like_airsim(data: dict) -> bool:

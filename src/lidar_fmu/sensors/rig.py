@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..documents import parse_document
 from ..geometry.transforms import pose_matrix
 from .airsim import robot_config_lidars
 from .spec import Sensor, SensorSpecError, _read_spec_file, load_sensor
@@ -95,12 +96,7 @@ def _entries(spec) -> list[tuple[int, Any]] | None:
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec).strip()
         if text.startswith("["):
-            import yaml
-
-            try:
-                return _indexed(yaml.safe_load(text))  # JSON is YAML
-            except yaml.YAMLError as exc:
-                raise SensorSpecError(f"cannot parse the sensor list {text[:60]!r}: {exc}") from None
+            return _indexed(parse_document(text, "the sensor list", SensorSpecError))  # JSON is YAML; bounded
         if os.path.isfile(text) and text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             data = _read_spec_file(text)
             if "sensors" in data:

@@ -37,6 +37,10 @@ from ..geometry.pattern import ContinuousScan, spherical_directions
 #: 1/360 turn, so it never repeats and fills the circle over time.
 MID70_HORIZONTAL_HZ = 10.0 * (1.0 + 1.0 / 6.0) - 1.0 / 360.0
 MID70_VERTICAL_HZ = 170.0
+#: the most points a second a rosette fires: Livox units fire 0.1–0.24 M points/s (Mid-70: 100 000, Avia: 240 000
+#: single return, datasheets), the densest spinning units a few million; 10⁸ leaves room and keeps a frame's rays
+#: countable (a second of them: 10⁸ directions, 1.2 GB)
+MAX_POINTS_PER_SECOND = 1e8
 
 
 def _polar(time_s: np.ndarray, horizontal_hz: float, vertical_hz: float, radial_scaling: float):
@@ -55,6 +59,8 @@ def rosette_scan(*, points_per_second: float, channels: int, horizontal_rotation
     """A :class:`ContinuousScan` of the rosette (exactly one of ``vertical_fov_deg``, ``cone_half_angles_deg``)."""
     if (vertical_fov_deg is None) == (cone_half_angles_deg is None):
         raise ValueError("a rosette needs exactly one of vertical_fov_deg and cone_half_angles_deg")
+    if not 0 < points_per_second <= MAX_POINTS_PER_SECOND:
+        raise ValueError(f"a rosette fires 0 … {MAX_POINTS_PER_SECOND:.0e} points/s, got {points_per_second:g}")
     shots_per_second = points_per_second / channels
     turn = 2.0 * np.pi * np.arange(channels) / channels
 

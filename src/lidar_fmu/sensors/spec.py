@@ -11,7 +11,6 @@ Frame: x forward, y left, z up; azimuth counter-clockwise from +x (positive = le
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -20,6 +19,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ..documents import one_line, read_document, shown
 from ..errors import LidarFmuError
 from ..geometry.pattern import (
     MAX_RAYS_PER_FRAME,
@@ -33,11 +33,11 @@ from ..physics.echoes import Footprint, FootprintError, parse_footprint
 from ..physics.effects import Effects, EffectsError, parse_effects, stretched_limit
 from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivity
 from ..physics.tof import ToF, ToFSpecError, parse_tof
-from .airsim import airsim_spec, looks_like_airsim, strip_json_comments
+from .airsim import airsim_spec, looks_like_airsim
 from .ibeo import mirror_directions
 from .ouster import OusterMetadataError, ouster_rays, read_ouster_metadata
 from .presets import PRESETS, close_names
-from .rosette import rosette_scan
+from .rosette import MAX_POINTS_PER_SECOND, rosette_scan
 from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
 
 __all__ = ["MAX_RAYS_PER_FRAME", "Sensor", "SensorSpecError", "load_sensor", "preset_rows", "resolve_spec"]
@@ -61,7 +61,29 @@ SensorSpec: TypeAlias = "str | os.PathLike[str] | dict[str, Any]"
 
 
 class SensorSpecError(LidarFmuError, ValueError):
-    """A sensor spec names an unknown preset, is unreadable or inconsistent."""
+    """A sensor spec names an unknown preset, is unreadable or inconsistent: one line, of bounded length."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+#: (lowest, highest) value of a number key, and why (values outside are typos or garbage that would make rays or
+#: times that are not finite)
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    # spinning units turn at 5–25 Hz, flash units and ToF cameras frame at up to a few hundred Hz; a terrestrial
+    # scanner's frame may take minutes. Beyond these float32 point times lose their microseconds (or overflow)
+    "frame_rate_hz": (1e-3, 1e4, "Hz (a frame of 1000 s to 0.1 ms)"),
+    # the longest-range units reach ~2 km; float32 ranges keep millimetres up to ~16 km
+    "max_range_m": (0.0, 1e4, "m"),
+    "min_range_m": (0.0, 1e4, "m"),
+    # lidars and ToF cameras emit 850–1550 nm, CO2 lidars 10.6 µm; the IR spectra cover 0.4–15.4 µm
+    "wavelength_nm": (200.0, 20_000.0, "nm"),
+    # a datasheet's range accuracy is millimetres to centimetres
+    "range_accuracy_m": (0.0, 10.0, "m"),
+    # one column's beams fire within microseconds (Velodyne: 1.152–2.304 µs apart); checked against the frame too
+    "firing_interval_s": (0.0, 1.0, "s"),
+    "horizontal_resolution_deg": (0.0, 360.0, "°"),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,21 +165,7 @@ class Sensor:
 
 
 def _read_spec_file(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        if path.lower().endswith(".jsonc"):
-            data = json.loads(strip_json_comments(text))
-        elif path.lower().endswith(".json"):
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except (OSError, ValueError) as exc:  # yaml.YAMLError and JSONDecodeError are ValueErrors
-        raise SensorSpecError(f"cannot read sensor spec {path}: {exc}") from None
-    except Exception as exc:
-        raise SensorSpecError(f"cannot parse sensor spec {path}: {exc}") from None
+    data = read_document(path, "sensor spec", SensorSpecError)  # bounded: size, depth, aliases (lidar_fmu.documents)
     if not isinstance(data, dict):
         raise SensorSpecError(f"sensor spec {path} must be a mapping of keys, got {type(data).__name__}")
     return data
@@ -178,15 +186,18 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         elif os.path.isfile(text):
             spec = _read_spec_file(text)
             if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, OS1 datasheet limits
-                spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text,
-                        "frame_rate_hz": read_ouster_metadata(spec).frame_rate_hz}
+                try:
+                    unit = read_ouster_metadata(spec, os.path.splitext(os.path.basename(text))[0])
+                except OusterMetadataError as exc:
+                    raise SensorSpecError(str(exc)) from None
+                spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text, "frame_rate_hz": unit.frame_rate_hz}
             file_name = os.path.splitext(os.path.basename(text))[0]
         elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
         else:
             hint = close_names(text)
             more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
-            raise SensorSpecError(f"unknown sensor preset {text!r}{more}")
+            raise SensorSpecError(f"unknown sensor preset {shown(text)}{more}")
     if not isinstance(spec, dict):
         raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
     if looks_like_airsim(spec):  # a Project AirSim lidar entry or robot config (airsim_id picks one of several)
@@ -199,6 +210,8 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")
     preset = spec.get("preset")
     if preset is not None:
+        if not isinstance(preset, str):
+            raise SensorSpecError(f"sensor spec key 'preset' must be a preset name, got {shown(preset)}")
         if preset not in PRESETS:
             resolve_spec(str(preset))  # raises 'unknown preset' with suggestions
         base = dict(PRESETS[preset])
@@ -216,24 +229,36 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
 
 
 def _number(spec: dict[str, Any], key: str, default: float | None = None, positive: bool = True) -> float:
+    """A number key, finite, > 0 (``positive``) or ≥ 0, and within its :data:`BOUNDS` where it has them."""
     value: Any = spec.get(key, default)  # anything a spec holds: float() says whether it is a number
     try:
+        if isinstance(value, bool):
+            raise TypeError
         value = float(value)
-    except (TypeError, ValueError):
-        raise SensorSpecError(f"sensor spec key {key!r} must be a number, got {value!r}") from None
-    if not np.isfinite(value) or (positive and value <= 0):
-        raise SensorSpecError(f"sensor spec key {key!r} must be a positive finite number, got {value!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a number, got {shown(value)}") from None
+    if not np.isfinite(value) or (positive and value <= 0) or (not positive and value < 0 and key in BOUNDS):
+        sign = "positive" if positive else "non-negative" if key in BOUNDS else ""
+        raise SensorSpecError(f"sensor spec key {key!r} must be a {sign + ' ' if sign else ''}finite number, "
+                              f"got {shown(value)}")
+    if key in BOUNDS:
+        low, high, unit = BOUNDS[key]
+        if not low <= value <= high:
+            raise SensorSpecError(f"sensor spec key {key!r} must lie in {low:g} … {high:g} {unit}, got {value:g}")
     return value
 
 
 def _angles(spec: dict[str, Any], key: str, length: int | None = None) -> np.ndarray:
     try:
         values = np.asarray(spec[key], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise SensorSpecError(f"sensor spec key {key!r} must be a list of numbers") from None
-    if values.ndim != 1 or len(values) == 0 or (length and len(values) != length) or not np.all(np.isfinite(values)):
-        want = f"{length} numbers" if length else "a non-empty list of numbers"
-        raise SensorSpecError(f"sensor spec key {key!r} must be {want}, got {spec[key]!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise SensorSpecError(f"sensor spec key {key!r} must be a list of numbers, got {shown(spec[key])}") from None
+    if (values.ndim != 1 or len(values) == 0 or (length and len(values) != length) or not np.all(np.isfinite(values))
+            or isinstance(spec[key], (str, bytes))):
+        want = f"{length} finite numbers" if length else "a non-empty list of finite numbers"
+        raise SensorSpecError(f"sensor spec key {key!r} must be {want}, got {shown(spec[key])}")
+    if np.any(np.abs(values) > 720):  # degrees: two turns either way is the most any layout needs
+        raise SensorSpecError(f"sensor spec key {key!r} must hold angles within ±720°, got {shown(spec[key])}")
     return values
 
 
@@ -261,13 +286,13 @@ def _velodyne(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
         azimuth = _column_azimuths(start, end, columns)
         grid = scan_grid(cal.vert_correction_rad, azimuth, frame_period_s=frame_period_s,
                          azimuth_offset_rad=cal.rot_correction_rad,
-                         firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+                         firing_interval_s=_firing_interval(spec, cal.lasers, frame_period_s))
         if not (np.any(cal.vert_offset_m) or np.any(cal.horiz_offset_m)):
             return grid
         origins, _ = beam_geometry(cal, grid.beam_id.astype(np.int64), azimuth[grid.column])
         return replace(grid, origins=origins.astype(np.float32))
     if model not in FIRING:
-        raise SensorSpecError(f"unknown velodyne_model {model!r}; known: {', '.join(FIRING)}")
+        raise SensorSpecError(f"unknown velodyne_model {shown(model)}; known: {', '.join(FIRING)}")
     timing = FIRING[model]
     layout = dict(spec)
     if "horizontal_samples" not in spec and "horizontal_resolution_deg" not in spec:
@@ -283,6 +308,16 @@ def _velodyne(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
                                 turn_direction=float(np.sign(end - start)), frame_rate_hz=1.0 / frame_period_s)
     except VelodyneCalibrationError as exc:
         raise SensorSpecError(str(exc)) from None
+
+
+def _firing_interval(spec: dict[str, Any], beams: int, frame_period_s: float) -> float:
+    """``firing_interval_s``: beam ``b`` fires ``b`` intervals after its column starts, so the last beam of a
+    column must fire within the frame (else its points would carry times past the frame, or infinite ones)."""
+    interval = _number(spec, "firing_interval_s", 0.0, positive=False)
+    if (beams - 1) * interval >= frame_period_s:
+        raise SensorSpecError(f"sensor spec key 'firing_interval_s': {beams} beams {interval:g} s apart take "
+                              f"longer than a frame of {frame_period_s:g} s")
+    return interval
 
 
 def _check_rays(count: float, what: str) -> None:
@@ -305,7 +340,7 @@ def _column_layout(spec: dict[str, Any]) -> tuple[float, float, int]:
     if "horizontal_samples" in spec:
         samples = spec["horizontal_samples"]
         if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
-            raise SensorSpecError(f"horizontal_samples must be a positive integer, got {samples!r}")
+            raise SensorSpecError(f"horizontal_samples must be a positive integer, got {shown(samples)}")
         _check_rays(int(samples), f"{int(samples):,} columns")
     elif "horizontal_resolution_deg" in spec:
         step = _number(spec, "horizontal_resolution_deg")
@@ -371,7 +406,7 @@ def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
         lower, upper = _angles(spec, "vertical_fov_deg", 2)
         channels = spec.get("channels")
         if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or channels < 1:
-            raise SensorSpecError(f"vertical_fov_deg needs a positive integer 'channels', got {channels!r}")
+            raise SensorSpecError(f"vertical_fov_deg needs a positive integer 'channels', got {shown(channels)}")
         if lower > upper:
             raise SensorSpecError(f"vertical_fov_deg must be [lower, upper], got [{lower}, {upper}]")
         _check_rays(int(channels), f"{int(channels):,} channels")
@@ -384,16 +419,17 @@ def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
             "calibration, angle_pairs_deg or pinhole"
         )
     if np.any(np.abs(elevation) > np.pi / 2):
-        raise SensorSpecError("beam elevations must lie within ±90°")
+        key = "vertical_angles_deg" if "vertical_angles_deg" in spec else "vertical_fov_deg"
+        raise SensorSpecError(f"sensor spec key {key!r}: beam elevations must lie within ±90°")
     start, end, columns = _column_layout(spec)
     rays = len(elevation) * columns
     _check_rays(rays, f"{len(elevation):,} beams × {columns:,} columns = {rays:,} rays")
     azimuth = _column_azimuths(start, end, columns)
     grid = scan_grid(elevation, azimuth, frame_period_s=frame_period_s,
-                     firing_interval_s=_number(spec, "firing_interval_s", 0.0, positive=False))
+                     firing_interval_s=_firing_interval(spec, len(elevation), frame_period_s))
     mirror = spec.get("rotating_mirror", False)
     if not isinstance(mirror, bool):
-        raise SensorSpecError(f"rotating_mirror must be true or false, got {mirror!r}")
+        raise SensorSpecError(f"rotating_mirror must be true or false, got {shown(mirror)}")
     if mirror:  # layers off a turning 45° mirror (Ibeo LUX, BlenSor): elevation coupled to azimuth
         return replace(grid, directions=mirror_directions(elevation[grid.beam_id], azimuth[grid.column]))
     return grid
@@ -403,21 +439,26 @@ def _continuous(spec: dict[str, Any]) -> ContinuousScan:
     """The :class:`ContinuousScan` of a ``rosette`` spec (:mod:`.rosette`), its settings checked."""
     rosette = spec["rosette"]
     if not isinstance(rosette, dict):
-        raise SensorSpecError(f"rosette must be a mapping, got {rosette!r}")
+        raise SensorSpecError(f"rosette must be a mapping, got {shown(rosette)}")
     known = {"points_per_second", "channels", "horizontal_rotation_hz", "vertical_rotation_hz", "radial_scaling",
              "vertical_fov_deg", "cone_half_angles_deg"}
     if set(rosette) - known:
         raise SensorSpecError(f"unknown rosette key(s): {', '.join(sorted(set(rosette) - known))}")
     channels = rosette.get("channels", 1)
     if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or not 1 <= channels <= 4096:
-        raise SensorSpecError(f"rosette channels must be an integer in 1..4096, got {channels!r}")
+        raise SensorSpecError(f"rosette channels must be an integer in 1..4096, got {shown(channels)}")
     geometry = {k: list(_angles(rosette, k, 2)) for k in ("vertical_fov_deg", "cone_half_angles_deg") if k in rosette}
     if len(geometry) != 1:
         raise SensorSpecError("rosette needs exactly one of vertical_fov_deg and cone_half_angles_deg")
     for lower_deg, upper_deg in geometry.values():
         if not (-90 <= lower_deg <= 90 and -90 <= upper_deg <= 90):
             raise SensorSpecError(f"rosette angles must lie within ±90°, got {geometry}")
-    return rosette_scan(points_per_second=_number(rosette, "points_per_second"), channels=int(channels),
+    points_per_second = _number(rosette, "points_per_second")
+    if points_per_second > MAX_POINTS_PER_SECOND:
+        key = "points-per-second" if "airsim_origin" in spec else "rosette.points_per_second"  # as the user wrote it
+        raise SensorSpecError(f"sensor spec key {key!r} must be at most {MAX_POINTS_PER_SECOND:.0e} points/s, "
+                              f"got {points_per_second:g}")
+    return rosette_scan(points_per_second=points_per_second, channels=int(channels),
                         horizontal_rotation_hz=_number(rosette, "horizontal_rotation_hz", positive=False),
                         vertical_rotation_hz=_number(rosette, "vertical_rotation_hz", positive=False),
                         radial_scaling=_number(rosette, "radial_scaling", 1.0), **geometry)
@@ -429,6 +470,11 @@ def load_sensor(spec: SensorSpec) -> Sensor:
     Raises :class:`SensorSpecError` with a one-line reason on bad input.
     """
     spec = resolve_spec(spec)
+    for key, longest in (("name", 200), ("description", 2000)):
+        text = spec.get(key, "")
+        if isinstance(text, bool) or not isinstance(text, (str, int, float)) or len(str(text)) > longest:
+            raise SensorSpecError(f"sensor spec key {key!r} must be a text of at most {longest} characters, "
+                                  f"got {shown(text)}")
     frame_rate_hz = _number(spec, "frame_rate_hz", 10.0)
     min_range_m = _number(spec, "min_range_m", 0.0, positive=False)
     max_range_m = _number(spec, "max_range_m", 120.0)
@@ -442,10 +488,10 @@ def load_sensor(spec: SensorSpec) -> Sensor:
             raise SensorSpecError(f"range_reflectivity: {exc}") from None
     layers = spec.get("max_transparent_layers", 4)
     if not isinstance(layers, (int, np.integer)) or isinstance(layers, bool) or not 0 <= layers <= 64:
-        raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {layers!r}")
+        raise SensorSpecError(f"max_transparent_layers must be an integer in 0..64, got {shown(layers)}")
     bounces = spec.get("max_bounces", 2)
     if not isinstance(bounces, (int, np.integer)) or isinstance(bounces, bool) or not 0 <= bounces <= 16:
-        raise SensorSpecError(f"max_bounces must be an integer in 0..16, got {bounces!r}")
+        raise SensorSpecError(f"max_bounces must be an integer in 0..16, got {shown(bounces)}")
     try:
         tof = parse_tof(spec.get("tof"))
     except ToFSpecError as exc:
@@ -464,11 +510,14 @@ def load_sensor(spec: SensorSpec) -> Sensor:
         raise SensorSpecError(str(exc)) from None
     distortion = spec.get("motion_distortion", True)
     if not isinstance(distortion, bool):
-        raise SensorSpecError(f"motion_distortion must be true or false, got {distortion!r}")
+        raise SensorSpecError(f"motion_distortion must be true or false, got {shown(distortion)}")
     slices = spec.get("motion_slices", 10)
     if not isinstance(slices, (int, np.integer)) or isinstance(slices, bool) or not 1 <= slices <= 4096:
-        raise SensorSpecError(f"motion_slices must be an integer in 1..4096, got {slices!r}")
+        raise SensorSpecError(f"motion_slices must be an integer in 1..4096, got {shown(slices)}")
     continuous = _continuous(spec) if "rosette" in spec else None
+    if continuous is not None:
+        rays = continuous.shots_per_second * continuous.channels / frame_rate_hz
+        _check_rays(rays, f"{rays:,.0f} rays a frame (rosette points_per_second / frame_rate_hz)")
     # a pattern that never repeats shows its first frame's rays as ``pattern``
     pattern = continuous.rays_between(0.0, 1.0 / frame_rate_hz) if continuous else _pattern(spec, 1.0 / frame_rate_hz)
     if pattern is None:

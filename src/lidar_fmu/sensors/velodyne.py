@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..documents import read_document, shown
 from ..errors import LidarFmuError
 from ..geometry.pattern import RayPattern, check_ray_count
 
@@ -61,42 +62,61 @@ class VelodyneCalibration:
         return len(self.laser_id)
 
 
-def read_velodyne_calibration(path) -> VelodyneCalibration:
-    """The corrections of a calibration YAML (``lasers: [{laser_id, vert_correction, rot_correction, …}]``)."""
-    import yaml
+#: lasers of a unit: Velodyne's have 16 to 128 (a bound against typos, not a datasheet figure)
+MAX_LASERS = 1024
+#: the largest |value| each per-laser key may have, and why: angles in radians; lengths in m, where a laser
+#: leaves the head within its housing (the HDL-64E's head is ~0.2 m across, its vert_offset_correction ~0.2 m)
+#: and dist_correction is a range bias (the HDL-64E's are ~1–1.5 m)
+BOUNDS = {
+    "vert_correction": (np.pi / 2, "rad (an elevation within ±π/2: not radians?)"),
+    "rot_correction": (np.pi, "rad (an azimuth offset within a half turn: not radians?)"),
+    "vert_offset_correction": (1.0, "m (the laser leaves the head inside its housing)"),
+    "horiz_offset_correction": (1.0, "m (the laser leaves the head inside its housing)"),
+    "dist_correction": (10.0, "m (a range bias of the unit)"),
+}
 
+
+def read_velodyne_calibration(path) -> VelodyneCalibration:
+    """The corrections of a calibration YAML (``lasers: [{laser_id, vert_correction, rot_correction, …}]``).
+
+    Read within the bounds of :mod:`lidar_fmu.documents`; every key it uses is checked (numbers, finite, within
+    :data:`BOUNDS`); a bad one raises :class:`VelodyneCalibrationError` with one line naming it and the laser.
+    """
     name = os.path.basename(os.fspath(path))
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except (OSError, ValueError) as exc:
-        raise VelodyneCalibrationError(f"cannot read Velodyne calibration {name}: {exc}") from None
+    data = read_document(path, "Velodyne calibration", VelodyneCalibrationError, syntax="yaml")
     lasers = data.get("lasers") if isinstance(data, dict) else None
     if not isinstance(lasers, list) or not lasers or not all(isinstance(laser, dict) for laser in lasers):
-        raise VelodyneCalibrationError(f"Velodyne calibration {name}: needs a non-empty 'lasers' list")
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: needs a non-empty 'lasers' list of mappings")
+    if len(lasers) > MAX_LASERS:
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: at most {MAX_LASERS} lasers, got {len(lasers)}")
 
     def column(key, default=None):
-        values: list | np.ndarray  # the lasers' values, then as an array
-        try:
-            values = [laser[key] if default is None else laser.get(key, default) for laser in lasers]
-            values = np.asarray(values, np.float64)
-        except KeyError:
-            raise VelodyneCalibrationError(f"Velodyne calibration {name}: a laser lacks {key!r}") from None
-        except (TypeError, ValueError):
-            raise VelodyneCalibrationError(f"Velodyne calibration {name}: {key!r} must be numbers") from None
-        if not np.all(np.isfinite(values)):
-            raise VelodyneCalibrationError(f"Velodyne calibration {name}: {key!r} is not finite")
+        values = np.empty(len(lasers))
+        for k, laser in enumerate(lasers):  # one laser's values, so that a message names it
+            if key not in laser and default is None:
+                raise VelodyneCalibrationError(f"Velodyne calibration {name}: lasers[{k}] lacks {key!r}")
+            value = laser.get(key, default)
+            if isinstance(value, str):  # YAML 1.1 reads 2e-2 (no dot) as a string: a number all the same
+                try:
+                    value = float(value)
+                except ValueError:
+                    pass
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+                raise VelodyneCalibrationError(f"Velodyne calibration {name}: lasers[{k}].{key} must be a finite "
+                                               f"number, got {shown(value)}")
+            bound = BOUNDS.get(key)
+            if bound is not None and abs(value) > bound[0]:
+                raise VelodyneCalibrationError(f"Velodyne calibration {name}: lasers[{k}].{key} must lie within "
+                                               f"±{bound[0]:.4g} {bound[1]}, got {shown(value)}")
+            values[k] = value
         return values
 
     laser_id = column("laser_id")
     order = np.argsort(laser_id, kind="stable")
     if not np.array_equal(laser_id[order], np.arange(len(lasers))):
         raise VelodyneCalibrationError(f"Velodyne calibration {name}: laser_id must be 0…{len(lasers) - 1}, once each")
-    elevation = column("vert_correction")
-    if np.any(np.abs(elevation) > np.pi / 2):
-        raise VelodyneCalibrationError(f"Velodyne calibration {name}: vert_correction beyond ±π/2 (not radians?)")
     return VelodyneCalibration(
-        laser_id[order].astype(np.int64), elevation[order], column("rot_correction", 0.0)[order],
+        laser_id[order].astype(np.int64), column("vert_correction")[order], column("rot_correction", 0.0)[order],
         column("vert_offset_correction", 0.0)[order], column("horiz_offset_correction", 0.0)[order],
         column("dist_correction", 0.0)[order],
     )

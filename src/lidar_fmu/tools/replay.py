@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from ..documents import read_document
 from ..errors import UserError
 from ..osi.trace import TraceError
 from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog
@@ -53,18 +54,12 @@ SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environmen
 
 def load_scenario(path) -> dict:
     """Read ``scenario.yaml`` (or a folder holding one) → dict with absolute paths."""
-    import yaml
-
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "scenario.yaml")
     if not os.path.isfile(path):
         raise UserError(f"scenario file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            scenario = yaml.safe_load(f)
-    except Exception as exc:
-        raise UserError(f"cannot read scenario {path}: {exc}") from None
+    scenario = read_document(path, "scenario", UserError, syntax="yaml")  # bounded: size, depth, aliases
     if not isinstance(scenario, dict) or "trace" not in scenario:
         raise UserError(f"scenario {path} must be a mapping with at least 'trace'")
     unknown = set(scenario) - SCENARIO_KEYS

@@ -39,6 +39,7 @@ import sys
 import time
 from typing import Any
 
+from ..documents import read_document
 from ..errors import LidarFmuError, UserError
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
@@ -98,16 +99,10 @@ class RunOptions:
 # -- the crossing ---------------------------------------------------------------------------------
 def load_sweep(path) -> tuple[dict, str]:
     """Read a sweep file → (its mapping, its folder: what relative paths in it are relative to)."""
-    import yaml
-
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise UserError(f"sweep file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            sweep = yaml.safe_load(f)
-    except yaml.YAMLError as exc:
-        raise UserError(f"cannot read sweep file {path}: {exc}") from None
+    sweep = read_document(path, "sweep file", UserError, syntax="yaml")  # bounded: size, depth, aliases
     if not isinstance(sweep, dict):
         raise UserError(f"sweep file {path} must be a mapping with 'scenarios' and 'sensors'")
     return sweep, os.path.dirname(path)

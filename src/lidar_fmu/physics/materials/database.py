@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ...documents import read_document, syntax_of
 from ..hit_rules import MATERIAL_CLASSES
 from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_reflectance
 
@@ -224,19 +224,7 @@ class MaterialDatabase:
 # ---------------------------------------------------------------------------
 def _load_document(path: str):
     """Parsed YAML/JSON document (JSON by extension, YAML otherwise)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise MaterialError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        if path.lower().endswith(".json"):
-            return json.loads(text)
-        import yaml
-
-        return yaml.safe_load(text)
-    except Exception as exc:  # yaml/json raise various parser errors
-        raise MaterialError(f"cannot parse {path}: {exc}") from None
+    return read_document(path, "material file", MaterialError, syntax=syntax_of(path))  # bounded: size, depth, aliases
 
 
 def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> IRMaterial:
