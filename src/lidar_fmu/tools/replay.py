@@ -268,13 +268,15 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
 
     for index, view, time_s in views:
         t0 = time.perf_counter()
+        logged = len(fmu.messages)
         out = fmu.step(view, time_s - step_s, step_s)
         step_ms = (time.perf_counter() - t0) * 1e3
+        why_invalid = None if out.valid else "; ".join(text for _, text in fmu.messages[logged:])
         cloud = sensor_data_to_points(out.sensor_data)
         cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
         if twin is not None:
             cloud.ground_truth = twin.truth_for(cloud, view, time_s)
-        yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms)
+        yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms, why_invalid)
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
