@@ -13,12 +13,13 @@ Each run replays its scenario through the FMU exactly as ``lidar-fmu replay``
 does, into ``OUT/<scenario>__<sensor>[__<mounting>][__<weather>][__<key-value>…]/``
 (same files, same SensorData bytes). Three parts, each usable alone:
 
-* :func:`plan_runs` — the crossing, a pure function of the sweep mapping;
+* :func:`plan_runs` — the crossing, from the sweep mapping (it reads no file);
 * :func:`run_one` — one run on whichever process executes it (a Dask worker,
-  or this process with ``serial``); it never raises: a failure is its result;
+  or this process with ``serial``); it never raises: a failure, a frame the
+  FMU flagged invalid included, is its result;
 * :func:`run_sweep` — resume, execution (``LocalCluster``, an external
-  scheduler, or serial), one retry of runs whose worker died, the report
-  (``OUT/sweep.csv``, ``OUT/sweep.png``).
+  scheduler, or serial), one retry of runs whose worker died, progress on
+  stderr, the report (``OUT/sweep.csv``, ``OUT/sweep.png``).
 
 Workers read inputs and write outputs by path: every worker must see the
 sweep's scenarios, spec files and ``OUT`` at the same paths as the client
@@ -738,5 +739,5 @@ def write_grid(path: str, out_dir: str, rows: list[dict], columns: int = 4) -> N
     fig.savefig(path, dpi=80)
 
 
-__all__ = ["Progress", "Run", "RunOptions", "SweepError", "completed_row", "load_sweep", "plan_runs", "run_one", "run_sweep",
+__all__ = ["Run", "RunOptions", "SweepError", "completed_row", "load_sweep", "plan_runs", "run_one", "run_sweep",
            "worker_fmu", "write_report"]
