@@ -1,5 +1,6 @@
-"""lidar-fmu sweep: the crossing, serial-identical outputs on a LocalCluster and on an external Dask scheduler,
-resume, and faults (a broken scenario, a worker that dies) that never sink the other runs."""
+"""lidar-fmu sweep: the crossing, serial-identical outputs on a LocalCluster (from a cold Numba cache too) and on
+an external Dask scheduler, resume, faults (a broken scenario, invalid frames, a worker killed mid-run) that are
+reported as failures and never sink the other runs, progress in a log, and no dashboard unless asked."""
 import csv
 import json
 import math
@@ -76,10 +77,22 @@ def test_the_example_sweep_file_plans_the_demo_with_four_lidars():
     ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "mountings": [{"pos": [0, 0, 1]}]}, "a mounting must be"),
     ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "spec": {"noise": "datasheet"}}, "non-empty list of values"),
     ({"scenarios": ["a"], "sensors": [3]}, "a sensor must be"),
+    # a mistyped preset is named as a preset, with the presets it resembles, not taken for a spec file's path
+    ({"scenarios": ["a"], "sensors": ["velodyne_vlp16", "velodyne_vlp61"]},
+     r"^sweep: sensors\[1\]: unknown sensor preset 'velodyne_vlp61'; did you mean velodyne_vlp16"),
+    ({"scenarios": ["a"], "sensors": [{"preset": "ouster_os1_12"}]},
+     r"^sweep: sensors\[0\]\.preset: unknown sensor preset 'ouster_os1_12'; did you mean ouster_os1_128"),
 ])
 def test_plan_refuses_bad_sweeps_by_name(sweep, message):
     with pytest.raises(UserError, match=message):
         plan_runs(sweep, "/base")
+
+
+def test_sensor_entries_that_are_files_stay_spec_files(tmp_path):
+    """A spec file beside the sweep file without a suffix, a path and a missing ``.yaml`` are files, not presets."""
+    (tmp_path / "mylidar").write_text(yaml.safe_dump(SENSORS[1]))
+    runs = plan_runs({"scenarios": ["a"], "sensors": ["mylidar", "specs/wide", "gone.yaml"]}, str(tmp_path))
+    assert [run.sensor for run in runs] == [str(tmp_path / name) for name in ("mylidar", "specs/wide", "gone.yaml")]
 
 
 # -- small scenarios, and their serial replays as the reference -----------------------------------
@@ -158,8 +171,10 @@ def test_local_cluster_sweep_is_the_serial_replay_and_resumes(scenarios, referen
     sweep = _sweep_file(tmp_path / "sweep.yaml", scenarios.values())
     out = tmp_path / "out"
     assert main(["sweep", str(sweep), "-o", str(out), "--workers", "2"]) == 0
-    printed = capsys.readouterr().out
-    assert "on LocalCluster, 2 workers" in printed and "% Completed" in printed  # Dask's progress bar
+    printed = capsys.readouterr()
+    assert "on LocalCluster, 2 workers" in printed.out
+    # the progress, on stderr (no terminal here): one plain line per finished run
+    assert "\r" not in printed.err and len([line for line in printed.err.splitlines() if ": ok (2 frames, " in line]) == 4
     _check_identical(out, reference, reference)
     rows = _rows(out)
     assert set(rows) == set(reference)
@@ -316,3 +331,198 @@ def test_a_replay_whose_fmu_cannot_start_says_why_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "the FMU cannot start" in err and "cannot read mesh" in err and "street.obj" in err
+
+
+# -- honest reports: invalid frames, progress in a log ---------------------------------------------
+def _views_of_a_missing_host(cars, times_s):
+    """SensorViews naming a host vehicle that is not in their ground truth: every step of the FMU is invalid."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    views = []
+    for t in times_s:
+        view = SensorView.FromString(sensor_view(cars, time_s=t, host=None))
+        view.host_vehicle_id.value = view.global_ground_truth.host_vehicle_id.value = 77
+        views.append(view.SerializeToString())
+    return views
+
+
+def test_a_run_with_invalid_frames_fails_and_runs_again(scenarios, tmp_path, capsys):
+    """Every step invalid (the host vehicle is not in the ground truth): the run is failed with the FMU's reason,
+    the sweep exits 2, its log has one plain line per run, and --resume runs it again (and only it)."""
+    cars = [(20, (14.0, -3.0, 0.9), (0, 0, 0.4), (4.6, 1.9, 1.8), "")]
+    write_trace(tmp_path / "nohost.osi", _views_of_a_missing_host(cars, (0.1, 0.2)))
+    nohost = _scenario(tmp_path / "nohost", tmp_path / "nohost.osi")
+    sweep = _sweep_file(tmp_path / "sweep.yaml", [scenarios["boxes"], nohost], [SENSORS[1]])
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep), "-o", str(out), "--serial"]) == 2
+    captured = capsys.readouterr()
+    rows = _rows(out)
+    assert rows["boxes__tiny8"]["status"] == "ok" and float(rows["boxes__tiny8"]["returns_mean"]) > 0
+    failed = rows["nohost__tiny8"]
+    assert failed["status"] == "failed" and failed["frames"] == str(FRAMES)  # replayed, and said so
+    assert failed["error"] == f"{FRAMES} of {FRAMES} frames invalid, the first (frame 0): t=0.100000s: host vehicle " \
+                              "77 is not in the ground truth"
+    assert "1 of 2 runs failed: nohost__tiny8" in captured.err and "FAILED nohost__tiny8" in captured.out
+    # stderr is no terminal here: one plain line per finished run, no carriage returns
+    assert "\r" not in captured.err
+    assert "sweep: 1/2 boxes__tiny8: ok (2 frames, " in captured.err
+    assert "sweep: 2/2 nohost__tiny8: failed (2 of 2 frames invalid" in captured.err
+
+    stamps = {name: (out / name / "summary.json").stat().st_mtime_ns for name in rows}
+    assert main(["sweep", str(sweep), "-o", str(out), "--serial", "--resume"]) == 2
+    assert "2 runs (1 complete from an earlier sweep, skipped), 1 to run" in capsys.readouterr().out
+    rows = _rows(out)
+    assert rows["boxes__tiny8"]["status"] == "skipped" and rows["nohost__tiny8"]["status"] == "failed"
+    assert (out / "boxes__tiny8" / "summary.json").stat().st_mtime_ns == stamps["boxes__tiny8"]
+    assert (out / "nohost__tiny8" / "summary.json").stat().st_mtime_ns != stamps["nohost__tiny8"]
+
+
+@pytest.mark.slow
+def test_a_cold_numba_cache_on_a_local_cluster_is_the_serial_replay(scenarios, tmp_path):
+    """`lidar-fmu sweep --workers 2` as a user starts it, with Numba's and lidar-fmu's caches empty: every worker
+    compiles its kernels (fog's first mid-run) and gives the serial replay's bytes; stderr, a file here, gets one
+    plain line per run."""
+    weather = [{"name": "clear"}, {"name": "fog50", "fog_visibility_m": 50}]
+    sweep = _sweep_file(tmp_path / "sweep.yaml", [scenarios["boxes"]], [SENSORS[1]],
+                        weather=["clear", weather[1]])
+    out = tmp_path / "out"
+    env = os.environ | {"NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "LIDAR_FMU_CACHE": str(tmp_path / "cache"),
+                        "PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")])}
+    env.pop("NUMBA_NUM_THREADS", None)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "lidar_fmu", "sweep", str(sweep), "-o", str(out), "--workers", "2"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    print(f"cold sweep: {time.perf_counter() - started:.1f} s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("sweep: ")]
+    assert "\r" not in done.stderr and len(progress) == 2, done.stderr  # one line per run
+    assert any(name.endswith(".nbi") for _, _, names in os.walk(tmp_path / "numba-cache") for name in names)
+    rows = _rows(out)
+    for entry in weather:
+        name = f"boxes__tiny8__{entry['name']}"
+        keys = {k: v for k, v in entry.items() if k != "name"}
+        reference = _serial_replay(scenarios["boxes"], tmp_path / f"serial-{name}",
+                                   SENSORS[1] | ({"weather": keys} if keys else {}))
+        assert rows[name]["status"] == "ok" and rows[name]["error"] == ""
+        assert _outputs(out / name) == _outputs(reference)
+        assert sum(_outputs(reference)["returns"]) > 0
+
+
+# -- a worker killed mid-run ----------------------------------------------------------------------
+KILLED_ONCE, KILLED_ALWAYS = "shared__tiny8", "boxes__small16"
+
+
+def killed_mid_run(run: Run, out_dir: str, options: RunOptions) -> dict:
+    """The real run, whose worker process is killed (SIGKILL, as the out-of-memory killer does) once its first
+    frame is on disk: for KILLED_ONCE on its first attempt, for KILLED_ALWAYS on every attempt."""
+    import signal
+    import threading
+
+    marker = os.path.join(out_dir, f"killed-{run.name}")
+    if run.name == KILLED_ALWAYS or (run.name == KILLED_ONCE and not os.path.exists(marker)):
+        first_frame = os.path.join(out_dir, run.name, "frames", "frame_0000.pcd")
+
+        def kill_when_the_first_frame_is_written():
+            while not os.path.exists(first_frame):
+                time.sleep(0.001)
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=kill_when_the_first_frame_is_written, daemon=True).start()
+    return run_one(run, out_dir, options)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_is_run_again_or_failed_never_ok(scenarios, reference, tmp_path, capsys):
+    import cloudpickle
+
+    import test_sweep
+
+    sweep = _sweep_file(tmp_path / "sweep.yaml", scenarios.values())
+    out = tmp_path / "out"
+    cloudpickle.register_pickle_by_value(test_sweep)  # the workers cannot import this test module by name
+    try:
+        with pytest.raises(SweepError) as caught:
+            run_sweep(sweep, out, workers=2, task=killed_mid_run, echo=lambda line: None)
+    finally:
+        cloudpickle.unregister_pickle_by_value(test_sweep)
+    assert caught.value.failed == [KILLED_ALWAYS]
+    rows = _rows(out)
+    assert rows[KILLED_ALWAYS]["status"] == "failed" and rows[KILLED_ALWAYS]["attempts"] == "2"
+    assert rows[KILLED_ALWAYS]["error"].startswith("its worker died twice: ")
+    assert rows[KILLED_ONCE]["status"] == "ok" and rows[KILLED_ONCE]["attempts"] == "2"  # run again, from scratch
+    # the sweep hands a worker one run at a time: a worker's death takes no other run with it
+    ok = set(reference) - {KILLED_ALWAYS}
+    assert all(rows[name]["status"] == "ok" and rows[name]["attempts"] == "1" for name in ok - {KILLED_ONCE})
+    _check_identical(out, reference, ok)
+    assert f"sweep: {KILLED_ALWAYS}: its worker died; running it once more" in capsys.readouterr().err
+
+    # --resume runs the failed run alone, to the serial replay's bytes
+    stamps = {name: (out / name / "summary.json").stat().st_mtime_ns for name in ok}
+    assert main(["sweep", str(sweep), "-o", str(out), "--serial", "--resume", "-q"]) == 0
+    rows = _rows(out)
+    assert all(rows[name]["status"] == ("skipped" if name in ok else "ok") for name in rows)
+    assert all((out / name / "summary.json").stat().st_mtime_ns == stamp for name, stamp in stamps.items())
+    _check_identical(out, reference, reference)
+
+
+# -- Dask's dashboard -----------------------------------------------------------------------------
+def _page(port, path):
+    """The HTTP status of a page of 127.0.0.1:``port``."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=20) as page:
+            return page.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def scheduler_pages(run: Run, out_dir: str, options: RunOptions) -> dict:
+    """Not a replay: which port the scheduler's HTTP server (Dask's dashboard, when there is one) listens on, and
+    what its info and dashboard pages answer, seen from a worker while the cluster lives."""
+    from distributed import get_client
+
+    port = get_client().scheduler_info()["services"]["dashboard"]
+    return {"run": run.name, "status": "ok", "http_port": port, "info": _page(port, "/info/main/workers.html"),
+            "dashboard": _page(port, "/status")}
+
+
+@pytest.mark.slow
+def test_no_dashboard_unless_asked(scenarios, tmp_path, monkeypatch):
+    """Dask's scheduler serves pages on 8787 by default; the sweep's serves none, unless --dashboard asks."""
+    import socket
+
+    import cloudpickle
+
+    import test_sweep
+
+    sweep = _sweep_file(tmp_path / "sweep.yaml", [scenarios["boxes"]], [SENSORS[1]])
+    cloudpickle.register_pickle_by_value(test_sweep)
+    try:
+        rows = run_sweep(sweep, tmp_path / "out", workers=1, progress=False, task=scheduler_pages,
+                         echo=lambda line: None)
+        assert rows[0]["http_port"] != 8787 and rows[0]["info"] == 404 and rows[0]["dashboard"] == 404
+
+        with socket.socket() as s:  # a free port for the dashboard asked for
+            s.bind(("127.0.0.1", 0))
+            asked = s.getsockname()[1]
+        lines = []
+        rows = run_sweep(sweep, tmp_path / "out", workers=1, progress=False, force=True, dashboard=f"127.0.0.1:{asked}",
+                         task=scheduler_pages, echo=lines.append)
+        assert rows[0]["http_port"] == asked and rows[0]["info"] == 200 and rows[0]["dashboard"] == 200
+        assert f"sweep: Dask's dashboard at http://127.0.0.1:{asked}/status" in lines
+    finally:
+        cloudpickle.unregister_pickle_by_value(test_sweep)
+
+
+def test_a_dashboard_is_refused_where_there_is_none(scenarios, tmp_path, capsys, monkeypatch):
+    sweep = _sweep_file(tmp_path / "sweep.yaml", [scenarios["boxes"]], [SENSORS[1]])
+    assert main(["sweep", str(sweep), "-o", str(tmp_path / "out"), "--serial", "--dashboard"]) == 2
+    assert "--dashboard is for the sweep's own LocalCluster" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "bokeh", None)  # as where Bokeh is not installed
+    assert main(["sweep", str(sweep), "-o", str(tmp_path / "out"), "--dashboard"]) == 2
+    assert capsys.readouterr().err == ("lidar-fmu: error: --dashboard needs Bokeh, which Dask draws its dashboard "
+                                       "with: pip install 'bokeh>=3.1'\n")
+    assert not (tmp_path / "out").exists()

@@ -203,7 +203,7 @@ def cmd_sweep(args) -> None:
         _check_fmu_path(args.fmu)
     run_sweep(args.sweep, args.output, workers=args.workers, scheduler=args.scheduler, serial=args.serial,
               force=args.force, fmu=args.fmu, trace_format=args.trace_format, pcd_every=args.pcd_every,
-              progress=not args.quiet)
+              progress=not args.quiet, dashboard=args.dashboard)
 
 
 def _int_at_least(minimum: int):
@@ -468,8 +468,8 @@ def _add_sweep(sub) -> None:
                        description="Cross the sweep file's scenarios, sensors and optional mountings, weather and "
                                    "spec keys; replay each run through the FMU into OUT/<scenario>__<sensor>[__…]/ "
                                    "as `replay` does; write OUT/sweep.csv and OUT/sweep.png. Runs complete from an "
-                                   "earlier sweep are skipped. Workers must see the sweep's paths (shared file "
-                                   "system). Exit code 2 names the failed runs.")
+                                   "earlier sweep are skipped; failed and incomplete ones run again. Workers must see "
+                                   "the sweep's paths (shared file system). Exit code 2 names the failed runs.")
     p.add_argument("sweep", help="sweep file (YAML: scenarios, sensors, mountings, weather, spec, frames)")
     p.add_argument("-o", "--output", required=True, help="output folder (one folder per run, sweep.csv, sweep.png)")
     p.add_argument("--workers", type=_positive_int, default=None,
@@ -477,11 +477,19 @@ def _add_sweep(sub) -> None:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run on an existing Dask cluster (tcp://host:port of its scheduler) instead")
     p.add_argument("--serial", action="store_true", help="no Dask: the runs one after another in this process")
-    p.add_argument("--force", action="store_true", help="rerun runs whose outputs are complete")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="skip runs complete from an earlier sweep into OUT, run failed and incomplete ones "
+                            "(the default)")
+    again.add_argument("--force", action="store_true", help="rerun runs whose outputs are complete")
+    p.add_argument("--dashboard", nargs="?", const="127.0.0.1:8787", default=None, metavar="ADDRESS",
+                   help="serve Dask's dashboard of the LocalCluster at ADDRESS (default 127.0.0.1:8787; needs "
+                        "bokeh); without it no dashboard")
     p.add_argument("--fmu", default=None, help="FMU every worker drives (default: each worker's build of these "
                                                 "sources, content-hashed in its user cache)")
     _add_output_options(p, trace_format="osi", rerun=False)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress (shown on stderr: a line redrawn on a terminal, else a line per finished run)")
     p.set_defaults(func=cmd_sweep)
 
 

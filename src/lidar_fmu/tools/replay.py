@@ -318,14 +318,16 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
 
     for index, view, time_s in views:
         t0 = time.perf_counter()
+        logged = len(fmu.messages)
         out = fmu.step(view, time_s - step_s, step_s)
         step_ms = (time.perf_counter() - t0) * 1e3
+        why_invalid = None if out.valid else "; ".join(text for _, text in fmu.messages[logged:])
         cloud = sensor_data_to_points(out.sensor_data)
         cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
         if twin is not None:
             twin.step(view, time_s)
             cloud.ground_truth = twin.truth_for(cloud)
-        yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms)
+        yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms, why_invalid)
 
 
 #: the files a replay wrote into its output folder, one path relative to it a line: what the next replay into the

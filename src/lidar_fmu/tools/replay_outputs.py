@@ -51,6 +51,7 @@ class ReplayedFrame:
     sensor_data: bytes  # the FMU's serialized osi3.SensorData
     cloud: PointCloud  # decoded from ``sensor_data`` (with the twin's ground truth when asked)
     step_ms: float  # wall time of the FMU's doStep
+    why_invalid: str | None = None  # the FMU's output 'valid' was false: what it logged in the step; None: valid
 
 
 class SensorDataTrace:
@@ -183,6 +184,7 @@ class FrameTally:
 
     def __init__(self):
         self.returns, self.object_ids, self.step_ms, self.times_s = [], [], [], []
+        self.invalid: list[dict] = []  # the frames the FMU flagged invalid: index, time_s, why
 
     def add(self, frame: ReplayedFrame) -> None:
         from ..pointcloud import NO_OBJECT_ID
@@ -191,6 +193,8 @@ class FrameTally:
         self.object_ids.append(sorted(set(np.unique(frame.cloud.points["object_id"]).tolist()) - {int(NO_OBJECT_ID)}))
         self.step_ms.append(frame.step_ms)
         self.times_s.append(frame.time_s)
+        if frame.why_invalid is not None:
+            self.invalid.append({"index": frame.index, "time_s": frame.time_s, "why": frame.why_invalid})
 
 
 def _percentiles(values_ms) -> dict:
@@ -254,6 +258,8 @@ class ReplayOutputs:
             "step_ms": _percentiles(tally.step_ms[1:] or tally.step_ms),
             "sensordata_trace": trace_file,
             "fmu_messages": [f"[{status}] {text}" for status, text in fmu_messages],
+            # frames whose step the FMU flagged invalid (its output 'valid' false), with what it logged then
+            "invalid_frames": tally.invalid,
             # the first damaged frame of the trace (the frames before it were replayed), or null
             "damaged_frame": None if damage is None else {"index": damage.frame, "byte_offset": damage.offset,
                                                           "error": str(damage)},

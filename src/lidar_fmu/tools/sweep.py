@@ -13,12 +13,13 @@ Each run replays its scenario through the FMU exactly as ``lidar-fmu replay``
 does, into ``OUT/<scenario>__<sensor>[__<mounting>][__<weather>][__<key-value>…]/``
 (same files, same SensorData bytes). Three parts, each usable alone:
 
-* :func:`plan_runs` — the crossing, a pure function of the sweep mapping;
+* :func:`plan_runs` — the crossing, from the sweep mapping (it reads no file);
 * :func:`run_one` — one run on whichever process executes it (a Dask worker,
-  or this process with ``serial``); it never raises: a failure is its result;
+  or this process with ``serial``); it never raises: a failure, a frame the
+  FMU flagged invalid included, is its result;
 * :func:`run_sweep` — resume, execution (``LocalCluster``, an external
-  scheduler, or serial), one retry of runs whose worker died, the report
-  (``OUT/sweep.csv``, ``OUT/sweep.png``).
+  scheduler, or serial), one retry of runs whose worker died, progress on
+  stderr, the report (``OUT/sweep.csv``, ``OUT/sweep.png``).
 
 Workers read inputs and write outputs by path: every worker must see the
 sweep's scenarios, spec files and ``OUT`` at the same paths as the client
@@ -144,17 +145,38 @@ def _scenario_axis(entries: list, base_dir: str) -> list[tuple[str, str]]:
     return axis
 
 
+def _unknown_preset(name: str, where: str) -> UserError:
+    """The error for a preset name that is none: with the presets it resembles, as ``scan --sensor`` gives it."""
+    from ..sensors.presets import PRESETS, close_names
+
+    hint = close_names(name)
+    more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
+    return UserError(f"sweep: {where}: unknown sensor preset {name!r}{more}")
+
+
+def _is_spec_path(entry: str, base_dir: str) -> bool:
+    """Is a sensor entry that is no preset name a spec file? A path (a folder in it, or a spec file's suffix) or a
+    file beside the sweep file is; a bare word that is no file is a mistyped preset."""
+    return (os.sep in entry or "/" in entry or entry.lower().endswith((".json", ".jsonc", ".yaml", ".yml"))
+            or os.path.isfile(os.path.join(base_dir, entry)))
+
+
 def _sensor_axis(entries: list, base_dir: str) -> list[tuple[str, str | dict]]:
     from ..sensors.presets import PRESETS
 
     axis: list[tuple[str, str | dict]] = []
     for i, entry in enumerate(entries):
         if isinstance(entry, dict):
-            axis.append((_label(entry.get("name") or entry.get("preset") or f"sensor{i}"), dict(entry)))
+            preset = entry.get("preset")
+            if isinstance(preset, str) and preset not in PRESETS:
+                raise _unknown_preset(preset, f"sensors[{i}].preset")
+            axis.append((_label(entry.get("name") or preset or f"sensor{i}"), dict(entry)))
         elif isinstance(entry, str) and entry in PRESETS:
             axis.append((_label(entry), entry))
-        elif isinstance(entry, str):  # a spec file, relative to the sweep file
+        elif isinstance(entry, str) and _is_spec_path(entry, base_dir):  # a spec file, relative to the sweep file
             axis.append((_label(os.path.splitext(os.path.basename(entry))[0]), os.path.join(base_dir, entry)))
+        elif isinstance(entry, str):
+            raise _unknown_preset(entry, f"sensors[{i}]")
         else:
             raise UserError(f"sweep: a sensor must be a preset name, a spec file or a mapping, got {entry!r}")
     return axis
@@ -196,8 +218,9 @@ def _spec_axes(spec: dict) -> list[tuple[str, list[tuple[str, dict]]]]:
 
 
 def plan_runs(sweep: dict, base_dir: str) -> list[Run]:
-    """Cross a sweep mapping's axes into runs (pure: reads no file). Order: scenarios, sensors, mountings,
-    weather, then the ``spec`` keys as written; the last axis varies fastest."""
+    """Cross a sweep mapping's axes into runs (reads no file; it only looks whether a sensor entry that is no
+    preset name is a file). Order: scenarios, sensors, mountings, weather, then the ``spec`` keys as written; the
+    last axis varies fastest."""
     import itertools
 
     unknown = set(sweep) - SWEEP_KEYS
@@ -296,9 +319,23 @@ def _identity(run: Run, options: RunOptions) -> dict:
     return json.loads(json.dumps(run_fields | {"trace_format": options.trace_format, "pcd_every": options.pcd_every}))
 
 
+#: characters of an FMU message kept in a report row (a step's message may carry a whole traceback)
+BRIEF_CHARS = 300
+
+
+def _brief(message: str) -> str:
+    """An FMU message on one line: a traceback shortened to its first line and the exception it ended with."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        lines = [lines[0], lines[-1]]
+    text = " ".join(" ".join(lines).split())
+    return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 1] + "…"
+
+
 def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
     """Replay one run into ``out_dir/run.name`` → its report row. Never raises: a failure is the row's
-    ``status`` ``failed`` with the ``error``, so it cannot sink the other runs of the sweep."""
+    ``status`` ``failed`` with the ``error``, so it cannot sink the other runs of the sweep. A run with any frame
+    the FMU flagged invalid (its output ``valid`` false) failed, with what the FMU logged for the first."""
     from .replay import DamagedTraceError, replay
 
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -317,7 +354,12 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
         except DamagedTraceError as exc:  # the intact frames were replayed: report them, still a failure
             row |= _figures(exc.summary)
             raise
-        row |= _figures(summary) | {"status": "ok", "sensordata_trace": summary["sensordata_trace"]}
+        row |= _figures(summary) | {"sensordata_trace": summary["sensordata_trace"]}
+        invalid = summary["invalid_frames"]
+        if invalid:  # the FMU said these steps are not measurements: the run did not do what was asked
+            raise UserError(f"{len(invalid)} of {summary['frames']} frames invalid, the first (frame "
+                            f"{invalid[0]['index']}): {_brief(invalid[0]['why']) or 'the FMU logged no reason'}")
+        row["status"] = "ok"
     except Exception as exc:  # any failure belongs to this run alone: reported in its row, the sweep goes on
         text = " ".join(str(exc).split()) or type(exc).__name__
         row["error"] = text if isinstance(exc, LidarFmuError | OSError) else f"{type(exc).__name__}: {text}"
@@ -341,7 +383,9 @@ def completed_row(run: Run, out_dir: str, options: RunOptions) -> dict | None:
             summary = json.load(f)
     except (OSError, ValueError):
         return None
-    if marker.get("run") != _identity(run, options) or summary.get("damaged_frame") is not None:
+    # a summary without 'invalid_frames' is an older replay's, which did not look: run again
+    if (marker.get("run") != _identity(run, options) or summary.get("damaged_frame") is not None
+            or summary.get("invalid_frames", [None])):
         return None
     needed = (summary.get("sensordata_trace", ""), "preview.png", "preview.gif")
     if not all(os.path.isfile(os.path.join(folder, name)) for name in needed):
@@ -350,29 +394,76 @@ def completed_row(run: Run, out_dir: str, options: RunOptions) -> dict | None:
 
 
 # -- where the runs execute -----------------------------------------------------------------------
-def _local_cluster(workers: int | None):
-    """A LocalCluster of ``workers`` processes (default: one per core), one Dask thread each."""
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _numba_threads_for_workers(threads: int):
+    """While a LocalCluster lives, ``NUMBA_NUM_THREADS`` (unless the user set it) is ``threads`` in this process's
+    environment, which its worker processes inherit when they are spawned, nanny restarts included. Restored
+    afterwards.
+
+    Numba reads the variable when it is imported and again before each compilation, and refuses a changed value
+    once its threads run. A value in the cluster's ``env`` reaches a worker only after it has imported Numba (a
+    spawned process first imports the ``__main__`` of the process that started it, and ``lidar-fmu``'s imports
+    Numba), and Numba would then refuse every compilation in it: each run's first step with a cold cache, or a
+    kernel first needed mid-run. Only this process's compilations meanwhile would see the changed value: the
+    sweep compiles nothing while the cluster lives.
+    """
+    saved = os.environ.get("NUMBA_NUM_THREADS")
+    if saved is None:
+        os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+
+
+def _local_cluster(workers: int, dashboard: str | None):
+    """A LocalCluster of ``workers`` processes, one Dask thread each; Dask's dashboard at ``dashboard`` (an
+    address) if given, else no pages served (Dask's HTTP server on a free port of 127.0.0.1, without routes)."""
     import logging
 
     import dask
     from distributed import LocalCluster
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = workers or cores
-    # The FMU and Numba own their threads: share the cores among the workers' Numba pools instead of
-    # oversubscribing them. allowed_failures=0: a task whose worker dies comes back at once as KilledWorker,
+    # The FMU and Numba own their threads: each worker's Numba pool has its share of the cores
+    # (_numba_threads_for_workers) instead of oversubscribing them. allowed_failures=0: a task whose worker dies
+    # comes back at once as KilledWorker,
     # and the sweep retries it once itself (an external scheduler keeps its own setting, 3 by default).
     # Dask starts its workers with MALLOC_TRIM_THRESHOLD_=64 KiB to hand memory back sooner; a fixed threshold
     # also pins glibc's mmap threshold, so every frame's large arrays are mapped and unmapped afresh (the demo
     # sweep of 4 lidars: 12 s of system time instead of 1.5 s). A sweep worker holds nothing between runs:
     # glibc's own dynamic thresholds serve it better. None unsets the variable. Dask's statistical profiler
-    # samples every thread's stack each 10 ms, taking the GIL from the replay; only a dashboard shows its
-    # samples, and this cluster has none (the 4-lidar demo sweep: ~10 % less CPU without it).
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                          "distributed.worker.profile.enabled": False}):
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                            silence_logs=logging.ERROR, scheduler_kwargs={"allowed_failures": 0},
-                            env={"NUMBA_NUM_THREADS": str(max(1, cores // workers))})
+    # samples every thread's stack each 10 ms, taking the GIL from the replay (the 4-lidar demo sweep: ~10 % less
+    # CPU without it); only a dashboard's profile page shows them, and it stays off with --dashboard too.
+    # Dask's scheduler always starts an HTTP server (port 8787 by default, with info and metrics pages even
+    # when dashboard_address is None): without a dashboard asked for, on a free port and serving nothing.
+    config: dict[str, Any] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                              "distributed.worker.profile.enabled": False}
+    scheduler: dict[str, Any] = {"allowed_failures": 0}
+    if dashboard is None:
+        config["distributed.scheduler.http.routes"] = []
+        scheduler |= {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+    with dask.config.set(config):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=dashboard,
+                            silence_logs=logging.ERROR, scheduler_kwargs=scheduler)
+
+
+def _check_dashboard(dashboard: str | None, serial: bool, scheduler: str | None) -> None:
+    """A dashboard is the sweep's LocalCluster's, and Dask draws it with Bokeh."""
+    if dashboard is None:
+        return
+    if serial or scheduler:
+        raise UserError("--dashboard is for the sweep's own LocalCluster (a --scheduler serves its own dashboard; "
+                        "--serial has none)")
+    try:
+        import bokeh  # noqa: F401  (Dask's dashboard is drawn with it)
+    except ImportError:
+        raise UserError("--dashboard needs Bokeh, which Dask draws its dashboard with: pip install 'bokeh>=3.1'") \
+            from None
 
 
 @contextlib.contextmanager
@@ -422,58 +513,115 @@ def _check_workers_see(client, paths: list[str]) -> None:
                         "at the same paths on every worker (NFS, a cluster file system)")
 
 
-def _on_dask(client, runs: list[Run], out_dir: str, options: RunOptions, task, progress: bool) -> list[dict]:
-    """Submit every run; a run whose worker died is submitted once more; → rows in the runs' order."""
+class Progress:
+    """The sweep's progress on stderr (``enabled``), as its runs finish: on a terminal one line redrawn in place;
+    in a log (stderr not a terminal) one plain line per finished run, and no carriage returns."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.stream = sys.stderr
+        self.enabled, self.total, self.done, self.failed = enabled and total > 0, total, 0, 0
+        self.tty = self.enabled and self.stream.isatty()
+        self.started = time.perf_counter()
+        if self.tty:
+            self._draw()
+
+    def _draw(self) -> None:
+        failed = f", {self.failed} failed" if self.failed else ""
+        self.stream.write(f"\rsweep: {self.done}/{self.total} runs done{failed}, "
+                          f"{time.perf_counter() - self.started:.0f} s\x1b[K")
+        self.stream.flush()
+
+    def finished(self, row: dict) -> None:
+        self.done += 1
+        self.failed += row["status"] == "failed"
+        if self.tty:
+            self._draw()
+        elif self.enabled:
+            what = (f"{row.get('frames', 0)} frames, {row.get('wall_s', 0):.1f} s" if row["status"] == "ok"
+                    else _brief(str(row.get("error", ""))))
+            print(f"sweep: {self.done}/{self.total} {row['run']}: {row['status']} ({what})", file=self.stream,
+                  flush=True)
+
+    def retrying(self, run: Run, why: str) -> None:
+        if self.enabled and not self.tty:
+            print(f"sweep: {run.name}: {why}; running it once more", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _on_dask(client, runs: list[Run], out_dir: str, options: RunOptions, task, progress: Progress) -> list[dict]:
+    """Hand the runs to the workers one per free thread; a run whose worker died is submitted once more; → rows
+    in the runs' order.
+
+    No more runs are out than the cluster has threads: Dask would otherwise queue a second run on a worker
+    ahead, and a worker that dies would take that run down with the one it was running.
+    """
+    import collections
+
     from distributed import KilledWorker, as_completed
-    from distributed import progress as progress_bar
 
     rows: dict[str, dict] = {}
-    pending = list(runs)
-    for attempt in (1, 2):
-        futures = {client.submit(task, run, out_dir, options, key=f"sweep-{run.name}-{attempt}", pure=False): run
-                   for run in pending}
-        if progress and futures:
-            progress_bar(list(futures))  # a text bar on the terminal, until the wave is done
-            print()
-        died = []
-        for future in as_completed(futures):
-            run = futures[future]
-            if future.status == "finished":
-                rows[run.name] = future.result() | {"attempts": attempt}
-                continue
+    queue = collections.deque((run, 1) for run in runs)
+    out: dict[Any, tuple[Run, int]] = {}
+    finished = as_completed()
+
+    def hand_out():
+        threads = max(1, sum(client.nthreads().values()))
+        while queue and len(out) < threads:
+            run, attempt = queue.popleft()
+            future = client.submit(task, run, out_dir, options, key=f"sweep-{run.name}-{attempt}", pure=False)
+            out[future] = (run, attempt)
+            finished.add(future)
+
+    hand_out()
+    for future in finished:
+        run, attempt = out.pop(future)
+        if future.status == "finished":
+            rows[run.name] = future.result() | {"attempts": attempt}
+        else:
             exc = future.exception() if future.status == "error" else RuntimeError(f"task {future.status}")
             if isinstance(exc, KilledWorker) and attempt == 1:
-                died.append(run)
-            else:
-                why = "its worker died twice" if isinstance(exc, KilledWorker) else type(exc).__name__
-                rows[run.name] = {"run": run.name, "status": "failed", "attempts": attempt,
-                                  "error": f"{why}: {' '.join(str(exc).split())}"}
-        pending = died
-        if not pending:
-            break
+                queue.appendleft((run, 2))
+                progress.retrying(run, "its worker died")
+                hand_out()
+                continue
+            why = "its worker died twice" if isinstance(exc, KilledWorker) else type(exc).__name__
+            rows[run.name] = {"run": run.name, "status": "failed", "attempts": attempt,
+                              "error": f"{why}: {' '.join(str(exc).split())}"}
+        progress.finished(rows[run.name])
+        hand_out()
     return [rows[run.name] for run in runs]
 
 
-def _serial(runs: list[Run], out_dir: str, options: RunOptions, task, progress: bool) -> list[dict]:
-    from tqdm import tqdm
-
-    return [task(run, out_dir, options) | {"attempts": 1}
-            for run in tqdm(runs, desc="sweep", unit="run", disable=not progress)]
+def _serial(runs: list[Run], out_dir: str, options: RunOptions, task, progress: Progress) -> list[dict]:
+    rows = []
+    for run in runs:
+        rows.append(task(run, out_dir, options) | {"attempts": 1})
+        progress.finished(rows[-1])
+    return rows
 
 
 def run_sweep(sweep_path, out_dir, *, workers: int | None = None, scheduler: str | None = None,
               serial: bool = False, force: bool = False, fmu: str | None = None, trace_format: str = "osi",
-              pcd_every: int = 1, progress: bool = True, task=run_one, echo=print) -> list[dict]:
+              pcd_every: int = 1, progress: bool = True, dashboard: str | None = None, task=run_one,
+              echo=print) -> list[dict]:
     """Plan, skip what an earlier sweep completed (unless ``force``), run the rest, write the report.
 
     Runs on a new ``LocalCluster`` of ``workers`` processes (default: one per
     core), on the Dask scheduler at ``scheduler``, or one after another in
-    this process (``serial``). ``task`` is what executes a run (default
-    :func:`run_one`). Returns the report's rows; raises :class:`SweepError`
-    naming the failed runs after writing the report.
+    this process (``serial``). ``dashboard``: an address (``127.0.0.1:8787``)
+    where the LocalCluster serves Dask's dashboard; none by default.
+    ``progress``: one line per finished run on stderr (redrawn in place on a
+    terminal). ``task`` is what executes a run (default :func:`run_one`).
+    Returns the report's rows; raises :class:`SweepError` naming the failed
+    runs after writing the report.
     """
     if serial and (workers or scheduler) or (workers and scheduler):
         raise UserError("give one of --serial, --workers N (a LocalCluster) and --scheduler ADDRESS")
+    _check_dashboard(dashboard, serial, scheduler)
     if trace_format not in ("osi", "mcap"):
         raise UserError(f"trace format must be osi or mcap, got {trace_format!r}")
     sweep, base_dir = load_sweep(sweep_path)
@@ -486,12 +634,16 @@ def run_sweep(sweep_path, out_dir, *, workers: int | None = None, scheduler: str
     echo(f"sweep: {len(runs)} runs ({len(done)} complete from an earlier sweep, skipped), {len(todo)} to run")
     started = time.perf_counter()
     where = "serial, in this process"
-    if not todo:
-        rows_run = []
-    elif serial:
-        rows_run = _serial(todo, out_dir, options, task, progress)
-    else:
-        rows_run, where = _distributed(todo, out_dir, options, task, progress, workers, scheduler, echo)
+    shown = Progress(len(todo), progress)
+    try:
+        if serial:
+            rows_run = _serial(todo, out_dir, options, task, shown)
+        elif todo:
+            rows_run, where = _distributed(todo, out_dir, options, task, shown, (workers, scheduler, dashboard), echo)
+        else:
+            rows_run = []
+    finally:
+        shown.close()
     elapsed_s = time.perf_counter() - started
     by_name = done | {row["run"]: row for row in rows_run}
     rows = [{**run.labels, **by_name[run.name]} for run in runs]
@@ -509,8 +661,9 @@ def run_sweep(sweep_path, out_dir, *, workers: int | None = None, scheduler: str
     return rows
 
 
-def _distributed(todo, out_dir, options, task, progress, workers, scheduler, echo):
-    """Run ``todo`` on Dask → (rows, a phrase saying where)."""
+def _distributed(todo, out_dir, options, task, progress: Progress, cluster_options, echo):
+    """Run ``todo`` on Dask (``cluster_options``: workers, scheduler, dashboard) → (rows, a phrase saying where)."""
+    workers, scheduler, dashboard = cluster_options
     if not scheduler and options.fmu is None:
         from ..cosim.fmu_package import cached_fmu
 
@@ -522,10 +675,14 @@ def _distributed(todo, out_dir, options, task, progress, workers, scheduler, ech
         else:
             from distributed import Client
 
+            workers = workers or _cores()
             stack.enter_context(_workers_import_this_package())
-            cluster = stack.enter_context(_local_cluster(workers))
+            stack.enter_context(_numba_threads_for_workers(max(1, _cores() // workers)))
+            cluster = stack.enter_context(_local_cluster(workers, dashboard))
             client = stack.enter_context(Client(cluster))
             where = "LocalCluster"
+            if dashboard is not None:
+                echo(f"sweep: Dask's dashboard at {cluster.dashboard_link}")
         count = len(client.scheduler_info(n_workers=-1)["workers"])
         where += f", {count} worker{'s' if count != 1 else ''}"
         echo(f"sweep: on {where}")
