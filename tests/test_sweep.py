@@ -526,3 +526,23 @@ def test_a_dashboard_is_refused_where_there_is_none(scenarios, tmp_path, capsys,
     assert capsys.readouterr().err == ("lidar-fmu: error: --dashboard needs Bokeh, which Dask draws its dashboard "
                                        "with: pip install 'bokeh>=3.1'\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rig_sensor_sweeps_as_one_run_with_every_lidar_counted(scenarios, tmp_path):
+    """A rig goes wherever a lidar goes: its run is ok, counts every lidar's returns, and resumes as complete."""
+    front = {"name": "front", **SENSORS[1], "mounting": {"xyz_m": [1.0, 0.0, 1.2]}}
+    rear = {"name": "rear", **SENSORS[1], "mounting": {"xyz_m": [-1.0, 0.0, 1.2], "rpy_deg": [0, 0, 180]}}
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump({"sensors": [front, rear]}))
+    sweep = _sweep_file(tmp_path / "sweep.yaml", [scenarios["boxes"]], sensors=["rig.yaml"])
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep), "-o", str(out), "--serial", "-q"]) == 0
+    (row,) = _rows(out).values()
+    assert row["status"] == "ok", row
+    summary = json.loads((out / row["run"] / "summary.json").read_text())
+    per_lidar = [lidar["returns_per_frame"] for lidar in summary["lidars"]]
+    assert len(per_lidar) == 2 and all(sum(returns) > 0 for returns in per_lidar)
+    assert float(row["returns_mean"]) == round(sum(map(sum, per_lidar)) / FRAMES, 1)
+    assert len(summary["sensordata_trace"]) == 2
+    assert all((out / row["run"] / trace).is_file() for trace in summary["sensordata_trace"])
+    assert main(["sweep", str(sweep), "-o", str(out), "--serial", "-q"]) == 0
+    assert _rows(out)[row["run"]]["status"] == "skipped"

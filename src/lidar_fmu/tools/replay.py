@@ -458,10 +458,25 @@ class RigOutputs:
                   for sensor_id, folder, outputs in self.lidars]
         summary = {"scenario": self.scenario["name"], "frames": lidars[0]["frames"] if lidars else 0,
                    "lidars": lidars, "fmu_messages": [f"[{status}] {text}" for status, text in fmu_messages],
-                   "damaged_frame": lidars[0]["damaged_frame"] if lidars else None}
+                   "damaged_frame": lidars[0]["damaged_frame"] if lidars else None} | _rig_figures(lidars)
         with open(os.path.join(self.out_dir, "summary.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
         return summary
+
+
+def _rig_figures(lidars: list[dict]) -> dict:
+    """A rig's figures over its lidars' summaries, as one lidar's summary names them: the returns of every lidar
+    and the objects any lidar hit per frame; one FMU step serves every lidar, so its times and its validity are
+    the rig's; each lidar's SensorData trace (relative to the rig's folder)."""
+    if not lidars:
+        return {"returns_per_frame": [], "objects_per_frame": [], "invalid_frames": [], "sensordata_trace": []}
+    first = lidars[0]
+    return {"returns_per_frame": [sum(n) for n in zip(*(lidar["returns_per_frame"] for lidar in lidars))],
+            "objects_per_frame": [sorted(set().union(*ids)) for ids in zip(*(lidar["objects_per_frame"]
+                                                                              for lidar in lidars))],
+            "first_step_ms": first["first_step_ms"], "step_ms": first["step_ms"],
+            "invalid_frames": first["invalid_frames"],
+            "sensordata_trace": [os.path.join(lidar["folder"], lidar["sensordata_trace"]) for lidar in lidars]}
 
 
 def _check_rig_options(rig: list, rerun_path) -> None:

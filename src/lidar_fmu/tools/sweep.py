@@ -354,7 +354,8 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
         except DamagedTraceError as exc:  # the intact frames were replayed: report them, still a failure
             row |= _figures(exc.summary)
             raise
-        row |= _figures(summary) | {"sensordata_trace": summary["sensordata_trace"]}
+        traces = summary["sensordata_trace"]  # a rig's: one per lidar
+        row |= _figures(summary) | {"sensordata_trace": traces if isinstance(traces, str) else " ".join(traces)}
         invalid = summary["invalid_frames"]
         if invalid:  # the FMU said these steps are not measurements: the run did not do what was asked
             raise UserError(f"{len(invalid)} of {summary['frames']} frames invalid, the first (frame "
@@ -387,7 +388,10 @@ def completed_row(run: Run, out_dir: str, options: RunOptions) -> dict | None:
     if (marker.get("run") != _identity(run, options) or summary.get("damaged_frame") is not None
             or summary.get("invalid_frames", [None])):
         return None
-    needed = (summary.get("sensordata_trace", ""), "preview.png", "preview.gif")
+    lidar_folders = [lidar.get("folder", "") for lidar in summary.get("lidars", [])] or [""]  # a rig's, or one
+    traces = summary.get("sensordata_trace", "")
+    needed = ([traces] if isinstance(traces, str) else traces) + [
+        os.path.join(lidar_folder, name) for lidar_folder in lidar_folders for name in ("preview.png", "preview.gif")]
     if not all(os.path.isfile(os.path.join(folder, name)) for name in needed):
         return None
     return marker["row"] | {"status": "skipped"}
