@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..osi.trace import TraceError
-from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog
+from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog, RosbagLog
 from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
@@ -279,7 +279,7 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
            write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
-           overrides: dict | None = None, fmu_unzip_dir: str | None = None) -> dict:
+           overrides: dict | None = None, fmu_unzip_dir: str | None = None, rosbag_path: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario; write outputs into ``out_dir``.
 
     The trace is read lazily and each frame's outputs are written as it is
@@ -292,7 +292,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     openMSL's trace-file player reads) or ``mcap`` (zstd-compressed, OSI's
     recommendation since 3.7). ``write_pcd_every``: a PCD of every N-th frame
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
-    recording of the replay. The first step (it loads the model) is reported
+    recording of the replay. ``rosbag_path``: also a ROS 2 bag (a new folder, MCAP storage) of
+    every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the model) is reported
     apart as ``first_step_ms``, not in the step percentiles.
 
     ``overrides``: scenario keys laid over the file's (``lidar-fmu sweep``
@@ -314,7 +315,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     params = fmu_parameters(scenario, out_dir)
     rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
-    outputs = ReplayOutputs(out_dir, scenario, sensor, step_s, write_pcd_every, trace_format, rerun)
+    rosbag = RosbagLog(rosbag_path, params) if rosbag_path else None
+    outputs = ReplayOutputs(out_dir, scenario, sensor, step_s, write_pcd_every, trace_format, rerun, rosbag)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
         for frame in _stepped(fmu, frames, step_s, sensor.name, twin):
