@@ -88,3 +88,23 @@ def test_first_firing_is_where_the_model_opens_its_window():
         assert model.last_cloud.first_firing_s == pytest.approx(first_firing_s(previous, t, 0.1), abs=1e-12), t
         previous = t
     assert first_firing_s(None, 0.1, 0.1) == pytest.approx(0.0) and first_firing_s(0.1, 0.15, 0.1) == 0.1
+
+
+def test_a_ros_bag_is_written_into_a_new_folder_only(scene, tmp_path):
+    pytest.importorskip("rosbags")
+    from lidar_fmu.io import PointCloudFileError
+    from lidar_fmu.io.rosbag import RosbagWriter
+
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(PointCloudFileError, match="already exists"):
+        RosbagWriter(tmp_path / "taken")
+    cloud = Lidar(scene, "velodyne_vlp16", backend="embree").scan(np.eye(4), timestamp_s=0.1)
+    with RosbagWriter(tmp_path / "bag") as bag:
+        assert bag.add_lidar("front") == "/front/points"
+        with pytest.raises(PointCloudFileError, match="taken"):
+            bag.add_lidar("front")
+        with pytest.raises(PointCloudFileError, match="'rear' was not added"):
+            bag.write("rear", cloud, np.eye(4))
+        cloud.timestamp_s = -1.0
+        with pytest.raises(PointCloudFileError, match="≥ 0 s"):
+            bag.write("front", cloud, np.eye(4))
