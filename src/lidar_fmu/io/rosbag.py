@@ -71,6 +71,17 @@ def _stamp_ns(time_s: float) -> int:
     return round(time_s * 1e9)
 
 
+def check_rosbag_output(path: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, a bag path that exists (``rosbags`` writes a new folder) or a missing ``rosbags``."""
+    try:
+        import rosbags.rosbag2  # noqa: F401
+    except ImportError:
+        raise PointCloudFileError(f"{os.fspath(path)}: writing a ROS 2 bag needs the 'rosbags' package "
+                                  "(pip install rosbags)") from None
+    if os.path.exists(path):
+        raise PointCloudFileError(f"ROS bag {os.fspath(path)} already exists: give a new folder")
+
+
 class RosbagWriter:
     """A ROS 2 bag folder ``path`` (MCAP storage; ``rosbags`` refuses one that exists) of lidars' clouds and poses.
 
@@ -79,14 +90,10 @@ class RosbagWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], world_frame_id: str = WORLD_FRAME_ID):
-        try:
-            from rosbags.rosbag2 import StoragePlugin, Writer
-            from rosbags.typesys import Stores, get_typestore
-        except ImportError:
-            raise PointCloudFileError(f"{os.fspath(path)}: writing a ROS 2 bag needs the 'rosbags' package "
-                                      "(pip install rosbags)") from None
-        if os.path.exists(path):
-            raise PointCloudFileError(f"ROS bag {os.fspath(path)} already exists: give a new folder")
+        check_rosbag_output(path)
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.typesys import Stores, get_typestore
+
         self.path, self.world_frame_id = os.fspath(path), world_frame_id
         self.typestore = get_typestore(Stores.ROS2_HUMBLE)
         self.writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
@@ -159,4 +166,4 @@ class RosbagWriter:
         self.close()
 
 
-__all__ = ["RosbagWriter", "WORLD_FRAME_ID", "point_fields"]
+__all__ = ["RosbagWriter", "WORLD_FRAME_ID", "check_rosbag_output", "point_fields"]

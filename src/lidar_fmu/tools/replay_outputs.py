@@ -23,6 +23,7 @@ import numpy as np
 if TYPE_CHECKING:
     from PIL import Image
 
+    from ..io.rosbag import RosbagWriter
     from ..osi.mcap import SensorDataMcapWriter
     from ..osi.trace import TraceWriter
     from ..pointcloud import PointCloud
@@ -170,17 +171,27 @@ class RosbagLog:
 
     def __init__(self, path: str, parameters: dict, frame_id: str = "lidar", topic: str | None = None):
         from ..cosim.scene_update import mounting_of_parameters
+        from ..io.rosbag import check_rosbag_output
+
+        check_rosbag_output(path)  # before any work; the bag itself is started with the replay (:meth:`open`)
+        self.path, self.frame_id, self.topic = path, frame_id, topic
+        self.default_mounting = mounting_of_parameters(parameters)
+        self.writer: RosbagWriter | None = None
+
+    def open(self) -> RosbagWriter:
+        """The bag, started: closed by the caller (a context manager)."""
         from ..io.rosbag import RosbagWriter
 
-        self.writer = RosbagWriter(path)
-        self.frame_id, self.topic = frame_id, self.writer.add_lidar(frame_id, topic)
-        self.default_mounting = mounting_of_parameters(parameters)
+        self.writer = RosbagWriter(self.path)
+        self.topic = self.writer.add_lidar(self.frame_id, self.topic)
+        return self.writer
 
     def log(self, frame: ReplayedFrame, cloud, fields) -> None:
         """The frame's ``fields`` of ``cloud`` (:meth:`FramePcds.fields_of`) and the sensor pose of its view."""
         from ..cosim.scene_update import sensor_pose_in
         from ..osi.decode import decode_sensor_view
 
+        assert self.writer is not None, "RosbagLog.open() first"
         pose = sensor_pose_in(decode_sensor_view(frame.sensor_view), self.default_mounting)
         self.writer.write(self.frame_id, cloud, pose, fields=fields)
 
@@ -266,7 +277,7 @@ class ReplayOutputs:
         if self.rerun is not None:
             self._open.enter_context(self.rerun.recording)
         if self.rosbag is not None:
-            self._open.enter_context(self.rosbag.writer)
+            self._open.enter_context(self.rosbag.open())
         return self
 
     def __exit__(self, *exc) -> None:
