@@ -73,18 +73,22 @@ def test_pcd_round_trip_is_exact(cloud, tmp_path):
     lines, raw = _header_lines(path)
     header = {line.split()[0]: line.split()[1:] for line in lines if not line.startswith("#")}
     assert header["VERSION"] == [".7"]
-    assert header["FIELDS"] == list(POINT_DTYPE.names)
-    assert header["SIZE"] == ["4"] * 9 + ["8", "1", "4", "1"]
-    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U", "F", "U"]
-    assert header["COUNT"] == ["1"] * 13
+    # the point record, then the OSI intensity and the ring as ROS tools read them (x y z intensity ring time)
+    assert header["FIELDS"] == [*POINT_DTYPE.names, "intensity", "ring"]
+    assert header["SIZE"] == ["4"] * 9 + ["8", "1", "4", "1", "4", "2"]
+    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U", "F", "U", "F", "U"]
+    assert header["COUNT"] == ["1"] * 15
     assert header["WIDTH"] == [str(len(cloud))] and header["HEIGHT"] == ["1"]
     assert header["POINTS"] == [str(len(cloud))]
     assert header["VIEWPOINT"] == ["0", "0", "0", "1", "0", "0", "0"]
-    assert raw.endswith(cloud.points.tobytes())
+    assert "# lidar_fmu timestamp_s 1.25" in lines  # the frame's time, in a comment every reader skips
+    assert raw.endswith(cloud.records().tobytes())
     assert pcd_bytes(cloud) == raw
     back = read_pcd(path)
-    assert back.dtype == POINT_DTYPE
-    assert np.array_equal(back, cloud.points)
+    assert back.dtype == cloud.records().dtype
+    assert np.array_equal(back, cloud.records())
+    assert np.array_equal(back[list(POINT_DTYPE.names)], cloud.points)
+    assert np.array_equal(back["intensity"], cloud.intensity_percent)
     assert back.flags.writeable
 
 
@@ -196,9 +200,9 @@ def test_pcd_pypcd4_reads_every_field(cloud, tmp_path):
     path = tmp_path / "scan.pcd"
     write_pcd(path, cloud)
     pc = pypcd4.PointCloud.from_path(path)
-    assert pc.fields == POINT_DTYPE.names
-    assert pc.pc_data.dtype == POINT_DTYPE
-    assert np.array_equal(pc.pc_data, cloud.points)  # incl. beam_id and 64-bit object_id
+    assert pc.fields == cloud.records().dtype.names
+    assert pc.pc_data.dtype == cloud.records().dtype
+    assert np.array_equal(pc.pc_data, cloud.records())  # incl. beam_id, ring and 64-bit object_id
     # .numpy() stacks into one float64 array: fine for geometry, lossy for ids ≥ 2**53
     assert np.array_equal(pc.numpy(("x", "y", "z")), cloud.xyz.astype(np.float64))
     assert np.array_equal(pc.numpy(("beam_id",))[:, 0], cloud.points["beam_id"])
@@ -234,7 +238,8 @@ def test_ply_trimesh_reads_every_property(cloud, tmp_path):
     header = path.read_bytes().partition(b"end_header\n")[0].decode()
     assert "format binary_little_endian 1.0" in header
     assert f"element vertex {len(cloud)}" in header
-    assert "property uint object_id_low\nproperty uint object_id_high" in header
+    assert "property int object_id_low\nproperty int object_id_high" in header
+    assert "property uint" not in header and "property ushort" not in header  # Open3D skips those
     pc = trimesh.load(path)
     assert isinstance(pc, trimesh.PointCloud)
     assert np.array_equal(pc.vertices, cloud.xyz.astype(np.float64))
@@ -242,8 +247,29 @@ def test_ply_trimesh_reads_every_property(cloud, tmp_path):
     for ours, theirs in [("range", "range"), ("reflectivity", "reflectivity"), ("normal_x", "nx"),
                          ("normal_y", "ny"), ("normal_z", "nz"), ("beam_id", "beam_id")]:
         assert np.array_equal(vertex[theirs], cloud.points[ours]), ours
-    object_id = vertex["object_id_low"].astype(np.uint64) | (vertex["object_id_high"].astype(np.uint64) << np.uint64(32))
+    object_id = _object_id(vertex["object_id_low"], vertex["object_id_high"])
     assert np.array_equal(object_id, cloud.points["object_id"])
+    assert np.array_equal(vertex["ring"], cloud.records()["ring"])
+
+
+def _object_id(low, high):
+    """A 64-bit id from the two 32-bit words PLY holds it in."""
+    low, high = np.asarray(low).astype(np.int32), np.asarray(high).astype(np.int32)
+    return low.view(np.uint32).astype(np.uint64) | (high.view(np.uint32).astype(np.uint64) << np.uint64(32))
+
+
+def test_ply_open3d_tensor_reads_every_property(cloud, tmp_path):
+    o3d = pytest.importorskip("open3d")
+    path = tmp_path / "scan.ply"
+    write_ply(path, cloud)
+    pc = o3d.t.io.read_point_cloud(str(path))
+    point = {key: pc.point[key].numpy()[:, 0] for key in pc.point if key not in ("positions", "normals")}
+    records = cloud.records()
+    assert set(point) == set(records.dtype.names) - {"x", "y", "z", "normal_x", "normal_y", "normal_z", "object_id"} \
+        | {"object_id_low", "object_id_high"}
+    for name in ("range", "reflectivity", "beam_id", "saturated", "time", "echo", "intensity", "ring"):
+        assert np.array_equal(point[name], records[name]), name
+    assert np.array_equal(_object_id(point["object_id_low"], point["object_id_high"]), cloud.points["object_id"])
 
 
 # -- PTX -------------------------------------------------------------------------------------------
@@ -450,7 +476,7 @@ def test_write_point_cloud_dispatches_on_extension(cloud, tmp_path):
     for ext in (".pcd", ".PLY", ".ptx"):
         write_point_cloud(tmp_path / f"scan{ext}", cloud)
         assert os.path.getsize(tmp_path / f"scan{ext}") > len(cloud) * 12
-    assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.points)
+    assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.records())
     with pytest.raises(ValueError, match=r"'\.xyz'.*\.pcd, \.ply, \.ptx"):
         write_point_cloud(tmp_path / "scan.xyz", cloud)
 
@@ -462,11 +488,11 @@ def test_pcd_binary_compressed_round_trip_is_exact(cloud, tmp_path):
     write_pcd(path, cloud, compression="binary_compressed")
     raw = path.read_bytes()
     head, _, body = raw.partition(b"DATA binary_compressed\n")
-    assert body and b"FIELDS " + " ".join(POINT_DTYPE.names).encode() in head
+    assert body and b"FIELDS " + " ".join(cloud.records().dtype.names).encode() in head
     compressed, uncompressed = np.frombuffer(body[:8], "<u4")
-    assert uncompressed == len(cloud) * POINT_DTYPE.itemsize and compressed == len(body) - 8
+    assert uncompressed == len(cloud) * cloud.records().dtype.itemsize and compressed == len(body) - 8
     assert compressed < uncompressed  # the columns compress
-    assert np.array_equal(read_pcd(path), cloud.points)
+    assert np.array_equal(read_pcd(path), cloud.records())
     assert pcd_bytes(cloud, compression="binary_compressed") == raw
 
 
@@ -477,15 +503,16 @@ def test_pcd_binary_compressed_is_read_exactly_by_pypcd4_and_open3d(cloud, tmp_p
     path = tmp_path / "compressed.pcd"
     write_pcd(path, cloud, compression="binary_compressed")
     pc = pypcd4.PointCloud.from_path(path)
-    assert pc.pc_data.dtype == POINT_DTYPE and np.array_equal(pc.pc_data, cloud.points)  # u8 ids in full
+    assert pc.pc_data.dtype == cloud.records().dtype and np.array_equal(pc.pc_data, cloud.records())  # u8 ids in full
     tensor = o3d.t.io.read_point_cloud(str(path))
     point = {key: tensor.point[key].numpy() for key in tensor.point}
     assert np.array_equal(point["positions"], cloud.xyz)
     normals = np.stack([cloud.points[f"normal_{a}"] for a in "xyz"], axis=1)
     assert np.array_equal(point["normals"], normals)
-    for name in ("range", "reflectivity", "beam_id", "object_id", "saturated"):
-        assert point[name].dtype == cloud.points.dtype[name], name
-        assert np.array_equal(point[name][:, 0], cloud.points[name]), name
+    records = cloud.records()
+    for name in ("range", "reflectivity", "beam_id", "object_id", "saturated", "intensity", "ring"):
+        assert point[name].dtype == records.dtype[name], name
+        assert np.array_equal(point[name][:, 0], records[name]), name
     legacy = o3d.io.read_point_cloud(str(path))
     assert np.array_equal(np.asarray(legacy.points), cloud.xyz.astype(np.float64))
     assert np.array_equal(np.asarray(legacy.normals), normals.astype(np.float64))
@@ -512,7 +539,7 @@ def test_pcd_options_are_checked(cloud, tmp_path):
     from lidar_fmu.io import PointCloudFileError
 
     for kwargs, message in (({"compression": "gzip"}, "unknown PCD compression 'gzip'"),
-                            ({"fields": ["x", "intensity"]}, "unknown field.*'intensity'"),
+                            ({"fields": ["x", "rgb"]}, "unknown field.*'rgb'"),
                             ({"fields": []}, "no fields"), ({"fields": ["x", "x"]}, "named twice")):
         with pytest.raises(PointCloudFileError, match=message):
             write_pcd(tmp_path / "bad.pcd", cloud, **kwargs)
@@ -541,7 +568,7 @@ def test_write_point_cloud_passes_options_and_writes_las(cloud, tmp_path):
     pytest.importorskip("lzf")
     write_point_cloud(tmp_path / "scan.pcd", cloud, compression="binary_compressed")
     assert b"DATA binary_compressed" in (tmp_path / "scan.pcd").read_bytes()[:600]
-    assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.points)
+    assert np.array_equal(read_pcd(tmp_path / "scan.pcd"), cloud.records())
     laspy = pytest.importorskip("laspy")
     write_point_cloud(tmp_path / "scan.LAS", cloud)
     assert len(laspy.read(tmp_path / "scan.LAS").points) == len(cloud)

@@ -13,7 +13,7 @@ from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 laspy = pytest.importorskip("laspy")
 
 CAR_ID = 2**40 + 5
-EXTRA = ("range", "reflectivity", "normal_x", "normal_y", "normal_z", "beam_id", "object_id", "saturated")
+EXTRA = ("range", "reflectivity", "normal_x", "normal_y", "normal_z", "beam_id", "object_id", "saturated", "ring")
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +49,18 @@ def test_las_round_trip(cloud, tmp_path, ext):
     assert np.allclose(header.scales, LAS_SCALE_M) and np.array_equal(header.offsets, [0, 0, 0])
     assert len(las.points) == header.point_count == len(cloud)
     _check_positions(las, cloud.xyz.astype(np.float64))
-    expected = np.rint(np.clip(cloud.points["reflectivity"], 0, 1) * 65535).astype(np.uint16)
-    assert np.array_equal(np.asarray(las.intensity), expected)
+    # the OSI intensity (0–100 %) in LAS's 16 bits
+    expected = np.rint(np.clip(cloud.intensity_percent, 0, 100) * 655.35).astype(np.uint16)
+    assert np.array_equal(np.asarray(las.intensity), expected) and expected.max() > 1000
     assert np.all(np.asarray(las.return_number) == 1) and np.all(np.asarray(las.number_of_returns) == 1)
-    # no `time` field: the firing time of each return's ray after the frame's timestamp
+    # the firing time of each return's ray after the frame's first firing (unknown here: the timestamp)
     assert np.allclose(np.asarray(las.gps_time), 1.25 + cloud.time_offset_s.astype(np.float64), atol=1e-9)
     assert np.all(np.asarray(las.classification) == 0)
     assert tuple(header.point_format.extra_dimension_names) == EXTRA
+    records = cloud.records()
     for name in EXTRA:
-        assert np.asarray(las[name]).dtype == cloud.points.dtype[name], name
-        assert np.array_equal(np.asarray(las[name]), cloud.points[name]), name  # object_id: all 64 bits
+        assert np.asarray(las[name]).dtype == records.dtype[name], name
+        assert np.array_equal(np.asarray(las[name]), records[name]), name  # object_id: all 64 bits
 
 
 def test_laz_holds_the_same_points_in_fewer_bytes(cloud, tmp_path):
@@ -79,7 +81,8 @@ def test_las_uses_echo_and_time_fields(cloud, tmp_path):
     second["echo"], second["x"] = 1, second["x"] + 2.0
     points = np.concatenate([first, second])
     ray_index = np.concatenate([cloud.ray_index, cloud.ray_index[:10]])
-    two = dataclasses.replace(cloud, points=points, ray_index=ray_index)
+    two = dataclasses.replace(cloud, points=points, ray_index=ray_index,
+                              intensity_percent=np.concatenate([cloud.intensity_percent, cloud.intensity_percent[:10]]))
     write_las(tmp_path / "echo.las", two)
     las = laspy.read(tmp_path / "echo.las")
     assert np.array_equal(np.asarray(las.return_number), points["echo"] + 1)

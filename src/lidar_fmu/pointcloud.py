@@ -89,6 +89,13 @@ class PointCloud:
     echo_pulse_width_m: np.ndarray | None = None  # (M,) OSI echo_pulse_width, see lidar_fmu.physics.echoes; None: not given
     #: (M,) lidar_fmu.physics.ground_truth.GROUND_TRUTH_DTYPE beside the points, when asked for; None: not kept
     ground_truth: np.ndarray | None = None
+    #: True: every point was cast from one pose, at ``timestamp_s`` (the sensor's ``motion_distortion`` off), so
+    #: the firing times in ``points["time"]`` say nothing about the points and files carry no per-point time
+    snapshot: bool = False
+    #: scenario time (s) of the frame's first firing, which the points' ``time`` counts from; None: not known
+    first_firing_s: float | None = None
+    #: (beams,) uint16 ring of each beam id (:func:`beam_rings`); None: not known, files carry no ``ring``
+    beam_rings: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
@@ -99,15 +106,36 @@ class PointCloud:
         return len(self.points)
 
     def records(self) -> np.ndarray:
-        """The points with the ground-truth fields appended when the cloud carries them: what files hold."""
-        if self.ground_truth is None:
+        """What files hold: the points (without ``time`` for a :attr:`snapshot`), then ``intensity`` (float32, the
+        OSI intensity in %) and ``ring`` (uint16, :func:`beam_rings`) where the cloud knows them, then the
+        ground-truth fields when it carries them."""
+        columns: dict[str, np.ndarray] = {}
+        assert self.points.dtype.names is not None  # structured
+        for name in self.points.dtype.names:
+            if not (name == "time" and self.snapshot):
+                columns[name] = self.points[name]
+        if self.intensity_percent is not None:
+            columns["intensity"] = np.asarray(self.intensity_percent, np.float32)
+        if self.beam_rings is not None:
+            columns["ring"] = rings_of(self.points["beam_id"], self.beam_rings)
+        if self.ground_truth is not None:
+            assert self.ground_truth.dtype.names is not None  # structured
+            columns.update((name, self.ground_truth[name]) for name in self.ground_truth.dtype.names)
+        if list(columns) == list(self.points.dtype.names):
             return self.points
-        out = np.empty(len(self.points), np.dtype(self.points.dtype.descr + self.ground_truth.dtype.descr))
-        for part in (self.points, self.ground_truth):
-            assert part.dtype.names is not None  # structured
-            for name in part.dtype.names:
-                out[name] = part[name]
+        out = np.empty(len(self.points), np.dtype([(name, values.dtype) for name, values in columns.items()]))
+        for name, values in columns.items():
+            out[name] = values
         return out
+
+    @property
+    def frame_stamps(self) -> dict[str, float]:
+        """The frame's times as files record them: ``timestamp_s`` (when it ends, the SensorView's time) and, where
+        known, ``first_firing_s``."""
+        stamps = {"timestamp_s": float(self.timestamp_s)}
+        if self.first_firing_s is not None:
+            stamps["first_firing_s"] = float(self.first_firing_s)
+        return stamps
 
     @property
     def xyz(self) -> np.ndarray:
@@ -157,6 +185,36 @@ class PointCloud:
     def time_offset_s(self) -> np.ndarray:
         """(M,) float32 firing time of each return's ray after the frame start (s)."""
         return self.require_pattern("the firing time").time_offset_s[self.ray_index]
+
+
+def beam_rings(pattern: RayPattern) -> np.ndarray:
+    """(beams,) uint16: each beam id's ring, its rank by elevation with 0 the lowest beam.
+
+    This is how velodyne_pointcloud numbers rings (ros-drivers/velodyne, ``calibration.cpp``: rings ordered by
+    ``vert_correction``, ascending), the numbering of the ``x y z intensity ring time`` clouds that LIO-SAM and
+    FAST-LIO read. ouster-ros numbers its ``ring`` top-down instead (the row of the unit's scan, ``point_cloud_
+    compose.h``): there ``rows - 1 - ring``. A beam's elevation is the median over its rays (a rosette's
+    channel wanders); equal elevations go by beam id.
+    """
+    beam = np.asarray(pattern.beam_id, np.int64)
+    count = int(beam.max()) + 1 if len(beam) else 0
+    if count > 2**16:
+        raise ValueError(f"{count} beams do not fit a uint16 ring")
+    elevation = np.arcsin(np.clip(pattern.directions[:, 2].astype(np.float64), -1.0, 1.0))
+    order = np.argsort(beam, kind="stable")
+    starts = np.searchsorted(beam[order], np.arange(count + 1))
+    median = np.array([np.median(elevation[order[a:b]]) if b > a else np.inf for a, b in zip(starts[:-1], starts[1:])])
+    rings = np.empty(count, np.uint16)
+    rings[np.lexsort((np.arange(count), median))] = np.arange(count)
+    return rings
+
+
+def rings_of(beam_id: np.ndarray, rings: np.ndarray) -> np.ndarray:
+    """(M,) uint16 ring of each point's ``beam_id`` by the table ``rings`` (:func:`beam_rings`)."""
+    beam = np.asarray(beam_id, np.int64)
+    if len(beam) and beam.max() >= len(rings):
+        raise ValueError(f"beam {int(beam.max())} is not one of the sensor's {len(rings)} beams")
+    return rings[beam]
 
 
 @njit(cache=True, nogil=True)

@@ -243,6 +243,12 @@ class SensorViewScene:
             return np.eye(4)
         frame = decode_sensor_view(sensor_view)
         self.updater.apply(frame)
-        mounting = frame.mounting_pose if frame.mounting_pose is not None else self.default_mounting
-        vehicle = frame.host_pose()
-        return (np.eye(4) if vehicle is None else vehicle) @ mounting
+        return sensor_pose_in(frame, self.default_mounting)
+
+
+def sensor_pose_in(frame, default_mounting: np.ndarray) -> np.ndarray:
+    """The world_from_sensor pose of a decoded SensorView's lidar: the host vehicle's pose (identity without one)
+    times the view's mounting, else ``default_mounting`` (:func:`mounting_of_parameters`)."""
+    mounting = frame.mounting_pose if frame.mounting_pose is not None else default_mounting
+    vehicle = frame.host_pose()
+    return (np.eye(4) if vehicle is None else vehicle) @ mounting

@@ -8,26 +8,32 @@ LAS dimension         from
 X Y Z                 ``x y z`` (sensor frame, or world with ``frame="world"``); scale 0.001
                       (millimetres), offset 0 in the sensor frame, whole metres below the
                       points' minimum in the world frame
-intensity             ``reflectivity`` (0–1) → ``round(65535 · clip(reflectivity, 0, 1))``
+intensity             the OSI ``intensity`` (%) → ``round(655.35 · clip(intensity, 0, 100))``;
+                      0 for points without one
 return_number         ``echo + 1`` when the points have an ``echo`` field (0 = the first return
                       of its ray), else 1
 number_of_returns     returns sharing the point's ray (``ray_index``) when ``echo`` is present,
                       at least ``return_number``; else 1
-gps_time              scenario time (s, not a GPS epoch): ``timestamp_s + time`` when the points
-                      have a ``time`` field (s after the frame start), else ``timestamp_s +`` the
-                      ray's firing time when the cloud carries its pattern, else ``timestamp_s``
+gps_time              scenario time (s, not a GPS epoch) the point fired at: the frame's
+                      ``first_firing_s`` (``timestamp_s`` where unknown) ``+ time`` when the
+                      points have a ``time`` field, else ``+`` the ray's firing time when the
+                      cloud carries its pattern; ``timestamp_s`` for a snapshot cloud (every
+                      point cast at the frame's end) and points without firing times
 classification        0 (created, never classified): saturation is not a class, it is kept
                       below
 extra bytes           every other field under its own name and type: ``range reflectivity
-                      normal_x normal_y normal_z beam_id object_id saturated`` (``object_id``
-                      uint64 in full; ``point_source_id`` is only 16 bits)
+                      normal_x normal_y normal_z beam_id object_id saturated ring``
+                      (``object_id`` uint64 in full; ``point_source_id`` is only 16 bits)
 ===================== ==========================================================================
 
-``reflectivity`` stays exact (float32) among the extra bytes; ``intensity``
-is the 16-bit view of it that LAS tools colour by.
+``intensity`` is the 16-bit dimension LAS tools colour by (0.0015 % a step);
+``reflectivity`` stays exact (float32) among the extra bytes. A VLR (user id
+``lidar_fmu``, record 1) holds the frame's times as JSON: ``{"timestamp_s": …,
+"first_firing_s": …}``.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -39,11 +45,14 @@ from .pcd import _points_array
 #: metres per LAS integer unit: millimetres
 LAS_SCALE_M = 0.001
 #: point fields that become LAS standard dimensions, not extra bytes
-_STANDARD = ("x", "y", "z", "echo", "time")
+_STANDARD = ("x", "y", "z", "echo", "time", "intensity")
+#: the VLR that holds a cloud's frame times (JSON)
+STAMPS_VLR_USER_ID, STAMPS_VLR_RECORD_ID = "lidar_fmu", 1
 
 
 def _as_cloud(cloud_or_points):
-    """(points, ray_index or None, timestamp_s, sensor_pose or None, firing times or None)."""
+    """(points, ray_index or None, timestamp_s, sensor_pose or None, firing times or None): firing times (s
+    after the first firing) from the pattern, none for a snapshot cloud."""
     points = _points_array(cloud_or_points)
     ray_index = getattr(cloud_or_points, "ray_index", None)
     if ray_index is not None:
@@ -52,7 +61,7 @@ def _as_cloud(cloud_or_points):
             ray_index = None  # decoded from OSI: the rays are unknown
     firing_s = None
     pattern = getattr(cloud_or_points, "pattern", None)
-    if pattern is not None and ray_index is not None:
+    if pattern is not None and ray_index is not None and not getattr(cloud_or_points, "snapshot", False):
         firing_s = np.asarray(pattern.time_offset_s)[ray_index]
     return (points, ray_index, float(getattr(cloud_or_points, "timestamp_s", 0.0)),
             getattr(cloud_or_points, "sensor_pose", None), firing_s)
@@ -102,6 +111,7 @@ _DESCRIPTIONS = {
     "beam_id": "emitter index",
     "object_id": "hit instance; 2^64-1 environment",
     "saturated": "1: retroreflector saturated",
+    "ring": "beam by elevation, 0 lowest",
     "x_true": "noise-free x (m)", "y_true": "noise-free y (m)", "z_true": "noise-free z (m)",
     "range_true": "noise-free range (m)",
     "material_id": "IR material id; 65535 none",
@@ -146,15 +156,21 @@ def write_las(path, cloud, *, frame: str = "sensor", compress: bool | None = Non
     header.system_identifier = "lidar-fmu simulation"
     header.generating_software = f"lidar-fmu {__version__}"[:32]
     header.add_extra_dims(_extra_dims(points))
+    stamps = getattr(cloud, "frame_stamps", None)
+    if stamps:
+        header.vlrs.append(laspy.VLR(STAMPS_VLR_USER_ID, STAMPS_VLR_RECORD_ID, "frame times (s)",
+                                     json.dumps(stamps).encode("ascii")))
     las = laspy.LasData(header, points=laspy.ScaleAwarePointRecord.zeros(len(points), header=header))
     las.x, las.y, las.z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-    las.intensity = np.rint(np.clip(points["reflectivity"], 0.0, 1.0) * 65535.0).astype(np.uint16) \
-        if "reflectivity" in points.dtype.names else np.zeros(len(points), np.uint16)
+    las.intensity = np.rint(np.clip(points["intensity"], 0.0, 100.0) * 655.35).astype(np.uint16) \
+        if "intensity" in points.dtype.names else np.zeros(len(points), np.uint16)
     las.return_number, las.number_of_returns = _returns(points, ray_index)
+    first_firing_s = getattr(cloud, "first_firing_s", None)
+    first_firing_s = timestamp_s if first_firing_s is None else float(first_firing_s)
     if "time" in points.dtype.names:
-        las.gps_time = timestamp_s + points["time"].astype(np.float64)
+        las.gps_time = first_firing_s + points["time"].astype(np.float64)
     elif firing_s is not None:
-        las.gps_time = timestamp_s + firing_s.astype(np.float64)
+        las.gps_time = first_firing_s + firing_s.astype(np.float64)
     else:
         las.gps_time = np.full(len(points), timestamp_s)
     for name in points.dtype.names:

@@ -90,8 +90,16 @@ def _packed_little_endian(points: np.ndarray) -> np.ndarray:
     return out
 
 
-def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary") -> str:
-    """The PCD v0.7 header text (ending in the DATA line) for ``n_points`` records of ``dtype``."""
+def frame_stamp_lines(cloud_or_points) -> list[str]:
+    """``"timestamp_s 1.25"``, ``"first_firing_s 1.15"``: the frame's times (s) a file records, exactly (``repr``),
+    for a :class:`~lidar_fmu.PointCloud` (none for bare arrays)."""
+    stamps = getattr(cloud_or_points, "frame_stamps", None)
+    return [f"{key} {value!r}" for key, value in (stamps or {}).items()]
+
+
+def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary", comments: list[str] | None = None) -> str:
+    """The PCD v0.7 header text (ending in the DATA line) for ``n_points`` records of ``dtype``; ``comments`` go
+    after the first line as ``# lidar_fmu …`` lines (PCL, Open3D and pypcd4 skip lines starting with ``#``)."""
     names, sizes, types, counts = [], [], [], []
     assert dtype.names is not None and dtype.fields is not None, "a structured dtype"
     for name in dtype.names:
@@ -105,7 +113,8 @@ def pcd_header(dtype: np.dtype, n_points: int, data: str = "binary") -> str:
         counts.append(str(int(np.prod(shape, dtype=np.int64))))
     return (
         "# .PCD v0.7 - Point Cloud Data file format\n"
-        "VERSION .7\n"
+        + "".join(f"# lidar_fmu {line}\n" for line in comments or ())
+        + "VERSION .7\n"
         f"FIELDS {' '.join(names)}\n"
         f"SIZE {' '.join(sizes)}\n"
         f"TYPE {' '.join(types)}\n"
@@ -145,7 +154,7 @@ def _compressed_body(points: np.ndarray) -> bytes:
 def _pcd_parts(cloud_or_points, compression: str, fields) -> list:
     data = _data_type(compression)
     points = _packed_little_endian(_select_fields(_points_array(cloud_or_points), fields))
-    header = pcd_header(points.dtype, len(points), data).encode("ascii")
+    header = pcd_header(points.dtype, len(points), data, frame_stamp_lines(cloud_or_points)).encode("ascii")
     if data == "binary_compressed":
         return [header, _compressed_body(points)]
     # a memoryview passes the records straight from the array, no bytes copy
@@ -165,7 +174,9 @@ def write_pcd(path, cloud_or_points, *, compression: str = "none", fields=None) 
     (N, 3) xyz array. ``fields`` (names, in the order to write them) leaves
     the others out, e.g. :data:`OSI_FIELDS` for a cloud decoded from OSI. The
     cloud is unorganized (HEIGHT 1) and in the sensor frame (identity
-    VIEWPOINT), coordinates in metres.
+    VIEWPOINT), coordinates in metres. A cloud's frame times are comment lines
+    of the header: ``# lidar_fmu timestamp_s …`` (when the frame ends) and
+    ``# lidar_fmu first_firing_s …`` (what the points' ``time`` counts from).
     """
     parts = _pcd_parts(cloud_or_points, compression, fields)
     with open(path, "wb") as f:

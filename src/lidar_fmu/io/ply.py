@@ -1,55 +1,65 @@
-"""PLY point-cloud files (binary little-endian, vertices only).
+"""PLY point-cloud files (binary little-endian, vertices only), in the types Open3D reads.
 
-Vertex properties, in this order, for :data:`~lidar_fmu.pointcloud.POINT_DTYPE`::
+Vertex properties, in this order, for :meth:`~lidar_fmu.PointCloud.records`::
 
     float x, y, z          m, sensor frame
     float range            m
     float reflectivity     0–1
     float nx, ny, nz       unit normal, sensor frame (the names Open3D, trimesh,
                            CloudCompare and MeshLab recognise as normals)
-    uint  beam_id
-    uint  object_id_low    object_id & 0xFFFFFFFF
-    uint  object_id_high   object_id >> 32
+    int   beam_id
+    int   object_id_low    the low 32 bits of object_id
+    int   object_id_high   the high 32 bits of object_id
+    uchar saturated
+    float time             s after the frame's first firing (not for a snapshot cloud)
+    uchar echo
+    float intensity        OSI intensity, %
+    int   ring             0 = the lowest beam
 
-The standard PLY type list stops at 32-bit integers and ``double`` cannot
-hold every 64-bit id (``NO_OBJECT_ID`` = 2⁶⁴−1 is not representable), so each
-64-bit integer field is split losslessly into ``<name>_low``/``<name>_high``
-32-bit words: ``object_id = low | (high << 32)``. Other fields added to the
-point record later are written under their own name with the matching PLY
-type (bool as ``uchar``).
+Open3D's tensor reader (``open3d.t.io.read_point_cloud``) keeps only ``uchar``,
+``int``, ``float`` and ``double`` properties and skips the others (``uint``,
+``ushort``, ``char``, ``short``), so every integer field other than a byte is
+written as ``int`` (int32): exact for ``beam_id``, ``ring`` and
+``material_id``; a uint32 value past 2³¹−1 is refused. PLY has no 64-bit type
+and a double cannot hold every 64-bit id (``NO_OBJECT_ID`` = 2⁶⁴−1), so a
+64-bit field is split losslessly into ``<name>_low``/``<name>_high``, each the
+32 bits as an ``int``: ``object_id = uint32(high) << 32 | uint32(low)``.
+Comments name the frame and its times (``comment timestamp_s …``,
+``comment first_firing_s …``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .pcd import _points_array
+from ._common import PointCloudFileError
+from .pcd import _points_array, frame_stamp_lines
 
 #: our field names → the names point-cloud tools read as normals
 _RENAME = {"normal_x": "nx", "normal_y": "ny", "normal_z": "nz"}
-_PLY_TYPE = {
-    "f4": "float", "f8": "double",
-    "u1": "uchar", "u2": "ushort", "u4": "uint",
-    "i1": "char", "i2": "short", "i4": "int",
-    "b1": "uchar",
-}
+_INT32_MAX = 2**31 - 1
 
 
-def _ply_layout(dtype: np.dtype) -> list[tuple[str, str, np.dtype, str, int]]:
+def _ply_layout(points: np.ndarray) -> list[tuple[str, str, np.dtype, str, int]]:
     """(source field, PLY name, numpy dtype, PLY type, 64-bit word) per property; word −1 = whole value."""
     layout: list[tuple[str, str, np.dtype, str, int]] = []
+    dtype = points.dtype
     assert dtype.names is not None and dtype.fields is not None  # structured (_points_array)
     for name in dtype.names:
         dt = dtype.fields[name][0]
         if dt.subdtype is not None:
             raise ValueError(f"PLY vertex properties are scalars; field {name!r} has shape {dt.shape}")
-        key = f"{dt.kind}{dt.itemsize}"
-        if key in ("u8", "i8"):
-            layout.append((name, f"{name}_low", np.dtype("<u4"), "uint", 0))
-            layout.append((name, f"{name}_high", np.dtype("<u4" if dt.kind == "u" else "<i4"),
-                           "uint" if dt.kind == "u" else "int", 1))
-        elif key in _PLY_TYPE:
-            ply_dt = np.dtype("u1") if dt.kind == "b" else dt.newbyteorder("<")
-            layout.append((name, _RENAME.get(name, name), ply_dt, _PLY_TYPE[key], -1))
+        ply_name = _RENAME.get(name, name)
+        if dt.kind == "f":
+            layout.append((name, ply_name, dt.newbyteorder("<"), "float" if dt.itemsize <= 4 else "double", -1))
+        elif dt.kind == "b" or (dt.kind == "u" and dt.itemsize == 1):
+            layout.append((name, ply_name, np.dtype("u1"), "uchar", -1))
+        elif dt.kind in "ui" and dt.itemsize == 8:
+            layout += [(name, f"{name}_low", np.dtype("<i4"), "int", 0), (name, f"{name}_high", np.dtype("<i4"), "int", 1)]
+        elif dt.kind in "ui":
+            if dt.kind == "u" and dt.itemsize == 4 and len(points) and int(points[name].max()) > _INT32_MAX:
+                raise PointCloudFileError(f"PLY field {name!r} holds {int(points[name].max())}, past the int32 "
+                                          "that Open3D reads")
+            layout.append((name, ply_name, np.dtype("<i4"), "int", -1))
         else:
             raise ValueError(f"field {name!r} has dtype {dt}, which PLY cannot store")
     return layout
@@ -59,29 +69,27 @@ def write_ply(path, cloud) -> None:
     """Write the returns of ``cloud`` (a PointCloud or structured point array) as a binary PLY.
 
     See the module docstring for the properties; 64-bit integer fields
-    (``object_id``) become ``<name>_low``/``<name>_high`` uint32 pairs.
+    (``object_id``) become ``<name>_low``/``<name>_high`` pairs of 32-bit words.
     Open3D (``read_point_cloud``: points and normals), trimesh, CloudCompare
     and MeshLab read the result.
     """
     points = _points_array(cloud)
-    layout = _ply_layout(points.dtype)
+    layout = _ply_layout(points)
     out = np.empty(len(points), np.dtype([(ply_name, dt) for _, ply_name, dt, _, _ in layout]))
     for source, ply_name, dt, _, word in layout:
         values = points[source]
         if word >= 0:
             values = (values.view(np.uint64) >> np.uint64(32 * word)) & np.uint64(0xFFFFFFFF)
             values = values.astype(np.uint32).view(dt)
-        out[ply_name] = values
+        out[ply_name] = values.astype(dt)
     comments = ["comment lidar_fmu point cloud: sensor frame (x forward, y left, z up), metres"]
     assert points.dtype.names is not None  # structured (_points_array)
     if "object_id" in points.dtype.names:
-        comments.append("comment object_id = object_id_low | (object_id_high << 32)")
+        comments.append("comment object_id = uint32(object_id_high) << 32 | uint32(object_id_low)")
     name = getattr(cloud, "sensor_name", "")
     if name:
         comments.append(f"comment sensor {name}")
-    timestamp_s = getattr(cloud, "timestamp_s", None)
-    if timestamp_s is not None:
-        comments.append(f"comment timestamp_s {timestamp_s!r}")
+    comments += [f"comment {line}" for line in frame_stamp_lines(cloud)]
     header = "\n".join(
         ["ply", "format binary_little_endian 1.0", *comments, f"element vertex {len(out)}"]
         + [f"property {ply_type} {ply_name}" for _, ply_name, _, ply_type, _ in layout]

@@ -185,4 +185,5 @@ def sensor_data_to_points(sensor_data: bytes) -> PointCloud:
     points["reflectivity"] = d["reflectivity"]
     points["beam_id"] = d["beam_id"]
     points["object_id"] = d["object_id"]
-    return PointCloud(points, np.full(len(points), -1, np.int32), 0, 0)
+    return PointCloud(points, np.full(len(points), -1, np.int32), 0, 0,
+                      intensity_percent=d["intensity"].astype(np.float32))

@@ -33,7 +33,7 @@ from ..physics.echoes import form_echoes, pulse_widths_after, sub_ray_pattern, t
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
-from ..pointcloud import PointCloud, Returns
+from ..pointcloud import PointCloud, Returns, beam_rings
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
@@ -71,6 +71,14 @@ class Lidar:
         self.frames = 0
         # (a pattern, its sub-ray pattern): kept while the same pattern is cast
         self._sub_rays: tuple[RayPattern | None, RayPattern | None] = (None, None)
+        self._beam_rings: np.ndarray | None = None
+
+    @property
+    def beam_rings(self) -> np.ndarray:
+        """(beams,) uint16 ring of each beam id of this sensor (:func:`~lidar_fmu.pointcloud.beam_rings`)."""
+        if self._beam_rings is None:
+            self._beam_rings = beam_rings(self.sensor.pattern)
+        return self._beam_rings
 
     def rays(self, sensor_pose: ArrayLike) -> RayBatch:
         """This sensor's pattern from ``sensor_pose`` (4×4 world_from_sensor, m)."""
@@ -104,7 +112,7 @@ class Lidar:
 
     def scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
              motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
-             ground_truth: bool = False) -> PointCloud:
+             ground_truth: bool = False, first_firing_s: float | None = None) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -116,15 +124,18 @@ class Lidar:
         :class:`~lidar_fmu.physics.weather.Weather` for a sensor whose spec sets none (the FMU: the SensorView's).
         ``ground_truth``: the cloud also carries each point's noise-free return, material and incidence angle
         (``cloud.ground_truth``, :mod:`lidar_fmu.physics.ground_truth`). A ToF camera's ranges fold last
-        (:mod:`lidar_fmu.physics.tof`).
+        (:mod:`lidar_fmu.physics.tof`). ``timestamp_s``: when the frame ends (the pose's time);
+        ``first_firing_s``: when its first ray fired, which the points' ``time`` counts from (default: the
+        ``motion``'s window start; None without one). With ``motion_distortion`` off the cloud is a
+        ``snapshot``: every ray cast from ``sensor_pose``, so files carry no per-point time.
         """
         plan = self.plan_scan(sensor_pose, timestamp_s, pattern=pattern, motion=motion, frame=frame, weather=weather,
-                              ground_truth=ground_truth)
+                              ground_truth=ground_truth, first_firing_s=first_firing_s)
         return plan.finish(self.backend.returns_together([plan.job])[0])
 
     def plan_scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
                   motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
-                  ground_truth: bool = False) -> ScanPlan:
+                  ground_truth: bool = False, first_firing_s: float | None = None) -> ScanPlan:
         """:meth:`scan` in two parts around the cast: its :class:`~lidar_fmu.raycast.CastJob`, and ``finish``, which
         makes that job's returns the cloud. A rig casts its lidars' jobs together
         (:meth:`~lidar_fmu.raycast.Backend.returns_together`)."""
@@ -144,11 +155,14 @@ class Lidar:
             # a beam's sub-rays stay adjacent, so that packets hold whole footprints
             job, after = CastJob(dataclasses.replace(batch, in_packet_order=True) if footprint.active else batch,
                                  model), None
-        return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, timestamp_s, footprint,
+        if first_firing_s is None and motion is not None:
+            first_firing_s = motion.window_start_s
+        stamps = (timestamp_s, first_firing_s)
+        return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, stamps, footprint,
                                                frame, weather, ground_truth))
 
     def _finish(self, after: Callable[[Returns], Returns] | None, pattern: RayPattern, sensor_pose: np.ndarray,
-                timestamp_s: float, footprint: Footprint, frame: int | None, weather: Weather | None,
+                stamps: tuple[float, float | None], footprint: Footprint, frame: int | None, weather: Weather | None,
                 ground_truth: bool, returns: Returns) -> PointCloud:
         """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
@@ -166,7 +180,9 @@ class Lidar:
         if self.sensor.tof is not None:
             returns = backfold(returns, pattern, self.sensor.tof)
         self.frames += 1
-        cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=timestamp_s, sensor_name=self.sensor.name)
+        cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=stamps[0], first_firing_s=stamps[1],
+                              sensor_name=self.sensor.name, snapshot=not self.sensor.motion_distortion,
+                              beam_rings=self.beam_rings)
         cloud.existence_probability = existence
         if pulse_width_m is not None:
             cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)

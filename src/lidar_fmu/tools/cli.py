@@ -189,7 +189,7 @@ def cmd_replay(args) -> None:
     try:
         summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames,
                          progress=not args.quiet, write_pcd_every=args.pcd_every, trace_format=args.trace_format,
-                         rerun_path=args.rerun, overrides=overrides)
+                         rerun_path=args.rerun, overrides=overrides, rosbag_path=args.rosbag)
     except DamagedTraceError as exc:  # the intact frames were replayed: show them, then the one error line (exit 2)
         _print_summary(exc.summary, args.output)
         raise
@@ -459,6 +459,8 @@ def _add_replay(sub) -> None:
                                                 "else in the user cache; built if stale)")
     p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
     _add_output_options(p, trace_format="osi")
+    p.add_argument("--rosbag", metavar="DIR", help="also write a ROS 2 bag (MCAP storage) into the new folder DIR: "
+                                                   "PointCloud2 on /lidar/points, the sensor pose on /tf")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 

@@ -45,7 +45,7 @@ import numpy as np
 from ..documents import read_document
 from ..errors import UserError
 from ..osi.trace import TraceError
-from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog
+from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog, RosbagLog
 from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
@@ -410,8 +410,8 @@ class RigOutputs:
     ids. ``twin``: the ground truth's, stepped on each frame before :meth:`add` gets it."""
 
     def __init__(self, out_dir: str, scenario: dict, rig: list, step_s: float, pcd_every: int, trace_format: str,
-                 twin: GroundTruthTwin | None):
-        self.out_dir, self.scenario, self.rig, self.twin = out_dir, scenario, rig, twin
+                 twin: GroundTruthTwin | None, rosbag: RosbagLog | None = None):
+        self.out_dir, self.scenario, self.rig, self.twin, self.rosbag = out_dir, scenario, rig, twin, rosbag
         self.options = (step_s, pcd_every, trace_format)
         self.lidars: list[tuple[int, str, ReplayOutputs]] = []
         self._open = contextlib.ExitStack()
@@ -434,7 +434,10 @@ class RigOutputs:
             folder = f"sensor_{sensor_id}"
             os.makedirs(os.path.join(self.out_dir, folder, "frames"), exist_ok=True)
             scenario = self.scenario | {"name": f"{self.scenario['name']}_sensor{sensor_id}"}
-            outputs = ReplayOutputs(os.path.join(self.out_dir, folder), scenario, member.sensor, *self.options, None)
+            # one bag for the rig: each lidar in a TF frame and on a topic of its own (``/sensor_<id>/points``)
+            lane = None if self.rosbag is None else self.rosbag.lane(folder)
+            outputs = ReplayOutputs(os.path.join(self.out_dir, folder), scenario, member.sensor, *self.options, None,
+                                    lane)
             self.lidars.append((sensor_id, folder, self._open.enter_context(outputs)))
 
     def add(self, frame: ReplayedFrame) -> None:
@@ -487,7 +490,7 @@ def _check_rig_options(rig: list, rerun_path) -> None:
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
            write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
-           overrides: dict | None = None, fmu_unzip_dir: str | None = None) -> dict:
+           overrides: dict | None = None, fmu_unzip_dir: str | None = None, rosbag_path: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario (or of a bare trace: ``overrides`` gives its
     ``sensor`` and ``assets``); write outputs into ``out_dir``.
 
@@ -505,7 +508,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     openMSL's trace-file player reads) or ``mcap`` (zstd-compressed, OSI's
     recommendation since 3.7). ``write_pcd_every``: a PCD of every N-th frame
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
-    recording of the replay. The first step (it loads the model) is reported
+    recording of the replay. ``rosbag_path``: also a ROS 2 bag (a new folder, MCAP storage) of
+    every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the model) is reported
     apart as ``first_step_ms``, not in the step percentiles.
 
     ``overrides``: scenario keys laid over the file's (``lidar-fmu sweep``
@@ -525,6 +529,10 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     _check_rig_options(rig, rerun_path)
     if rerun_path:
         require_rerun()
+    if rosbag_path:
+        from ..io.rosbag import check_rosbag_output
+
+        check_rosbag_output(rosbag_path)
     check_message_type(scenario["trace"], "SensorView")
     fmu_path = _current_fmu(fmu_path)
     views = SensorViews(scenario["trace"], max_frames)
@@ -533,23 +541,25 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     clear_previous_replay(out_dir)
     with _manifested(out_dir):
         return _replay_into(out_dir, scenario, rig, views, step_s, fmu_path, fmu_unzip_dir, max_frames, progress,
-                            write_pcd_every, trace_format, rerun_path)
+                            write_pcd_every, trace_format, rerun_path, rosbag_path)
 
 
 def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, step_s: float, fmu_path,
                  fmu_unzip_dir, max_frames, progress: bool, write_pcd_every: int, trace_format: str,
-                 rerun_path) -> dict:
+                 rerun_path, rosbag_path) -> dict:
     """:func:`replay`'s stepping and writing, once every input has been checked."""
     frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
     params = fmu_parameters(scenario, out_dir)
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
+    rosbag = RosbagLog(rosbag_path, params) if rosbag_path else None
     outputs: ReplayOutputs | RigOutputs
     if len(rig) > 1:
-        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format, twin)
+        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format, twin, rosbag)
     else:
         os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
         rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
-        outputs = ReplayOutputs(out_dir, scenario, rig[0].sensor, step_s, write_pcd_every, trace_format, rerun)
+        outputs = ReplayOutputs(out_dir, scenario, rig[0].sensor, step_s, write_pcd_every, trace_format, rerun,
+                                rosbag)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
         for frame in _stepped(fmu, frames, step_s, rig[0].sensor.name, twin):

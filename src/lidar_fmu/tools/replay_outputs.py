@@ -2,6 +2,7 @@
 
 * :class:`SensorDataTrace`: the FMU's SensorData, as ``.osi`` or ``.mcap``;
 * :class:`FramePcds`: a compressed PCD of every N-th frame, with the fields OSI carries;
+* :class:`RosbagLog`: a ROS 2 bag of every frame's points and the sensor's pose;
 * :class:`RerunLog`: a Rerun recording of each frame's scene and points;
 * :class:`Previews`: ``preview.gif`` (every frame from above) and ``preview.png`` (the last frame);
 * :class:`FrameTally`: the per-frame figures of ``summary.json``.
@@ -12,6 +13,7 @@ finishes them: the trace named, the previews and ``summary.json`` written.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ import numpy as np
 if TYPE_CHECKING:
     from PIL import Image
 
+    from ..io.rosbag import RosbagWriter
     from ..osi.mcap import SensorDataMcapWriter
     from ..osi.trace import TraceWriter
     from ..pointcloud import PointCloud
@@ -39,6 +42,15 @@ def organize(cloud, pattern, max_echoes: int = 1):
     ``echo`` numbers back by range (0 = nearest).
     """
     return cloud.with_pattern(pattern, max_echoes)
+
+
+def first_firing_s(previous_s: float | None, now_s: float, period_s: float) -> float:
+    """When a step's first ray fired: the window the model fires in for a view at ``now_s`` after one at
+    ``previous_s`` (None: the first) opens at the previous view, or one frame period before this one when that
+    is later or there is none (:class:`~lidar_fmu.cosim.sensor_model.MountedLidar`); the points' ``time``
+    counts from there."""
+    start = previous_s if previous_s is not None and previous_s < now_s else now_s - period_s
+    return max(start, now_s - period_s)
 
 
 @dataclass
@@ -108,25 +120,33 @@ class FramePcds:
         self.whole_frames = sensor.continuous is None and abs(step_s - sensor.frame_period_s) <= 1e-6 * step_s
         self.echoes = sensor.footprint.max_echoes if sensor.footprint.active else 1  # returns one ray may carry
 
-    def write(self, index: int, cloud):
-        """Frame ``index``'s PCD when one is due → the cloud as written (organized on the pattern when it could be;
-        the other outputs of the frame take that one)."""
-        if not self.every or index % self.every:
-            return cloud
-        from ..io import OSI_FIELDS, write_pcd
+    def due(self, index: int) -> bool:
+        """Is frame ``index`` one to write a PCD of?"""
+        return bool(self.every) and index % self.every == 0
+
+    def fields_of(self, cloud) -> tuple:
+        """(the cloud, organized on the pattern when it can be; the fields a file of it holds)."""
+        from ..io import OSI_FIELDS
         from ..physics.ground_truth import GROUND_TRUTH_DTYPE
         from ..pointcloud import RayMatchError
 
-        fields: tuple[str, ...] = OSI_FIELDS
+        fields: tuple[str, ...] = OSI_FIELDS + ("intensity", "ring")
         if self.whole_frames:
             with contextlib.suppress(RayMatchError):
-                cloud, fields = organize(cloud, self.pattern, self.echoes), OSI_FIELDS + ("time",)
+                cloud = organize(cloud, self.pattern, self.echoes)
                 fields += ("echo",) if self.echoes > 1 else ()
+                # a snapshot's points were all cast at the view: no firing times to mislead a deskewing reader
+                fields += () if cloud.snapshot else ("time",)
         if cloud.ground_truth is not None:
             fields += GROUND_TRUTH_DTYPE.names or ()
+        return cloud, fields
+
+    def write(self, index: int, cloud, fields) -> None:
+        """Frame ``index``'s PCD of ``fields`` (:meth:`fields_of`)."""
+        from ..io import write_pcd
+
         write_pcd(os.path.join(self.folder, f"frame_{index:04d}.pcd"), cloud, compression="binary_compressed",
                   fields=fields)
-        return cloud
 
 
 class RerunLog:
@@ -145,6 +165,77 @@ class RerunLog:
         cloud.sensor_pose = self.scene.update(frame.sensor_view)
         self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
         self.recording.log_frame(cloud, frame.time_s, frame.index)
+
+
+class RosbagLog:
+    """A ROS 2 bag (MCAP storage) of the replay: each frame's points as a PointCloud2 on ``topic`` in ``frame_id``
+    and the sensor's world pose on ``/tf``, stamped with the frame's SensorView time (:mod:`lidar_fmu.io.rosbag`).
+    A rig's lidars share one bag, each in a lane of its own (:meth:`lane`)."""
+
+    def __init__(self, path: str, parameters: dict, frame_id: str = "lidar", topic: str | None = None):
+        from ..cosim.scene_update import mounting_of_parameters
+        from ..io.rosbag import check_rosbag_output
+
+        check_rosbag_output(path)  # before any work; the bag itself is started with the replay (:meth:`open`)
+        self.path, self.frame_id, self.topic = path, frame_id, topic
+        self.default_mounting = mounting_of_parameters(parameters)
+        self.writer: RosbagWriter | None = None
+        self.bag: RosbagLog = self  # the log whose writer this lane writes into
+        self.lanes_open = 0
+
+    def lane(self, frame_id: str, topic: str | None = None) -> RosbagLog:
+        """Another lidar's lane of this bag: its own ``frame_id`` and topic (default ``/<frame_id>/points``);
+        the bag is started with the first lane opened and closed with the last."""
+        lane = copy.copy(self)
+        lane.frame_id, lane.topic, lane.bag = frame_id, topic, self
+        return lane
+
+    @contextlib.contextmanager
+    def open(self):
+        """This lane started in the bag (the bag started with the first lane), closed with the last lane."""
+        from ..io.rosbag import RosbagWriter
+
+        bag = self.bag
+        if bag.writer is None:
+            bag.writer = RosbagWriter(bag.path)
+        self.writer = bag.writer
+        self.topic = bag.writer.add_lidar(self.frame_id, self.topic)
+        bag.lanes_open += 1
+        try:
+            yield bag.writer
+        finally:
+            bag.lanes_open -= 1
+            if not bag.lanes_open:
+                bag.writer.close()
+
+    def log(self, frame: ReplayedFrame, cloud, fields) -> None:
+        """The frame's ``fields`` of ``cloud`` (:meth:`FramePcds.fields_of`) and the sensor pose of its view:
+        the host's pose times the mounting the FMU used (the SensorData's), else the view's or the parameters'."""
+        from ..cosim.scene_update import sensor_pose_in
+        from ..osi.decode import decode_sensor_view
+
+        assert self.writer is not None, "RosbagLog.open() first"
+        view = decode_sensor_view(frame.sensor_view)
+        mounting = sensor_data_mounting(frame.sensor_data)
+        if mounting is not None:
+            view.mounting_pose = mounting
+        self.writer.write(self.frame_id, cloud, sensor_pose_in(view, self.default_mounting), fields=fields)
+
+
+def sensor_data_mounting(sensor_data) -> np.ndarray | None:
+    """The 4×4 vehicle_from_sensor mounting a SensorData says its points were measured from (its
+    ``mounting_position``), or None where it has none."""
+    from osi3.osi_sensordata_pb2 import SensorData
+
+    from ..geometry.transforms import pose_matrix
+
+    message = SensorData()
+    message.MergeFromString(bytes(sensor_data))
+    if not message.HasField("mounting_position"):
+        return None
+    mounting = message.mounting_position
+    return pose_matrix((mounting.position.x, mounting.position.y, mounting.position.z),
+                       (mounting.orientation.roll, mounting.orientation.pitch, mounting.orientation.yaw))
 
 
 class Previews:
@@ -180,10 +271,11 @@ class Previews:
 
 
 class FrameTally:
-    """Per frame: its returns, the objects they hit, the FMU's step time (ms) and the view's timestamp (s)."""
+    """Per frame: its returns, the objects they hit, the FMU's step time (ms), the view's timestamp (s) and the
+    frame's first firing (s)."""
 
     def __init__(self):
-        self.returns, self.object_ids, self.step_ms, self.times_s = [], [], [], []
+        self.returns, self.object_ids, self.step_ms, self.times_s, self.first_firings_s = [], [], [], [], []
         self.invalid: list[dict] = []  # the frames the FMU flagged invalid: index, time_s, why
 
     def add(self, frame: ReplayedFrame) -> None:
@@ -195,6 +287,7 @@ class FrameTally:
         self.times_s.append(frame.time_s)
         if frame.why_invalid is not None:
             self.invalid.append({"index": frame.index, "time_s": frame.time_s, "why": frame.why_invalid})
+        self.first_firings_s.append(frame.cloud.first_firing_s)
 
 
 def _percentiles(values_ms) -> dict:
@@ -211,12 +304,15 @@ class ReplayOutputs:
     """
 
     def __init__(self, out_dir: str, scenario: dict, sensor, step_s: float, pcd_every: int, trace_format: str,
-                 rerun: RerunLog | None):
+                 rerun: RerunLog | None, rosbag: RosbagLog | None = None):
+        from ..pointcloud import beam_rings
+
         self.out_dir, self.scenario_name, self.sensor = out_dir, scenario["name"], sensor
+        self.beam_rings = beam_rings(sensor.pattern)
         self.given_step_s, self.step_s = scenario.get("step_size_s"), step_s
         self.trace = SensorDataTrace(out_dir, trace_format, self.scenario_name)
         self.pcds = FramePcds(os.path.join(out_dir, "frames"), sensor, step_s, pcd_every)
-        self.rerun = rerun
+        self.rerun, self.rosbag = rerun, rosbag
         self.previews = Previews(out_dir, sensor, self.pcds.echoes)
         self.tally = FrameTally()
         self._open = contextlib.ExitStack()
@@ -225,15 +321,27 @@ class ReplayOutputs:
         self._open.enter_context(self.trace.writer)
         if self.rerun is not None:
             self._open.enter_context(self.rerun.recording)
+        if self.rosbag is not None:
+            self._open.enter_context(self.rosbag.open())
         return self
 
     def __exit__(self, *exc) -> None:
         self._open.__exit__(*exc)
 
     def add(self, frame: ReplayedFrame) -> None:
+        cloud = frame.cloud
+        previous_s = self.tally.times_s[-1] if self.tally.times_s else None
+        cloud.first_firing_s = first_firing_s(previous_s, frame.time_s, self.sensor.frame_period_s)
+        cloud.snapshot, cloud.beam_rings = not self.sensor.motion_distortion, self.beam_rings
         self.trace.write(frame.sensor_data)
         self.tally.add(frame)
-        cloud = self.pcds.write(frame.index, frame.cloud)
+        due = self.pcds.due(frame.index)
+        if due or self.rosbag is not None:  # organized (its rays known) for the files, which the other outputs take
+            cloud, fields = self.pcds.fields_of(cloud)
+            if due:
+                self.pcds.write(frame.index, cloud, fields)
+            if self.rosbag is not None:
+                self.rosbag.log(frame, cloud, fields)
         if self.rerun is not None:
             self.rerun.log(frame, cloud)
         self.previews.add(cloud)
@@ -252,6 +360,9 @@ class ReplayOutputs:
             "sensor": self.sensor.name,
             "rays_per_frame": len(self.sensor.pattern),
             "returns_per_frame": tally.returns,
+            # scenario time (s) each frame ends at (its SensorView's) and its first ray fired at
+            "frame_end_s": tally.times_s,
+            "frame_first_firing_s": tally.first_firings_s,
             "objects_per_frame": tally.object_ids,
             # the first step loads the model (and compiles what the cache lacks): apart from the steady state
             "first_step_ms": tally.step_ms[0],
