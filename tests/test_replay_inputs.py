@@ -247,3 +247,29 @@ def test_a_scenario_names_a_rig_inline_with_ground_truth(fmu_path, tmp_path):
     with pytest.raises(UserError, match="--rerun with a rig of 2 lidars"):
         replay(tmp_path, tmp_path / "refused", fmu_path=fmu_path, progress=False, rerun_path=str(tmp_path / "r.rrd"))
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_rig_writes_one_ros_bag_with_a_topic_and_tf_frame_per_lidar(fmu_path, tmp_path):
+    """--rosbag with a rig: every lidar's clouds on a topic and in a TF frame of its own, each at the pose the
+    FMU measured it from (the host's pose times that lidar's mounting)."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    write_trace(tmp_path / "views.osi", _rig_views())
+    (tmp_path / "rig.json").write_text(json.dumps(RIG))
+    summary = replay(tmp_path / "views.osi", tmp_path / "out", fmu_path=fmu_path, progress=False,
+                     overrides={"sensor": str(tmp_path / "rig.json")}, rosbag_path=str(tmp_path / "bag"))
+    with AnyReader([tmp_path / "bag"], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        messages = [(c.topic, reader.deserialize(raw, c.msgtype)) for c, _, raw in reader.messages()]
+    assert counts == {"/tf": 4, "/sensor_0/points": 2, "/sensor_7/points": 2}
+    for lidar in summary["lidars"]:
+        clouds = [m for topic, m in messages if topic == f"/{lidar['folder']}/points"]
+        assert [c.width for c in clouds] == lidar["returns_per_frame"]
+        assert {c.header.frame_id for c in clouds} == {lidar["folder"]}
+    poses = {m.transforms[0].child_frame_id: m.transforms[0].transform for topic, m in messages if topic == "/tf"}
+    # the last frame: host at x = 0.4 m (rear axle), front lidar 2 m ahead of it, the rear one 1 m behind, turned
+    front, rear = poses["sensor_0"], poses["sensor_7"]
+    assert front.translation.x - rear.translation.x == pytest.approx(3.0, abs=1e-6)
+    assert (front.translation.z, rear.translation.z) == pytest.approx((1.4 + 0.75, 1.6 + 0.75), abs=0.5)
+    assert abs(front.rotation.w) == pytest.approx(1.0) and abs(rear.rotation.z) == pytest.approx(1.0)
