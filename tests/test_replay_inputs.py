@@ -227,8 +227,7 @@ def test_a_rig_replays_each_lidar_into_a_folder_of_its_own(fmu_path, tmp_path):
 
 def test_a_scenario_names_a_rig_inline_with_ground_truth(fmu_path, tmp_path):
     """``sensor: {sensors: [...]}`` in scenario.yaml: each lidar under its id, each PCD with its own lidar's
-    ground truth; Rerun, which shows one lidar, is refused for a rig by name before anything is written."""
-    from lidar_fmu.errors import UserError
+    ground truth."""
     from lidar_fmu.physics.ground_truth import GROUND_TRUTH_DTYPE
 
     noisy = {**SMALL_SENSOR, "noise": {"range_sigma_m": 0.02, "seed": 3}}
@@ -244,9 +243,6 @@ def test_a_scenario_names_a_rig_inline_with_ground_truth(fmu_path, tmp_path):
         assert set(GROUND_TRUTH_DTYPE.names) <= set(points.dtype.names) and len(points) > 5
         error = points["range"] - points["range_true"]
         assert 0 < np.abs(error).max() < 0.2  # noise about the truth of this lidar's own rays
-    with pytest.raises(UserError, match="--rerun with a rig of 2 lidars"):
-        replay(tmp_path, tmp_path / "refused", fmu_path=fmu_path, progress=False, rerun_path=str(tmp_path / "r.rrd"))
-    assert not (tmp_path / "refused").exists()
 
 
 def test_a_rig_writes_one_ros_bag_with_a_topic_and_tf_frame_per_lidar(fmu_path, tmp_path):
@@ -273,3 +269,25 @@ def test_a_rig_writes_one_ros_bag_with_a_topic_and_tf_frame_per_lidar(fmu_path, 
     assert front.translation.x - rear.translation.x == pytest.approx(3.0, abs=1e-6)
     assert (front.translation.z, rear.translation.z) == pytest.approx((1.4 + 0.75, 1.6 + 0.75), abs=0.5)
     assert abs(front.rotation.w) == pytest.approx(1.0) and abs(rear.rotation.z) == pytest.approx(1.0)
+
+
+def test_a_rig_records_one_rerun_scene_with_each_lidar_under_its_id(fmu_path, tmp_path):
+    """--rerun with a rig: the scene once, and each lidar's points under world/sensor_<id>, at its own pose."""
+    RrdReader = pytest.importorskip("rerun.chunk").RrdReader
+
+    write_trace(tmp_path / "views.osi", _rig_views())
+    (tmp_path / "rig.json").write_text(json.dumps(RIG))
+    summary = replay(tmp_path / "views.osi", tmp_path / "out", fmu_path=fmu_path, progress=False,
+                     overrides={"sensor": str(tmp_path / "rig.json")}, rerun_path=str(tmp_path / "rig.rrd"))
+    rows: dict = {}
+    for chunk in RrdReader(tmp_path / "rig.rrd").stream():
+        batch = chunk.to_record_batch()
+        for name in batch.column_names:
+            if name.startswith(("Points3D:positions", "Transform3D:translation")):
+                values = [v for v in batch.column(name).to_pylist() if v is not None]
+                rows.setdefault(chunk.entity_path, []).extend(values)
+    for lidar in summary["lidars"]:
+        points = rows[f"/world/{lidar['folder']}/points"]
+        assert [len(frame) for frame in points] == lidar["returns_per_frame"]
+    front, rear = (np.array(rows[f"/world/sensor_{i}"][-1]).ravel() for i in (0, 7))
+    assert front[0] - rear[0] == pytest.approx(3.0, abs=1e-5)  # 2 m ahead of the rear axle, 1 m behind it

@@ -150,12 +150,13 @@ class RerunRecording:
             self.stream.set_time("time", duration=float(time_s))
 
     # -- frames --------------------------------------------------------------------------------
-    def log_frame(self, cloud, time_s: float, frame_index: int, sensor_pose=None) -> None:
-        """Log one scan: the sensor pose (``sensor_pose``, else ``cloud.sensor_pose``) and its returns."""
+    def log_frame(self, cloud, time_s: float, frame_index: int, sensor_pose=None, entity: str = "world/sensor") -> None:
+        """Log one scan: the sensor pose (``sensor_pose``, else ``cloud.sensor_pose``) as ``entity`` and its returns
+        under it (a rig's lidars: an entity each)."""
         rr = self._rr
         self._set_time(time_s, frame_index)
         pose = np.asarray(cloud.sensor_pose if sensor_pose is None else sensor_pose, np.float64)
-        self.stream.log("world/sensor", rr.Transform3D(translation=pose[:3, 3], mat3x3=pose[:3, :3]))
+        self.stream.log(entity, rr.Transform3D(translation=pose[:3, 3], mat3x3=pose[:3, :3]))
         points = cloud.points
         xyz = np.stack([points["x"], points["y"], points["z"]], axis=1).astype(np.float32)
         reflectivity = points["reflectivity"] if "reflectivity" in points.dtype.names else np.zeros(len(points))
@@ -163,7 +164,7 @@ class RerunRecording:
         kwargs = {"colors": colors}
         if "object_id" in points.dtype.names:
             kwargs["class_ids"] = self.class_ids(points["object_id"])
-        self.stream.log("world/sensor/points", rr.Points3D(xyz, **kwargs))
+        self.stream.log(f"{entity}/points", rr.Points3D(xyz, **kwargs))
 
     # -- meshes --------------------------------------------------------------------------------
     def log_meshes(self, scene, time_s: float | None = None, frame_index: int | None = None) -> None:

@@ -410,13 +410,16 @@ class RigOutputs:
     ids. ``twin``: the ground truth's, stepped on each frame before :meth:`add` gets it."""
 
     def __init__(self, out_dir: str, scenario: dict, rig: list, step_s: float, pcd_every: int, trace_format: str,
-                 twin: GroundTruthTwin | None, rosbag: RosbagLog | None = None):
+                 twin: GroundTruthTwin | None, rosbag: RosbagLog | None = None, rerun: RerunLog | None = None):
         self.out_dir, self.scenario, self.rig, self.twin, self.rosbag = out_dir, scenario, rig, twin, rosbag
+        self.rerun = rerun  # one recording of the scene, each lidar's points under world/sensor_<id>
         self.options = (step_s, pcd_every, trace_format)
         self.lidars: list[tuple[int, str, ReplayOutputs]] = []
         self._open = contextlib.ExitStack()
 
     def __enter__(self) -> RigOutputs:
+        if self.rerun is not None:
+            self._open.enter_context(self.rerun.recording)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -446,12 +449,16 @@ class RigOutputs:
         split = per_lidar_sensor_data(frame.sensor_data, len(self.rig))
         if not self.lidars:
             self._open_lidars([sensor_id for sensor_id, _ in split], frame.sensor_view)
-        for k, ((_, sensor_data), member, (_, _, outputs)) in enumerate(zip(split, self.rig, self.lidars)):
+        logged = []
+        for k, ((_, sensor_data), member, (_, folder, outputs)) in enumerate(zip(split, self.rig, self.lidars)):
             cloud = sensor_data_to_points(sensor_data)
             cloud.sensor_name, cloud.timestamp_s = member.sensor.name, frame.time_s
             if self.twin is not None:  # stepped on this frame's view by the stepping
                 cloud.ground_truth = self.twin.truth_for(cloud, k)
             outputs.add(dataclasses.replace(frame, sensor_data=sensor_data, cloud=cloud))
+            logged.append((folder, cloud, sensor_data))
+        if self.rerun is not None:
+            self.rerun.log_rig(frame, logged)
 
     def finish(self, fmu_messages: list, damage) -> dict:
         """Each lidar's outputs finished, then the rig's ``summary.json`` → the rig's summary (``lidars``: each
@@ -480,12 +487,6 @@ def _rig_figures(lidars: list[dict]) -> dict:
             "first_step_ms": first["first_step_ms"], "step_ms": first["step_ms"],
             "invalid_frames": first["invalid_frames"],
             "sensordata_trace": [os.path.join(lidar["folder"], lidar["sensordata_trace"]) for lidar in lidars]}
-
-
-def _check_rig_options(rig: list, rerun_path) -> None:
-    if len(rig) > 1 and rerun_path:
-        raise UserError(f"--rerun with a rig of {len(rig)} lidars: a recording shows one lidar; replay one lidar "
-                        f"of the rig for it")
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
@@ -526,7 +527,6 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         raise UserError(f"write_pcd_every must be ≥ 0 (0: no PCDs), got {write_pcd_every}")
     # reading: the scenario, its lidars, the FMU and the head of the trace, all checked before any output
     scenario, rig = _scenario_and_rig(scenario_path, overrides)
-    _check_rig_options(rig, rerun_path)
     if rerun_path:
         require_rerun()
     if rosbag_path:
@@ -552,12 +552,12 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
     params = fmu_parameters(scenario, out_dir)
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
     rosbag = RosbagLog(rosbag_path, params) if rosbag_path else None
+    rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
     outputs: ReplayOutputs | RigOutputs
     if len(rig) > 1:
-        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format, twin, rosbag)
+        outputs = RigOutputs(out_dir, scenario, rig, step_s, write_pcd_every, trace_format, twin, rosbag, rerun)
     else:
         os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
-        rerun = RerunLog(rerun_path, scenario["name"], params) if rerun_path else None
         outputs = ReplayOutputs(out_dir, scenario, rig[0].sensor, step_s, write_pcd_every, trace_format, rerun,
                                 rosbag)
     # stepping and writing: each frame's outputs are on disk before the next frame is read

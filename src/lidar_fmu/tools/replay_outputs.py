@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -165,6 +166,22 @@ class RerunLog:
         cloud.sensor_pose = self.scene.update(frame.sensor_view)
         self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
         self.recording.log_frame(cloud, frame.time_s, frame.index)
+
+    def log_rig(self, frame: ReplayedFrame, lidars: list) -> None:
+        """A rig's frame: the scene once, then each lidar's points (``lidars``: (entity name, cloud, that lidar's
+        SensorData)) under ``world/<name>``, at the pose the FMU measured them from (the host's pose times the
+        SensorData's mounting)."""
+        from ..cosim.scene_update import sensor_pose_in
+        from ..osi.decode import decode_sensor_view
+
+        self.scene.update(frame.sensor_view)
+        self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
+        view = decode_sensor_view(frame.sensor_view)
+        for name, cloud, sensor_data in lidars:
+            mounting = sensor_data_mounting(sensor_data)
+            posed = view if mounting is None else dataclasses.replace(view, mounting_pose=mounting)
+            pose = sensor_pose_in(posed, self.scene.default_mounting)
+            self.recording.log_frame(cloud, frame.time_s, frame.index, pose, entity=f"world/{name}")
 
 
 class RosbagLog:
