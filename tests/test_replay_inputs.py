@@ -291,3 +291,24 @@ def test_a_rig_records_one_rerun_scene_with_each_lidar_under_its_id(fmu_path, tm
         assert [len(frame) for frame in points] == lidar["returns_per_frame"]
     front, rear = (np.array(rows[f"/world/sensor_{i}"][-1]).ravel() for i in (0, 7))
     assert front[0] - rear[0] == pytest.approx(3.0, abs=1e-5)  # 2 m ahead of the rear axle, 1 m behind it
+
+
+def test_a_replay_whose_frames_the_fmu_flags_invalid_fails_in_one_line(tmp_path, capsys):
+    """Frames the FMU says are no measurements (the host is not in the ground truth) make the replay fail (exit 2,
+    one line with the count and the first reason), its outputs written and the reasons in summary.json."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    views = []
+    for t in (0.1, 0.2):
+        view = SensorView.FromString(sensor_view([], time_s=t, host=None))
+        view.host_vehicle_id.value = view.global_ground_truth.host_vehicle_id.value = 77
+        views.append(view.SerializeToString())
+    write_trace(tmp_path / "nohost.osi", views)
+    (tmp_path / "small.json").write_text(json.dumps(SMALL_SENSOR))
+    out = tmp_path / "out"
+    assert main(["replay", str(tmp_path / "nohost.osi"), "--sensor", str(tmp_path / "small.json"), "-o", str(out),
+                 "-q"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "2 of 2 frames invalid, the first (frame 0)" in line and "host vehicle 77 is not in the ground truth" in line
+    summary = json.loads((out / "summary.json").read_text())
+    assert [frame["index"] for frame in summary["invalid_frames"]] == [0, 1]

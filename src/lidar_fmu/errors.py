@@ -17,4 +17,18 @@ class UserError(LidarFmuError):
     """A command-line argument or scenario file that cannot be used as given."""
 
 
-__all__ = ["LidarFmuError", "UserError"]
+#: characters of a message kept where one line reports it (a step's message may carry a whole traceback)
+BRIEF_CHARS = 300
+
+
+def brief(message: str) -> str:
+    """A message on one line: a traceback shortened to its first line and the exception it ended with, cut to
+    :data:`BRIEF_CHARS`."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        lines = [lines[0], lines[-1]]
+    text = " ".join(" ".join(lines).split())
+    return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 1] + "…"
+
+
+__all__ = ["BRIEF_CHARS", "LidarFmuError", "UserError", "brief"]

@@ -194,6 +194,16 @@ def cmd_replay(args) -> None:
         _print_summary(exc.summary, args.output)
         raise
     _print_summary(summary, args.output)
+    _fail_on_invalid_frames(summary, args.output)
+
+
+def _fail_on_invalid_frames(summary: dict, out_dir: str) -> None:
+    """Frames the FMU flagged invalid are no measurements: the replay failed, though its outputs are written."""
+    from .replay import invalid_frames_message
+
+    invalid = invalid_frames_message(summary)
+    if invalid:
+        raise UserError(f"{invalid} (outputs written to {out_dir}; each frame's reason in its summary.json)")
 
 
 def cmd_sweep(args) -> None:
@@ -250,6 +260,7 @@ def cmd_demo(args) -> None:
     summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet,
                      write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
     _print_summary(summary, os.path.join(args.output, "replay"))
+    _fail_on_invalid_frames(summary, os.path.join(args.output, "replay"))
     _print_disk_use(args.output)
 
 

@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 from ..documents import read_document
-from ..errors import UserError
+from ..errors import UserError, brief
 from ..osi.trace import TraceError
 from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog, RosbagLog
 from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
@@ -472,6 +472,16 @@ class RigOutputs:
         with open(os.path.join(self.out_dir, "summary.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
         return summary
+
+
+def invalid_frames_message(summary: dict) -> str | None:
+    """One line saying how many of a replay's frames the FMU flagged invalid and why the first was, or None."""
+    invalid = summary.get("invalid_frames") or []
+    if not invalid:
+        return None
+    first = invalid[0]
+    return (f"{len(invalid)} of {summary['frames']} frames invalid, the first (frame {first['index']}): "
+            f"{brief(first['why']) or 'the FMU logged no reason'}")
 
 
 def _rig_figures(lidars: list[dict]) -> dict:

@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 from ..documents import read_document
-from ..errors import LidarFmuError, UserError
+from ..errors import LidarFmuError, UserError, brief
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
 # command runs, without loading what it does not use (numba kernels, osi3, the FMU).
@@ -319,24 +319,11 @@ def _identity(run: Run, options: RunOptions) -> dict:
     return json.loads(json.dumps(run_fields | {"trace_format": options.trace_format, "pcd_every": options.pcd_every}))
 
 
-#: characters of an FMU message kept in a report row (a step's message may carry a whole traceback)
-BRIEF_CHARS = 300
-
-
-def _brief(message: str) -> str:
-    """An FMU message on one line: a traceback shortened to its first line and the exception it ended with."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if any(line.startswith("Traceback (most recent call last)") for line in lines):
-        lines = [lines[0], lines[-1]]
-    text = " ".join(" ".join(lines).split())
-    return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 1] + "…"
-
-
 def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
     """Replay one run into ``out_dir/run.name`` → its report row. Never raises: a failure is the row's
     ``status`` ``failed`` with the ``error``, so it cannot sink the other runs of the sweep. A run with any frame
     the FMU flagged invalid (its output ``valid`` false) failed, with what the FMU logged for the first."""
-    from .replay import DamagedTraceError, replay
+    from .replay import DamagedTraceError, invalid_frames_message, replay
 
     started, cpu_started = time.perf_counter(), time.process_time()
     row: dict[str, Any] = {"run": run.name, "status": "failed", "error": "", "worker": _where()}
@@ -356,10 +343,9 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
             raise
         traces = summary["sensordata_trace"]  # a rig's: one per lidar
         row |= _figures(summary) | {"sensordata_trace": traces if isinstance(traces, str) else " ".join(traces)}
-        invalid = summary["invalid_frames"]
+        invalid = invalid_frames_message(summary)
         if invalid:  # the FMU said these steps are not measurements: the run did not do what was asked
-            raise UserError(f"{len(invalid)} of {summary['frames']} frames invalid, the first (frame "
-                            f"{invalid[0]['index']}): {_brief(invalid[0]['why']) or 'the FMU logged no reason'}")
+            raise UserError(invalid)
         row["status"] = "ok"
     except Exception as exc:  # any failure belongs to this run alone: reported in its row, the sweep goes on
         text = " ".join(str(exc).split()) or type(exc).__name__
@@ -542,7 +528,7 @@ class Progress:
             self._draw()
         elif self.enabled:
             what = (f"{row.get('frames', 0)} frames, {row.get('wall_s', 0):.1f} s" if row["status"] == "ok"
-                    else _brief(str(row.get("error", ""))))
+                    else brief(str(row.get("error", ""))))
             print(f"sweep: {self.done}/{self.total} {row['run']}: {row['status']} ({what})", file=self.stream,
                   flush=True)
 
