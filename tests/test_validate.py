@@ -200,3 +200,39 @@ def test_a_recording_of_another_shape_is_refused():
     cal = read_ouster_metadata(_paths("OS-1-128_v2.3.0_1024x10_lb_n3")[1])
     with pytest.raises(RecordingError, match="128 beams"):
         read_recording(npz, cal, metadata)
+
+
+def test_extracted_frames_hold_what_ouster_sdk_counted_in_them():
+    """The npz images against numbers ouster-sdk gave earlier (tests/data/ouster_os1_128_*.json)."""
+    here = os.path.join(os.path.dirname(__file__), "data")
+    with open(os.path.join(here, "ouster_os1_128_return_fraction_by_band.json")) as f:
+        bands = json.load(f)
+    npz, metadata = _paths("OS-1-128_v2.3.0_1024x10_lb_n3")
+    recording = read_recording(npz, read_ouster_metadata(metadata), metadata)
+    assert recording.frame_id.tolist() == bands["frame_ids"]
+    assert (recording.images["range_mm"] > 0).sum(axis=(0, 2)).tolist() == bands["beam_returns"]
+    with open(os.path.join(here, "ouster_os1_128_dual_returns.json")) as f:
+        dual = json.load(f)
+    npz, metadata = _paths("OS-1-128_767798045_1024x10_20230712_120049")
+    recording = read_recording(npz, read_ouster_metadata(metadata), metadata)
+    sent = recording.sent(0)
+    first, second = recording.images["range_mm"][0][:, sent], recording.images["range2_mm"][0][:, sent]
+    assert sent.sum() == dual["columns_sent"]
+    assert (first > 0).sum() == dual["returning_pixels"] and ((first > 0) & (second > 0)).sum() == dual[
+        "second_echo_pixels"]
+
+
+def test_a_dual_return_recording_reports_second_returns():
+    npz, metadata = _paths("OS-1-128_767798045_1024x10_20230712_120049")
+    cal = read_ouster_metadata(metadata)
+    recording = read_recording(npz, cal, metadata)
+    spec = sensor_spec(metadata, cal, None, recording.dual)
+    assert spec["returns"] == "dual"
+    result = summarize([compare_frame(recording, 0, cal, pixel_rays(cal), spec, "embree")], recording, cal)
+    second = result["second_return"]
+    assert second["real_fraction_all_sent"] == pytest.approx(1089 / 16373)
+    real_returning = result["agreement"]["both"] + result["agreement"]["only_real"]
+    assert second["both"] + second["only_real"] == round(second["real_fraction_covered"] * real_returning)
+    assert 0 <= second["sim_fraction_covered"] <= 1
+    # only the 128 columns the unit sent are compared
+    assert result["held_out_pixels"] == 64 * cal.beams

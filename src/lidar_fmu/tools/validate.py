@@ -493,11 +493,19 @@ def _num(value) -> str:
     return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.2f}"
 
 
+def _describe(spec: dict[str, Any]) -> str:
+    """The spec keys that decide which pixels return and how, in one line."""
+    keys = ("name", "min_range_m", "max_range_m", "range_reflectivity", "noise", "detection", "returns",
+            "divergence_samples")
+    return ", ".join(f"{k}: {json.dumps(spec[k])}" for k in keys if k in spec)
+
+
 def table_lines(r: dict[str, Any]) -> list[str]:
     """The human table of a result (markdown, so the docs can hold it as printed)."""
     a = r["agreement"]
     lines = [f"{r['recording']} ({r['profile']}, {len(r['frames'])} frame(s), {r['covered_pixels']:,} of "
-             f"{r['held_out_pixels']:,} held-out pixels covered by the mesh)", "",
+             f"{r['held_out_pixels']:,} held-out pixels covered by the mesh)",
+             f"simulated as {_describe(r['sensor'])}", "",
              "| figure | value |", "|---|---|",
              f"| covered pixels: both return / only real / only sim / neither | {a['both']:,} / {a['only_real']:,} / "
              f"{a['only_sim']:,} / {a['neither']:,} |",
@@ -565,7 +573,7 @@ def plot_validation(path: str, r: dict[str, Any]) -> None:
         axes[2].bar(x + (k - 1) * 0.27, values, width=0.27, label=name, color=("k", "C1", "0.7")[k])
     axes[2].set_xticks(x, names)
     axes[2].set(xlabel="range band (m)", ylabel="σ (cm)", title="noise σ (chord residual)")
-    axes[2].legend()
+    axes[2].legend(loc="upper left")
     fig.suptitle(f"{r['recording']}: ours against the unit")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
