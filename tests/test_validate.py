@@ -173,18 +173,20 @@ def test_validate_command_writes_table_json_and_figure(tmp_path, capsys):
     ("other_unit", "describes 128 beams"),
     ("pcap", "needs ouster-sdk"),
     ("broken_npz", "lacks"),
+    ("not_ouster", "--metadata"),
 ])
 def test_validate_refuses_bad_input_in_one_line(case, message, tmp_path, capsys):
     npz, metadata = _paths(OS1_32)
     recording = {"missing": str(tmp_path / "none.npz"), "text": str(tmp_path / "a.txt"), "other_unit": npz,
-                 "pcap": str(tmp_path / "a.pcap"), "broken_npz": str(tmp_path / "b.npz")}[case]
+                 "pcap": str(tmp_path / "a.pcap"), "broken_npz": str(tmp_path / "b.npz"), "not_ouster": npz}[case]
     (tmp_path / "a.txt").write_text("hello")
     (tmp_path / "a.pcap").write_bytes(b"\xd4\xc3\xb2\xa1")
     np.savez(tmp_path / "b.npz", range_mm=np.zeros((1, 32, 1024), np.uint32))
     if case == "other_unit":
         metadata = _paths("OS-1-128_v2.3.0_1024x10_lb_n3")[1]
+    if case == "not_ouster":
+        metadata = str(tmp_path / "a.txt")
     if case == "pcap":
-        pytest.importorskip("numpy")
         try:
             import ouster.sdk  # noqa: F401
             pytest.skip("ouster-sdk is installed here")

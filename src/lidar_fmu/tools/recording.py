@@ -107,7 +107,8 @@ def _read_pcap(path: str, metadata_path: str) -> Recording:
     try:
         from ouster.sdk import core, open_source
     except ImportError:
-        raise RecordingError(f"reading {path} needs ouster-sdk (pip install ouster-sdk, best in its own venv); "
+        raise RecordingError(f"reading {path} needs ouster-sdk (pip install 'lidar-fmu[ouster]', in a venv "
+                             f"of its own: it pins old psutil and click); "
                              f"or give the .npz that scripts/extract_ouster_frames.py writes") from None
     try:
         source = open_source(path, meta=[metadata_path], sensor_idx=0)
