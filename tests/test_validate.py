@@ -8,12 +8,14 @@ import pytest
 import trimesh
 
 from lidar_fmu.geometry.scene import Mesh, Scene
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.scan.lidar import Lidar
 from lidar_fmu.sensors.ouster import read_ouster_metadata
 from lidar_fmu.tools.cli import main
-from lidar_fmu.tools.recording import Recording, RecordingError, read_recording
+from lidar_fmu.tools.recording import Recording, RecordingError, read_kitti_poses, read_recording
 from lidar_fmu.tools.validate import (
     compare_frame,
+    frame_to_frame_noise,
     mesh_from_pixels,
     pixel_rays,
     sensor_spec,
@@ -104,23 +106,27 @@ def _room_scene():
     return scene
 
 
-def _simulated_recording(cal, metadata, off_by_one=False):
+def _simulated_recording(cal, metadata, off_by_one=False, poses=None, spec=None):
     """The unit simulated in a room, written as the unit would: its range image in RANGE's convention, placed by
-    each return's beam and the pattern's measurement column. ``off_by_one``: each odd (held-out) column holds the
-    next column's pixels instead, as a matching one column off would compare them."""
-    lidar = Lidar(_room_scene(), sensor_spec(metadata, cal, None, False), backend="embree")
-    cloud = lidar.scan(np.eye(4))
-    beam = cloud.points["beam_id"].astype(int)
-    column = lidar.sensor.pattern.column[cloud.ray_index].astype(int)
-    range_mm = np.zeros((1, cal.beams, cal.columns), np.uint32)
-    range_mm[0, beam, column] = np.rint((cloud.points["range"] + cal.beam_origin_mm * 1e-3) * 1000).astype(np.uint32)
+    each return's beam and the pattern's measurement column, one frame per pose. ``off_by_one``: each odd
+    (held-out) column holds the next column's pixels instead, as a matching one column off would compare them."""
+    poses = [np.eye(4)] if poses is None else poses
+    lidar = Lidar(_room_scene(), spec or sensor_spec(metadata, cal, None, False), backend="embree")
+    range_mm = np.zeros((len(poses), cal.beams, cal.columns), np.uint32)
     reflectivity = np.zeros_like(range_mm, dtype=np.uint16)
-    reflectivity[0, beam, column] = np.rint(100 * cloud.points["reflectivity"]).astype(np.uint16)
+    for f, pose in enumerate(poses):
+        cloud = lidar.scan(pose)
+        beam = cloud.points["beam_id"].astype(int)
+        column = lidar.sensor.pattern.column[cloud.ray_index].astype(int)
+        range_m = cloud.points["range"] + cal.beam_origin_mm * 1e-3
+        range_mm[f, beam, column] = np.rint(range_m * 1000).astype(np.uint32)
+        reflectivity[f, beam, column] = np.rint(100 * cloud.points["reflectivity"]).astype(np.uint16)
     if off_by_one:
         range_mm[:, :, 1::2] = np.roll(range_mm, -1, axis=2)[:, :, 1::2]
     images = {"range_mm": range_mm, "reflectivity": reflectivity}
-    return Recording("room", images, np.ones((1, cal.columns), np.uint32), np.zeros((1, cal.columns), np.uint64),
-                     np.array([0]), "simulated")
+    frames = len(poses)
+    return Recording("room", images, np.ones((frames, cal.columns), np.uint32),
+                     np.zeros((frames, cal.columns), np.uint64), np.arange(frames), "simulated")
 
 
 @pytest.mark.parametrize("off_by_one", [False, True])
@@ -238,3 +244,32 @@ def test_a_dual_return_recording_reports_second_returns():
     assert 0 <= second["sim_fraction_covered"] <= 1
     # only the 128 columns the unit sent are compared
     assert result["held_out_pixels"] == 64 * cal.beams
+
+
+def test_noise_from_frame_to_frame_finds_the_noise_a_unit_has():
+    """A unit with σ = 2 cm recorded from two poses 0.25 m apart: its noise, measured from frame to frame after
+    the poses, is 2 cm; ours simulated with the same noise reads the same, without noise nothing."""
+    npz, metadata = _paths(OS1_32)
+    cal = read_ouster_metadata(metadata)
+    noisy = sensor_spec(metadata, cal, None, False) | {"noise": {"range_sigma_m": 0.02, "seed": 3}}
+    poses = np.stack([np.eye(4), pose_matrix((0.25, 0.05, 0.0), (0.0, 0.0, np.radians(1.0)))])
+    recording = _simulated_recording(cal, metadata, poses=poses, spec=noisy)
+    rays = pixel_rays(cal)
+    for spec, ours in ((noisy, 0.02), (sensor_spec(metadata, cal, None, False), 0.0)):
+        bands = [b for b in frame_to_frame_noise(recording, rays, spec, poses, "embree")["bands"] if b["real_n"] > 1000]
+        assert bands
+        for band in bands:
+            assert band["real_sigma_m"] == pytest.approx(0.02, rel=0.15)
+            assert band["sim_sigma_m"] == pytest.approx(ours, abs=0.003)
+
+
+def test_kitti_poses_are_read_and_checked(tmp_path):
+    poses = read_kitti_poses(os.path.join(DATA, "OS-1-128_v2.3.0_1024x10_lb_n3_poses_kitti.txt"), 3)
+    assert poses.shape == (3, 4, 4) and np.allclose(poses[0], np.eye(4))
+    assert poses[2][0, 3] == pytest.approx(0.4978, abs=1e-4)  # the unit moves ≈ 0.25 m per frame
+    with pytest.raises(RecordingError, match="3 poses for a recording of 2"):
+        read_kitti_poses(os.path.join(DATA, "OS-1-128_v2.3.0_1024x10_lb_n3_poses_kitti.txt"), 2)
+    bad = tmp_path / "poses.txt"
+    bad.write_text("1 0 0 0 0 1 0 0 0 0 1\n")
+    with pytest.raises(RecordingError, match="12 finite numbers"):
+        read_kitti_poses(str(bad), 1)

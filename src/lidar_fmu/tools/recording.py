@@ -131,3 +131,24 @@ def _read_pcap(path: str, metadata_path: str) -> Recording:
     return Recording(os.path.splitext(os.path.basename(path))[0],
                      {key: np.stack(v) for key, v in images.items() if v}, np.stack(status), np.stack(timestamp),
                      np.asarray(frame_id), profile)
+
+
+def read_kitti_poses(path: str, frames: int) -> np.ndarray:
+    """(frames, 4, 4) world_from_sensor poses from a KITTI pose file: one row-major 3×4 matrix (12 numbers) per
+    line, one line per frame of the recording."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.split() for line in f.read(1 << 20).splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"cannot read poses {path}: {exc}") from None
+    if len(lines) != frames:
+        raise RecordingError(f"poses {path}: {len(lines)} poses for a recording of {frames} frame(s)")
+    try:
+        values = np.array([[float(v) for v in line] for line in lines])
+    except ValueError:
+        values = np.empty((0, 0))
+    if values.shape != (frames, 12) or not np.all(np.isfinite(values)):
+        raise RecordingError(f"poses {path}: each line must hold 12 finite numbers (a 3×4 matrix, KITTI layout)")
+    poses = np.tile(np.eye(4), (frames, 1, 1))
+    poses[:, :3, :] = values.reshape(frames, 3, 4)
+    return poses

@@ -29,7 +29,7 @@ def cmd_validate(args) -> None:
     from .validate import validate
 
     validate(args.recording, args.metadata, args.output, sensor=args.sensor, backend=args.backend,
-             frames=args.frames, max_jump=args.max_jump)
+             frames=args.frames, max_jump=args.max_jump, poses_path=args.poses)
 
 
 def add_validate(sub) -> None:
@@ -47,6 +47,9 @@ def add_validate(sub) -> None:
     p.add_argument("--sensor", default=None,
                    help="preset or sensor spec file to simulate, the unit's calibration as its geometry "
                         "(default: what the metadata JSON resolves to as a --sensor)")
+    p.add_argument("--poses", default=None,
+                   help="the unit's pose per frame (KITTI: a row-major 3×4 matrix per line): noise is then also "
+                        "measured from frame to frame")
     p.add_argument("--frames", type=_frames, default=None, help="compare only the first N frames")
     p.add_argument("--max-jump", type=_jump, default=0.05,
                    help="neighbours whose ranges differ by more than this fraction are not one surface")
