@@ -166,7 +166,7 @@ def test_validate_command_writes_table_json_and_figure(tmp_path, capsys):
     out = tmp_path / "val"
     code, stdout, err = run(["validate", npz, "--metadata", metadata, "-o", str(out), "--backend", "embree"], capsys)
     assert code == 0, err
-    assert "real returns we find" in stdout and "Spearman our intensity vs signal" in stdout
+    assert "real returns we find" in stdout and "our `intensity` against the unit's SIGNAL" in stdout
     result = json.loads((out / "validation.json").read_text())
     assert result["agreement"]["real_returns_found"] > 0.9
     assert result["abs_delta_away_from_edges"]["median_m"] < 0.05

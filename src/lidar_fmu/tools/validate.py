@@ -338,7 +338,7 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: dict, pose
     return {"pairs": len(poses) - 1, "bands": bands}
 
 
-def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, sensor_spec_: dict,
+def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: dict,
                   backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
     images = recording.images
@@ -352,7 +352,7 @@ def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays
         raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
                             f"agree in range; nothing to rebuild the scene from")
     mesh, _ = made
-    lidar = _unit_lidar(mesh, sensor_spec_, backend)
+    lidar = _unit_lidar(mesh, spec, backend)
     t0 = time.perf_counter()
     cloud = lidar.scan(np.eye(4), frame=frame)
     scan_s = time.perf_counter() - t0
@@ -397,7 +397,8 @@ def _fraction(a: int, b: int) -> float | None:
 
 
 def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
-    """Real returns beyond our r_L(ρ) per reflectivity band, and outside our min/max range (every sent pixel)."""
+    """Real first returns beyond our r_L(ρ) per reflectivity band, and outside our min/max range (every sent
+    pixel of every frame)."""
     sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
     rng = recording.images["range_mm"].astype(np.float64) * 1e-3
     refl = recording.images["reflectivity"].astype(np.float64)
@@ -563,6 +564,15 @@ def _num(value) -> str:
     return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.2f}"
 
 
+_SPEARMAN_LABELS = {
+    "our_intensity_vs_reflectivity": "our `intensity` against the unit's REFLECTIVITY",
+    "our_reflectivity_vs_reflectivity": "our `reflectivity` against the unit's REFLECTIVITY",
+    "our_intensity_vs_signal": "our `intensity` against the unit's SIGNAL",
+    "our_reflectivity_vs_signal": "our `reflectivity` against the unit's SIGNAL",
+    "unit_reflectivity_vs_signal": "the unit's REFLECTIVITY against its SIGNAL",
+}
+
+
 def _describe(spec: dict[str, Any]) -> str:
     """The spec keys that decide which pixels return and how, in one line."""
     keys = ("name", "min_range_m", "max_range_m", "range_reflectivity", "noise", "detection", "returns",
@@ -591,7 +601,7 @@ def table_lines(r: dict[str, Any]) -> list[str]:
              f"| same, noise-free mesh range | {_cm(r['range_bias_noise_free_m'])} |",
              f"| our `range` field (from the beam origin) against RANGE, median | {_cm(r['our_range_field_bias_m'])} |"]
     for key, value in r["intensity_spearman"].items():
-        lines.append(f"| Spearman {key.replace('_', ' ')} | {_num(value)} |")
+        lines.append(f"| Spearman, {_SPEARMAN_LABELS[key]} | {_num(value)} |")
     if "second_return" in r:
         s = r["second_return"]
         lines += [f"| second returns, real (all sent pixels / covered) | {_pct(s['real_fraction_all_sent'])} / "
@@ -600,7 +610,8 @@ def table_lines(r: dict[str, Any]) -> list[str]:
                   f"| second returns on the same pixels: both / only real / only ours | {s['both']:,} / "
                   f"{s['only_real']:,} / {s['only_sim']:,} |"]
     lim = r["range_limit"]
-    lines += [f"| real returns below our min range ({lim['min_range_m']:g} m) / above our max ({lim['max_range_m']:g} m) "
+    lines += [f"| real first returns below our min range ({lim['min_range_m']:g} m) / above our max "
+              f"({lim['max_range_m']:g} m) "
               f"| {lim['below_min_range']:,} / {lim['above_max_range']:,} of {lim['returns']:,} |",
               f"| run time (scan per frame) | {r['run_s']:.1f} s ({', '.join(f'{s:.2f}' for s in r['scan_s'])} s) |",
               "", "| range band | σ unit | σ ours | σ of the mesh alone | pixels unit / ours | "
@@ -614,7 +625,7 @@ def table_lines(r: dict[str, Any]) -> list[str]:
         for b in r["noise_frame_to_frame"]["bands"]:
             lines.append(f"| {b['band_m']} m | {_cm(b['real_sigma_m'])} | {_cm(b['sim_sigma_m'])} | {b['real_n']:,} / "
                          f"{b['sim_n']:,} |")
-    lines += ["", "| REFLECTIVITY band | real returns | beyond our r_L(ρ) | p99 range |", "|---|---|---|---|"]
+    lines += ["", "| REFLECTIVITY band | real first returns | beyond our r_L(ρ) | p99 range |", "|---|---|---|---|"]
     for b in lim["bands"]:
         p99 = "–" if b["p99_range_m"] is None else f"{b['p99_range_m']:.1f} m"
         lines.append(f"| {b['reflectivity']} | {b['returns']:,} | {b['beyond_r_L']:,} ({_pct(b['fraction'])}) | {p99} |")
