@@ -10,8 +10,8 @@ pixel order):
    ranges of its three corners agree: ``max r / min r − 1 < max_jump`` (default 5 %), so depth edges are not
    bridged; a cell whose first split loses a triangle is tried with the other diagonal. Each triangle carries
    the reflectivity the unit measured at its corners (their mean REFLECTIVITY, 0–100 = Lambertian percent),
-   divided by the cosine of the triangle's incidence (the unit's REFLECTIVITY already holds it; our physics
-   multiplies it back in, ρ0·cos θ).
+   divided by the cosine of the triangle's incidence, floored at 0.1, ρ0 at most 1 (the unit cannot know the
+   incidence, so its REFLECTIVITY holds that cosine; our physics multiplies it back in, ρ0·cos θ).
 2. **The unit simulated** from its metadata (:func:`lidar_fmu.sensors.load_sensor` with ``ouster_metadata``)
    through :class:`~lidar_fmu.scan.lidar.Lidar` on the default backend, its pose the identity (the mesh is
    in the sensor frame). Per-triangle reflectivity goes in as one Lambertian IR material per reflectivity
