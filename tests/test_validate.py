@@ -163,7 +163,7 @@ def run(argv, capsys):
 
 def test_validate_command_writes_table_json_and_figure(tmp_path, capsys):
     npz, metadata = _paths(OS1_32)
-    out = tmp_path / "val"
+    out = tmp_path / "new" / "val"
     code, stdout, err = run(["validate", npz, "--metadata", metadata, "-o", str(out), "--backend", "embree"], capsys)
     assert code == 0, err
     assert "real returns we find" in stdout and "our `intensity` against the unit's SIGNAL" in stdout
@@ -180,11 +180,13 @@ def test_validate_command_writes_table_json_and_figure(tmp_path, capsys):
     ("pcap", "needs ouster-sdk"),
     ("broken_npz", "lacks"),
     ("not_ouster", "--metadata"),
+    ("output_is_a_file", "is a file"),
 ])
 def test_validate_refuses_bad_input_in_one_line(case, message, tmp_path, capsys):
     npz, metadata = _paths(OS1_32)
     recording = {"missing": str(tmp_path / "none.npz"), "text": str(tmp_path / "a.txt"), "other_unit": npz,
-                 "pcap": str(tmp_path / "a.pcap"), "broken_npz": str(tmp_path / "b.npz"), "not_ouster": npz}[case]
+                 "pcap": str(tmp_path / "a.pcap"), "broken_npz": str(tmp_path / "b.npz"), "not_ouster": npz,
+                 "output_is_a_file": npz}[case]
     (tmp_path / "a.txt").write_text("hello")
     (tmp_path / "a.pcap").write_bytes(b"\xd4\xc3\xb2\xa1")
     np.savez(tmp_path / "b.npz", range_mm=np.zeros((1, 32, 1024), np.uint32))
@@ -198,7 +200,8 @@ def test_validate_refuses_bad_input_in_one_line(case, message, tmp_path, capsys)
             pytest.skip("ouster-sdk is installed here")
         except ImportError:
             pass
-    code, stdout, err = run(["validate", recording, "--metadata", metadata], capsys)
+    extra = ["-o", str(tmp_path / "a.txt" / "out")] if case == "output_is_a_file" else []
+    code, stdout, err = run(["validate", recording, "--metadata", metadata, *extra], capsys)
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and message in err, err
 

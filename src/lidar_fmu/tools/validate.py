@@ -500,12 +500,14 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
     """Run the comparison; print the table through ``echo``; write ``validation.json`` and ``validation.png``
     to ``output`` (when given). Returns the figures."""
     t0 = time.perf_counter()
-    if output is not None:
-        if os.path.exists(output) and not os.path.isdir(output):
-            raise UserError(f"output {output!r} exists and is not a folder")
-        parent = os.path.dirname(os.path.abspath(output))
-        if not os.path.isdir(parent):
-            raise UserError(f"output {output!r}: folder {parent} does not exist")
+    if output is not None:  # checked before any work: the folder (made if missing) must be writable
+        existing = os.path.abspath(output)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise UserError(f"output {output!r}: {existing} is a file, not a folder")
+        if not os.access(existing, os.W_OK):
+            raise UserError(f"output {output!r}: folder {existing} is not writable")
     if not os.path.isfile(metadata_path):
         raise UserError(f"--metadata {metadata_path}: file not found")
     try:
