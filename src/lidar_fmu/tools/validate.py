@@ -539,6 +539,7 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
         with open(os.path.join(output, "validation.json"), "w", encoding="utf-8") as f:
             json.dump(_public(result), f, indent=1)
         plot_validation(os.path.join(output, "validation.png"), result)
+        echo(f"→ {os.path.join(output, 'validation.json')}, {os.path.join(output, 'validation.png')}")
     return result
 
 
@@ -660,8 +661,14 @@ def plot_validation(path: str, r: dict[str, Any]) -> None:
                                      ("mesh alone (noise-free)", "mesh_sigma_m"))):
         values = [100 * b[key] if b[key] is not None and math.isfinite(b[key]) else np.nan for b in r["noise_bands"]]
         axes[2].bar(x + (k - 1) * 0.27, values, width=0.27, label=name, color=("k", "C1", "0.7")[k])
+    if "noise_frame_to_frame" in r:
+        for name, key, colour in (("unit, frame to frame", "real_sigma_m", "k"),
+                                  ("ours, frame to frame", "sim_sigma_m", "C1")):
+            values = [100 * b[key] if b[key] is not None and math.isfinite(b[key]) else np.nan
+                      for b in r["noise_frame_to_frame"]["bands"]]
+            axes[2].plot(x, values, "D--", color=colour, label=name)
     axes[2].set_xticks(x, names)
-    axes[2].set(xlabel="range band (m)", ylabel="σ (cm)", title="noise σ (chord residual)")
+    axes[2].set(xlabel="range band (m)", ylabel="σ (cm)", title="noise σ (bars: chord residual)")
     axes[2].legend(loc="upper left")
     fig.suptitle(f"{r['recording']}: ours against the unit")
     fig.tight_layout()
