@@ -15,7 +15,7 @@ pixel order):
 2. **The unit simulated** from its metadata (:func:`lidar_fmu.sensors.load_sensor` with ``ouster_metadata``)
    through :class:`~lidar_fmu.scan.lidar.Lidar` on the default backend, its pose the identity (the mesh is
    in the sensor frame). Per-triangle reflectivity goes in as one Lambertian IR material per reflectivity
-   percent (0–100) and a material map naming them, set as ``lidar.materials``: the materials system takes no
+   step (0.1 %) and a material map naming them, set as ``lidar.materials``: the materials system takes no
    per-face reflectance otherwise.
 3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
    (beam ``b``, column ``m``). Our ``range`` is measured from the beam origin; the unit's RANGE from the
@@ -57,6 +57,9 @@ MAX_JUMP = 0.05
 RANGE_BANDS_M = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 1000.0)
 #: reflectivity bands (unit REFLECTIVITY, percent) of the r_L table; above 100: retroreflectors
 REFLECTIVITY_BANDS = (0, 5, 10, 20, 50, 101, 256)
+#: steps of a rebuilt face's Lambertian reflectivity (0.1 %: the units report REFLECTIVITY in whole percent, so
+#: a 1–3 % surface keeps its value to a few per cent)
+REFLECTIVITY_LEVELS = 1000
 #: fewest samples a band or beam needs for its figure to be reported
 MIN_SAMPLES = 20
 #: sub-rays per beam for a dual-return recording when the sensor spec names no ``returns``
@@ -147,21 +150,23 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
     cos_incidence = np.abs(np.einsum("ij,ij->i", normal, centroid)) / (
         np.linalg.norm(normal, axis=1) * np.linalg.norm(centroid, axis=1) + 1e-30)
     rho0 = np.clip(refl[faces].mean(axis=1) / np.maximum(cos_incidence, 0.1), 0.0, 1.0)
-    percent = np.rint(rho0 * 100).astype(np.int32)
-    mesh = Mesh(points, faces, percent, tuple(_material_name(p) for p in range(101)), "recording")
+    level = np.rint(rho0 * REFLECTIVITY_LEVELS).astype(np.int32)
+    mesh = Mesh(points, faces, level, tuple(_material_name(k) for k in range(REFLECTIVITY_LEVELS + 1)), "recording")
     return mesh, rho0
 
 
-def _material_name(percent: int) -> str:
-    return f"reflectivity_{percent:03d}"
+def _material_name(level: int) -> str:
+    return f"reflectivity_{level:04d}_permille"
 
 
 def reflectivity_materials(wavelength_nm: float) -> Materials:
-    """One Lambertian IR material per reflectivity percent (0–100), mapped from :func:`_material_name`."""
-    database = MaterialDatabase([IRMaterial(_material_name(p), "general", p / 100.0, None,
-                                            "the recording's REFLECTIVITY") for p in range(101)], wavelength_nm)
-    names = {_material_name(p): _material_name(p) for p in range(101)}
-    return Materials(wavelength_nm, load_material_map({"default": _material_name(50), "materials": names}),
+    """One Lambertian IR material per reflectivity step (0–1 in 1/REFLECTIVITY_LEVELS), mapped from
+    :func:`_material_name`: the per-face reflectivity of a rebuilt scene."""
+    levels = range(REFLECTIVITY_LEVELS + 1)
+    database = MaterialDatabase([IRMaterial(_material_name(k), "general", k / REFLECTIVITY_LEVELS, None,
+                                            "the recording's REFLECTIVITY") for k in levels], wavelength_nm)
+    names = {_material_name(k): _material_name(k) for k in levels}
+    return Materials(wavelength_nm, load_material_map({"default": _material_name(0), "materials": names}),
                      database=database)
 
 
