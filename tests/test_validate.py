@@ -276,3 +276,26 @@ def test_kitti_poses_are_read_and_checked(tmp_path):
     bad.write_text("1 0 0 0 0 1 0 0 0 0 1\n")
     with pytest.raises(RecordingError, match="12 finite numbers"):
         read_kitti_poses(str(bad), 1)
+
+
+def _wall_recording(cal, rays, x_m, reflectivity):
+    range_m = _wall_ranges(rays, [(x_m, lambda y: np.abs(y) < 5.0)])
+    range_mm = np.where(np.isfinite(range_m), np.rint(range_m * 1000), 0).astype(np.uint32)[None]
+    images = {"range_mm": range_mm, "reflectivity": np.full(range_mm.shape, reflectivity, np.uint16)}
+    return Recording("wall", images, np.ones((1, cal.columns), np.uint32), np.zeros((1, cal.columns), np.uint64),
+                     np.array([0]), "synthetic")
+
+
+@pytest.mark.parametrize("x_m, returns", [(10.0, True), (25.0, False)])
+def test_the_units_reflectivity_reaches_our_range_limit(x_m, returns):
+    """A 2 % wall (REFLECTIVITY 2) as the unit saw it: within our r_L for 2 % we return on it, beyond, not."""
+    npz, metadata = _paths(OS1_32)
+    cal = read_ouster_metadata(metadata)
+    rays = pixel_rays(cal)
+    spec = sensor_spec(metadata, cal, None, False)
+    limit = Lidar(Scene(), spec, backend="embree").sensor.range_limit.max_range_m_for(0.02)
+    assert 11.0 < limit < 25.0  # the wall's ranges (10–11 m across it at 10 m) lie on either side
+    recording = _wall_recording(cal, rays, x_m, 2)
+    a = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)["agreement"]
+    assert a["both"] + a["only_real"] > 500
+    assert (a["real_returns_found"] > 0.95) if returns else (a["both"] == 0)
