@@ -1,0 +1,681 @@
+"""``lidar-fmu validate``: a real recording against our simulation of the same unit, pixel by pixel.
+
+For each frame of the recording (:mod:`lidar_fmu.tools.recording`; staggered range images, the unit's own
+pixel order):
+
+1. **Scene from the even columns.** Every valid pixel of an even measurement column becomes a vertex at the
+   unit's own point (``beam origin + (RANGE − n) · direction``, :func:`pixel_rays`). Vertices are joined on
+   the *destaggered* grid (beam ``b`` of column ``m`` sits at grid column ``m + round(W · azimuth_b / 360°)``,
+   so grid neighbours look the same way), two triangles per grid cell. A triangle is made only where the
+   ranges of its three corners agree: ``max r / min r − 1 < max_jump`` (default 5 %), so depth edges are not
+   bridged; a cell whose first split loses a triangle is tried with the other diagonal. Each triangle carries
+   the reflectivity the unit measured at its corners (their mean REFLECTIVITY, 0–100 = Lambertian percent),
+   divided by the cosine of the triangle's incidence, floored at 0.1, ρ0 at most 1 (the unit cannot know the
+   incidence, so its REFLECTIVITY holds that cosine; our physics multiplies it back in, ρ0·cos θ).
+2. **The unit simulated** from its metadata (:func:`lidar_fmu.sensors.load_sensor` with ``ouster_metadata``)
+   through :class:`~lidar_fmu.scan.lidar.Lidar` on the default backend, its pose the identity (the mesh is
+   in the sensor frame). Per-triangle reflectivity goes in as one Lambertian IR material per reflectivity
+   step (0.1 %) and a material map naming them, set as ``lidar.materials``: the materials system takes no
+   per-face reflectance otherwise.
+3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
+   (beam ``b``, column ``m``). Our ``range`` is measured from the beam origin; the unit's RANGE from the
+   lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset taking off
+   ``lidar_origin_to_beam_origin_mm``), so ``n`` is added to ours before comparing. A held-out pixel is
+   *covered* when its ray meets the mesh (a noise-free cast of the geometry alone). A pixel is *away from
+   depth edges* when its 8 neighbours on the real destaggered image (all columns) are valid and agree with it
+   by the same ``max_jump`` rule.
+
+Noise σ is measured the same way on real and simulated held-out pixels: a pixel's range against the straight
+line through its two held-out neighbours on the same beam (columns m ± 2), along its own ray; for
+independent noise of σ per pixel that residual has σ·√1.5, and σ is its MAD·1.4826/√1.5.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import LidarFmuError, UserError
+from ..geometry.scene import Mesh, Scene
+from ..physics.materials.database import IRMaterial, MaterialDatabase
+from ..physics.materials.mapping import load_material_map
+from ..physics.returns import Materials
+from ..scan.lidar import Lidar
+from ..sensors import load_sensor
+from ..sensors.ouster import OusterCalibration, OusterMetadataError, ouster_rays, read_ouster_metadata
+from ..sensors.spec import resolve_spec
+from .recording import Recording, read_kitti_poses, read_recording
+
+#: relative range jump between neighbours above which they are not one surface (mesh edges, depth-edge mask)
+MAX_JUMP = 0.05
+#: range bands (m) of the noise and agreement tables
+RANGE_BANDS_M = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 1000.0)
+#: reflectivity bands (unit REFLECTIVITY, percent) of the r_L table; above 100: retroreflectors
+REFLECTIVITY_BANDS = (0, 5, 10, 20, 50, 101, 256)
+#: steps of a rebuilt face's Lambertian reflectivity (0.1 %: the units report REFLECTIVITY in whole percent, so
+#: a 1–3 % surface keeps its value to a few per cent)
+REFLECTIVITY_LEVELS = 1000
+#: fewest samples a band or beam needs for its figure to be reported
+MIN_SAMPLES = 20
+#: sub-rays per beam for a dual-return recording when the sensor spec names no ``returns``
+DUAL_SUB_RAYS = 4
+
+
+class ValidateError(LidarFmuError, ValueError):
+    """A validation that cannot run on these inputs."""
+
+
+@dataclass(frozen=True)
+class PixelRays:
+    """Each pixel's ray, (beams, columns) images: origin (m) and unit direction in the sensor frame."""
+
+    origin: np.ndarray  # (B, W, 3) float64
+    direction: np.ndarray  # (B, W, 3) float64
+    ray_index: np.ndarray  # (B, W) int64 index into ouster_rays' order; -1 outside the column window
+    beam_origin_m: float  # n: lidar origin → beam origin (the unit's RANGE − ours)
+    grid_column: np.ndarray  # (B, W) int64: destaggered column of each pixel
+
+
+def pixel_rays(cal: OusterCalibration) -> PixelRays:
+    """The rays of every pixel of the unit's staggered image, as :func:`ouster_rays` fires them."""
+    origins, directions, beam, column, _ = ouster_rays(cal)
+    B, W = cal.beams, cal.columns
+    origin = np.full((B, W, 3), np.nan)
+    direction = np.full((B, W, 3), np.nan)
+    index = np.full((B, W), -1, np.int64)
+    origin[beam, column] = origins
+    direction[beam, column] = directions
+    direction /= np.linalg.norm(direction, axis=2, keepdims=True)
+    index[beam, column] = np.arange(len(beam))
+    shift = np.rint(W * np.asarray(cal.azimuth_deg) / 360.0).astype(np.int64)
+    grid = (np.arange(W)[None, :] + shift[:, None]) % W
+    return PixelRays(origin, direction, index, cal.beam_origin_mm * 1e-3, grid)
+
+
+def unit_points(rays: PixelRays, range_m: np.ndarray) -> np.ndarray:
+    """(B, W, 3) sensor-frame points of a range image in the unit's convention (RANGE, m; NaN: none)."""
+    return rays.origin + (range_m - rays.beam_origin_m)[..., None] * rays.direction
+
+
+def _agree(*ranges: np.ndarray, max_jump: float) -> np.ndarray:
+    stack = np.stack(ranges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.all(np.isfinite(stack), axis=0) & (stack.max(axis=0) / stack.min(axis=0) - 1.0 < max_jump)
+
+
+def _destaggered(image: np.ndarray, rays: PixelRays) -> np.ndarray:
+    out = np.full_like(image, np.nan, dtype=np.float64)
+    out[np.arange(image.shape[0])[:, None], rays.grid_column] = image
+    return out
+
+
+def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndarray, use: np.ndarray,
+                     max_jump: float = MAX_JUMP, column_step: int = 2) -> tuple[Mesh, np.ndarray] | None:
+    """A mesh of the pixels ``use`` (B, W bool) whose ``range_m`` (unit convention, NaN: none) is valid.
+
+    ``use`` must pick every ``column_step``-th column of the destaggered grid (2: e.g. the even measurement
+    columns when the beams' column shifts are even; 1: every pixel). Returns (mesh, each face's Lambertian ρ0 in
+    0–1), or None when no triangle is made. See the module's doc for the agreement rule.
+    """
+    B, W = range_m.shape
+    valid = use & np.isfinite(range_m) & (range_m > 0)
+    beam, column = np.nonzero(valid)
+    if not len(beam):
+        return None
+    points = unit_points(rays, range_m)[beam, column]
+    # grid of vertex ids: the used pixels fill every other destaggered column, so half as many grid columns
+    K = (W + column_step - 1) // column_step
+    grid = np.full((B, K), -1, np.int64)
+    grid[beam, rays.grid_column[beam, column] // column_step] = np.arange(len(beam))
+    r = np.append(range_m[beam, column], np.nan)  # id -1 → NaN
+    a, b = grid[:-1, :], np.roll(grid, -1, axis=1)[:-1, :]  # (beam, k), (beam, k+1)
+    c, d = grid[1:, :], np.roll(grid, -1, axis=1)[1:, :]  # (beam+1, k), (beam+1, k+1)
+    ra, rb, rc, rd = r[a], r[b], r[c], r[d]
+    abc, bdc = _agree(ra, rb, rc, max_jump=max_jump), _agree(rb, rd, rc, max_jump=max_jump)
+    other = ~abc & ~bdc  # the other diagonal, only where the first split made nothing (no overlap)
+    abd, adc = other & _agree(ra, rb, rd, max_jump=max_jump), other & _agree(ra, rd, rc, max_jump=max_jump)
+    faces = np.concatenate([np.stack([a, b, c], -1)[abc], np.stack([b, d, c], -1)[bdc],
+                            np.stack([a, b, d], -1)[abd], np.stack([a, d, c], -1)[adc]])
+    if not len(faces):
+        return None
+    refl = np.minimum(reflectivity[beam, column].astype(np.float64), 100.0) / 100.0
+    corners = points[faces]
+    normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    centroid = corners.mean(axis=1)
+    cos_incidence = np.abs(np.einsum("ij,ij->i", normal, centroid)) / (
+        np.linalg.norm(normal, axis=1) * np.linalg.norm(centroid, axis=1) + 1e-30)
+    rho0 = np.clip(refl[faces].mean(axis=1) / np.maximum(cos_incidence, 0.1), 0.0, 1.0)
+    level = np.rint(rho0 * REFLECTIVITY_LEVELS).astype(np.int32)
+    mesh = Mesh(points, faces, level, tuple(_material_name(k) for k in range(REFLECTIVITY_LEVELS + 1)), "recording")
+    return mesh, rho0
+
+
+def _material_name(level: int) -> str:
+    return f"reflectivity_{level:04d}_permille"
+
+
+def reflectivity_materials(wavelength_nm: float) -> Materials:
+    """One Lambertian IR material per reflectivity step (0–1 in 1/REFLECTIVITY_LEVELS), mapped from
+    :func:`_material_name`: the per-face reflectivity of a rebuilt scene."""
+    levels = range(REFLECTIVITY_LEVELS + 1)
+    database = MaterialDatabase([IRMaterial(_material_name(k), "general", k / REFLECTIVITY_LEVELS, None,
+                                            "the recording's REFLECTIVITY") for k in levels], wavelength_nm)
+    names = {_material_name(k): _material_name(k) for k in levels}
+    return Materials(wavelength_nm, load_material_map({"default": _material_name(0), "materials": names}),
+                     database=database)
+
+
+def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, dual: bool) -> dict[str, Any]:
+    """The spec of the unit simulated: ``spec`` (preset or file; default the metadata's own resolution) with the
+    unit's calibration as its geometry; for a dual-return recording, ``returns: dual`` unless the spec says."""
+    resolved = resolve_spec(metadata_path if spec is None else spec)
+    resolved = resolved | {"ouster_metadata": os.path.abspath(metadata_path), "frame_rate_hz": cal.frame_rate_hz}
+    for key in ("vertical_angles_deg", "vertical_fov_deg", "channels", "calibration", "horizontal_samples",
+                "horizontal_resolution_deg", "horizontal_fov_deg"):
+        resolved.pop(key, None)
+    if dual and "returns" not in resolved:
+        resolved |= {"returns": "dual", "divergence_samples": resolved.get("divergence_samples", DUAL_SUB_RAYS)}
+    resolved["motion_distortion"] = False  # the mesh is the scene as the unit saw it, motion included
+    return resolved
+
+
+def _chord_residual(rays: PixelRays, range_m: np.ndarray, step: int, max_jump: float) -> tuple[np.ndarray, np.ndarray]:
+    """(range, residual) of every pixel against the line through its same-beam neighbours ``step`` columns away.
+
+    The residual is measured along the pixel's own ray: where that ray passes closest to the line through the
+    neighbours' points, minus its range. Only triples of one surface (the ``max_jump`` rule) count.
+    """
+    points = unit_points(rays, range_m)
+    left, right = np.roll(points, step, axis=1), np.roll(points, -step, axis=1)
+    r_left, r_right = np.roll(range_m, step, axis=1), np.roll(range_m, -step, axis=1)
+    ok = _agree(r_left, range_m, r_right, max_jump=max_jump)
+    u = right - left
+    d = rays.direction
+    w0 = rays.origin - left  # closest points of ray (origin + t·d) and line (left + s·u)
+    a_, b_, c_ = np.einsum("...i,...i", d, d), np.einsum("...i,...i", d, u), np.einsum("...i,...i", u, u)
+    d_, e_ = np.einsum("...i,...i", d, w0), np.einsum("...i,...i", u, w0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = (b_ * e_ - c_ * d_) / (a_ * c_ - b_ * b_)
+    residual = range_m - (t + rays.beam_origin_m)
+    ok &= np.isfinite(residual)
+    return range_m[ok], residual[ok]
+
+
+def robust_sigma(residual: np.ndarray, variance_factor: float = 1.5) -> float:
+    """σ of one pixel from residuals whose variance is ``variance_factor`` σ² (1.5: chord residuals):
+    MAD · 1.4826 / √factor (NaN for too few)."""
+    if len(residual) < MIN_SAMPLES:
+        return float("nan")
+    return float(1.4826 * np.median(np.abs(residual - np.median(residual))) / math.sqrt(variance_factor))
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (average ranks for ties); NaN for fewer than MIN_SAMPLES pairs."""
+    if len(x) < MIN_SAMPLES:
+        return float("nan")
+
+    def ranks(v: np.ndarray) -> np.ndarray:
+        _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
+        first = np.cumsum(counts) - counts
+        return (first + (counts - 1) / 2.0)[inverse]
+
+    rx, ry = ranks(np.asarray(x, np.float64)), ranks(np.asarray(y, np.float64))
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _sim_images(cloud, rays: PixelRays, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    """Our returns as unit-order images: the strongest echo (the unit's first return) and the other one."""
+    ray = np.asarray(cloud.ray_index, np.int64)
+    flat_pixel = np.full(int(rays.ray_index.max()) + 1, -1, np.int64)
+    valid_rays = rays.ray_index >= 0
+    flat_pixel[rays.ray_index[valid_rays]] = np.flatnonzero(valid_rays.ravel())
+    pixel = flat_pixel[ray]
+    intensity = np.asarray(cloud.intensity_percent if cloud.intensity_percent is not None
+                           else cloud.points["reflectivity"], np.float64)
+    # per pixel, the strongest echo first (the unit's return_order default), ties to the nearer
+    order = np.lexsort((cloud.points["range"], -intensity, pixel))
+    pixel, first_of_pixel = pixel[order], np.ones(len(order), bool)
+    first_of_pixel[1:] = pixel[1:] != pixel[:-1]
+    out = {}
+    for key, pick in (("", first_of_pixel), ("2", ~first_of_pixel)):
+        rng = np.full(shape[0] * shape[1], np.nan)
+        rng[pixel[pick]] = cloud.points["range"][order][pick] + rays.beam_origin_m
+        out["range_m" + key] = rng.reshape(shape)
+        if not key:
+            for name, values in (("intensity", intensity), ("reflectivity", cloud.points["reflectivity"])):
+                image = np.full(shape[0] * shape[1], np.nan)
+                image[pixel[pick]] = np.asarray(values, np.float64)[order][pick]
+                out[name] = image.reshape(shape)
+    return out
+
+
+def _edge_free(rays: PixelRays, range_m: np.ndarray, max_jump: float) -> np.ndarray:
+    """(B, W) bool: the pixel and its 8 destaggered neighbours are valid and agree (the max_jump rule)."""
+    grid = _destaggered(range_m, rays)
+    padded = np.pad(grid, 1, constant_values=np.nan)
+    padded[1:-1, 0], padded[1:-1, -1] = grid[:, -1], grid[:, 0]  # the turn closes on itself
+    B, W = grid.shape
+    neighbours = [padded[1 + db:1 + db + B, 1 + dc:1 + dc + W] for db in (-1, 0, 1) for dc in (-1, 0, 1)]
+    ok_grid = _agree(*neighbours, max_jump=max_jump)
+    return ok_grid[np.arange(B)[:, None], rays.grid_column]
+
+
+def _geometry_image(lidar: Lidar, rays: PixelRays, pose: np.ndarray) -> np.ndarray:
+    """(B, W) unit-convention range where each pixel's ray meets the scene, noise-free and unlimited (NaN: miss)."""
+    hits = lidar.cast(pose)
+    image = np.full(rays.ray_index.shape, np.nan)
+    has_ray = rays.ray_index >= 0
+    per_ray = np.where(np.asarray(hits.instance_index) >= 0, np.asarray(hits.range_m, np.float64)
+                       + rays.beam_origin_m, np.nan)
+    image[has_ray] = per_ray[rays.ray_index[has_ray]]
+    return image
+
+
+def _unit_lidar(mesh: Mesh, spec: dict, backend: str) -> Lidar:
+    scene = Scene()
+    scene.add_instance(0, mesh, np.eye(4))
+    lidar = Lidar(scene, load_sensor(spec), backend=backend, warn=lambda message: None)
+    lidar.materials = reflectivity_materials(lidar.sensor.wavelength_nm)
+    return lidar
+
+
+def _frame_image(recording: Recording, frame: int, rays: PixelRays) -> np.ndarray:
+    """(B, W) the unit's RANGE in m, NaN where it has none or did not send the column."""
+    image = recording.images["range_mm"][frame].astype(np.float64) * 1e-3
+    image[image <= 0] = np.nan
+    image[:, ~recording.sent(frame)] = np.nan
+    image[rays.ray_index < 0] = np.nan
+    return image
+
+
+def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: dict, poses: np.ndarray,
+                         backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
+    """Noise from frame to frame: each frame's pixels against the mesh of the frame before, after the poses
+    (``poses[f]``: world_from_sensor of frame f, one per frame compared).
+
+    The unit: frame f+1's rays, moved by ``inv(pose f) · pose f+1``, cast into the mesh of all of frame f's
+    pixels; residual = RANGE − that range. Ours, the same way: frames f and f+1 simulated from those two poses in
+    the mesh of the unit's frame f, frame f+1 against the mesh of our frame f. Both frames of a pair are swept
+    the same way, so at one azimuth the motion during a sweep cancels (to ~1 mm at 10 m for 0.25 m per frame).
+    Away from depth edges, σ = MAD · 1.4826 / √1.5 per range band: a point of a triangle carries on average half
+    a vertex's noise variance (E[Σ wᵢ²] = 1/2 over a triangle's barycentric weights). For the unit this is an
+    upper bound: surface shape between frame f's pixels and pose errors add to it.
+    """
+    residuals: dict[str, list] = {"real": [], "sim": []}
+    ranges: dict[str, list] = {"real": [], "sim": []}
+    for f in range(len(poses) - 1):
+        move = np.linalg.inv(poses[f]) @ poses[f + 1]
+        before, after = _frame_image(recording, f, rays), _frame_image(recording, f + 1, rays)
+        reflectivity = recording.images["reflectivity"][f]
+        made = mesh_from_pixels(rays, before, reflectivity, np.isfinite(before), max_jump, column_step=1)
+        if made is None:
+            continue
+        lidar = _unit_lidar(made[0], spec, backend)
+        shape = before.shape
+        sim_before = _sim_images(lidar.scan(np.eye(4), frame=2 * f), rays, shape)["range_m"]
+        sim_after = _sim_images(lidar.scan(move, frame=2 * f + 1), rays, shape)["range_m"]
+        pairs = [("real", after, _geometry_image(lidar, rays, move))]
+        made_sim = mesh_from_pixels(rays, sim_before, reflectivity, np.isfinite(sim_before), max_jump, column_step=1)
+        if made_sim is not None:
+            pairs.append(("sim", sim_after, _geometry_image(_unit_lidar(made_sim[0], spec, backend), rays, move)))
+        for name, measured, mesh_range in pairs:
+            ok = _edge_free(rays, measured, max_jump) & np.isfinite(mesh_range)
+            ok &= _agree(measured, mesh_range, max_jump=max_jump)  # what the mesh had not seen is no noise
+            ranges[name].append(measured[ok])
+            residuals[name].append((measured - mesh_range)[ok])
+    bands = []
+    for lo, hi in zip(RANGE_BANDS_M[:-1], RANGE_BANDS_M[1:]):
+        row: dict[str, Any] = {"band_m": f"{lo:g}-{hi:g}"}
+        for name in ("real", "sim"):
+            rng = np.concatenate(ranges[name]) if ranges[name] else np.zeros(0)
+            res = np.concatenate(residuals[name]) if residuals[name] else np.zeros(0)
+            pick = (rng >= lo) & (rng < hi)
+            row[f"{name}_sigma_m"] = robust_sigma(res[pick], 1.5)
+            row[f"{name}_n"] = int(pick.sum())
+        bands.append(row)
+    return {"pairs": len(poses) - 1, "bands": bands}
+
+
+def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: dict,
+                  backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
+    """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
+    images = recording.images
+    real_range = _frame_image(recording, frame, rays)
+    sent = recording.sent(frame)[None, :] & (rays.ray_index >= 0)
+    measurement = np.arange(cal.columns)[None, :]
+    mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
+    held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
+    made = mesh_from_pixels(rays, real_range, images["reflectivity"][frame], mesh_pixels, max_jump)
+    if made is None:
+        raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
+                            f"agree in range; nothing to rebuild the scene from")
+    mesh, _ = made
+    lidar = _unit_lidar(mesh, spec, backend)
+    t0 = time.perf_counter()
+    cloud = lidar.scan(np.eye(4), frame=frame)
+    scan_s = time.perf_counter() - t0
+    truth = _geometry_image(lidar, rays, np.eye(4))  # which held-out rays meet the mesh, and where
+    sim = _sim_images(cloud, rays, real_range.shape)
+    covered = held_out & np.isfinite(truth)
+    real_valid, sim_valid = np.isfinite(real_range), np.isfinite(sim["range_m"])
+    both = covered & real_valid & sim_valid
+    edge_free = _edge_free(rays, real_range, max_jump)
+    out: dict[str, Any] = {
+        "covered": covered, "held_out": held_out, "real_valid": real_valid, "sim_valid": sim_valid,
+        "delta_m": (sim["range_m"] - real_range)[both], "truth_delta_m": (truth - real_range)[both],
+        "edge_free": edge_free[both], "real_range_m": real_range[both], "triangles": mesh.triangle_count,
+        "scan_s": scan_s, "rays": len(lidar.sensor.pattern),
+    }
+    # noise: the same chord residual on real and simulated held-out pixels (odd columns: neighbours m ± 2)
+    for name, image in (("real", real_range), ("sim", sim["range_m"]), ("mesh", truth)):
+        only_held = np.where(covered, image, np.nan)
+        out[f"noise_{name}"] = _chord_residual(rays, only_held, 2, max_jump)
+    out["intensity_pairs"] = {
+        "sim_intensity": sim["intensity"][both], "sim_reflectivity": sim["reflectivity"][both],
+        "reflectivity": images["reflectivity"][frame][both].astype(np.float64),
+        **({"signal": images["signal"][frame][both].astype(np.float64)} if "signal" in images else {}),
+    }
+    if recording.dual:
+        real2 = images["range2_mm"][frame] > 0
+        out["second"] = {"real_all": int((real2 & real_valid).sum()), "returning_all": int(real_valid.sum()),
+                         "real": (real2 & covered & real_valid), "sim": np.isfinite(sim["range_m2"]) & covered,
+                         "sim_returning": int((covered & sim_valid).sum()),
+                         "real_returning": int((covered & real_valid).sum())}
+    return out
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float | int | None]:
+    if not len(values):
+        return {"n": 0, "median_m": None, "p90_m": None}
+    return {"n": int(len(values)), "median_m": float(np.median(values)), "p90_m": float(np.percentile(values, 90))}
+
+
+def _fraction(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
+    """Real first returns beyond our r_L(ρ) per reflectivity band, and outside our min/max range (every sent
+    pixel of every frame)."""
+    sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
+    rng = recording.images["range_mm"].astype(np.float64) * 1e-3
+    refl = recording.images["reflectivity"].astype(np.float64)
+    valid = (rng > 0) & sent
+    rng, refl = rng[valid], refl[valid]
+    limit = sensor.range_limit
+    r_l = limit.max_range_m_for(np.minimum(refl, 100.0) / 100.0) if limit is not None else np.full(len(rng), np.inf)
+    bands = []
+    for lo, hi in zip(REFLECTIVITY_BANDS[:-1], REFLECTIVITY_BANDS[1:]):
+        band = (refl >= lo) & (refl < hi)
+        beyond = int((band & (rng > r_l)).sum())
+        bands.append({"reflectivity": f"{lo}-{hi - 1}", "returns": int(band.sum()), "beyond_r_L": beyond,
+                      "fraction": _fraction(beyond, int(band.sum())),
+                      "p99_range_m": float(np.percentile(rng[band], 99)) if band.any() else None})
+    return {"bands": bands, "returns": int(len(rng)),
+            "below_min_range": int((rng < sensor.min_range_m).sum()), "min_range_m": sensor.min_range_m,
+            "above_max_range": int((rng > sensor.max_range_m).sum()), "max_range_m": sensor.max_range_m}
+
+
+def summarize(frames: list[dict[str, Any]], recording: Recording, cal: OusterCalibration) -> dict[str, Any]:
+    """The figures of a recording from its frames' pixel arrays."""
+    def cat(key):
+        return np.concatenate([f[key] for f in frames])
+
+    covered = np.stack([f["covered"] for f in frames])
+    real_valid, sim_valid = np.stack([f["real_valid"] for f in frames]), np.stack([f["sim_valid"] for f in frames])
+    both = int((covered & real_valid & sim_valid).sum())
+    only_real = int((covered & real_valid & ~sim_valid).sum())
+    only_sim = int((covered & ~real_valid & sim_valid).sum())
+    neither = int((covered & ~real_valid & ~sim_valid).sum())
+    held_out = int(np.stack([f["held_out"] for f in frames]).sum())
+    per_beam_n = covered.sum(axis=(0, 2))
+    real_beam = (covered & real_valid).sum(axis=(0, 2)) / np.maximum(per_beam_n, 1)
+    sim_beam = (covered & sim_valid).sum(axis=(0, 2)) / np.maximum(per_beam_n, 1)
+    counted = per_beam_n >= MIN_SAMPLES
+    delta, truth_delta, edge_free = cat("delta_m"), cat("truth_delta_m"), cat("edge_free")
+    real_range = cat("real_range_m")
+    noise = []
+    for name in ("real", "sim", "mesh"):
+        rng = np.concatenate([f[f"noise_{name}"][0] for f in frames])
+        res = np.concatenate([f[f"noise_{name}"][1] for f in frames])
+        noise.append((rng, res))
+    bands = []
+    for lo, hi in zip(RANGE_BANDS_M[:-1], RANGE_BANDS_M[1:]):
+        row: dict[str, Any] = {"band_m": f"{lo:g}-{hi:g}"}
+        for name, (rng, res) in zip(("real", "sim", "mesh"), noise):
+            pick = (rng >= lo) & (rng < hi)
+            row[f"{name}_sigma_m"] = robust_sigma(res[pick])
+            row[f"{name}_n"] = int(pick.sum())
+        pick = (real_range >= lo) & (real_range < hi) & edge_free
+        row["abs_delta_median_m"] = float(np.median(np.abs(delta[pick]))) if pick.sum() >= MIN_SAMPLES else None
+        bands.append(row)
+    pairs = {key: np.concatenate([f["intensity_pairs"][key] for f in frames]) for key in frames[0]["intensity_pairs"]}
+    intensity = {"our_intensity_vs_reflectivity": spearman(pairs["sim_intensity"], pairs["reflectivity"]),
+                 "our_reflectivity_vs_reflectivity": spearman(pairs["sim_reflectivity"], pairs["reflectivity"])}
+    if "signal" in pairs:
+        intensity |= {"our_intensity_vs_signal": spearman(pairs["sim_intensity"], pairs["signal"]),
+                      "our_reflectivity_vs_signal": spearman(pairs["sim_reflectivity"], pairs["signal"]),
+                      "unit_reflectivity_vs_signal": spearman(pairs["reflectivity"], pairs["signal"])}
+    away = np.abs(delta[edge_free])
+    result: dict[str, Any] = {
+        "frames": [int(i) for i in recording.frame_id], "profile": recording.profile,
+        "triangles": [f["triangles"] for f in frames], "rays_per_frame": frames[0]["rays"],
+        "held_out_pixels": held_out, "covered_pixels": int(covered.sum()),
+        "agreement": {"both": both, "only_real": only_real, "only_sim": only_sim, "neither": neither,
+                      "real_returns_found": _fraction(both, both + only_real),
+                      "sim_returns_unit_lacks": _fraction(only_sim, both + only_sim)},
+        "per_beam_valid": {"real": real_beam.tolist(), "sim": sim_beam.tolist(), "covered": per_beam_n.tolist(),
+                           "max_abs_difference_points": float(100 * np.max(np.abs(real_beam - sim_beam)[counted]))
+                           if counted.any() else None},
+        "abs_delta_all": _quantiles(np.abs(delta)), "abs_delta_away_from_edges": _quantiles(away),
+        "range_bias_unit_convention_m": float(np.median(delta[edge_free])) if len(away) else None,
+        "range_bias_noise_free_m": float(np.median(truth_delta[edge_free])) if len(away) else None,
+        "our_range_field_bias_m": float(np.median(delta[edge_free]) - cal.beam_origin_mm * 1e-3)
+        if len(away) else None,
+        "beam_origin_mm": cal.beam_origin_mm,
+        "noise_bands": bands, "intensity_spearman": intensity,
+        "scan_s": [f["scan_s"] for f in frames],
+    }
+    if recording.dual:
+        second = [f["second"] for f in frames]
+        real2, sim2 = np.stack([s["real"] for s in second]), np.stack([s["sim"] for s in second])
+        result["second_return"] = {
+            "real_fraction_all_sent": _fraction(sum(s["real_all"] for s in second),
+                                                sum(s["returning_all"] for s in second)),
+            "real_fraction_covered": _fraction(int(real2.sum()), sum(s["real_returning"] for s in second)),
+            "sim_fraction_covered": _fraction(int(sim2.sum()), sum(s["sim_returning"] for s in second)),
+            "both": int((real2 & sim2).sum()), "only_real": int((real2 & ~sim2).sum()),
+            "only_sim": int((~real2 & sim2).sum())}
+    result["_delta"] = delta  # for the figure; dropped from the JSON
+    result["_edge_free"] = edge_free
+    result["_noise"] = noise
+    return result
+
+
+def validate(recording_path: str, metadata_path: str, output: str | None = None, sensor: str | None = None,
+             backend: str = "auto", frames: int | None = None, max_jump: float = MAX_JUMP,
+             poses_path: str | None = None, echo=print) -> dict[str, Any]:
+    """Run the comparison; print the table through ``echo``; write ``validation.json`` and ``validation.png``
+    to ``output`` (when given). Returns the figures."""
+    t0 = time.perf_counter()
+    if output is not None:  # checked before any work: the folder (made if missing) must be writable
+        existing = os.path.abspath(output)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise UserError(f"output {output!r}: {existing} is a file, not a folder")
+        if not os.access(existing, os.W_OK):
+            raise UserError(f"output {output!r}: folder {existing} is not writable")
+    if not os.path.isfile(metadata_path):
+        raise UserError(f"--metadata {metadata_path}: file not found")
+    try:
+        cal = read_ouster_metadata(metadata_path)
+    except (OusterMetadataError, ValueError) as exc:
+        raise UserError(f"--metadata {metadata_path}: {exc}") from None
+    if not (0 < max_jump < 1):
+        raise UserError(f"--max-jump must lie in (0, 1), got {max_jump}")
+    recording = read_recording(recording_path, cal, metadata_path)
+    poses = read_kitti_poses(poses_path, recording.frames) if poses_path is not None else None
+    spec = sensor_spec(metadata_path, cal, sensor, recording.dual)
+    unit = load_sensor(spec)
+    rays = pixel_rays(cal)
+    count = recording.frames if frames is None else min(frames, recording.frames)
+    per_frame = [compare_frame(recording, f, cal, rays, spec, backend, max_jump) for f in range(count)]
+    result = summarize(per_frame, recording, cal)
+    result["frames"] = result["frames"][:count]
+    result |= {"recording": os.path.basename(recording_path), "metadata": os.path.basename(metadata_path),
+               "sensor": {k: v for k, v in spec.items() if k not in ("ouster_metadata", "description")},
+               "max_jump": max_jump, "range_limit": range_limit_table(recording, unit),
+               "run_s": 0.0}
+    if poses is not None and count > 1:
+        result["noise_frame_to_frame"] = frame_to_frame_noise(recording, rays, spec, poses[:count], backend, max_jump)
+    result["run_s"] = time.perf_counter() - t0
+    for line in table_lines(result):
+        echo(line)
+    if output is not None:
+        os.makedirs(output, exist_ok=True)
+        with open(os.path.join(output, "validation.json"), "w", encoding="utf-8") as f:
+            json.dump(_public(result), f, indent=1)
+        plot_validation(os.path.join(output, "validation.png"), result)
+        echo(f"→ {os.path.join(output, 'validation.json')}, {os.path.join(output, 'validation.png')}")
+    return result
+
+
+def _public(result: dict[str, Any]) -> dict[str, Any]:
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+    return clean({k: v for k, v in result.items() if not k.startswith("_")})
+
+
+def _pct(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{100 * value:.1f} %"
+
+
+def _cm(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{100 * value:.2f} cm"
+
+
+def _num(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.2f}"
+
+
+_SPEARMAN_LABELS = {
+    "our_intensity_vs_reflectivity": "our `intensity` against the unit's REFLECTIVITY",
+    "our_reflectivity_vs_reflectivity": "our `reflectivity` against the unit's REFLECTIVITY",
+    "our_intensity_vs_signal": "our `intensity` against the unit's SIGNAL",
+    "our_reflectivity_vs_signal": "our `reflectivity` against the unit's SIGNAL",
+    "unit_reflectivity_vs_signal": "the unit's REFLECTIVITY against its SIGNAL",
+}
+
+
+def _describe(spec: dict[str, Any]) -> str:
+    """The spec keys that decide which pixels return and how, in one line."""
+    keys = ("name", "min_range_m", "max_range_m", "range_reflectivity", "noise", "detection", "returns",
+            "divergence_samples")
+    return ", ".join(f"{k}: {json.dumps(spec[k])}" for k in keys if k in spec)
+
+
+def table_lines(r: dict[str, Any]) -> list[str]:
+    """The human table of a result (markdown, so the docs can hold it as printed)."""
+    a = r["agreement"]
+    lines = [f"{r['recording']} ({r['profile']}, {len(r['frames'])} frame(s), {r['covered_pixels']:,} of "
+             f"{r['held_out_pixels']:,} held-out pixels covered by the mesh)",
+             f"simulated as {_describe(r['sensor'])}", "",
+             "| figure | value |", "|---|---|",
+             f"| covered pixels: both return / only real / only sim / neither | {a['both']:,} / {a['only_real']:,} / "
+             f"{a['only_sim']:,} / {a['neither']:,} |",
+             f"| real returns we find | {_pct(a['real_returns_found'])} |",
+             f"| our returns the unit lacks | {_pct(a['sim_returns_unit_lacks'])} |",
+             f"| per-beam valid fraction, max abs difference | "
+             f"{_num(r['per_beam_valid']['max_abs_difference_points'])} points |",
+             f"| \\|Δr\\| median / p90, all | {_cm(r['abs_delta_all']['median_m'])} / {_cm(r['abs_delta_all']['p90_m'])} |",
+             f"| \\|Δr\\| median / p90, away from depth edges | {_cm(r['abs_delta_away_from_edges']['median_m'])} / "
+             f"{_cm(r['abs_delta_away_from_edges']['p90_m'])} |",
+             f"| range bias, unit's convention (RANGE from the lidar origin), median | "
+             f"{_cm(r['range_bias_unit_convention_m'])} |",
+             f"| same, noise-free mesh range | {_cm(r['range_bias_noise_free_m'])} |",
+             f"| our `range` field (from the beam origin) against RANGE, median | {_cm(r['our_range_field_bias_m'])} |"]
+    for key, value in r["intensity_spearman"].items():
+        lines.append(f"| Spearman, {_SPEARMAN_LABELS[key]} | {_num(value)} |")
+    if "second_return" in r:
+        s = r["second_return"]
+        lines += [f"| second returns, real (all sent pixels / covered) | {_pct(s['real_fraction_all_sent'])} / "
+                  f"{_pct(s['real_fraction_covered'])} |",
+                  f"| second returns, ours (covered) | {_pct(s['sim_fraction_covered'])} |",
+                  f"| second returns on the same pixels: both / only real / only ours | {s['both']:,} / "
+                  f"{s['only_real']:,} / {s['only_sim']:,} |"]
+    lim = r["range_limit"]
+    lines += [f"| real first returns below our min range ({lim['min_range_m']:g} m) / above our max "
+              f"({lim['max_range_m']:g} m) "
+              f"| {lim['below_min_range']:,} / {lim['above_max_range']:,} of {lim['returns']:,} |",
+              f"| run time (scan per frame) | {r['run_s']:.1f} s ({', '.join(f'{s:.2f}' for s in r['scan_s'])} s) |",
+              "", "| range band | σ unit | σ ours | σ of the mesh alone | pixels unit / ours | "
+              "\\|Δr\\| median (away from edges) |", "|---|---|---|---|---|---|"]
+    for b in r["noise_bands"]:
+        lines.append(f"| {b['band_m']} m | {_cm(b['real_sigma_m'])} | {_cm(b['sim_sigma_m'])} | "
+                     f"{_cm(b['mesh_sigma_m'])} | {b['real_n']:,} / {b['sim_n']:,} | {_cm(b['abs_delta_median_m'])} |")
+    if "noise_frame_to_frame" in r:
+        lines += ["", f"| range band | σ unit, frame to frame | σ ours, frame to frame | pixels unit / ours "
+                      f"({r['noise_frame_to_frame']['pairs']} pair(s) of frames, after the poses) |", "|---|---|---|---|"]
+        for b in r["noise_frame_to_frame"]["bands"]:
+            lines.append(f"| {b['band_m']} m | {_cm(b['real_sigma_m'])} | {_cm(b['sim_sigma_m'])} | {b['real_n']:,} / "
+                         f"{b['sim_n']:,} |")
+    lines += ["", "| REFLECTIVITY band | real first returns | beyond our r_L(ρ) | p99 range |", "|---|---|---|---|"]
+    for b in lim["bands"]:
+        p99 = "–" if b["p99_range_m"] is None else f"{b['p99_range_m']:.1f} m"
+        lines.append(f"| {b['reflectivity']} | {b['returns']:,} | {b['beyond_r_L']:,} ({_pct(b['fraction'])}) | {p99} |")
+    return lines
+
+
+def plot_validation(path: str, r: dict[str, Any]) -> None:
+    """Δr histogram, per-beam valid fraction real vs ours, noise σ per range band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    delta = r["_delta"]
+    lim = 0.3
+    bins = np.linspace(-lim, lim, 121)
+    axes[0].hist(np.clip(delta, -lim, lim), bins=bins, color="0.6", label="all")
+    axes[0].hist(np.clip(delta[r["_edge_free"]], -lim, lim), bins=bins, color="C0", label="away from depth edges")
+    axes[0].set(xlabel="Δr = ours − unit (m, clipped to ±0.3)", ylabel="pixels", title="range difference")
+    axes[0].legend()
+    beams = np.arange(len(r["per_beam_valid"]["real"]))
+    axes[1].plot(beams, 100 * np.asarray(r["per_beam_valid"]["real"]), label="unit", color="k")
+    axes[1].plot(beams, 100 * np.asarray(r["per_beam_valid"]["sim"]), label="ours", color="C1")
+    axes[1].set(xlabel="beam", ylabel="valid % of covered pixels", title="per-beam valid fraction", ylim=(0, 102))
+    axes[1].legend()
+    names = [b["band_m"] for b in r["noise_bands"]]
+    x = np.arange(len(names))
+    for k, (name, key) in enumerate((("unit", "real_sigma_m"), ("ours", "sim_sigma_m"),
+                                     ("mesh alone (noise-free)", "mesh_sigma_m"))):
+        values = [100 * b[key] if b[key] is not None and math.isfinite(b[key]) else np.nan for b in r["noise_bands"]]
+        axes[2].bar(x + (k - 1) * 0.27, values, width=0.27, label=name, color=("k", "C1", "0.7")[k])
+    if "noise_frame_to_frame" in r:
+        for name, key, colour in (("unit, frame to frame", "real_sigma_m", "k"),
+                                  ("ours, frame to frame", "sim_sigma_m", "C1")):
+            values = [100 * b[key] if b[key] is not None and math.isfinite(b[key]) else np.nan
+                      for b in r["noise_frame_to_frame"]["bands"]]
+            axes[2].plot(x, values, "D--", color=colour, label=name)
+    axes[2].set_xticks(x, names)
+    axes[2].set(xlabel="range band (m)", ylabel="σ (cm)", title="noise σ (bars: chord residual)")
+    axes[2].legend(loc="upper left")
+    fig.suptitle(f"{r['recording']}: ours against the unit")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

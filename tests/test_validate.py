@@ -1,0 +1,301 @@
+"""``lidar-fmu validate``: pixel placement against ouster-sdk, the scene rebuilt from pixels, the comparison's
+figures on a case with a known answer, and the command end to end on an extracted real recording."""
+import json
+import os
+
+import numpy as np
+import pytest
+import trimesh
+
+from lidar_fmu.geometry.scene import Mesh, Scene
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.scan.lidar import Lidar
+from lidar_fmu.sensors.ouster import read_ouster_metadata
+from lidar_fmu.tools.cli import main
+from lidar_fmu.tools.recording import Recording, RecordingError, read_kitti_poses, read_recording
+from lidar_fmu.tools.validate import (
+    compare_frame,
+    frame_to_frame_noise,
+    mesh_from_pixels,
+    pixel_rays,
+    sensor_spec,
+    spearman,
+    summarize,
+    unit_points,
+)
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "ouster")
+RECORDINGS = {  # extracted recording → its metadata
+    "OS-1-128_v2.3.0_1024x10_lb_n3": "OS-1-128_v2.3.0_1024x10",
+    "OS-1-128_767798045_1024x10_20230712_120049": "OS-1-128_767798045_1024x10_20230712_120049",
+    "OS-1-32-G_v2.1.1_1024x10": "OS-1-32-G_v2.1.1_1024x10",
+}
+OS1_32 = "OS-1-32-G_v2.1.1_1024x10"
+
+
+def _paths(name):
+    return os.path.join(DATA, name + ".npz"), os.path.join(DATA, RECORDINGS[name] + ".json")
+
+
+@pytest.mark.parametrize("name", sorted(RECORDINGS))
+def test_pixels_land_where_ouster_sdk_puts_them(name):
+    npz, metadata = _paths(name)
+    cal = read_ouster_metadata(metadata)
+    rays = pixel_rays(cal)
+    with np.load(npz) as data:
+        beam, column = data["xyzlut_pixel"].T
+        direction, offset = data["xyzlut_direction"], data["xyzlut_offset_m"]
+        recording = read_recording(npz, cal, metadata)
+    assert recording.images["range_mm"].shape[1:] == (cal.beams, cal.columns)
+    for range_mm in (500.0, 10_000.0, 120_000.0):
+        ours = unit_points(rays, np.full((cal.beams, cal.columns), range_mm * 1e-3))[beam, column]
+        theirs = offset + range_mm * direction
+        assert np.abs(ours - theirs).max() < 1e-3  # < 1 mm (float32 rays: µm in fact)
+
+
+def _wall_ranges(rays, x_of_y):
+    """Unit-convention ranges of every pixel to a wall x = x_of_y(y) in front of the unit (NaN elsewhere)."""
+    d, o = rays.direction, rays.origin
+    ahead = d[..., 0] > 0.5
+    t = np.full(d.shape[:2], np.nan)
+    for x_m, side in x_of_y:  # a wall per side of y = 0
+        tt = (x_m - o[..., 0]) / np.where(ahead, d[..., 0], np.nan)
+        y = o[..., 1] + tt * d[..., 1]
+        t = np.where(ahead & side(y), tt, t)
+    return t + rays.beam_origin_m
+
+
+def test_a_plane_meshes_into_the_plane():
+    cal = read_ouster_metadata(_paths(OS1_32)[1])
+    rays = pixel_rays(cal)
+    range_m = _wall_ranges(rays, [(8.0, lambda y: np.ones_like(y, bool))])
+    even = np.broadcast_to(np.arange(cal.columns)[None, :] % 2 == 0, range_m.shape)
+    mesh, rho0 = mesh_from_pixels(rays, range_m, np.full(range_m.shape, 40), even)
+    assert np.abs(mesh.vertices[:, 0] - 8.0).max() < 1e-4
+    # every grid cell of the wall (beams × even columns ahead, less one row and one column) holds two triangles
+    columns = np.isfinite(range_m[:, ::2]).all(axis=0).sum()
+    assert mesh.triangle_count >= 2 * (cal.beams - 1) * (columns - 1)
+    # REFLECTIVITY 40 seen head-on is ρ0 = 0.4; seen obliquely, ρ0 = 0.4 / cos θ
+    assert rho0.min() == pytest.approx(0.4, abs=0.01) and rho0.max() > 0.4
+
+
+def test_a_depth_edge_is_not_bridged():
+    cal = read_ouster_metadata(_paths(OS1_32)[1])
+    rays = pixel_rays(cal)
+    range_m = _wall_ranges(rays, [(8.0, lambda y: y >= 0), (16.0, lambda y: y < 0)])
+    even = np.broadcast_to(np.arange(cal.columns)[None, :] % 2 == 0, range_m.shape)
+    mesh, _ = mesh_from_pixels(rays, range_m, np.full(range_m.shape, 40), even)
+    x = mesh.vertices[mesh.faces][..., 0]  # (F, 3) corner x
+    assert set(np.round(np.unique(x), 3)) == {8.0, 16.0}
+    assert np.all(np.ptp(x, axis=1) < 1e-3)  # no triangle spans the two walls
+    # with a looser rule (a range may double) the edge is bridged: the check above can fail
+    mesh, _ = mesh_from_pixels(rays, range_m, np.full(range_m.shape, 40), even, max_jump=1.5)
+    assert np.any(np.ptp(mesh.vertices[mesh.faces][..., 0], axis=1) > 1.0)
+
+
+def _room_scene():
+    room = trimesh.creation.box(extents=(30, 20, 8))
+    room.apply_translation((0, 0, 2))
+    block = trimesh.creation.box(extents=(2, 3, 4))
+    block.apply_translation((6, 2, 0))
+    pillar = trimesh.creation.box(extents=(1, 1, 8))
+    pillar.apply_translation((-4, -5, 1))
+    scene = Scene()
+    for i, part in enumerate((room, block, pillar)):
+        scene.add_instance(i, Mesh(part.vertices, part.faces, np.zeros(len(part.faces), int), ("default",)), np.eye(4))
+    return scene
+
+
+def _simulated_recording(cal, metadata, off_by_one=False, poses=None, spec=None):
+    """The unit simulated in a room, written as the unit would: its range image in RANGE's convention, placed by
+    each return's beam and the pattern's measurement column, one frame per pose. ``off_by_one``: each odd
+    (held-out) column holds the next column's pixels instead, as a matching one column off would compare them."""
+    poses = [np.eye(4)] if poses is None else poses
+    lidar = Lidar(_room_scene(), spec or sensor_spec(metadata, cal, None, False), backend="embree")
+    range_mm = np.zeros((len(poses), cal.beams, cal.columns), np.uint32)
+    reflectivity = np.zeros_like(range_mm, dtype=np.uint16)
+    for f, pose in enumerate(poses):
+        cloud = lidar.scan(pose)
+        beam = cloud.points["beam_id"].astype(int)
+        column = lidar.sensor.pattern.column[cloud.ray_index].astype(int)
+        range_m = cloud.points["range"] + cal.beam_origin_mm * 1e-3
+        range_mm[f, beam, column] = np.rint(range_m * 1000).astype(np.uint32)
+        reflectivity[f, beam, column] = np.rint(100 * cloud.points["reflectivity"]).astype(np.uint16)
+    if off_by_one:
+        range_mm[:, :, 1::2] = np.roll(range_mm, -1, axis=2)[:, :, 1::2]
+    images = {"range_mm": range_mm, "reflectivity": reflectivity}
+    frames = len(poses)
+    return Recording("room", images, np.ones((frames, cal.columns), np.uint32),
+                     np.zeros((frames, cal.columns), np.uint64), np.arange(frames), "simulated")
+
+
+@pytest.mark.parametrize("off_by_one", [False, True])
+def test_the_unit_against_itself_agrees_pixel_for_pixel(off_by_one):
+    npz, metadata = _paths(OS1_32)
+    cal = read_ouster_metadata(metadata)
+    rays = pixel_rays(cal)
+    recording = _simulated_recording(cal, metadata, off_by_one)
+    spec = sensor_spec(metadata, cal, None, False)
+    result = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)
+    a = result["agreement"]
+    if not off_by_one:
+        assert a["both"] > 10_000
+        assert a["only_real"] + a["only_sim"] <= 0.002 * a["both"]  # mesh seams only
+        assert result["abs_delta_all"]["median_m"] < 1e-3  # the RANGE image rounds to 1 mm
+        assert abs(result["range_bias_unit_convention_m"]) < 1e-3
+        assert result["per_beam_valid"]["max_abs_difference_points"] < 1.0
+    else:  # held-out pixels compared one column off: the figures show it
+        assert result["abs_delta_all"]["median_m"] > 5e-3
+
+
+def test_spearman_ranks():
+    x = np.arange(50.0)
+    assert spearman(x, x ** 3) == pytest.approx(1.0)
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    assert spearman(np.r_[x, x], np.r_[x, x]) == pytest.approx(1.0)  # ties
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_validate_command_writes_table_json_and_figure(tmp_path, capsys):
+    npz, metadata = _paths(OS1_32)
+    out = tmp_path / "new" / "val"
+    code, stdout, err = run(["validate", npz, "--metadata", metadata, "-o", str(out), "--backend", "embree"], capsys)
+    assert code == 0, err
+    assert "real returns we find" in stdout and "our `intensity` against the unit's SIGNAL" in stdout
+    result = json.loads((out / "validation.json").read_text())
+    assert result["agreement"]["real_returns_found"] > 0.9
+    assert result["abs_delta_away_from_edges"]["median_m"] < 0.05
+    assert (out / "validation.png").stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "recording not found"),
+    ("text", "expected a .pcap"),
+    ("other_unit", "describes 128 beams"),
+    ("pcap", "needs ouster-sdk"),
+    ("broken_npz", "lacks"),
+    ("not_ouster", "--metadata"),
+    ("output_is_a_file", "is a file"),
+])
+def test_validate_refuses_bad_input_in_one_line(case, message, tmp_path, capsys):
+    npz, metadata = _paths(OS1_32)
+    recording = {"missing": str(tmp_path / "none.npz"), "text": str(tmp_path / "a.txt"), "other_unit": npz,
+                 "pcap": str(tmp_path / "a.pcap"), "broken_npz": str(tmp_path / "b.npz"), "not_ouster": npz,
+                 "output_is_a_file": npz}[case]
+    (tmp_path / "a.txt").write_text("hello")
+    (tmp_path / "a.pcap").write_bytes(b"\xd4\xc3\xb2\xa1")
+    np.savez(tmp_path / "b.npz", range_mm=np.zeros((1, 32, 1024), np.uint32))
+    if case == "other_unit":
+        metadata = _paths("OS-1-128_v2.3.0_1024x10_lb_n3")[1]
+    if case == "not_ouster":
+        metadata = str(tmp_path / "a.txt")
+    if case == "pcap":
+        try:
+            import ouster.sdk  # noqa: F401
+            pytest.skip("ouster-sdk is installed here")
+        except ImportError:
+            pass
+    extra = ["-o", str(tmp_path / "a.txt" / "out")] if case == "output_is_a_file" else []
+    code, stdout, err = run(["validate", recording, "--metadata", metadata, *extra], capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_a_recording_of_another_shape_is_refused():
+    npz, metadata = _paths(OS1_32)
+    cal = read_ouster_metadata(_paths("OS-1-128_v2.3.0_1024x10_lb_n3")[1])
+    with pytest.raises(RecordingError, match="128 beams"):
+        read_recording(npz, cal, metadata)
+
+
+def test_extracted_frames_hold_what_ouster_sdk_counted_in_them():
+    """The npz images against numbers ouster-sdk gave earlier (tests/data/ouster_os1_128_*.json)."""
+    here = os.path.join(os.path.dirname(__file__), "data")
+    with open(os.path.join(here, "ouster_os1_128_return_fraction_by_band.json")) as f:
+        bands = json.load(f)
+    npz, metadata = _paths("OS-1-128_v2.3.0_1024x10_lb_n3")
+    recording = read_recording(npz, read_ouster_metadata(metadata), metadata)
+    assert recording.frame_id.tolist() == bands["frame_ids"]
+    assert (recording.images["range_mm"] > 0).sum(axis=(0, 2)).tolist() == bands["beam_returns"]
+    with open(os.path.join(here, "ouster_os1_128_dual_returns.json")) as f:
+        dual = json.load(f)
+    npz, metadata = _paths("OS-1-128_767798045_1024x10_20230712_120049")
+    recording = read_recording(npz, read_ouster_metadata(metadata), metadata)
+    sent = recording.sent(0)
+    first, second = recording.images["range_mm"][0][:, sent], recording.images["range2_mm"][0][:, sent]
+    assert sent.sum() == dual["columns_sent"]
+    assert (first > 0).sum() == dual["returning_pixels"] and ((first > 0) & (second > 0)).sum() == dual[
+        "second_echo_pixels"]
+
+
+def test_a_dual_return_recording_reports_second_returns():
+    npz, metadata = _paths("OS-1-128_767798045_1024x10_20230712_120049")
+    cal = read_ouster_metadata(metadata)
+    recording = read_recording(npz, cal, metadata)
+    spec = sensor_spec(metadata, cal, None, recording.dual)
+    assert spec["returns"] == "dual"
+    result = summarize([compare_frame(recording, 0, cal, pixel_rays(cal), spec, "embree")], recording, cal)
+    second = result["second_return"]
+    assert second["real_fraction_all_sent"] == pytest.approx(1089 / 16373)
+    real_returning = result["agreement"]["both"] + result["agreement"]["only_real"]
+    assert second["both"] + second["only_real"] == round(second["real_fraction_covered"] * real_returning)
+    assert 0 <= second["sim_fraction_covered"] <= 1
+    # only the 128 columns the unit sent are compared
+    assert result["held_out_pixels"] == 64 * cal.beams
+
+
+def test_noise_from_frame_to_frame_finds_the_noise_a_unit_has():
+    """A unit with σ = 2 cm recorded from two poses 0.25 m apart: its noise, measured from frame to frame after
+    the poses, is 2 cm; ours simulated with the same noise reads the same, without noise nothing."""
+    npz, metadata = _paths(OS1_32)
+    cal = read_ouster_metadata(metadata)
+    noisy = sensor_spec(metadata, cal, None, False) | {"noise": {"range_sigma_m": 0.02, "seed": 3}}
+    poses = np.stack([np.eye(4), pose_matrix((0.25, 0.05, 0.0), (0.0, 0.0, np.radians(1.0)))])
+    recording = _simulated_recording(cal, metadata, poses=poses, spec=noisy)
+    rays = pixel_rays(cal)
+    for spec, ours in ((noisy, 0.02), (sensor_spec(metadata, cal, None, False), 0.0)):
+        bands = [b for b in frame_to_frame_noise(recording, rays, spec, poses, "embree")["bands"] if b["real_n"] > 1000]
+        assert bands
+        for band in bands:
+            assert band["real_sigma_m"] == pytest.approx(0.02, rel=0.15)
+            assert band["sim_sigma_m"] == pytest.approx(ours, abs=0.003)
+
+
+def test_kitti_poses_are_read_and_checked(tmp_path):
+    poses = read_kitti_poses(os.path.join(DATA, "OS-1-128_v2.3.0_1024x10_lb_n3_poses_kitti.txt"), 3)
+    assert poses.shape == (3, 4, 4) and np.allclose(poses[0], np.eye(4))
+    assert poses[2][0, 3] == pytest.approx(0.4978, abs=1e-4)  # the unit moves ≈ 0.25 m per frame
+    with pytest.raises(RecordingError, match="3 poses for a recording of 2"):
+        read_kitti_poses(os.path.join(DATA, "OS-1-128_v2.3.0_1024x10_lb_n3_poses_kitti.txt"), 2)
+    bad = tmp_path / "poses.txt"
+    bad.write_text("1 0 0 0 0 1 0 0 0 0 1\n")
+    with pytest.raises(RecordingError, match="12 finite numbers"):
+        read_kitti_poses(str(bad), 1)
+
+
+def _wall_recording(cal, rays, x_m, reflectivity):
+    range_m = _wall_ranges(rays, [(x_m, lambda y: np.abs(y) < 5.0)])
+    range_mm = np.where(np.isfinite(range_m), np.rint(range_m * 1000), 0).astype(np.uint32)[None]
+    images = {"range_mm": range_mm, "reflectivity": np.full(range_mm.shape, reflectivity, np.uint16)}
+    return Recording("wall", images, np.ones((1, cal.columns), np.uint32), np.zeros((1, cal.columns), np.uint64),
+                     np.array([0]), "synthetic")
+
+
+@pytest.mark.parametrize("x_m, returns", [(10.0, True), (25.0, False)])
+def test_the_units_reflectivity_reaches_our_range_limit(x_m, returns):
+    """A 2 % wall (REFLECTIVITY 2) as the unit saw it: within our r_L for 2 % we return on it, beyond, not."""
+    npz, metadata = _paths(OS1_32)
+    cal = read_ouster_metadata(metadata)
+    rays = pixel_rays(cal)
+    spec = sensor_spec(metadata, cal, None, False)
+    limit = Lidar(Scene(), spec, backend="embree").sensor.range_limit.max_range_m_for(0.02)
+    assert 11.0 < limit < 25.0  # the wall's ranges (10–11 m across it at 10 m) lie on either side
+    recording = _wall_recording(cal, rays, x_m, 2)
+    a = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)["agreement"]
+    assert a["both"] + a["only_real"] > 500
+    assert (a["real_returns_found"] > 0.95) if returns else (a["both"] == 0)
