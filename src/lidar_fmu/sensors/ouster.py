@@ -178,11 +178,11 @@ def unit_figures(cal: OusterCalibration) -> OusterUnit:
     way_out = ("; to simulate it anyway, give a sensor spec with ouster_metadata: FILE and the unit's min_range_m, "
                "max_range_m and range_reflectivity")
     if cal.prod_line is None:
-        raise OusterMetadataError(f"Ouster metadata {cal.name}: no sensor_info.prod_line, so no datasheet to take "
+        raise OusterMetadataError(f"Ouster metadata {cal.name}: no prod_line (sensor_info), so no datasheet to take "
                                   f"its range figures from; known lines: {known}{way_out}")
     match = _PROD_LINE.fullmatch(cal.prod_line)
     if match is None:
-        raise OusterMetadataError(f"Ouster metadata {cal.name}: sensor_info.prod_line {shown(cal.prod_line)} is not "
+        raise OusterMetadataError(f"Ouster metadata {cal.name}: prod_line {shown(cal.prod_line)} is not "
                                   f"a line we have datasheet figures for; known lines: {known}{way_out}")
     line, channels = LINES[match.group(1).upper()], int(match.group(2))
     pn = cal.prod_pn.upper()
