@@ -280,6 +280,9 @@ def test_a_flat_wall_reads_the_range_the_unit_would_report(name):
     assert np.array_equal(before.ray_index, cloud.ray_index) and np.array_equal(before.xyz, cloud.xyz)
     d_m = np.linalg.norm(offset - p.origins[cloud.ray_index], axis=1)  # beam origin → offset, along the beam
     assert np.abs(cloud.points["range"] - before.points["range"] - d_m).max() < 1e-5
+    # the ground truth beside the points reads its range the same way (range − range_true is the noise, here none)
+    truth = lidar.scan(np.eye(4), ground_truth=True)
+    assert np.array_equal(truth.ground_truth["range_true"], truth.points["range"])
 
 
 def test_osi_detections_decode_to_the_points_of_an_ouster_unit():
