@@ -33,8 +33,8 @@ count (``OS-0-32``, ``OS-1-128``, ``OS-2-64``, ``OS-DOME-128``; a suffix such as
 ``-G`` / ``-U`` / ``-BH`` / ``-AH`` is the beam spacing, gradient / uniform /
 below / above horizon, which the calibration's angles already hold). The
 hardware revision comes from ``prod_pn``: current part numbers carry
-``-070-``/``-071-`` (Rev 7), older ones end in the revision (``-06``, ``-05``,
-``-D``, ``-C``); firmware 1.x (``build_rev`` ``v1.…``) is the first-generation
+``-070-``/``-071-`` (Rev 7; ``-080-``, Rev 8, takes the Rev 7 figures), older
+ones end in the revision (``-06``, ``-05``, ``-D``, ``-C``); firmware 1.x (``build_rev`` ``v1.…``) is the first-generation
 OS1. :func:`unit_figures` gives the line's datasheet figures for that
 revision (:data:`DATASHEETS`); a line we have no datasheet for is refused in
 one line (:class:`OusterMetadataError`).
@@ -153,6 +153,7 @@ _PROD_LINE = re.compile(r"OS-?(0|1|2|DOME)-(\d+)(?:-[A-Z]+)?", re.IGNORECASE)
 #: part numbers: current ones carry the revision as their middle group (840-…-070-…), older ones end in it
 _REV7_PN = re.compile(r"-07[01]-|-07(\.\d+)?$")
 _REV6_PN = re.compile(r"-(06|06\.2|062|05|C|D)$")
+_REV8_PN = re.compile(r"-08\d-|-08$")
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def unit_figures(cal: OusterCalibration) -> OusterUnit:
     firmware = re.match(r"v?(\d+)\.", cal.build_rev)
     if _REV7_PN.search(pn):
         generation, why = "rev7", f"Rev 7 by prod_pn {cal.prod_pn}"
+    elif _REV8_PN.search(pn):
+        generation, why = "rev7", f"Rev 8 by prod_pn {cal.prod_pn} (no Rev 8 datasheet found: the Rev 7 figures, assumed)"
     elif _REV6_PN.search(pn):
         revision = pn.rsplit("-", 1)[1]
         generation, why = "rev6", f"Rev {revision} by prod_pn {cal.prod_pn}"
