@@ -87,7 +87,7 @@ def official_sensor_data(cloud, *, timestamp_s, sensor_id, mounting_position, cy
         d = lidar.detection.add()
         d.existence_probability = existence if np.ndim(existence) == 0 else float(existence[i])
         d.object_id.value = int(p["object_id"])
-        d.position.distance = float(p["range"])
+        d.position.distance = math.sqrt(x * x + y * y + z * z)
         d.position.azimuth = atan2_rad.py_func(y, x)
         d.position.elevation = atan2_rad.py_func(z, math.sqrt(x * x + y * y))
         d.intensity = float(p["reflectivity"]) * 100.0 if intensity is None else float(intensity[i])
@@ -173,8 +173,8 @@ def test_parsed_fields_match_the_cloud():
     r = np.array([d.position.distance for d in det])
     az = np.array([d.position.azimuth for d in det])
     el = np.array([d.position.elevation for d in det])
-    assert np.array_equal(r, p["range"].astype(np.float64))
     x, y, z = (p[k].astype(np.float64) for k in "xyz")
+    assert np.array_equal(r, np.sqrt(x * x + y * y + z * z))  # the point's position, whatever its range convention
     np.testing.assert_allclose(az, np.arctan2(y, x), rtol=4e-16, atol=0)
     np.testing.assert_allclose(el, np.arctan2(z, np.hypot(x, y)), rtol=4e-16, atol=0)
     # positive elevation is up: x = r·cos(el)·cos(az), y = r·cos(el)·sin(az), z = r·sin(el)

@@ -8,6 +8,7 @@ import trimesh
 from lidar_fmu import Lidar, Scene, load_sensor
 from lidar_fmu.geometry.scene import Mesh
 from lidar_fmu.raycast import make_backend
+from lidar_fmu.sensors.spec import SensorSpecError
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REFERENCE = os.path.join(DATA, "ouster_os1_128_xyzlut_every7.npz")
@@ -62,9 +63,9 @@ def test_points_in_a_closed_sphere_lie_on_the_units_rays_within_2_mm(sdk):
     assert hits.hit.all()
     error_m = np.linalg.norm(ours - theirs, axis=1)
     assert error_m.max() < 2e-3, error_m.max()
-    # ranges are measured from each beam's origin (the unit reports them from its axis: + 15.8 mm)
-    origin = cloud.pattern.origins[cloud.ray_index[rows]]
-    assert np.allclose(np.linalg.norm(ours - origin, axis=1), cloud.points["range"][rows], atol=2e-3)
+    # the reported range is the unit's RANGE: ouster-sdk puts a pixel at offset + RANGE·direction, so RANGE is the
+    # distance from the XYZLut's offset (not from the beam origin, 15.8 mm further out), as cast above
+    assert np.abs(cloud.points["range"][rows] - hits.range_m).max() < 2e-3
 
 
 def test_a_units_metadata_file_is_a_sensor_spec(tmp_path):
@@ -85,6 +86,7 @@ def test_a_units_metadata_file_is_a_sensor_spec(tmp_path):
         "lidar_intrinsics": {"lidar_to_sensor_transform": flat["lidar_to_sensor_transform"]},
         "config_params": {"lidar_mode": "1024x20"},
         "lidar_data_format": {"column_window": [0, 1023], "columns_per_frame": 1024, "pixels_per_column": 128},
+        "sensor_info": {k: flat[k] for k in ("prod_line", "prod_pn", "build_rev")},
     }
     path = tmp_path / "current.json"
     path.write_text(json.dumps(current))
@@ -116,3 +118,183 @@ def test_a_second_unit_with_firmware_3_1_metadata_matches_ouster_sdk():
     hits = make_backend("embree", scene).cast(sdk["offset_m"].astype(np.float32), direction.astype(np.float32))
     theirs = sdk["offset_m"] + hits.range_m[:, None].astype(np.float64) * direction
     assert np.linalg.norm(cloud.xyz[rows].astype(np.float64) - theirs, axis=1).max() < 2e-3
+
+
+# ---------------------------------------------------------------- which unit: prod_line and revision
+
+UNITS = os.path.join(DATA, "ouster")  # the shared recordings' own metadata JSONs (NOTICE.md there)
+LEGACY_32 = os.path.join(UNITS, "OS-1-32-G_v2.1.1_1024x10.json")  # legacy flat layout, firmware 2.1.1
+CURRENT_128 = os.path.join(UNITS, "OS-1-128_767798045_1024x10_20230712_120049.json")  # current layout, fw 3.1
+
+
+def unit_file(tmp_path, source, **sensor_info):
+    """``source``'s metadata with its sensor_info fields replaced (a key set to None is removed)."""
+    import json
+
+    doc = json.loads(open(source).read())
+    info = doc["sensor_info"] if "sensor_info" in doc else doc
+    for key, value in sensor_info.items():
+        info.pop(key, None)
+        if value is not None:
+            info[key] = value
+    path = tmp_path / "unit.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def figures(sensor):
+    """(min m, max m, [(reflectivity, range m), …] at > 90 % detection, range accuracy m) of a loaded sensor."""
+    pairs = sensor.spec["range_reflectivity"]["pairs"]
+    return (sensor.min_range_m, sensor.max_range_m, [tuple(p) for p in pairs], sensor.spec["range_accuracy_m"])
+
+
+# (metadata, prod_line, prod_pn, build_rev) → the datasheet's (min, max, pairs, accuracy), as docs/sensors.md
+# tabulates them: each line and revision resolves to its own figures, none to the OS1's
+LINES = [
+    ("OS-1-64", "840-101396-03", "v1.13.0", (0.8, 120.0, [(0.10, 40.0), (0.80, 120.0)], 0.03)),  # gen 1 by fw
+    ("OS-0-128", "840-103574-06", "v2.3.0", (0.3, 50.0, [(0.10, 15.0), (0.80, 45.0)], 0.03)),
+    ("OS-1-128", "840-103575-06", "v2.3.0", (0.3, 120.0, [(0.10, 45.0), (0.80, 100.0)], 0.03)),
+    ("OS-2-128", "840-103576-06", "v2.3.0", (1.0, 240.0, [(0.10, 80.0), (0.80, 210.0)], 0.03)),
+    ("OS-0-32-G", "840-105008-070-A", "v3.0.1", (0.5, 75.0, [(0.10, 35.0), (0.80, 75.0)], 0.025)),
+    ("OS-1-64-U", "840-105010-071-B", "v3.1.0", (0.5, 170.0, [(0.10, 90.0), (0.80, 170.0)], 0.025)),
+    ("OS-2-128", "840-105012-07", "v2.5.2", (0.8, 350.0, [(0.10, 200.0), (0.80, 350.0)], 0.025)),
+    ("OS-DOME-128", "", "v3.1.0", (0.5, 45.0, [(0.10, 20.0), (0.80, 45.0)], 0.025)),  # the OSDome's only rev
+    ("OS-1-128", "840-106000-080-A", "v4.0.0", (0.5, 170.0, [(0.10, 90.0), (0.80, 170.0)], 0.025)),  # Rev 8: Rev 7's
+]
+
+
+@pytest.mark.parametrize("source", [LEGACY_32, CURRENT_128], ids=["legacy", "current"])
+@pytest.mark.parametrize("prod_line, prod_pn, build_rev, expected", LINES, ids=[f"{x[0]}-{x[2]}" for x in LINES])
+def test_each_prod_line_resolves_to_its_own_datasheet(tmp_path, source, prod_line, prod_pn, build_rev, expected):
+    sensor = load_sensor(unit_file(tmp_path, source, prod_line=prod_line, prod_pn=prod_pn, build_rev=build_rev))
+    assert figures(sensor) == expected
+    assert prod_line in sensor.spec["description"]
+    limit = sensor.range_limit  # the pairs are the range limit itself: r_L(ρ) passes through each
+    for reflectivity, range_m in expected[2]:
+        assert limit.max_range_m_for(np.array([reflectivity]))[0] == pytest.approx(range_m, rel=1e-6)
+
+
+# the shared recordings' units as their own files say: all OS1 (Rev 06, C, D), none a gen-1 OS1
+SHARED = [
+    ("OS-1-128_v2.3.0_1024x10.json", "Rev 06 by prod_pn 840-103575-06"),
+    ("OS-1-128_767798045_1024x10_20230712_120049.json", "Rev C by prod_pn 840-104682-C"),
+    ("OS-1-32-G_v2.1.1_1024x10.json", "Rev D by prod_pn 840-102145-D"),
+]
+
+
+@pytest.mark.parametrize("name, revision", SHARED, ids=[s[0].split("_")[0] for s in SHARED])
+def test_the_shared_units_resolve_to_the_os1_rev06_datasheet(name, revision):
+    sensor = load_sensor(os.path.join(UNITS, name))
+    assert figures(sensor) == (0.3, 120.0, [(0.10, 45.0), (0.80, 100.0)], 0.03)
+    assert revision in sensor.spec["description"] and sensor.wavelength_nm == 865.0
+
+
+def test_the_units_own_minimum_range_setting_wins_over_the_datasheet(tmp_path):
+    import json
+
+    doc = json.loads(open(CURRENT_128).read())
+    doc["config_params"]["min_range_threshold_cm"] = 0
+    path = tmp_path / "near.json"
+    path.write_text(json.dumps(doc))
+    assert load_sensor(str(path)).min_range_m == 0.0
+    doc["config_params"]["min_range_threshold_cm"] = "fifty"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SensorSpecError, match="min_range_threshold_cm"):
+        load_sensor(str(path))
+
+
+@pytest.mark.parametrize("prod_line", ["OS-3-128", "VLP-16", "DF-1", None])
+def test_a_prod_line_we_have_no_datasheet_for_is_refused_in_one_line(tmp_path, prod_line):
+    with pytest.raises(SensorSpecError) as error:
+        load_sensor(unit_file(tmp_path, LEGACY_32, prod_line=prod_line))
+    message = str(error.value)
+    assert "\n" not in message and "prod_line" in message
+    assert all(line in message for line in ("OS-0", "OS-1", "OS-2", "OS-DOME")) and "ouster_metadata" in message
+    if prod_line is not None:
+        assert prod_line in message
+    # the way out it names: the rays from the metadata, the range figures from the user
+    path = unit_file(tmp_path, LEGACY_32, prod_line=prod_line)
+    sensor = load_sensor({"ouster_metadata": path, "min_range_m": 0.2, "max_range_m": 400.0})
+    assert (sensor.min_range_m, sensor.max_range_m, len(sensor.pattern)) == (0.2, 400.0, 32 * 1024)
+
+
+def test_a_revision_the_part_number_does_not_tell_warns_and_takes_rev06(tmp_path):
+    with pytest.warns(UserWarning, match="prod_pn"):
+        sensor = load_sensor(unit_file(tmp_path, LEGACY_32, prod_line="OS-2-64", prod_pn="custom", build_rev="v2.4"))
+    assert figures(sensor)[:2] == (1.0, 240.0)
+
+
+# ------------------------------------------------------------------------------------------ range convention
+
+
+def xyzlut(path):
+    """ouster-sdk's make_xyz_lut (ouster_core/src/xyzlut.cpp) written out from the metadata alone, in the sensor
+    frame: per (beam, measurement column), the unit direction and the offset (m) with pixel = offset + RANGE·dir."""
+    import json
+
+    doc = json.loads(open(path).read())
+    beams = doc.get("beam_intrinsics", doc)
+    lidar = doc.get("lidar_intrinsics", doc)
+    altitude = np.radians(np.array(beams["beam_altitude_angles"]))
+    azimuth = -np.radians(np.array(beams["beam_azimuth_angles"]))
+    if "beam_to_lidar_transform" in beams:
+        b2l = np.array(beams["beam_to_lidar_transform"], float).reshape(4, 4)
+        n, z0 = b2l[0, 3], b2l[2, 3]
+    else:
+        n, z0 = beams["lidar_origin_to_beam_origin_mm"], 0.0
+    d = np.hypot(n, z0)
+    columns = int(str(doc.get("config_params", doc)["lidar_mode"]).split("x")[0])
+    encoder = 2 * np.pi * (1 - np.arange(columns) / columns)[None, :]  # (1, W)
+    a, e = altitude[:, None], encoder + azimuth[:, None]  # (B, W)
+    direction = np.stack([np.cos(e) * np.cos(a), np.sin(e) * np.cos(a), np.broadcast_to(np.sin(a), e.shape)], -1)
+    origin = np.stack([n * np.cos(encoder), n * np.sin(encoder), np.full(encoder.shape, z0)], -1)
+    offset = origin - d * direction  # mm
+    m = np.array(lidar["lidar_to_sensor_transform"], float).reshape(4, 4)
+    return direction @ m[:3, :3].T, (offset @ m[:3, :3].T + m[:3, 3]) * 1e-3
+
+
+@pytest.mark.parametrize("name", ["OS-1-128_v2.3.0_1024x10.json", "OS-1-128_767798045_1024x10_20230712_120049.json"])
+def test_a_flat_wall_reads_the_range_the_unit_would_report(name):
+    """A wall 6 m ahead (x = 6 m in the sensor frame): each point's ``range`` is the RANGE the unit reports for it
+    (offset + RANGE·direction on the wall, from the metadata alone) within 1 mm; x, y, z are those of the scan
+    with the range measured from the beam origin, to the bit."""
+    import dataclasses
+
+    path = os.path.join(UNITS, name)
+    wall_x = 6.0
+    v = np.array([[wall_x, -60, -60], [wall_x, 60, -60], [wall_x, 60, 60], [wall_x, -60, 60]], float)
+    scene = Scene.from_meshes([Mesh(v, [[0, 1, 2], [0, 2, 3]], [0, 0], ("wall",), "wall")])
+    lidar = Lidar(scene, {"ouster_metadata": path, "max_range_m": 200.0, "min_range_m": 0.0}, backend="embree")
+    cloud = lidar.scan(np.eye(4))
+    assert len(cloud) > 10_000
+    p = lidar.sensor.pattern
+    beam, column = p.beam_id[cloud.ray_index], p.column[cloud.ray_index]
+    direction, offset = xyzlut(path)
+    direction, offset = direction[beam, column], offset[beam, column]
+    expected_m = (wall_x - offset[:, 0]) / direction[:, 0]  # offset + RANGE·direction lies on x = wall_x
+    assert np.abs(cloud.points["range"] - expected_m).max() < 1e-3
+    xyz = cloud.xyz.astype(np.float64)
+    assert np.abs(xyz - (offset + expected_m[:, None] * direction)).max() < 1e-3
+    # the geometry is the beam's: the same rays with the range from the beam origin give the same x, y, z
+    before = Lidar(scene, lidar.sensor, backend="embree").scan(
+        np.eye(4), pattern=dataclasses.replace(p, range_offset_m=0.0))
+    assert np.array_equal(before.ray_index, cloud.ray_index) and np.array_equal(before.xyz, cloud.xyz)
+    d_m = np.linalg.norm(offset - p.origins[cloud.ray_index], axis=1)  # beam origin → offset, along the beam
+    assert np.abs(cloud.points["range"] - before.points["range"] - d_m).max() < 1e-5
+    # the ground truth beside the points reads its range the same way (range − range_true is the noise, here none)
+    truth = lidar.scan(np.eye(4), ground_truth=True)
+    assert np.array_equal(truth.ground_truth["range_true"], truth.points["range"])
+
+
+def test_osi_detections_decode_to_the_points_of_an_ouster_unit():
+    """OSI's Spherical3d position is the point (its distance from the sensor frame's origin), not the unit's
+    range reading, which is measured from elsewhere (16.7 mm along the beam and 38 mm below, on this unit)."""
+    from lidar_fmu.osi.detections import sensor_data_to_points
+    from lidar_fmu.osi.encode import encode_sensor_data
+
+    tm = trimesh.creation.icosphere(subdivisions=4, radius=7.0)
+    scene = Scene.from_meshes([Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("wall",), "s")])
+    cloud = Lidar(scene, CURRENT_128, backend="embree").scan(np.eye(4))
+    data = encode_sensor_data(cloud, timestamp_s=0.0, sensor_id=1, mounting_position=np.eye(4), cycle_counter=0)
+    decoded = sensor_data_to_points(data)
+    assert np.abs(decoded.xyz.astype(np.float64) - cloud.xyz.astype(np.float64)).max() < 1e-5

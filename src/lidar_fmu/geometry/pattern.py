@@ -40,6 +40,10 @@ class RayPattern:
     columns: int
     #: (N, 3) float32 m, sensor frame: where each ray leaves (a unit's beam origins); None: the sensor origin
     origins: np.ndarray | None = None
+    #: m the unit adds to the distance along the beam (from its origin) to report a return's ``range``: its own
+    #: convention (an Ouster measures from its lidar axis, :func:`lidar_fmu.sensors.ouster.range_offset_m`);
+    #: 0: from where the ray leaves. Only the reported range: x, y, z stay on the ray
+    range_offset_m: float = 0.0
 
     def __post_init__(self):
         n = len(self.directions)
@@ -72,7 +76,7 @@ class RayPattern:
         origins = None if self.origins is None else np.ascontiguousarray(self.origins[rays])
         return RayPattern(np.ascontiguousarray(self.directions[rays]), self.beam_id[rays], self.column[rays],
                           (self.time_offset_s[rays].astype(np.float64) + shift).astype(np.float32),
-                          self.rows, len(columns), origins=origins)
+                          self.rows, len(columns), origins=origins, range_offset_m=self.range_offset_m)
 
 
 @dataclass(frozen=True, eq=False)

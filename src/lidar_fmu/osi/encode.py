@@ -20,8 +20,10 @@ Detection fields written per point (all in the sensor frame):
 * ``existence_probability`` — a parameter (scalar or per point), default 1.
 * ``object_id`` — the point's ``object_id``; ``2**64 - 1`` (NO_OBJECT_ID) means
   the static environment, which OSI also reads as "no object".
-* ``position`` — Spherical3d: ``distance`` = the point's ``range``,
-  ``azimuth = atan2(y, x)`` (counter-clockwise from x, i.e. positive to the
+* ``position`` — Spherical3d: ``distance = sqrt(x² + y² + z²)``, the point's
+  distance from the sensor frame's origin (a position, so that it decodes to
+  the point itself; the unit's own ``range`` reading, measured from a beam
+  origin or the unit's axis, stays in the point clouds), ``azimuth = atan2(y, x)`` (counter-clockwise from x, i.e. positive to the
   left), ``elevation = atan2(z, sqrt(x² + y²))``: **positive elevation is up**,
   so ``x = r·cos(el)·cos(az)``, ``y = r·cos(el)·sin(az)``, ``z = r·sin(el)``
   (OSI's text leaves the sign open, OSI #148; this matches the openMSL models).
@@ -339,7 +341,8 @@ def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existenc
         pos = _put_identifier(buf, pos, _T_OBJECT_ID, p.object_id)
         buf[pos] = _T_POSITION
         buf[pos + 1] = _SPHERICAL_BYTES
-        pos = _put_double(buf, pos + 2, _T_SPH_DISTANCE, np.float64(p.range))
+        x, y, z = np.float64(p.x), np.float64(p.y), np.float64(p.z)
+        pos = _put_double(buf, pos + 2, _T_SPH_DISTANCE, math.sqrt(x * x + y * y + z * z))
         pos = _put_double(buf, pos, _T_SPH_AZIMUTH, azimuth_rad[i])
         pos = _put_double(buf, pos, _T_SPH_ELEVATION, elevation_rad[i])
         pos = _put_double(buf, pos, _T_INTENSITY, intensity)

@@ -15,7 +15,8 @@ Per point, from its ray's return as the geometry and the materials gave it
 folding):
 
 * ``x_true y_true z_true range_true``: the noise-free, unfolded return of the
-  ray's centre (m, sensor frame). A mirror's ghost is its truth too: the light
+  ray's centre (m, sensor frame; ``range_true`` in the unit's own range
+  convention, as ``range``). A mirror's ghost is its truth too: the light
   did travel that path; ``object_id`` names the surface it met;
 * ``material_id``: the IR material it met (its position in the sensor's
   :class:`~lidar_fmu.physics.materials.MaterialDatabase`, e.g. ``load_database(905).names``);
@@ -35,7 +36,7 @@ import numpy as np
 
 GROUND_TRUTH_DTYPE = np.dtype([
     ("x_true", "<f4"), ("y_true", "<f4"), ("z_true", "<f4"),  # m, sensor frame, noise-free
-    ("range_true", "<f4"),  # m along the beam (the whole path behind mirrors), noise-free, not folded
+    ("range_true", "<f4"),  # m along the beam (the whole path behind mirrors) as ``range`` reads it, noise-free
     ("material_id", "<u2"),  # IR material met (database position); NO_MATERIAL: none
     ("incidence_angle_rad", "<f4"),  # between the ray and the surface normal
 ])
@@ -54,6 +55,7 @@ def truth_per_ray(returns, pattern) -> np.ndarray:
     row = truth[rays]
     for name in ("x", "y", "z", "range"):
         row[name + "_true"] = points[name]
+    row["range_true"] += np.float32(pattern.range_offset_m)  # in the unit's convention, as ``range`` (returns_cloud)
     if returns.material_id is not None:
         row["material_id"] = returns.material_id.astype(np.uint16)
     d = pattern.directions[rays]

@@ -295,9 +295,13 @@ _FILL_RAYS = 32_768
 def returns_cloud(returns: Returns, pattern: RayPattern, sensor_pose: ArrayLike, **meta: Any) -> PointCloud:
     """The :class:`PointCloud` of a pattern's returns (decided by the CPU pass or a GPU kernel).
 
-    Each return's ``time`` is its ray's firing time in the pattern.
+    Each return's ``time`` is its ray's firing time in the pattern, its ``range`` the distance along its ray in the
+    unit's own convention (``pattern.range_offset_m`` added last: every stage before places points from the
+    distance along the ray; docs/sensors.md, "Range convention").
     """
     returns.points["time"] = pattern.time_offset_s[returns.ray_index]
+    if pattern.range_offset_m:
+        returns.points["range"] += np.float32(pattern.range_offset_m)
     cloud = PointCloud(returns.points, returns.ray_index, pattern.rows, pattern.columns,
                        sensor_pose=np.asarray(sensor_pose), pattern=pattern, **meta)
     cloud.intensity_percent = returns.intensity_percent

@@ -16,15 +16,34 @@ column ``m`` of ``W`` and beam ``i``:
   where ouster-sdk's ``XYZLut`` reports points.
 
 A return at distance ``t`` along the beam lies at ``origin + t·direction``;
-the unit itself reports ``range = t + n`` (measured from the lidar axis).
+the unit itself reports ``range = t + d`` with ``d = √(n² + z0²)``: ouster-sdk's
+``make_xyz_lut`` (``ouster_core/src/xyzlut.cpp``) places a pixel at
+``offset + range·direction`` with ``offset = beam origin − d·direction``, so
+RANGE is measured from the lidar frame's origin as if the beam had left it
+(:func:`range_offset_m`; a scan reports that range, its x, y, z stay on the
+beam).
 Column ``m`` fires at ``m / (W · frame_rate)`` after the frame starts
 (columns are evenly spaced in time over one turn at the ``lidar_mode`` rate).
 Both the current layout (``beam_intrinsics``, ``lidar_intrinsics``,
-``config_params``, ``lidar_data_format``) and the legacy flat one are read.
+``config_params``, ``lidar_data_format``, ``sensor_info``) and the legacy flat
+one are read.
+
+**Which unit.** ``sensor_info.prod_line`` names the product line and beam
+count (``OS-0-32``, ``OS-1-128``, ``OS-2-64``, ``OS-DOME-128``; a suffix such as
+``-G`` / ``-U`` / ``-BH`` / ``-AH`` is the beam spacing, gradient / uniform /
+below / above horizon, which the calibration's angles already hold). The
+hardware revision comes from ``prod_pn``: current part numbers carry
+``-070-``/``-071-`` (Rev 7; ``-080-``, Rev 8, takes the Rev 7 figures), older
+ones end in the revision (``-06``, ``-05``, ``-D``, ``-C``); firmware 1.x (``build_rev`` ``v1.…``) is the first-generation
+OS1. :func:`unit_figures` gives the line's datasheet figures for that
+revision (:data:`DATASHEETS`); a line we have no datasheet for is refused in
+one line (:class:`OusterMetadataError`).
 """
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,10 +79,169 @@ class OusterCalibration:
     frame_rate_hz: float
     column_window: tuple[int, int]  # first and last column the unit sends (inclusive)
     name: str = "ouster"
+    prod_line: str | None = None  # sensor_info.prod_line, e.g. "OS-1-128"; None: the metadata names none
+    prod_pn: str = ""  # sensor_info.prod_pn, e.g. "840-103575-06" (the revision is its suffix)
+    build_rev: str = ""  # firmware, e.g. "v2.3.0"
+    #: config_params.min_range_threshold_cm (firmware ≥ 3): the unit's own minimum range setting; None: not given
+    min_range_threshold_cm: float | None = None
 
     @property
     def beams(self) -> int:
         return len(self.altitude_deg)
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """One product line's figures from one datasheet (lengths in m, reflectivity 0–1)."""
+
+    source: str  # the datasheet the figures are from
+    min_range_m: float
+    #: the 80 % Lambertian range at > 50 % detection probability where the datasheet gives it, else at > 90 %
+    max_range_m: float
+    #: (reflectivity, range) at > 90 % detection probability, 100 klx sunlight (what ``detection: probabilistic``
+    #: takes r_L as, :mod:`lidar_fmu.physics.effects`)
+    pairs: tuple[tuple[float, float], ...]
+    range_accuracy_m: float  # Lambertian targets
+    wavelength_nm: float
+    assumed: str = ""  # which figure is not the datasheet's own, and why
+
+
+# The datasheets' OPTICAL PERFORMANCE tables. Where each figure was read (the PDFs themselves are not in reach here):
+# [A] Ouster Rev 06 datasheet (datasheet-rev06-v2p4), its OS0 and OS1 rows quoted verbatim in NVIDIA Isaac Sim's
+#     Ouster lidar-config generators (isaacsim.sensors.rtx, "OPTICAL PERFORMANCE - Range 45 m @ >90% detection
+#     probability, 100 klx sunlight 55 m @ >50% …", "Minimum Range 0.3 m for point cloud data", "Range Accuracy
+#     ±3 cm for lambertian targets, ±10 cm for retroreflectors", "Laser Wavelength 865 nm");
+# [B] Ouster Rev 7 datasheets (datasheet-rev7-v3p0-os1, -v3p1-os0, -v3p1-osdome, -v2p5-os2), quoted by projects that
+#     use them: OS1 "90 m at over 90 % detection probability on a 10 % Lambertian target", minimum range 0.5 m
+#     (min_range_threshold_cm 50), 170 m range; OSDome minimum 0.5 m default, 45 m @ 80 %, ~20 m @ 10 %;
+# [C] a third-party simulator's table of Ouster product figures (ouster_sim_core product_profile, Apache-2.0), the
+#     only place found for the OS2 Rev 06 row, the Rev 7 OS0/OS2 rows and the Rev 7 accuracy (±2.5 cm Lambertian,
+#     ±5 cm retroreflectors): taken as the datasheets', not checked against them (assumed).
+# All ranges at > 90 % detection probability, 100 klx sunlight, 1024 × 10 Hz (OS2: 2048 × 10 Hz).
+_REV06 = "Ouster Rev 06 datasheet (datasheet-rev06-v2p4)"
+_REV7 = "Ouster Rev 7 datasheet (datasheet-rev7-v3p0/v3p1; OS2 v2p5)"
+_REV7_MAX = "max_range_m is the 80 % range at > 90 % detection (no Rev 7 figure at > 50 % found)"
+_TABLE = "figures from a simulator's table of the datasheet, not the PDF (assumed)"
+#: figures per (line, generation); generation "gen1" (first OS1, firmware 1.x), "rev6" (Rev C, D, 05, 06),
+#: "rev7" (Rev 7, 7.1)
+DATASHEETS: dict[tuple[str, str], Datasheet] = {
+    # OS1 gen 1 datasheet: "0.8 m – 120 m @ 80 % … 0.8 m – 40 m @ 10 % reflective lambertian target, 100 klx
+    # sunlight, false positive rate of 1/10,000", 850 nm; range repeatability ±3 cm (1σ) at SNR 100
+    ("OS1", "gen1"): Datasheet("Ouster OS1 datasheet (gen 1)", 0.8, 120.0, ((0.10, 40.0), (0.80, 120.0)), 0.03,
+                               850.0),
+    # [A] OS0: minimum 0.3 m; 80 %: 45 m @ > 90 %, 50 m @ > 50 %; 10 %: 15 m @ > 90 %, 20 m @ > 50 %; ±3 cm
+    ("OS0", "rev6"): Datasheet(_REV06 + ", OS0", 0.3, 50.0, ((0.10, 15.0), (0.80, 45.0)), 0.03, 865.0),
+    # [A] OS1: minimum 0.3 m; 80 %: 100 m @ > 90 %, 120 m @ > 50 %; 10 %: 45 m @ > 90 %, 55 m @ > 50 %; ±3 cm
+    ("OS1", "rev6"): Datasheet(_REV06 + ", OS1", 0.3, 120.0, ((0.10, 45.0), (0.80, 100.0)), 0.03, 865.0),
+    # [C] OS2: minimum 1.0 m; 80 %: 210 m @ > 90 %, 240 m @ > 50 %; 10 %: 80 m @ > 90 %, 100 m @ > 50 %; ±3 cm
+    ("OS2", "rev6"): Datasheet(_REV06 + ", OS2", 1.0, 240.0, ((0.10, 80.0), (0.80, 210.0)), 0.03, 865.0, _TABLE),
+    # [B] OS1: minimum 0.5 m, 90 m @ 10 %, 170 m @ 80 %; [C] ±2.5 cm
+    ("OS1", "rev7"): Datasheet(_REV7 + ", OS1", 0.5, 170.0, ((0.10, 90.0), (0.80, 170.0)), 0.025, 865.0,
+                               _REV7_MAX + "; range_accuracy_m: " + _TABLE),
+    # [B] OSDome: minimum 0.5 m, 20 m @ 10 %, 45 m @ 80 %; [C] ±2.5 cm
+    ("OSDome", "rev7"): Datasheet(_REV7 + ", OSDome", 0.5, 45.0, ((0.10, 20.0), (0.80, 45.0)), 0.025, 865.0,
+                                  _REV7_MAX + "; range_accuracy_m: " + _TABLE),
+    # [C] OS0: minimum 0.5 m, 35 m @ 10 %, 75 m @ 80 %, ±2.5 cm; OS2: minimum 0.8 m, 200 m @ 10 %, 350 m @ 80 %
+    ("OS0", "rev7"): Datasheet(_REV7 + ", OS0", 0.5, 75.0, ((0.10, 35.0), (0.80, 75.0)), 0.025, 865.0,
+                               _REV7_MAX + "; " + _TABLE),
+    ("OS2", "rev7"): Datasheet(_REV7 + ", OS2", 0.8, 350.0, ((0.10, 200.0), (0.80, 350.0)), 0.025, 865.0,
+                               _REV7_MAX + "; " + _TABLE),
+}
+#: the product lines of ``prod_line`` (``OS-1-128``, ``OS-DOME-64``, ``OS-0-32-G``, …) → our line names
+LINES = {"0": "OS0", "1": "OS1", "2": "OS2", "DOME": "OSDome"}
+_PROD_LINE = re.compile(r"OS-?(0|1|2|DOME)-(\d+)(?:-[A-Z]+)?", re.IGNORECASE)
+#: part numbers: current ones carry the revision as their middle group (840-…-070-…), older ones end in it
+_REV7_PN = re.compile(r"-07[01]-|-07(\.\d+)?$")
+_REV6_PN = re.compile(r"-(06|06\.2|062|05|C|D)$")
+_REV8_PN = re.compile(r"-08\d-|-08$")
+
+
+@dataclass(frozen=True)
+class OusterUnit:
+    """Which unit a metadata JSON describes, and the datasheet figures that go with it."""
+
+    line: str  # OS0, OS1, OS2, OSDome
+    channels: int
+    generation: str  # gen1, rev6, rev7
+    datasheet: Datasheet
+    why: str  # how the generation was told (part number, firmware, or the fallback)
+
+
+def unit_figures(cal: OusterCalibration) -> OusterUnit:
+    """The unit's product line (``prod_line``) and revision (``prod_pn``, firmware) → its datasheet figures.
+
+    A ``prod_line`` that names no line of :data:`LINES` (or none at all) raises :class:`OusterMetadataError` in one
+    line: another unit's range figures would be silently wrong, and the rays alone can still be simulated with a
+    spec of one's own (``ouster_metadata: FILE`` with ``min_range_m``, ``max_range_m``, ``range_reflectivity``).
+    A revision the part number does not tell takes the Rev 06 figures (the older, shorter ranges) with a warning.
+    """
+    known = "OS-0-*, OS-1-*, OS-2-*, OS-DOME-* (e.g. OS-1-128, OS-0-32-G)"
+    way_out = ("; to simulate it anyway, give a sensor spec with ouster_metadata: FILE and the unit's min_range_m, "
+               "max_range_m and range_reflectivity")
+    if cal.prod_line is None:
+        raise OusterMetadataError(f"Ouster metadata {cal.name}: no prod_line (sensor_info), so no datasheet to take "
+                                  f"its range figures from; known lines: {known}{way_out}")
+    match = _PROD_LINE.fullmatch(cal.prod_line)
+    if match is None:
+        raise OusterMetadataError(f"Ouster metadata {cal.name}: prod_line {shown(cal.prod_line)} is not "
+                                  f"a line we have datasheet figures for; known lines: {known}{way_out}")
+    line, channels = LINES[match.group(1).upper()], int(match.group(2))
+    pn = cal.prod_pn.upper()
+    firmware = re.match(r"v?(\d+)\.", cal.build_rev)
+    if _REV7_PN.search(pn):
+        generation, why = "rev7", f"Rev 7 by prod_pn {cal.prod_pn}"
+    elif _REV8_PN.search(pn):
+        generation, why = "rev7", f"Rev 8 by prod_pn {cal.prod_pn} (no Rev 8 datasheet found: the Rev 7 figures, assumed)"
+    elif _REV6_PN.search(pn):
+        revision = pn.rsplit("-", 1)[1]
+        generation, why = "rev6", f"Rev {revision} by prod_pn {cal.prod_pn}"
+        if not revision.startswith("06"):
+            why += " (no Rev C, D or 05 datasheet found: the Rev 06 figures, assumed)"
+    elif line == "OS1" and firmware is not None and firmware.group(1) == "1":
+        generation, why = "gen1", f"first generation by firmware {cal.build_rev}"
+    elif line == "OSDome":
+        generation, why = "rev7", "Rev 7, the OSDome's only revision"
+    else:
+        generation, why = "rev6", f"Rev 06 assumed: prod_pn {shown(cal.prod_pn)} names no revision we know"
+        warnings.warn(f"Ouster metadata {cal.name}: {why} (the shorter ranges; Rev 7 units reach further)",
+                      stacklevel=2)
+    if (line, generation) not in DATASHEETS:  # a revision the line never had: its nearest datasheet
+        generation = "rev7" if line == "OSDome" else "rev6"
+    return OusterUnit(line, channels, generation, DATASHEETS[line, generation], why)
+
+
+#: Ouster OS1 (gen 1) datasheet: beam divergence 0.13° FWHM (16 and 64 channels), 0.18° FWHM (128 channels), one
+#: figure for both axes; "beam diameter exiting sensor 10 mm" (taken as the 1/e² diameter, assumed). A unit's
+#: metadata keeps them for every OS1 (no later OS1 datasheet found gives them); the other lines get none (a
+#: footprint then needs the user's ``beam_divergence_mrad``)
+OS1_16_64_DIVERGENCE_MRAD = [round(float(np.radians(0.13)) * 1e3, 3)] * 2
+OS1_128_DIVERGENCE_MRAD = [round(float(np.radians(0.18)) * 1e3, 3)] * 2
+OS1_BEAM_DIAMETER_M = 0.010
+
+
+def unit_spec(cal: OusterCalibration, source: str) -> dict:
+    """A sensor spec (the keys a spec file uses) for the unit of ``cal``, read from ``source``: its rays from the
+    metadata, its range figures from its line's datasheet (:func:`unit_figures`)."""
+    unit = unit_figures(cal)
+    sheet = unit.datasheet
+    spec = {
+        "ouster_metadata": source,
+        "description": f"Ouster {cal.prod_line}, {unit.why}; {sheet.source}" + (f"; {sheet.assumed}" if sheet.assumed
+                                                                                 else ""),
+        "frame_rate_hz": cal.frame_rate_hz,
+        # the unit's own setting where its metadata has one (ouster-sdk sensor_config: "the minimum detection range
+        # of the lidar in cm"), else the datasheet's minimum range
+        "min_range_m": (sheet.min_range_m if cal.min_range_threshold_cm is None
+                        else cal.min_range_threshold_cm / 100.0),
+        "max_range_m": sheet.max_range_m,
+        "wavelength_nm": sheet.wavelength_nm,
+        "range_accuracy_m": sheet.range_accuracy_m,
+        "range_reflectivity": {"pairs": [list(pair) for pair in sheet.pairs], "fit": "log"},
+    }
+    if unit.line == "OS1":
+        divergence = OS1_128_DIVERGENCE_MRAD if unit.channels == 128 else OS1_16_64_DIVERGENCE_MRAD
+        spec |= {"beam_divergence_mrad": list(divergence), "beam_diameter_m": OS1_BEAM_DIAMETER_M}
+    return spec
 
 
 def _numbers(value, key: str, name: str, shape=None) -> np.ndarray:
@@ -182,7 +360,43 @@ def read_ouster_metadata(source, name: str = "ouster") -> OusterCalibration:
     lidar_to_sensor = _matrix(lidar.get("lidar_to_sensor_transform", np.eye(4).ravel().tolist()),
                               "lidar_to_sensor_transform", name)
     window = _column_window(data_format.get("column_window", [0, columns - 1]), columns, name)
-    return OusterCalibration(altitude, azimuth, n, z0, lidar_to_sensor, columns, float(rate), window, name)
+    info = _section(d, "sensor_info", name)
+    prod_line, prod_pn, build_rev = (_text(info.get(key), key, name) for key in ("prod_line", "prod_pn", "build_rev"))
+    threshold = config.get("min_range_threshold_cm")
+    if threshold is not None:
+        threshold = float(_numbers(threshold, "min_range_threshold_cm", name, ()))
+        if not 0 <= threshold <= MAX_THRESHOLD_CM:
+            raise OusterMetadataError(f"Ouster metadata {name}: min_range_threshold_cm must lie in 0 … "
+                                      f"{MAX_THRESHOLD_CM:g} cm, got {shown(threshold)}")
+    return OusterCalibration(altitude, azimuth, n, z0, lidar_to_sensor, columns, float(rate), window, name,
+                             prod_line or None, prod_pn, build_rev, threshold)
+
+
+#: the largest ``min_range_threshold_cm`` taken (units accept 0, 30 or 50 cm; ouster-ros ``min_distance``): a bound
+#: against typos
+MAX_THRESHOLD_CM = 10_000.0
+#: a metadata text field's longest length (part numbers and firmware tags are ~20–100 characters)
+MAX_TEXT = 200
+
+
+def _text(value, key: str, name: str) -> str:
+    """A ``sensor_info`` text field ("" when absent), else one line naming ``key``."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise OusterMetadataError(f"Ouster metadata {name}: sensor_info.{key} must be a text of at most "
+                                  f"{MAX_TEXT} characters, got {shown(value)}")
+    return value.strip()
+
+
+def range_offset_m(cal: OusterCalibration) -> float:
+    """What the unit adds to the distance along the beam (from its origin) to report RANGE, in m.
+
+    ouster-sdk ``make_xyz_lut`` (``ouster_core/src/xyzlut.cpp``): ``offset = (n cos θe, n sin θe, z0) − d·direction``
+    with ``d = √(n² + z0²)`` (``beam_to_lidar_euclidean_distance_mm``), and a pixel lies at
+    ``offset + RANGE·direction``; the beam origin is ``(n cos θe, n sin θe, z0)``, so ``RANGE = t + d``.
+    """
+    return float(np.hypot(cal.beam_origin_mm, cal.beam_origin_z_mm)) * 1e-3
 
 
 def ouster_rays(cal: OusterCalibration):

@@ -41,17 +41,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ouster import OS1_16_64_DIVERGENCE_MRAD as _OS1_16_64_DIVERGENCE_MRAD
+from .ouster import OS1_128_DIVERGENCE_MRAD as _OS1_128_DIVERGENCE_MRAD
+from .ouster import OS1_BEAM_DIAMETER_M as _OS1_BEAM_DIAMETER_M
 from .rosette import MID70_HORIZONTAL_HZ, MID70_VERTICAL_HZ
 
 _FULL_TURN_CW = [180.0, -180.0]
 #: Velodyne VLS-128 user manual, Table F-1 "Beam Divergence": 3.0 mrad horizontal, 1.5 mrad vertical; the other
 #: Velodyne presets assumed the same (module doc)
 _VELODYNE_DIVERGENCE_MRAD = [3.0, 1.5]
-#: Ouster OS1 (gen 1) datasheet: "beam diameter exiting sensor 10 mm" (taken as the 1/e² diameter, assumed)
-_OS1_BEAM_DIAMETER_M = 0.010
-#: Ouster OS1 (gen 1) datasheet: beam divergence 0.13° FWHM (16 and 64 channels), 0.18° FWHM (128 channels)
-_OS1_16_64_DIVERGENCE_MRAD = [round(np.radians(0.13) * 1e3, 3)] * 2
-_OS1_128_DIVERGENCE_MRAD = [round(np.radians(0.18) * 1e3, 3)] * 2
 #: Livox Mid-70 and Avia datasheets: beam divergence 0.28° (vertical) × 0.03° (horizontal)
 _LIVOX_DIVERGENCE_MRAD = [round(np.radians(0.03) * 1e3, 3), round(np.radians(0.28) * 1e3, 3)]
 

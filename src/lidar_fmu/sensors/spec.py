@@ -35,7 +35,7 @@ from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivi
 from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim
 from .ibeo import mirror_directions
-from .ouster import OusterMetadataError, ouster_rays, read_ouster_metadata
+from .ouster import OusterMetadataError, ouster_rays, range_offset_m, read_ouster_metadata, unit_spec
 from .presets import PRESETS, close_names
 from .rosette import MAX_POINTS_PER_SECOND, rosette_scan
 from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
@@ -185,12 +185,11 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
             spec = {"preset": text}
         elif os.path.isfile(text):
             spec = _read_spec_file(text)
-            if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, OS1 datasheet limits
+            if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, its line's datasheet
                 try:
-                    unit = read_ouster_metadata(spec, os.path.splitext(os.path.basename(text))[0])
+                    spec = unit_spec(read_ouster_metadata(spec, os.path.splitext(os.path.basename(text))[0]), text)
                 except OusterMetadataError as exc:
                     raise SensorSpecError(str(exc)) from None
-                spec = {"preset": "ouster_os1_128_cal", "ouster_metadata": text, "frame_rate_hz": unit.frame_rate_hz}
             file_name = os.path.splitext(os.path.basename(text))[0]
         elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
@@ -373,7 +372,8 @@ def _ouster_pattern(source: str | dict[str, Any]) -> RayPattern:
     columns = (last - first) % cal.columns + 1
     _check_rays(cal.beams * columns, f"{cal.beams} beams × {columns:,} columns")
     origins, directions, beam, column, time_s = ouster_rays(cal)
-    return RayPattern(directions, beam, column, time_s, cal.beams, columns, origins=origins)
+    return RayPattern(directions, beam, column, time_s, cal.beams, columns, origins=origins,
+                      range_offset_m=range_offset_m(cal))
 
 
 def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:

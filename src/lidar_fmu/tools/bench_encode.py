@@ -70,12 +70,12 @@ def build_sensor_data_reference(
     lidar.header.CopyFrom(header)
     pulse_width = (None if echo_pulse_width_m is None
                    else np.broadcast_to(_per_point(echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).tolist())
-    columns = (points[name].tolist() for name in ("x", "y", "z", "range", "object_id", "beam_id"))
-    for x, y, z, range_m, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
+    columns = (points[name].tolist() for name in ("x", "y", "z", "object_id", "beam_id"))
+    for x, y, z, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
         d = lidar.detection.add()
         d.existence_probability = exist
         d.object_id.value = object_id
-        d.position.distance = range_m
+        d.position.distance = math.sqrt(x * x + y * y + z * z)  # the point's position, not the unit's range
         d.position.azimuth = atan2(y, x)
         d.position.elevation = atan2(z, math.sqrt(x * x + y * y))
         d.intensity = intens
