@@ -18,9 +18,9 @@ pixel order):
    step (0.1 %) and a material map naming them, set as ``lidar.materials``: the materials system takes no
    per-face reflectance otherwise.
 3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
-   (beam ``b``, column ``m``). Our ``range`` is measured from the beam origin; the unit's RANGE from the
-   lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset taking off
-   ``lidar_origin_to_beam_origin_mm``), so ``n`` is added to ours before comparing. A held-out pixel is
+   (beam ``b``, column ``m``). Our ``range`` field is compared as it is: it is in the unit's convention,
+   RANGE from the lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset
+   taking off ``lidar_origin_to_beam_origin_mm``; docs/sensors.md, "Range convention"). A held-out pixel is
    *covered* when its ray meets the mesh (a noise-free cast of the geometry alone). A pixel is *away from
    depth edges* when its 8 neighbours on the real destaggered image (all columns) are valid and agree with it
    by the same ``max_jump`` rule.
@@ -246,7 +246,7 @@ def _sim_images(cloud, rays: PixelRays, shape: tuple[int, int]) -> dict[str, np.
     out = {}
     for key, pick in (("", first_of_pixel), ("2", ~first_of_pixel)):
         rng = np.full(shape[0] * shape[1], np.nan)
-        rng[pixel[pick]] = cloud.points["range"][order][pick] + rays.beam_origin_m
+        rng[pixel[pick]] = cloud.points["range"][order][pick]  # our range field: in the unit's convention
         out["range_m" + key] = rng.reshape(shape)
         if not key:
             for name, values in (("intensity", intensity), ("reflectivity", cloud.points["reflectivity"])):
@@ -477,8 +477,6 @@ def summarize(frames: list[dict[str, Any]], recording: Recording, cal: OusterCal
         "abs_delta_all": _quantiles(np.abs(delta)), "abs_delta_away_from_edges": _quantiles(away),
         "range_bias_unit_convention_m": float(np.median(delta[edge_free])) if len(away) else None,
         "range_bias_noise_free_m": float(np.median(truth_delta[edge_free])) if len(away) else None,
-        "our_range_field_bias_m": float(np.median(delta[edge_free]) - cal.beam_origin_mm * 1e-3)
-        if len(away) else None,
         "beam_origin_mm": cal.beam_origin_mm,
         "noise_bands": bands, "intensity_spearman": intensity,
         "scan_s": [f["scan_s"] for f in frames],
@@ -604,10 +602,9 @@ def table_lines(r: dict[str, Any]) -> list[str]:
              f"| \\|Δr\\| median / p90, all | {_cm(r['abs_delta_all']['median_m'])} / {_cm(r['abs_delta_all']['p90_m'])} |",
              f"| \\|Δr\\| median / p90, away from depth edges | {_cm(r['abs_delta_away_from_edges']['median_m'])} / "
              f"{_cm(r['abs_delta_away_from_edges']['p90_m'])} |",
-             f"| range bias, unit's convention (RANGE from the lidar origin), median | "
+             f"| range bias: our `range` field − RANGE (both from the lidar origin), median | "
              f"{_cm(r['range_bias_unit_convention_m'])} |",
-             f"| same, noise-free mesh range | {_cm(r['range_bias_noise_free_m'])} |",
-             f"| our `range` field (from the beam origin) against RANGE, median | {_cm(r['our_range_field_bias_m'])} |"]
+             f"| same, noise-free mesh range | {_cm(r['range_bias_noise_free_m'])} |"]
     for key, value in r["intensity_spearman"].items():
         lines.append(f"| Spearman, {_SPEARMAN_LABELS[key]} | {_num(value)} |")
     if "second_return" in r:
