@@ -6,18 +6,26 @@ import pytest
 from numba import njit
 from osi3.osi_environment_pb2 import EnvironmentalConditions
 
+from lidar_fmu import Lidar, Scene
+from lidar_fmu.geometry.scene import box_mesh
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.decode import OSI_FOG_MOR_M, OSI_PRECIPITATION_MM_H, from_osi_environment
 from lidar_fmu.physics.range_limit import fit_range_limit
 from lidar_fmu.physics.weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
     DEFAULT_MIN_RANGE_M,
     DEFAULT_PULSE_LENGTH_M,
+    OVERLAP_FULL_M,
+    OVERLAP_START_M,
     WEATHER_OBJECT_ID,
     Weather,
     WeatherError,
     clutter_return,
     detectable_in_weather,
     detection_floor_per_m2,
+    fog_echo,
+    fog_echo_table,
+    overlap_fraction,
     parse_weather,
     two_way_transmission,
 )
@@ -26,13 +34,16 @@ from lidar_fmu.sensors.presets import PRESETS
 
 OS1_LIMIT = fit_range_limit([[0.10, 40.0], [0.80, 120.0]], "log", 120.0)
 FLOOR = detection_floor_per_m2(OS1_LIMIT)
-OPTICS = (DEFAULT_PULSE_LENGTH_M, DEFAULT_MIN_RANGE_M, DEFAULT_BEAM_DIVERGENCE_RAD, FLOOR)
+OPTICS = (DEFAULT_PULSE_LENGTH_M, OVERLAP_START_M, OVERLAP_FULL_M, DEFAULT_MIN_RANGE_M, DEFAULT_BEAM_DIVERGENCE_RAD,
+          FLOOR)
 UNIFORMS = (np.arange(24) + 0.5) / 24  # a deterministic grid in (0, 1)
 
 
-def clutter(weather, target_range_m=math.inf, target_reflectivity=0.0, u=(0.5, 0.5, 0.5), strongest=True):
+def clutter(weather, target_range_m=math.inf, target_reflectivity=0.0, u=(0.5, 0.5, 0.5), strongest=True,
+            optics=OPTICS):
+    table = weather.fog_table(*optics[:3])
     return clutter_return(
-        *weather.clutter_params(), *OPTICS, strongest, target_range_m, target_reflectivity, *u
+        *weather.clutter_params(), *optics, strongest, target_range_m, target_reflectivity, table, *u
     )
 
 
@@ -132,12 +143,14 @@ def test_more_clutter_in_thicker_fog():
     visibilities = (2000.0, 500.0, 200.0, 100.0, 50.0, 20.0)
     for target_m, reflectivity in [(20.0, 0.5), (8.0, 0.8)]:
         fractions = [clutter_fraction(Weather(fog_visibility_m=v), target_m, reflectivity)[0] for v in visibilities]
-        assert fractions[0] == 0.0 and fractions[-1] == 1.0, fractions
+        assert fractions[0] == 0.0, fractions
         assert all(b >= a for a, b in zip(fractions, fractions[1:], strict=False)), fractions
-    # Rays that miss: the echo must reach the sensor's power floor, which thinner fog fails more often.
-    sky = [clutter_fraction(Weather(fog_visibility_m=v))[0] for v in (20_000.0, 5000.0, 2000.0, 1000.0, 500.0)]
-    assert sky[0] == 0.0 and sky[-1] == 1.0
-    assert all(b > a for a, b in zip(sky, sky[1:], strict=False)), sky
+    # a 50 % target at 20 m is outshone in dense fog; a bright one at 8 m is not even at V = 20 m
+    assert clutter_fraction(Weather(fog_visibility_m=20.0), 20.0, 0.5)[0] == 1.0
+    assert clutter_fraction(Weather(fog_visibility_m=20.0), 8.0, 0.8)[0] == 0.0
+    # Rays that miss: the fog's echo must reach the sensor's power floor, which thin fog does not.
+    sky = [clutter_fraction(Weather(fog_visibility_m=v))[0] for v in (20_000.0, 5000.0, 1000.0, 200.0, 100.0, 50.0)]
+    assert sky == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
 
 
 def test_more_clutter_in_heavier_rain_and_snow():
@@ -177,33 +190,123 @@ def test_clutter_is_deterministic_in_the_uniforms():
 
 def test_strongest_return_yields_to_a_bright_near_target():
     fog = Weather(fog_visibility_m=50.0)
-    # A retroreflector at 2 m outshines the fog; a multi-return sensor still reports the fog echo before it.
-    assert not clutter(fog, 2.0, 1.0, (0.5, 0.5, 0.1))[0]
-    has, r, _ = clutter(fog, 2.0, 1.0, (0.5, 0.5, 0.1), strongest=False)
-    assert has and r < 2.0
-    # No echo beyond the target, whatever the uniforms.
-    assert not clutter(fog, DEFAULT_MIN_RANGE_M, 0.1, (0.5, 0.5, 0.0), strongest=False)[0]
+    # A retroreflector at 6 m outshines the fog; a multi-return sensor still reports the fog echo before it.
+    assert not clutter(fog, 6.0, 1.0, (0.5, 0.5, 0.1))[0]
+    has, r, _ = clutter(fog, 6.0, 1.0, (0.5, 0.5, 0.1), strongest=False)
+    assert has and r < 6.0
+    # No echo beyond the target, whatever the uniforms; none before the overlap starts.
+    for u3 in (0.0, 0.5, 0.999):
+        assert not clutter(fog, OVERLAP_START_M, 0.1, (0.5, 0.5, u3), strongest=False)[0]
+        has, r, _ = clutter(fog, 3.0, 0.0, (0.5, 0.5, u3), strongest=False)
+        assert not has or r < 3.0
 
 
-def test_fog_echo_matches_the_soft_target_formula():
+def soft_target_reference(alpha, beta, pulse_length_m, start_m, full_m, target_m=math.inf, step_m=1e-3):
+    """Hahner et al.'s soft-target term by a fine discrete convolution: (peak range as pulse centre, peak power)."""
+    r = np.arange(step_m / 2, 40.0, step_m)
+    xi = np.clip((r - start_m) / (full_m - start_m), 0.0, 1.0)
+    g = xi * np.exp(-2 * alpha * r) / r**2 * (r < target_m)
+    window = 2 * pulse_length_m
+    w = np.sin(np.pi * np.arange(0.0, window, step_m) / window) ** 2
+    p = np.convolve(g, w)[: len(r)] * step_m * math.pi * beta
+    i = int(np.argmax(p))
+    return r[i] - pulse_length_m, p[i]
+
+
+@pytest.mark.parametrize("visibility_m", [20.0, 50.0, 200.0])
+@pytest.mark.parametrize("optics", [(DEFAULT_PULSE_LENGTH_M, OVERLAP_START_M, OVERLAP_FULL_M), (3.0, 0.9, 1.0),
+                                    (0.6, 0.9, 2.0)])
+@pytest.mark.parametrize("target_m", [math.inf, 4.0])
+def test_fog_echo_is_the_soft_target_integral(visibility_m, optics, target_m):
+    """The fog's echo: π·β·∫ sin²·ξ·exp(−2αR')/R'² dR' over one pulse (Hahner et al. 2021), peak and where."""
+    alpha, beta = Weather(fog_visibility_m=visibility_m).clutter_params()[:2]
+    assert beta == pytest.approx(0.046 / (math.log(20.0) / alpha))  # β = 0.046 / MOR
+    range_m, power, lo, hi = fog_echo(alpha, beta, *optics, target_m)
+    ref_range, ref_power = soft_target_reference(alpha, beta, *optics, target_m)
+    assert power == pytest.approx(ref_power, rel=0.02)
+    grid = (min(optics[2] + 2 * optics[0], target_m + optics[0]) - optics[1]) / 64
+    assert range_m == pytest.approx(ref_range, abs=grid + 0.01)
+    assert optics[1] <= lo <= range_m <= hi < target_m
+
+
+def test_overlap_ramp():
+    start, full = OVERLAP_START_M, OVERLAP_FULL_M
+    assert (start, full) == pytest.approx((1.666, 7.635), abs=1e-3)  # Hahner et al.'s eqs. 11–12, their optics
+    assert overlap_fraction(0.5, start, full) == 0.0 and overlap_fraction(start, start, full) == 0.0
+    assert overlap_fraction((start + full) / 2, start, full) == pytest.approx(0.5)
+    assert overlap_fraction(full, start, full) == 1.0 and overlap_fraction(100.0, start, full) == 1.0
+    # a target inside the ramp: the fog before it is seen only in part, and not at all before R_1
+    alpha, beta = Weather(fog_visibility_m=50.0).clutter_params()[:2]
+    assert fog_echo(alpha, beta, DEFAULT_PULSE_LENGTH_M, start, full, start)[1] == 0.0
+    near = fog_echo(alpha, beta, DEFAULT_PULSE_LENGTH_M, start, full, 3.0)[1]
+    assert 0.0 < near < Weather(fog_visibility_m=50.0).free_fog_echo()[1]
+
+
+def test_fog_table_rows_are_the_echo_before_each_target():
     fog = Weather(fog_visibility_m=50.0)
-    has, r, refl = clutter(fog, u=(0.5, 0.5, 0.0))
-    assert has and r == DEFAULT_MIN_RANGE_M
-    beta = 0.046 / (math.log(20.0) / fog.extinction_per_m)
-    assert refl == pytest.approx(math.pi * beta * DEFAULT_PULSE_LENGTH_M * two_way_transmission(
-        fog.extinction_per_m, r))
+    table = fog.fog_table()
+    alpha, beta = fog.clutter_params()[:2]
+    assert table[-1, 0] == math.inf and tuple(table[-1, 1:]) == fog.free_fog_echo()
+    assert tuple(table[-1, 1:]) == fog_echo(alpha, beta, DEFAULT_PULSE_LENGTH_M, OVERLAP_START_M, OVERLAP_FULL_M,
+                                            math.inf)
+    for k in (0, 5, 100, len(table) - 2):
+        row = fog_echo(alpha, beta, DEFAULT_PULSE_LENGTH_M, OVERLAP_START_M, OVERLAP_FULL_M, table[k, 0])
+        assert tuple(table[k, 1:]) == row
+    assert table[-2, 0] >= table[-1, 4] + DEFAULT_PULSE_LENGTH_M - 0.05  # beyond: the target cuts no echo
+    assert np.all(np.diff(table[:-1, 2]) >= -1e-3 * table[-1, 2])  # more fog before a farther target, more echo
+    assert fog.fog_table() is fog.fog_table()  # cached: once per weather
+    assert len(Weather().fog_table()) == 1 and Weather().fog_table()[0, 2] == 0.0
+
+
+def test_dense_fog_keeps_a_near_wall():
+    """V = 50 m: a 50 % wall at 10 m (and out to ~16 m) outshines the fog's echo on every ray; at 20 m the fog wins."""
+    fog = Weather(fog_visibility_m=50.0)
+    for u3 in UNIFORMS:
+        assert not clutter(fog, 10.0, 0.5, (0.5, 0.5, u3))[0]
+        assert not clutter(fog, 15.0, 0.5, (0.5, 0.5, u3))[0]
+        has, r, refl = clutter(fog, 20.0, 0.5, (0.5, 0.5, u3))
+        assert has and OVERLAP_START_M <= r < 10.0 and 0.0 < refl < 0.01
+
+
+def test_light_fog_echo_stays_near_the_threshold():
+    """V = 200 m: the fog's echo peaks below an OS1's floor, so it outshines no target and never echoes on a
+    ray that misses; on the more sensitive HDL-64E it stays within 1.5× of the floor, so it takes only rays
+    the range limit nearly loses anyway: no 50 % target out to 40 m, no 90 % one out to 45 m."""
+    fog = Weather(fog_visibility_m=200.0)
+    assert 0.0 < fog.free_fog_echo()[1] < FLOOR
+    for target_m in (30.0, 40.0, 60.0, 100.0, math.inf):
+        for u3 in UNIFORMS[::4]:
+            assert not clutter(fog, target_m, 0.05, (0.5, 0.5, u3))[0]
+    hdl64 = detection_floor_per_m2(fit_range_limit([[0.10, 50.0], [0.80, 120.0]], "log", 120.0))
+    assert hdl64 < fog.free_fog_echo()[1] < 1.5 * hdl64
+    optics = (*OPTICS[:-1], hdl64)
+    for u3 in UNIFORMS[::4]:
+        assert not clutter(fog, 40.0, 0.5, (0.5, 0.5, u3), optics=optics)[0]
+        assert not clutter(fog, 45.0, 0.9, (0.5, 0.5, u3), optics=optics)[0]
+        assert clutter(fog, u=(0.5, 0.5, u3), optics=optics)[0]  # a sky ray: the fog, just above the floor
+
+
+def test_clutter_switch():
+    fog = Weather(fog_visibility_m=30.0, rain_mm_h=50.0, clutter=False)
+    assert fog.extinction_per_m == Weather(fog_visibility_m=30.0, rain_mm_h=50.0).extinction_per_m
+    assert clutter_fraction(fog) == (0.0, 0.0)
+    assert fog.free_fog_echo()[1] == 0.0
+    assert parse_weather({"fog_visibility_m": 30.0, "rain_mm_h": 50.0, "clutter": False}) == fog
+    with pytest.raises(WeatherError, match="clutter"):
+        parse_weather({"clutter": "no"})
 
 
 def test_scalars_compile_inside_another_kernel():
     @njit
     def kernel(params, n):
         alpha, beta, count, d_min, d_scale = params
+        table = fog_echo_table(alpha, beta, 3.0, 1.7, 7.6, 0.05)
         hits = 0
         total_t = 0.0
         for i in range(n):
             u = (i + 0.5) / n
-            has, r, refl = clutter_return(alpha, beta, count, d_min, d_scale, 3.0, 1.0, 3e-3, 5.6e-5, True,
-                                          30.0, 0.3, u, 1.0 - u, u)
+            has, r, refl = clutter_return(alpha, beta, count, d_min, d_scale, 3.0, 1.7, 7.6, 1.0, 3e-3, 5.6e-5,
+                                          True, 30.0, 0.3, table, u, 1.0 - u, u)
             hits += has
             total_t += two_way_transmission(alpha, 30.0)
         return hits, total_t / n
@@ -222,6 +325,44 @@ def test_weather_object_id_is_reserved():
 
 def test_detection_floor_from_pairs():
     assert FLOOR == pytest.approx(0.80 / 120.0**2)
+
+
+# ------------------------------------------------------------------ through the scan
+
+FORWARD = {"preset": "ouster_os1_128", "horizontal_fov_deg": [30, -30], "horizontal_samples": 100}
+
+
+def wall_scan(distance_m: float, weather: dict, preset: str = "ouster_os1_128"):
+    """A 50 % wall 80 m wide and 40 m tall facing the sensor: (rays on the wall, fog echoes, rays in clear air)."""
+    scene = Scene()
+    scene.add_instance(1, box_mesh(0.2, 80.0, 40.0), pose_matrix((distance_m + 0.1, 0.0, 0.0)))
+    spec = FORWARD | {"preset": preset}
+    materials = {"default": "lambertian_50"}
+    clear = Lidar(scene, spec, materials=materials, warn=lambda message: None).scan(np.eye(4))
+    cloud = Lidar(scene, spec | {"weather": weather}, materials=materials, warn=lambda message: None).scan(np.eye(4))
+    ids = cloud.points["object_id"]
+    fog = ids == WEATHER_OBJECT_ID
+    if fog.any():
+        assert cloud.points["range"][fog].max() < 10.0  # fog echoes lie near the sensor
+    return int(np.count_nonzero(ids == 1)), int(np.count_nonzero(fog)), len(clear)
+
+
+def test_a_wall_at_10m_in_dense_fog_keeps_its_rays():
+    """V = 50 m: a 50 % wall at 10 m keeps >= 70 % of its clear-air rays (the fog chamber shows targets at
+    10 m through such fog; docs/physics.md); at 30 m it is gone and the fog echoes instead."""
+    wall, fog, clear = wall_scan(10.0, {"fog_visibility_m": 50.0})
+    assert clear > 10_000 and wall >= 0.7 * clear
+    wall, fog, clear = wall_scan(30.0, {"fog_visibility_m": 50.0})
+    assert wall == 0 and fog == clear
+
+
+@pytest.mark.parametrize("preset", ["ouster_os1_128", "velodyne_hdl64e_s3"])
+def test_light_fog_does_not_outshine_a_wall_at_30m(preset):
+    """V = 200 m: the fog's echo outshines no 50 % wall within the chamber's 30 m on an OS1; on the more
+    sensitive HDL-64E only the wall's far oblique corners (38 m at 40° incidence), whose echo is within 1.5× of
+    the unit's floor, on under 2 % of the rays."""
+    wall, fog, clear = wall_scan(30.0, {"fog_visibility_m": 200.0}, preset)
+    assert wall + fog == clear and fog <= (0 if preset.startswith("ouster") else 0.02 * clear)
 
 
 # ------------------------------------------------------------------ OSI

@@ -55,6 +55,8 @@ from .weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
     DEFAULT_MIN_RANGE_M,
     DEFAULT_PULSE_LENGTH_M,
+    OVERLAP_FULL_M,
+    OVERLAP_START_M,
     WEATHER_OBJECT_ID,
     Weather,
     WeatherError,
@@ -325,8 +327,8 @@ def _apply(points, ray_index, intensity, origins, directions, key, probabilistic
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _clutter(points, ray_index, rays, key, clutter_params, pulse_length_m, min_range_m, beam_divergence_rad,
-             min_power_per_m2, has, range_m, reflectivity):
+def _clutter(points, ray_index, rays, key, clutter_params, fog_table, pulse_length_m, overlap_start_m, overlap_full_m,
+             min_range_m, beam_divergence_rad, min_power_per_m2, has, range_m, reflectivity):
     """The weather echo of every ray (``has[ray]``, at ``range_m[ray]`` with ``reflectivity[ray]``): the
     stronger echo of a strongest-return sensor, against the ray's return in ``points`` (ray order)."""
     alpha, backscatter, particles = clutter_params[0], clutter_params[1], clutter_params[2]
@@ -343,8 +345,9 @@ def _clutter(points, ray_index, rays, key, clutter_params, pulse_length_m, min_r
         u2 = draw_uniform(key, ray, _DRAW_CLUTTER + 1) if particles > 0.0 else 0.5
         u3 = draw_uniform(key, ray, _DRAW_CLUTTER + 2) if backscatter > 0.0 else 0.5
         has[ray], range_m[ray], reflectivity[ray] = clutter_return(
-            alpha, backscatter, particles, d_min, d_scale, pulse_length_m, min_range_m, beam_divergence_rad,
-            min_power_per_m2, True, target_range[ray], target_reflectivity[ray], u1, u2, u3)
+            alpha, backscatter, particles, d_min, d_scale, pulse_length_m, overlap_start_m, overlap_full_m, min_range_m,
+            beam_divergence_rad, min_power_per_m2, True, target_range[ray], target_reflectivity[ray], fog_table, u1, u2,
+            u3)
 
 
 @njit(cache=True, nogil=True)
@@ -409,9 +412,14 @@ def _with_clutter(returns, pattern, weather: Weather, sensor, key):
     floor = detection_floor_per_m2(limit) if limit is not None else 0.10 / sensor.max_range_m**2
     has = np.empty(rays, np.bool_)
     range_m, reflectivity = np.empty(rays), np.empty(rays)
+    # the unit reports nothing nearer than its minimum range: the overlap starts there at the earliest
+    overlap_start = max(float(sensor.min_range_m), OVERLAP_START_M)
+    overlap_full = max(overlap_start, OVERLAP_FULL_M)
     _clutter(returns.points, returns.ray_index, rays, key, np.asarray(weather.clutter_params(), np.float64),
-             DEFAULT_PULSE_LENGTH_M, max(float(sensor.min_range_m), DEFAULT_MIN_RANGE_M), DEFAULT_BEAM_DIVERGENCE_RAD,
-             floor, has, range_m, reflectivity)
+             weather.fog_table(DEFAULT_PULSE_LENGTH_M, overlap_start, overlap_full), DEFAULT_PULSE_LENGTH_M,
+             overlap_start, overlap_full,
+             max(float(sensor.min_range_m), DEFAULT_MIN_RANGE_M), DEFAULT_BEAM_DIVERGENCE_RAD, floor, has, range_m,
+             reflectivity)
     return_slot, echo_slot, count = _merge_slots(returns.ray_index, has)
     if count == len(returns.points) and not has.any():
         return returns

@@ -59,24 +59,38 @@ of the meteorological "heavy snow" (visibility < 400 m).
 
 Clutter model
 -------------
-Two published single-scattering models, simplified to a scalar function of
-three uniforms, and the stronger of their two echoes kept:
+Two published single-scattering models, and the stronger of their two echoes kept:
 
 * Fog, as a soft target (Hahner, Sakaridis, Dai & Van Gool 2021, ICCV, "Fog
   simulation on real LiDAR point clouds for 3D object detection in adverse
-  weather"). The fog's backscattering coefficient is β = 0.046 / MOR
-  (1/(m·sr)), MOR = ln(20)/α_fog the meteorological optical range (the
-  default of the ParameterSet in their public code, LiDAR_fog_sim; MOR is the
-  5 % visibility). A pulse of spatial half-power
-  length L (= c·τ_H/2) returns from a fog slab what a Lambertian target of
-  reflectivity ρ_fog = π·β·L would (the soft-target integral of their lidar
-  equation with a rectangular pulse and full overlap). Departures: Hahner et
-  al. integrate the pulse shape and the transmitter/receiver overlap ξ(R)
-  numerically and take the peak of the soft echo, which lies within about one
-  pulse length beyond full overlap; here the overlap is a step at the
-  sensor's ``min_range_m`` and the echo range is drawn uniformly in
-  [min_range_m, min_range_m + L) with ``u3`` (their noise variants also
-  spread it by about a metre). This keeps the model closed-form.
+  weather", after Rasshofer, Spies & Spies 2011, Adv. Radio Sci. 9). The
+  received power from fog is the integral over range of the backscattering
+  coefficient β, the transmitter/receiver overlap ξ(R), the two-way
+  transmission and 1/R², weighted by the pulse shape sin²(π·t/(2τ_H)):
+
+      P_fog(R) = π·β·∫ sin²(π·(R − R')/(c·τ_H)) · ξ(R') · exp(−2αR') / R'² dR'
+
+  over the pulse's extent R − c·τ_H ≤ R' ≤ R, and only before the hard target
+  (their Heaviside cut). The hard target's peak with the same system
+  constants is ``ρ·ξ(r)·exp(−2αr)/r²`` (Lambertian: their β₀ = ρ/π; the
+  common factor π is taken out of both, so powers compare with ``ρ/r²``
+  floors). :func:`fog_echo` integrates the soft term on a fixed grid (midpoint
+  rule, 64 receive positions × 32 points per pulse, within 2 % of a 1 mm
+  reference) and reports the peak; the echo's range is the pulse centre's,
+  R − c·τ_H/2 (their shift), drawn uniformly (``u3``) between the two
+  half-power points of the fog's received pulse (their noise variants spread
+  it likewise, by about a metre). :func:`fog_echo_table` tabulates it against
+  the hard target's range once per weather (5 cm steps, cached), so a ray
+  looks its echo up. Constants, all Hahner et al.'s (their ParameterSet in
+  LiDAR_fog_sim): β = 0.046 / MOR (1/(m·sr); MOR = ln(20)/α, the 5 %
+  visibility; their range 0.023–0.092); τ_H = 20 ns (c·τ_H/2 = 3.0 m); ξ
+  linear (their ``linear_xsi``) from 0 at R_1 = 1.67 m to 1 at R_2 = 7.63 m,
+  the range where a receiver of 3.5° field of view 10 cm beside a transmitter
+  of 2° starts to see, and fully sees, the beam (their eqs. 11–12 with their
+  optics constants). Departure: their code compares the fog with the real
+  point's intensity through a hard-target reflectivity γ = 10⁻⁶ (not ρ), a
+  calibration to their data; here the hard target is the surface's own ρ, as
+  the lidar equation has it.
 * Rain drops and snow flakes, as discrete scatterers (Kilic, Hegde, Sindagi,
   Cooper, Foster & Patel 2021, arXiv:2107.07004, "Lidar Light Scattering
   Augmentation (LISA)"). Particles of diameter ≥ 0.05 mm fill space as a
@@ -92,29 +106,27 @@ three uniforms, and the stronger of their two echoes kept:
   simplification undercounts drop echoes a little and needs two uniforms
   instead of hundreds.
 
-An echo is **detected** when its received power (lidar equation,
-``ρ·T(R)/R²``) reaches ``min_power_per_m2``, the weakest power the sensor
+An echo is **detected** when its received power (``ρ·T(R)/R²`` for a drop,
+``P_fog`` for fog) reaches ``min_power_per_m2``, the weakest power the sensor
 resolves (:func:`detection_floor_per_m2` takes it from the datasheet pairs:
 the smallest R_i / r_i²). This is the threshold both papers use (LISA: a
 90 % target at the maximum range). It is used instead of the range–reflectivity
 curve because the datasheet fits are calibrated at tens of metres and ≥ 10 %
-reflectivity: extrapolated to the sub-percent echoes a metre from the sensor,
-the ``log`` fit clips to zero below 3.5 % and would hide all fog, while the
-lidar equation they rest on does not. A **strongest-return** sensor (both
+reflectivity: extrapolated to the sub-percent echoes a few metres from the
+sensor, the ``log`` fit clips to zero below 3.5 % and would hide all fog, while
+the lidar equation they rest on does not. A **strongest-return** sensor (both
 papers' "strongest" mode) reports the echo only when it outshines the hard
-return, whose power is ``ρ_t·T(r_t)/r_t²``, and then instead of it; a
-multi-return sensor reports every detected echo before the target.
+return, and then instead of it; a multi-return sensor reports every detected
+echo before the target. ``Weather(clutter=False)`` (spec ``weather: {clutter:
+false}``) keeps the extinction and drops every weather echo.
 
-What to expect, with the defaults below and an OS1-like floor (0.80/120²):
-fog of V = 50 m echoes on every ray that misses, and outshines a 50 % wall at
-10 m on a little over half the rays (by extinction alone the wall itself stays
-detectable); 25 mm/h of rain echoes
-on about 5 % of the rays that miss, 5 mm/h of snow likewise. Caveat: the
-lidar equation makes the first metre very sensitive, so thin fog already
-echoes on sky rays (V = 5 km on about one in seven). Real receivers overlap
-transmitter and receiver only from some distance on (Hahner et al.'s R_2,
-up to metres for biaxial sensors) and blank the first metres; pass that
-distance as ``min_range_m`` rather than the 1 m default where it is known.
+What to expect, with an OS1-like floor (0.80/120² = 5.6e-5): the fog echo
+peaks 3–4 m out at 1.3–1.6e-4 (2–3 × the floor) for MOR 10–70 m, at 1.4 ×
+the floor at MOR 100 m (V = 131 m) and below it from V ≈ 200 m on: light
+fog only dims. A 50 % wall at 10 m in V = 50 m fog outshines the fog (its
+echo is 7.5 × the fog's) on every ray; beyond about 17 m the fog replaces it.
+docs/physics.md sets these against the fog-chamber measurements. 25 mm/h of
+rain echoes on about 5 % of the rays that miss, 5 mm/h of snow likewise.
 
 Object id
 ---------
@@ -127,6 +139,7 @@ from objects and from the environment by the id alone.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -187,12 +200,43 @@ PARTICLE_MIN_DIAMETER_M = 0.05e-3
 PARTICLE_REFLECTANCE = ((1.328 - 1.0) / (1.328 + 1.0)) ** 2
 
 #: Defaults for the sensor optics the clutter model needs, where a spec gives none.
-#: Pulse half-power length c·τ_H/2 with τ_H = 20 ns (Hahner et al. 2021's default, a Velodyne HDL-64).
-DEFAULT_PULSE_LENGTH_M = 299_792_458.0 * 20e-9 / 2.0
-#: Range of full transmitter/receiver overlap (m): Hahner et al. 2021's r_2 = 1.0 m.
+#: Speed of light in vacuum (m/s).
+SPEED_OF_LIGHT_M_S = 299_792_458.0
+#: Half-power pulse width τ_H (s): Hahner et al. 2021's 20 ns (their ParameterSet ``tau_h``; slider 5–80 ns).
+#: The fog echo grows about linearly with τ_H; Velodyne quotes "typically 4 nanoseconds" for the HDL-64E
+#: (velodyne.com/lidar/technology/concept.aspx).
+DEFAULT_PULSE_HALF_POWER_S = 20e-9
+#: Pulse half-power length c·τ_H/2 (m): the depth of fog whose echo overlaps one pulse at half power or more.
+DEFAULT_PULSE_LENGTH_M = SPEED_OF_LIGHT_M_S * DEFAULT_PULSE_HALF_POWER_S / 2.0
+#: Biaxial optics of Hahner et al. 2021's ParameterSet: transmitter–receiver displacement D (m), aperture
+#: radii ρ_T, ρ_R (m) and full fields of view γ_T, γ_R (rad) of transmitter and receiver.
+OPTICS_DISPLACEMENT_M = 0.1
+OPTICS_TRANSMITTER_RADIUS_M = 0.01
+OPTICS_RECEIVER_RADIUS_M = 0.01
+OPTICS_TRANSMITTER_FOV_RAD = math.radians(2.0)
+OPTICS_RECEIVER_FOV_RAD = math.radians(3.5)
+#: Transmitter/receiver overlap ξ(R) (Hahner et al. 2021, Fig. 2 and eqs. 11–12, after Rasshofer, Spies &
+#: Spies 2011, Adv. Radio Sci. 9, "Influences of weather phenomena on automotive laser radar systems"):
+#: 0 up to R_1, where the receiver's field of view starts to cover the beam, rising linearly (their
+#: ``linear_xsi``) to 1 at R_2, from where it covers it fully:
+#: R_1 = (D − ρ_T − ρ_R) / (tan(γ_T/2) + tan(γ_R/2)) = 1.67 m, R_2 = (D − ρ_R + ρ_T) / (tan(γ_R/2) − tan(γ_T/2))
+#: = 7.63 m with the optics above ("R_2 < 10 m in most sensor systems", their code). Their code's sliders
+#: default to r_1 = 0.9 m, r_2 = 1.0 m instead; docs/physics.md shows what each gives against the chamber.
+OVERLAP_START_M = (OPTICS_DISPLACEMENT_M - OPTICS_TRANSMITTER_RADIUS_M - OPTICS_RECEIVER_RADIUS_M) / (
+    math.tan(OPTICS_TRANSMITTER_FOV_RAD / 2.0) + math.tan(OPTICS_RECEIVER_FOV_RAD / 2.0))
+OVERLAP_FULL_M = (OPTICS_DISPLACEMENT_M - OPTICS_RECEIVER_RADIUS_M + OPTICS_TRANSMITTER_RADIUS_M) / (
+    math.tan(OPTICS_RECEIVER_FOV_RAD / 2.0) - math.tan(OPTICS_TRANSMITTER_FOV_RAD / 2.0))
+#: Nearest range of a rain drop / snow flake echo (m): Hahner et al. 2021's r_2 = 1.0 m (full overlap).
 DEFAULT_MIN_RANGE_M = 1.0
 #: Full beam divergence (rad): LISA's default ``bdiv`` = 3 mrad.
 DEFAULT_BEAM_DIVERGENCE_RAD = 3e-3
+#: Nearest overlap start the soft-target integral accepts (m): ξ/R² is not integrable at R = 0.
+_MIN_OVERLAP_START_M = 0.05
+#: Grid of the soft-target integral: receive positions, and points per pulse window (module docstring).
+_FOG_RECEIVE_STEPS = 64
+_FOG_PULSE_STEPS = 32
+#: Step (m) of the hard target's range in :func:`fog_echo_table`.
+FOG_TABLE_STEP_M = 0.05
 
 
 class WeatherError(LidarFmuError, ValueError):
@@ -249,6 +293,110 @@ def detectable_in_weather(code, a, b, c, tail_reflectivity, tail_range_m, max_ra
     return range_m <= range_limit_m(code, a, b, c, tail_reflectivity, tail_range_m, max_range_m, attenuated)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def overlap_fraction(range_m, overlap_start_m, overlap_full_m):
+    """ξ(R): the share of the beam the receiver sees at range R, linear from 0 at R_1 to 1 at R_2 (Hahner et al.)."""
+    if range_m >= overlap_full_m:
+        return 1.0
+    if range_m <= overlap_start_m:
+        return 0.0
+    return (range_m - overlap_start_m) / (overlap_full_m - overlap_start_m)
+
+
+@njit(cache=True, nogil=True)
+def fog_echo(alpha_per_m, backscatter_per_m_sr, pulse_length_m, overlap_start_m, overlap_full_m, target_range_m):
+    """The fog's own echo before a hard target at ``target_range_m`` (``inf``: none), as a soft target.
+
+    → ``(range_m, power_per_m2, range_lo_m, range_hi_m)``: the range and power of the peak of the received
+    fog signal, and the ranges between which it stays above half that peak. Power is in the units of a
+    Lambertian hard target's ``ρ·ξ·T(r)/r²`` (the same system constants; :func:`clutter_return`):
+    Hahner et al. 2021's soft-target term with the pulse sin²(π·t/(2τ_H)) on 0 ≤ t ≤ 2τ_H,
+
+        P(R) = π·β·∫ sin²(π·(R − R')/(2L)) · ξ(R') · exp(−2αR') / R'² dR',  R − 2L ≤ R' ≤ min(R, r_target),
+
+    L = c·τ_H/2 the pulse's half-power length (``pulse_length_m``), R the receive position of the
+    pulse's leading edge; a return's range is that of the pulse centre, R − L (their shift by c·τ_H/2).
+    Integrated by the midpoint rule on a fixed grid; ``(inf, 0.0, inf, inf)`` when there is no fog.
+    """
+    if backscatter_per_m_sr <= 0.0 or pulse_length_m <= 0.0:
+        return np.inf, 0.0, np.inf, np.inf
+    start = max(overlap_start_m, _MIN_OVERLAP_START_M)
+    full = max(overlap_full_m, start)
+    window = 2.0 * pulse_length_m
+    # Beyond full overlap the integrand only falls, so the peak's leading edge lies before full + window; the
+    # echo's centre must lie before the target (beyond it the hard echo is there).
+    end = min(full + window, target_range_m + pulse_length_m)
+    if end <= start or target_range_m <= start:
+        return np.inf, 0.0, np.inf, np.inf
+    step = (end - start) / _FOG_RECEIVE_STEPS
+    power = np.empty(_FOG_RECEIVE_STEPS)
+    best = 0
+    for i in range(_FOG_RECEIVE_STEPS):
+        receive = start + (i + 0.5) * step
+        lo = max(start, receive - window)
+        hi = min(receive, target_range_m)
+        total = 0.0
+        if hi > lo:
+            dr = (hi - lo) / _FOG_PULSE_STEPS
+            for j in range(_FOG_PULSE_STEPS):
+                r = lo + (j + 0.5) * dr
+                shape = math.sin(math.pi * (receive - r) / window)
+                total += (shape * shape * overlap_fraction(r, start, full) * two_way_transmission(alpha_per_m, r)
+                          / (r * r))
+            total *= dr
+        power[i] = math.pi * backscatter_per_m_sr * total
+        if power[i] > power[best]:
+            best = i
+    if power[best] <= 0.0:
+        return np.inf, 0.0, np.inf, np.inf
+    first = best
+    while first > 0 and power[first - 1] >= 0.5 * power[best]:
+        first -= 1
+    last = best
+    while last < _FOG_RECEIVE_STEPS - 1 and power[last + 1] >= 0.5 * power[best]:
+        last += 1
+    centre = start + 0.5 * step - pulse_length_m  # receive position of grid point 0, as a pulse-centre range
+    # (receive ≤ end − step/2 keeps every centre before the target)
+    return (max(centre + best * step, start), power[best], max(centre + first * step, start),
+            max(centre + last * step, start))
+
+
+@njit(cache=True, nogil=True)
+def fog_echo_table(alpha_per_m, backscatter_per_m_sr, pulse_length_m, overlap_start_m, overlap_full_m, step_m):
+    """:func:`fog_echo` against the hard target's range, tabulated for :func:`clutter_return`.
+
+    Rows ``(target_range_m, range_m, power_per_m2, range_lo_m, range_hi_m)``: row k for a target at
+    ``overlap_start_m + k·step_m``, up to where a target no longer cuts the echo window (the free echo's
+    half-power end plus one pulse length); the last row is the free echo (target ``inf``). A target between
+    two rows takes the nearer one's (the fog up to at most ``step_m`` less: a slightly weaker echo).
+    """
+    free = fog_echo(alpha_per_m, backscatter_per_m_sr, pulse_length_m, overlap_start_m, overlap_full_m, np.inf)
+    start = max(overlap_start_m, _MIN_OVERLAP_START_M)
+    rows = 1
+    if free[1] > 0.0:
+        rows += int(math.ceil((free[3] + pulse_length_m - start) / step_m)) + 1
+    table = np.empty((rows, 5))
+    for k in range(rows - 1):
+        target = start + k * step_m
+        echo = fog_echo(alpha_per_m, backscatter_per_m_sr, pulse_length_m, overlap_start_m, overlap_full_m, target)
+        table[k, 0] = target
+        table[k, 1], table[k, 2], table[k, 3], table[k, 4] = echo
+    table[rows - 1, 0] = np.inf
+    table[rows - 1, 1], table[rows - 1, 2], table[rows - 1, 3], table[rows - 1, 4] = free
+    return table
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fog_row(fog_table, target_range_m):
+    """The row of :func:`fog_echo_table` for a hard target at ``target_range_m``."""
+    last = fog_table.shape[0] - 1
+    if last == 0 or target_range_m >= fog_table[last - 1, 0]:
+        return last
+    if target_range_m < fog_table[0, 0]:
+        return -1
+    return int((target_range_m - fog_table[0, 0]) / (fog_table[1, 0] - fog_table[0, 0]))
+
+
 @njit(cache=True, nogil=True, inline="always")  # inlined: the frame's constants (tan θ, …) leave the ray loop
 def clutter_return(
     alpha_per_m,
@@ -257,46 +405,46 @@ def clutter_return(
     particle_min_diameter_m,
     particle_diameter_scale_m,
     pulse_length_m,
+    overlap_start_m,
+    overlap_full_m,
     min_range_m,
     beam_divergence_rad,
     min_power_per_m2,
     strongest_return,
     target_range_m,
     target_reflectivity,
+    fog_table,
     u1,
     u2,
     u3,
 ):
     """A weather echo before the hard target: ``(has_clutter, range_m, reflectivity)``.
 
-    The first five arguments are :meth:`Weather.clutter_params`; the next four
-    the sensor's pulse half-power length (m), range of full overlap (m), full
-    beam divergence (rad) and power floor (1/m², :func:`detection_floor_per_m2`).
-    ``strongest_return``: True for a sensor that reports only the strongest echo
-    (clutter then replaces the hard return and is reported only if it outshines
-    it), False for one that reports every echo. ``target_range_m`` is the hard
-    hit's range (``inf`` for a miss) and ``target_reflectivity`` its reflectivity
-    before extinction. ``u1``, ``u2``, ``u3`` are uniforms in [0, 1) from the
-    caller's stream: u1 places the nearest particle, u2 sizes it, u3 places the
-    fog echo. The result depends on nothing else.
+    The first five arguments are :meth:`Weather.clutter_params`; the next six the sensor's pulse half-power
+    length c·τ_H/2 (m), the overlap ξ's start R_1 and full range R_2 (m), the nearest range of a drop echo (m),
+    the full beam divergence (rad) and the power floor (1/m², :func:`detection_floor_per_m2`).
+    ``strongest_return``: True for a sensor that reports only the strongest echo (clutter then replaces the
+    hard return and is reported only if it outshines it), False for one that reports every echo.
+    ``target_range_m`` is the hard hit's range (``inf`` for a miss) and ``target_reflectivity`` its
+    reflectivity before extinction. ``fog_table`` is :func:`fog_echo_table` of the same fog and optics
+    (:meth:`Weather.fog_table`: computed once per weather, not per ray).
+    ``u1``, ``u2``, ``u3`` are uniforms in [0, 1) from the caller's stream: u1 places the nearest particle,
+    u2 sizes it, u3 places the fog echo within its half-power width. The result depends on nothing else.
 
-    ``range_m`` is below ``target_range_m`` and at least ``min_range_m``;
-    ``reflectivity`` is the echo's Lambertian-equivalent reflectivity as the
-    sensor reports it, two-way extinction included (do not attenuate it again,
-    nor apply the range–reflectivity limit: detection is decided here). Without
-    clutter the result is ``(False, inf, 0.0)``. Model: the module docstring.
+    ``range_m`` is below ``target_range_m``; ``reflectivity`` is the echo's Lambertian-equivalent
+    reflectivity at that range as the sensor reports it (power · r²), two-way extinction included (do not
+    attenuate it again, nor apply the range–reflectivity limit: detection is decided here). Without clutter
+    the result is ``(False, inf, 0.0)``. Model: the module docstring.
     """
     best_power = 0.0
     best_range = np.inf
-    best_reflectivity = 0.0
-    # Fog as a soft target (Hahner et al. 2021): ρ = π·β·L, echo within one pulse length of full overlap.
-    if fog_backscatter_per_m_sr > 0.0 and pulse_length_m > 0.0:
-        r = min_range_m + u3 * pulse_length_m
-        if r > 0.0 and r < target_range_m:
-            refl = math.pi * fog_backscatter_per_m_sr * pulse_length_m * two_way_transmission(alpha_per_m, r)
-            best_power = refl / (r * r)
+    # Fog as a soft target (Hahner et al. 2021): the peak of the received fog signal.
+    row = _fog_row(fog_table, target_range_m) if fog_backscatter_per_m_sr > 0.0 else -1
+    if row >= 0 and fog_table[row, 2] > 0.0:
+        r = fog_table[row, 3] + u3 * (fog_table[row, 4] - fog_table[row, 3])
+        if r < target_range_m:
+            best_power = fog_table[row, 2]
             best_range = r
-            best_reflectivity = refl
     # The nearest rain drop / snow flake in the beam cone (LISA, Kilic et al. 2021). Particles within
     # range r of the apex of a cone of diameter r·tanθ: N·(π/12)·tan²θ·r³; beyond min_range_m they
     # arrive as a Poisson process in r³, so the first lies at r³ = min³ + E/k, E ~ Exp(1) = −ln(u1).
@@ -314,21 +462,19 @@ def clutter_return(
             r = r3 ** (1.0 / 3.0)
             beam = r * tan_div
             fill = min(1.0, (diameter / beam) ** 2)
-            refl = PARTICLE_REFLECTANCE * fill * two_way_transmission(alpha_per_m, r)
-            power = refl / (r * r)
+            power = PARTICLE_REFLECTANCE * fill * two_way_transmission(alpha_per_m, r) / (r * r)
             if r > 0.0 and power > best_power:
                 best_power = power
                 best_range = r
-                best_reflectivity = refl
     if best_power <= 0.0 or best_power < min_power_per_m2:
         return False, np.inf, 0.0
     if strongest_return and target_range_m < np.inf and target_reflectivity > 0.0:
-        target_power = (
-            target_reflectivity * two_way_transmission(alpha_per_m, target_range_m) / (target_range_m * target_range_m)
-        )
+        # the hard echo's peak with the same constants: ρ·ξ(r)·T(r)/r² (Hahner et al.'s hard-target term)
+        target_power = (target_reflectivity * overlap_fraction(target_range_m, overlap_start_m, overlap_full_m)
+                        * two_way_transmission(alpha_per_m, target_range_m) / (target_range_m * target_range_m))
         if target_power >= best_power:
             return False, np.inf, 0.0
-    return True, best_range, best_reflectivity
+    return True, best_range, best_power * best_range * best_range
 
 
 def detection_floor_per_m2(limit) -> float:
@@ -354,16 +500,21 @@ def _exponential_dsd(n0_per_m3_mm: float, lambda_per_mm: float) -> tuple[float, 
 class Weather:
     """Fog visibility (m, Koschmieder, 2 % contrast; inf: no fog) and rain / snow rates (mm/h).
 
-    Snow is the water-equivalent precipitation rate. The default is clear air.
+    Snow is the water-equivalent precipitation rate. The default is clear air. ``clutter=False`` keeps the
+    extinction and drops the weather's own echoes (fog, drops, flakes).
     """
 
     fog_visibility_m: float = math.inf
     rain_mm_h: float = 0.0
     snow_mm_h: float = 0.0
+    clutter: bool = True
 
     def __post_init__(self):
         for key in WEATHER_KEYS:
             object.__setattr__(self, key, _check_value(key, getattr(self, key)))
+        if not isinstance(self.clutter, (bool, np.bool_)):
+            raise WeatherError(f"weather: clutter must be true or false, got {shown(self.clutter)}")
+        object.__setattr__(self, "clutter", bool(self.clutter))
 
     @property
     def clear(self) -> bool:
@@ -414,10 +565,33 @@ class Weather:
     def clutter_params(self) -> tuple[float, float, float, float, float]:
         """The weather's arguments of :func:`clutter_return`, in order:
 
-        (α 1/m, fog β 1/(m·sr), particles per m³, minimum particle diameter m, diameter scale m).
+        (α 1/m, fog β 1/(m·sr), particles per m³, minimum particle diameter m, diameter scale m);
+        β and the particle count are 0 when ``clutter`` is off.
         """
+        if not self.clutter:
+            return self.extinction_per_m, 0.0, 0.0, PARTICLE_MIN_DIAMETER_M, 0.0
         count, scale_m = self.particle_population()
         return self.extinction_per_m, self.fog_backscatter_per_m_sr, count, PARTICLE_MIN_DIAMETER_M, scale_m
+
+    def fog_table(self, pulse_length_m: float = DEFAULT_PULSE_LENGTH_M, overlap_start_m: float = OVERLAP_START_M,
+                  overlap_full_m: float = OVERLAP_FULL_M) -> np.ndarray:
+        """:func:`fog_echo_table` of this weather and optics (``clutter_return``'s ``fog_table``), cached."""
+        alpha, beta = self.clutter_params()[:2]
+        return _fog_table(alpha, beta, float(pulse_length_m), float(overlap_start_m), float(overlap_full_m))
+
+    def free_fog_echo(self, pulse_length_m: float = DEFAULT_PULSE_LENGTH_M, overlap_start_m: float = OVERLAP_START_M,
+                      overlap_full_m: float = OVERLAP_FULL_M) -> tuple[float, float, float, float]:
+        """(range m, power 1/m², half-power range lo, hi m) of the fog's echo with nothing in the beam."""
+        row = self.fog_table(pulse_length_m, overlap_start_m, overlap_full_m)[-1]
+        return float(row[1]), float(row[2]), float(row[3]), float(row[4])
+
+
+@functools.lru_cache(maxsize=64)
+def _fog_table(alpha: float, beta: float, pulse_length_m: float, overlap_start_m: float,
+               overlap_full_m: float) -> np.ndarray:
+    table = fog_echo_table(alpha, beta, pulse_length_m, overlap_start_m, overlap_full_m, FOG_TABLE_STEP_M)
+    table.setflags(write=False)  # shared by every frame of this weather
+    return table
 
 
 def _check_value(key: str, value) -> float:
@@ -439,7 +613,8 @@ def parse_weather(value) -> Weather | None:
 
     A mapping with any of ``fog_visibility_m`` (m, > 0, inf for none),
     ``rain_mm_h`` and ``snow_mm_h`` (mm/h, >= 0); absent keys mean no fog,
-    rain or snow, so ``{}`` is clear air. Anything else raises
+    rain or snow, so ``{}`` is clear air; ``clutter`` (true or false, default
+    true) switches the weather's own echoes. Anything else raises
     :class:`WeatherError` (a ``ValueError``) with one line naming the key.
     """
     if value is None:
@@ -448,18 +623,21 @@ def parse_weather(value) -> Weather | None:
         return value
     if not isinstance(value, Mapping):
         raise WeatherError(f"weather must be a mapping with keys {', '.join(WEATHER_KEYS)}, got {shown(value)}")
+    known = (*WEATHER_KEYS, "clutter")
     for key in value:
-        if key not in WEATHER_KEYS:
-            close = difflib.get_close_matches(str(key), WEATHER_KEYS, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(WEATHER_KEYS)})"
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
             raise WeatherError(f"weather: unknown key {key!r}{hint}")
-    return Weather(**{key: value[key] for key in WEATHER_KEYS if key in value})
+    return Weather(**{key: value[key] for key in known if key in value})
 
 
 __all__ = [
     "DEFAULT_BEAM_DIVERGENCE_RAD",
     "DEFAULT_MIN_RANGE_M",
     "DEFAULT_PULSE_LENGTH_M",
+    "OVERLAP_FULL_M",
+    "OVERLAP_START_M",
     "WEATHER_KEYS",
     "WEATHER_OBJECT_ID",
     "Weather",
@@ -467,7 +645,10 @@ __all__ = [
     "clutter_return",
     "detectable_in_weather",
     "detection_floor_per_m2",
+    "fog_echo",
+    "fog_echo_table",
     "fog_extinction_per_m",
+    "overlap_fraction",
     "parse_weather",
     "rain_extinction_per_m",
     "snow_extinction_per_m",
