@@ -293,15 +293,15 @@ def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
                 for name, table in read_angle_table_csv(path).items()]
     document = _load_document(path)
     if isinstance(document, dict):
-        unknown = set(document) - _FILE_KEYS
-        if unknown:
-            raise MaterialError(f"material file {path}: unknown keys {shown(sorted(map(str, unknown)))} "
-                                f"(known: {sorted(_FILE_KEYS)})")
         entries = document.get("materials")
         if isinstance(entries, dict):
             raise MaterialError(f"material file {path}: 'materials' maps names to names, as a visual → IR material "
                                 "map does; a map goes to --materials (scenario 'materials:', FMU 'materials'), an IR "
                                 "material database holds 'materials: [entry, …]'")
+        unknown = set(document) - _FILE_KEYS
+        if unknown:
+            raise MaterialError(f"material file {path}: unknown keys {shown(sorted(map(str, unknown)))} "
+                                f"(known: {sorted(_FILE_KEYS)})")
     else:
         entries = document
     if not isinstance(entries, list):
