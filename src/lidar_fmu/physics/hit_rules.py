@@ -2,10 +2,10 @@
 """The per-hit rules every caster compiles in, and the integer codes they test.
 
 One Python body each (:func:`material_of_hit`, :func:`face_reflectance_of_hit`, :func:`segment_after`,
-:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`return_of_hit`), made callable from compiled code by ``register_jitable``: the
-CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and the CUDA kernels compile them as
-device functions. :class:`Continuation` carries the tables these rules read while a ray goes on through glass
-or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
+:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`return_of_hit`), made callable from compiled
+code by ``register_jitable``: the CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and
+the CUDA kernels compile them as device functions. :class:`Continuation` carries the tables these rules read while
+a ray goes on through glass or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
 
 Numba (CPU and CUDA) treats module-level integers as compile-time constants, so ``kind == TRANSPARENT`` costs
 what ``kind == 1`` costs while saying what it means. The tuples fix the order; the names are what specs and data

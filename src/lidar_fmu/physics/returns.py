@@ -193,8 +193,8 @@ class Materials:
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,  # type: ignore[no-untyped-def]
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
-                  triangle_reflectance, path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material,
-                  material_id):
+                  triangle_reflectance, path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
+                  keep_material, material_id):
     shared_origin = origins.shape[0] == 1
     one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0

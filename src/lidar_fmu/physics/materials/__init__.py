@@ -31,7 +31,8 @@ from .mapping import (
 from .spectra import read_angle_table_csv, read_aster_spectrum, spectrum_reflectance
 
 __all__ = [
-    "ANGLES_DEG", "FACE_REFLECTIVITY", "with_face_reflectivity", "MATERIAL_CLASSES", "TABLE_ANGLES_DEG", "IRMaterial", "MaterialDatabase", "MaterialError",
+    "ANGLES_DEG", "FACE_REFLECTIVITY", "with_face_reflectivity", "MATERIAL_CLASSES", "TABLE_ANGLES_DEG", "IRMaterial",
+    "MaterialDatabase", "MaterialError",
     "load_database", "read_material_file", "DEFAULT_MAP", "MaterialMap", "check_map", "load_material_map",
     "packaged_map_path", "resolve_mesh_materials", "street_material_map", "read_angle_table_csv", "read_aster_spectrum",
     "spectrum_reflectance",

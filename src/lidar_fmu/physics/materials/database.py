@@ -34,9 +34,9 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -274,7 +274,7 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
             name=name,
             material_class=str(entry.get("class", "general")),
             reflectance=None if reflectance is None else float(reflectance),
-            angle_table=table,
+            angle_table=None if table is None else np.asarray(table, dtype=np.float64),
             source=source or "no source given",
             assumed=bool(entry.get("assumed", False)),
         )
