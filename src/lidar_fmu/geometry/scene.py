@@ -152,7 +152,10 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
     """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame.
 
     Scene-graph files are flattened with their node transforms applied; every
-    triangle keeps the name of the visual material it had in the file.
+    triangle keeps the name of the visual material it had in the file. A PLY
+    whose faces carry a property ``reflectivity`` gives its triangles their own
+    reflectance (:attr:`Mesh.face_reflectance`;
+    :func:`lidar_fmu.geometry.assets.ply_face_reflectance` says what it takes).
     Only these formats, uncompressed, are read, at most ``max_bytes`` (default
     :func:`lidar_fmu.geometry.assets.max_mesh_bytes`: ``$LIDAR_FMU_MAX_MESH_MB``, else
     256 MB) for the file and what it pulls in (MTL, glTF buffers, textures),
