@@ -100,6 +100,7 @@ class LidarSensor(Fmi2Slave):
         self.assets = ""
         self.environment = ""
         self.materials = ""
+        self.ir_database = ""
         self.backend = "auto"
         self.mounting_position_x = 0.0
         self.mounting_position_y = 0.0
@@ -128,7 +129,7 @@ class LidarSensor(Fmi2Slave):
                                        variability=Fmi2Variability.discrete, getter=lambda: self._call_status))
         assert self.vars[0].name == STATUS_VARIABLE
 
-        for name in ("sensor", "assets", "environment", "materials", "backend", "up_axis"):
+        for name in ("sensor", "assets", "environment", "materials", "ir_database", "backend", "up_axis"):
             self._register_parameter(String, name)
         for axis in "xyz":
             self._register_parameter(Real, f"mounting_position_{axis}")
@@ -325,7 +326,7 @@ class LidarSensor(Fmi2Slave):
                     assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
                 self._model = OsiSensorModel(
                     sensor=self._rig(), assets_dir=assets, environment=self.environment,
-                    materials=self.materials, backend=self.backend or "auto",
+                    materials=self.materials, ir_database=self.ir_database, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
                     warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
                 )

@@ -340,3 +340,88 @@ def test_cli_scan_of_an_archive_is_a_one_line_error(world, tmp_path, capsys, nam
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("lidar-fmu: error:")
     assert name in lines[0] and "compressed" in lines[0] and "Traceback" not in err
+
+
+# -- per-face reflectivity in PLY files ------------------------------------------------------------------------------
+#: a 2 × 1 m strip of a quad (corners 0 1 2 3) and a quad beside it (1 4 5 2), and a triangle beyond (4 6 5)
+PLY_CORNERS = [(0, 0, 0), (1, 0, 0), (1, 1, 0), (0, 1, 0), (2, 0, 0), (2, 1, 0), (3, 0.5, 0)]
+PLY_POLYGONS = [(0, 1, 2, 3), (1, 4, 5, 2), (4, 6, 5)]
+
+
+def ply_header(kind, polygons, binary=False):
+    return ["ply", f"format {'binary_little_endian' if binary else 'ascii'} 1.0", f"element vertex {len(PLY_CORNERS)}",
+            "property float x", "property float y", "property float z", f"element face {len(polygons)}",
+            "property list uchar int vertex_indices", f"property {kind} reflectivity", "end_header"]
+
+
+def write_ply(path, values, kind="float", polygons=PLY_POLYGONS):
+    lines = ply_header(kind, polygons) + [" ".join(map(str, c)) for c in PLY_CORNERS]
+    lines += [f"{len(p)} {' '.join(map(str, p))} {v}" for p, v in zip(polygons, values)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_binary_ply(path, values, kind, code, polygons):
+    import struct
+
+    data = ("\n".join(ply_header(kind, polygons, binary=True)) + "\n").encode()
+    data += b"".join(struct.pack("<3f", *c) for c in PLY_CORNERS)
+    data += b"".join(struct.pack(f"<B{len(p)}i{code}", len(p), *p, v) for p, v in zip(polygons, values))
+    path.write_bytes(data)
+    return path
+
+
+def test_a_ply_face_property_reflectivity_is_kept_per_triangle(tmp_path):
+    """Each polygon is fanned into triangles that keep its value (trimesh alone drops the property); a float is
+    taken as it is, a uchar as n/255, ASCII or binary."""
+    mesh = load_mesh(write_ply(tmp_path / "mixed.ply", (0.1, 0.5, 0.9)))
+    assert mesh.faces.tolist() == [[0, 1, 2], [0, 2, 3], [1, 4, 5], [1, 5, 2], [4, 6, 5]]
+    np.testing.assert_array_equal(mesh.face_reflectance, np.float32([0.1, 0.1, 0.5, 0.5, 0.9]))
+    np.testing.assert_allclose(mesh.vertices, PLY_CORNERS)
+    quads = PLY_POLYGONS[:2]
+    as_bytes = load_mesh(write_binary_ply(tmp_path / "bytes.ply", (0, 255), "uchar", "B", quads))
+    np.testing.assert_allclose(as_bytes.face_reflectance, [0, 0, 1, 1])
+    as_floats = load_mesh(write_binary_ply(tmp_path / "floats.ply", (0.25, 0.75), "float", "f", quads))
+    np.testing.assert_allclose(as_floats.face_reflectance, [0.25, 0.25, 0.75, 0.75])
+    assert as_floats.faces.tolist() == mesh.faces[:4].tolist()
+    plain = trimesh.creation.box()
+    plain.export(tmp_path / "plain.ply")
+    assert load_mesh(tmp_path / "plain.ply").face_reflectance is None  # meshes without it: the material's
+
+
+@pytest.mark.parametrize(("values", "kind", "shown"), [
+    ((0.1, 1.5, 0.2), "float", "face 1 has 1.5"),
+    ((0.1, 0.2, -0.01), "double", "face 2 has -0.01"),
+    (("nan", 0.2, 0.3), "float", "face 0 has nan"),
+    ((1, 2, 3), "int", "is int32"),
+])
+def test_a_bad_ply_reflectivity_is_refused_in_one_line(tmp_path, capsys, values, kind, shown):
+    path = write_ply(tmp_path / "bad.ply", values, kind)
+    with pytest.raises(MeshError) as error:
+        load_mesh(path)
+    message = str(error.value)
+    assert "bad.ply" in message and "'reflectivity'" in message and shown in message and "\n" not in message
+    code = main(["scan", "--mesh", str(path), "--sensor", "velodyne_vlp16", "-o", str(tmp_path / "o.pcd")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "reflectivity" in lines[0] and not (tmp_path / "o.pcd").exists()
+
+
+def test_a_ply_by_model_reference_keeps_its_face_reflectances(world):
+    """Through a SensorView: the object's mesh comes from the assets folder with its per-face values, and each
+    return reads its face's ρ0·cos θ."""
+    assets, _ = world
+    # the strip stood up as a wall 3 m wide facing the sensor: x = 0 in the object's frame, y along the strip
+    corners = [(0, -1.5 + y, z) for y, z in ((0, -1), (1, -1), (1, 1), (0, 1), (2, -1), (2, 1), (3, 0))]
+    lines = ply_header("float", PLY_POLYGONS[:2]) + [" ".join(map(str, c)) for c in corners]
+    lines += ["4 0 1 2 3 0.2", "4 1 4 5 2 0.7"]
+    (assets / "wall.ply").write_text("\n".join(lines) + "\n")
+    model = OsiSensorModel(sensor=SPEC, assets_dir=str(assets), materials="", warn=print)
+    result = model.step(sensor_view([(20, (12.0, 0.0, 0.0), (0, 0, 0), DIMS, "wall.ply")], 0.1, host=None), 0.1)
+    assert result.valid, result.message
+    points = model.last_clouds[0].points
+    points = points[(points["object_id"] == 20) & (np.abs(points["y"] + 0.5) > 0.05)]  # off the seam at y = -0.5
+    rho0 = points["reflectivity"] / (points["x"] / points["range"])
+    right = points["y"] < -0.5
+    assert right.sum() > 10 and (~right).sum() > 10
+    np.testing.assert_allclose(rho0[right], 0.2, rtol=1e-5)
+    np.testing.assert_allclose(rho0[~right], 0.7, rtol=1e-5)

@@ -216,6 +216,23 @@ def test_frames_in_fog_on_the_gpu_equal_the_cpu_path(street):
     assert fog.any() and not fog.all()  # the near surfaces outshine it
 
 
+def test_face_reflectances_on_the_gpu_equal_the_cpu_path(street):
+    """A mesh that gives its triangles their own reflectances (one instance of it, beside meshes that do not): the
+    GPU's returns kernel reads the same per-face ρ0 as the CPU pass, in place of the material (glass here)."""
+    frames, sensor_pose = street
+    panel = _box((0.2, 3, 3), (7, -2, 0), "window")  # glass by MATERIALS: nothing without its own reflectances
+    rho = np.linspace(0.05, 0.95, panel.triangle_count).astype(np.float32)
+    frames.add_instance(7, Mesh(panel.vertices, panel.faces, panel.face_material, panel.material_names, "panel", rho))
+    on_gpu = Lidar(frames, SENSOR, backend="cuda", materials=MATERIALS)
+    c = same_returns(on_gpu, Lidar(frames, SENSOR, backend="embree", materials=MATERIALS), sensor_pose, "faces")
+    seen = c.points["object_id"] == 7
+    assert seen.sum() >= 4
+    p = c.points[seen]
+    cos_incidence = np.abs(sum(p[f"normal_{a}"] * p[a] for a in "xyz")) / p["range"]
+    ours = p["reflectivity"] / cos_incidence
+    assert np.all(np.isclose(ours[:, None], rho[None, :], atol=1e-4).any(axis=1)), ours
+
+
 @needs_cuda
 def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
     """A frame cast in time slices (Backend.returns_together: the car posed per slice, the GPU running each

@@ -88,7 +88,7 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
             note = v.find("Annotations/Tool[@name='net.pmsf.osmp']/" + OSMP_NS + "osmp-binary-variable")
             assert note.get("name") == prefix and note.get("role") == role
             assert note.get("mime-type").startswith(f"application/x-open-simulation-interface; type={kind}; version=3.")
-    for name in ("sensor", "assets", "environment", "materials", "backend", "mounting_position_x",
+    for name in ("sensor", "assets", "environment", "materials", "ir_database", "backend", "mounting_position_x",
                  "mounting_orientation_yaw", "disable_self_hits", "up_axis"):
         assert variables[name].get("causality") == "parameter"
     assert variables["valid"].get("causality") == "output" and variables["count"].get("causality") == "output"
@@ -446,6 +446,41 @@ def test_materials_and_range_limit_apply_in_the_fmu(fmu_path, tmp_path):
                 np.testing.assert_allclose(intensity, 100 * 0.1 * cos_incidence * (10 / cloud.points["range"]) ** 2,
                                            atol=1e-3)
     assert counts == {50.0: 17 * 9, 70.0: 0}
+
+
+def test_an_ir_database_and_ply_face_reflectances_apply_in_the_fmu(fmu_path, tmp_path):
+    """The ``ir_database`` parameter: a map's material from the user's database; a PLY by model_reference returns
+    each face's own reflectance; a malformed database stops the start with the file and key logged."""
+    import json
+
+    (tmp_path / "panel.mtl").write_text("newmtl wall\nKd 0.5 0.5 0.5\n")
+    (tmp_path / "panel.obj").write_text(
+        "mtllib panel.mtl\nv 0 -30 -20\nv 0 30 -20\nv 0 30 20\nv 0 -30 20\nusemtl wall\nf 1 2 3\nf 1 3 4\n")
+    (tmp_path / "strip.ply").write_text("\n".join([
+        "ply", "format ascii 1.0", "element vertex 6", "property float x", "property float y", "property float z",
+        "element face 2", "property list uchar int vertex_indices", "property uchar reflectivity", "end_header",
+        "0 -4 0", "0 0 0", "0 0 3", "0 -4 3", "0 4 0", "0 4 3", "4 0 1 2 3 51", "4 1 4 5 2 204"]) + "\n")
+    (tmp_path / "map.json").write_text(json.dumps({"materials": {"wall": "our_paint"}}))
+    (tmp_path / "ours.yaml").write_text("materials:\n  - {name: our_paint, reflectance: 0.37, source: ours}\n")
+    spec = tmp_path / "narrow.json"
+    spec.write_text(json.dumps({"horizontal_fov_deg": [-8, 8], "horizontal_resolution_deg": 1.0,
+                                "vertical_fov_deg": [-4, 4], "channels": 9, "max_range_m": 150.0}))
+    # no host: the sensor stands at the world origin; the strip 20 m ahead above the horizon, the panel behind it
+    view = sensor_view([(40, (40.0, 0, 0), (0, 0, 0), (0.1, 60, 40), "panel.obj"),
+                        (41, (20.0, 0, 0.1), (0, 0, 0), (0.1, 8, 3), "strip.ply")], 0.1, host=None)
+    parameters = {"sensor": str(spec), "assets": str(tmp_path), "materials": str(tmp_path / "map.json"),
+                  "ir_database": str(tmp_path / "ours.yaml")}
+    with lidar(fmu_path, **parameters) as fmu:
+        cloud = sensor_data_to_points(fmu.step(view, 0.0, 0.1).sensor_data)
+    p = cloud.points
+    rho0 = np.round((p["reflectivity"] / (p["x"] / p["range"])).astype(float), 4)
+    off_seam = np.abs(p["y"]) > 0.05
+    assert set(rho0[p["object_id"] == 40]) == {0.37}
+    strip = (p["object_id"] == 41) & off_seam
+    assert strip.sum() > 20 and set(rho0[strip & (p["y"] < 0)]) == {0.2} and set(rho0[strip & (p["y"] > 0)]) == {0.8}
+    (tmp_path / "ours.yaml").write_text("materials:\n  - {name: our_paint, reflectance: 0.37, source: ours, x: 1}\n")
+    messages = cannot_start(fmu_path, **parameters)
+    assert any("ours.yaml" in text and "'x'" in text for text in messages), messages
 
 
 def test_bad_material_map_is_reported_not_crashed(fmu_path, tmp_path):

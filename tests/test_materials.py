@@ -1,4 +1,5 @@
-"""IR material database, spectrum and angle-table readers, visual → IR mapping."""
+"""IR material database, spectrum and angle-table readers, visual → IR mapping, a user's database, per-face
+reflectance from meshes."""
 import json
 import os
 import uuid
@@ -13,6 +14,7 @@ from lidar_fmu.physics.materials import (
     MATERIAL_CLASSES,
     IRMaterial,
     MaterialDatabase,
+    MaterialError,
     MaterialMap,
     load_database,
     load_material_map,
@@ -22,6 +24,7 @@ from lidar_fmu.physics.materials import (
     spectrum_reflectance,
     street_material_map,
 )
+from lidar_fmu.physics.returns import Materials
 
 SPECTRA = os.path.join(os.path.dirname(__file__), "..", "src", "lidar_fmu", "physics", "materials", "data", "spectra")
 
@@ -348,3 +351,212 @@ def test_without_a_map_nothing_is_reported_and_builtin_names_never_are(db, recwa
     resolve_mesh_materials(multi_material_mesh(names, "many"), user_map, db, messages.append)
     assert len(messages) == 1 and all(n in messages[0] for n in names) and "'many'" in messages[0]
     assert not [w for w in recwarn if "visual material" in str(w.message)]
+
+
+# --------------------------------------------------------------------------- per-face reflectance, user databases
+#: 5 beams × 41 columns straight ahead: every ray meets the walls below at normal incidence or close to it
+GRID = {"vertical_fov_deg": [-5, 5], "channels": 5, "horizontal_fov_deg": [-20, 20], "horizontal_samples": 41,
+        "max_range_m": 100.0}
+
+
+def write_wall_ply(path, values=(0.1, 0.9), kind="float"):
+    """An ASCII PLY wall in the plane x = 10 m, z from -0.1 to 3 m (the upper three beams of GRID): its right half
+    (y < 0) one quad carrying ``values[0]`` as face property ``reflectivity``, its left half another ``values[1]``."""
+    corners = [(10, -5, -0.1), (10, 0, -0.1), (10, 0, 3), (10, -5, 3), (10, 5, -0.1), (10, 5, 3)]
+    lines = ["ply", "format ascii 1.0", f"element vertex {len(corners)}", "property float x", "property float y",
+             "property float z", "element face 2", "property list uchar int vertex_indices",
+             f"property {kind} reflectivity", "end_header"]
+    lines += [" ".join(map(str, c)) for c in corners]
+    lines += [f"4 0 1 2 3 {values[0]}", f"4 1 4 5 2 {values[1]}"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def back_wall(material="wall"):
+    """A plain wall (one visual material, no per-face reflectance) at x = 15 m behind the PLY wall, seen below it."""
+    corners = [(15, -10, -5), (15, 10, -5), (15, 10, 5), (15, -10, 5)]
+    return Mesh(np.array(corners, float), np.array([[0, 1, 2], [0, 2, 3]]), np.zeros(2, np.int32), (material,), "back")
+
+
+def write_wall_obj(path, x):
+    """An OBJ wall of visual material ``wall`` in the plane x = ``x``, 20 m × 10 m, with its MTL beside it."""
+    path.with_suffix(".mtl").write_text("newmtl wall\nKd 0.5 0.5 0.5\n")
+    path.write_text(f"mtllib {path.with_suffix('.mtl').name}\nv {x} -10 -5\nv {x} 10 -5\nv {x} 10 5\nv {x} -10 5\n"
+                    "usemtl wall\nf 1 2 3\nf 1 3 4\n")
+
+
+def rho0(cloud):
+    """The Lambertian ρ0 each return's reflectivity stands for: ρ / cos θ (the walls face -x)."""
+    return cloud.points["reflectivity"] / (np.abs(cloud.points["x"]) / cloud.points["range"])
+
+
+@pytest.mark.parametrize("backend", ["embree", "embreex"])
+def test_ply_face_reflectivity_overrides_the_material_per_triangle(tmp_path, backend):
+    """Two halves of a wall, 0.1 and 0.9, mapped to glass (which alone would let every ray through): each ray
+    returns its face's ρ0·cos θ and the intensity that gives; the back wall, without the property, keeps its
+    material; ground truth names the reserved material face_reflectivity."""
+    from lidar_fmu import Lidar, Scene
+    from lidar_fmu.physics.materials import FACE_REFLECTIVITY
+
+    scene = Scene()
+    scene.add_instance(0, load_mesh(write_wall_ply(tmp_path / "wall.ply")))
+    scene.add_instance(1, back_wall())
+    materials = {"default": "glass_clear", "materials": {"wall": "lambertian_50"}}
+    lidar = Lidar(scene, GRID, backend=backend, materials=materials)
+    cloud = lidar.scan(np.eye(4), ground_truth=True)
+    assert len(cloud) == 5 * 41
+    points = cloud.points
+    front, y = points["range"] < 12.0, points["y"]
+    right, left = front & (y < -0.05), front & (y > 0.05)
+    assert right.sum() == left.sum() == 3 * 20
+    np.testing.assert_allclose(rho0(cloud)[right], 0.1, rtol=1e-5)
+    np.testing.assert_allclose(rho0(cloud)[left], 0.9, rtol=1e-5)
+    np.testing.assert_allclose(rho0(cloud)[~front], 0.5, rtol=1e-5)  # the back wall's lambertian_50
+    r, rho = points["range"], points["reflectivity"]
+    np.testing.assert_allclose(cloud.intensity_percent, 100 * np.minimum(1, rho * (10 / np.maximum(r, 10)) ** 2),
+                               rtol=1e-5)
+    material = cloud.ground_truth["material_id"]
+    assert set(material[front]) == {lidar.materials.database.index(FACE_REFLECTIVITY)}
+    assert set(material[~front]) == {lidar.materials.database.index("lambertian_50")}
+
+
+def test_face_reflectance_survives_instancing_and_the_range_limit(tmp_path):
+    """One mesh placed twice shares its per-face array (each instance finds its own triangles); the range limit
+    reads the face's ρ: at 10 m a 10 % face is beyond a limit of 8 m for 10 %, a 90 % face is not."""
+    from lidar_fmu import Lidar, Scene
+    from lidar_fmu.geometry.transforms import pose_matrix
+
+    wall = load_mesh(write_wall_ply(tmp_path / "wall.ply"))
+    scene = Scene()
+    scene.add_instance(0, back_wall())
+    scene.add_instance(3, wall)
+    scene.add_instance(7, wall, pose_matrix((0, 0, -3.2)))  # the same wall again, below (now seen by every beam)
+    limited = GRID | {"range_reflectivity": {"pairs": [[0.10, 8.0], [0.90, 60.0]], "fit": "linear"}}
+    cloud = Lidar(scene, limited, materials={"materials": {"wall": "lambertian_50"}}).scan(np.eye(4))
+    points = cloud.points
+    walls = (points["object_id"] != 0) & (np.abs(points["y"]) > 0.05)  # (the column at y = 0 meets both halves)
+    assert set(points["object_id"][walls]) == {3, 7}
+    assert np.all(points["y"][walls] > 0)  # only the 90 % halves returned
+    assert (walls & (points["object_id"] == 7)).sum() == 2 * 20 and (walls & (points["object_id"] == 3)).sum() == 3 * 20
+    np.testing.assert_allclose(rho0(cloud)[walls], 0.9, rtol=1e-5)
+
+
+def test_a_map_may_not_name_the_reserved_face_material(db):
+    with pytest.raises(ValueError, match="entry 'x'.*'face_reflectivity' is reserved"):
+        Materials(905.0, {"materials": {"x": "face_reflectivity"}})
+
+
+USER_DATABASE = (
+    "description: paints measured on our own rig\n"
+    "materials:\n"
+    "  - {name: my_paint, reflectance: 0.42, source: 'our goniometer, 905 nm'}\n"
+    "  - {name: default_grey, reflectance: 0.2, source: our fallback}\n"
+)
+
+
+def test_a_user_database_material_reaches_the_returns_through_a_map(tmp_path):
+    """A new material used through a map gives its reflectance; a redefined built-in (default_grey) replaces the
+    built-in one for the triangles the map leaves to it; Materials takes the file as its database."""
+    from lidar_fmu import Lidar, Scene
+
+    path = tmp_path / "ours.yaml"
+    path.write_text(USER_DATABASE)
+    scene = Scene()
+    scene.add_instance(1, back_wall("wall"))
+    found = {}
+    for materials in ({"materials": {"wall": "my_paint"}}, None):
+        cloud = Lidar(scene, GRID, materials=materials, ir_database=str(path)).scan(np.eye(4))
+        assert len(cloud) == 5 * 41
+        found[materials is None] = np.unique(np.round(rho0(cloud).astype(float), 5)).tolist()
+    assert found == {False: [0.42], True: [0.2]}
+    from_file = Materials(905.0, {"materials": {"wall": "my_paint"}}, database=path)
+    assert from_file.database["my_paint"].reflectance == 0.42
+    assert from_file.database.index("asphalt") == load_database(905.0).index("asphalt")  # built-ins stay
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("materials:\n  - {name: p, reflectance: high}\n", "reflectance"),
+    ("materials:\n  - {name: p, reflectance: 1.5}\n", "reflectance"),
+    ("materials:\n  - {name: p, angle_table: [0.5, 0.4]}\n", "angle_table"),
+    ("materials:\n  - {name: p, reflectance: 0.5, class: shiny}\n", "class"),
+    ("materials:\n  - {name: p, reflectance: 0.5, assumed: maybe}\n", "assumed"),
+    ("materials:\n  - {name: p, reflectance: 0.5, colour: red}\n", "colour"),
+    ("materails:\n  - {name: p, reflectance: 0.5}\n", "materails"),
+    ("materials:\n  - {name: p, spectrum: [1, 2]}\n", "spectrum"),
+    ("materials:\n  - {name: face_reflectivity, reflectance: 0.5}\n", "face_reflectivity"),
+    ("default: asphalt\nmaterials: {road: asphalt}\n", "--materials"),
+])
+def test_a_malformed_user_database_is_refused_naming_the_file_and_key(tmp_path, text, key):
+    path = tmp_path / f"db_{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(text)
+    with pytest.raises(MaterialError) as error:
+        Materials(905.0, None, database=str(path))
+    message = str(error.value)
+    assert path.name in message and key in message and "\n" not in message, message
+
+
+def test_a_database_given_as_a_map_says_where_it_goes(tmp_path):
+    path = tmp_path / "ours.yaml"
+    path.write_text(USER_DATABASE)
+    with pytest.raises(MaterialError, match=r"ours\.yaml.*--ir-database"):
+        load_material_map(path)
+    with pytest.raises(MaterialError, match=r"not found.*nowhere\.yaml"):
+        Materials(905.0, None, database=tmp_path / "nowhere.yaml")
+
+
+def test_scan_takes_a_map_and_an_ir_database(tmp_path, capsys):
+    """`lidar-fmu scan --materials MAP --ir-database FILE`: the map's material from the user's database; a
+    malformed database is one line and exit 2, no file written."""
+    from lidar_fmu.io import read_pcd
+    from lidar_fmu.tools.cli import main
+
+    write_wall_obj(tmp_path / "wall.obj", 15.0)
+    (tmp_path / "map.yaml").write_text("materials: {wall: my_paint}\n")
+    (tmp_path / "ours.yaml").write_text(USER_DATABASE)
+    (tmp_path / "grid.json").write_text(json.dumps(GRID))
+    out = tmp_path / "scan.pcd"
+    argv = ["scan", "--mesh", str(tmp_path / "wall.obj"), "--sensor", str(tmp_path / "grid.json"), "-o", str(out),
+            "--materials", str(tmp_path / "map.yaml"), "--ir-database", str(tmp_path / "ours.yaml")]
+    assert main(argv) == 0, capsys.readouterr().err
+    points = read_pcd(out)
+    np.testing.assert_allclose(points["reflectivity"] / (points["x"] / points["range"]), 0.42, rtol=1e-5)
+    (tmp_path / "ours.yaml").write_text("materials:\n  - {name: my_paint, reflectance: -1}\n")
+    out.unlink()
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "ours.yaml" in err[0] and "reflectance" in err[0], err
+    assert not out.exists()
+
+
+def test_a_scenario_takes_a_map_and_an_ir_database(tmp_path):
+    """scenario.yaml's ``materials:`` and ``ir_database:`` reach the model the FMU builds (a PLY by model_reference
+    keeps its per-face reflectances there too); a malformed database stops the replay before it starts."""
+    from helpers.osi_views import sensor_view
+    from lidar_fmu.errors import LidarFmuError
+    from lidar_fmu.tools.replay import _scenario_and_rig, fmu_parameters, load_scenario, model_of
+
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    write_wall_ply(assets / "wall.ply")
+    write_wall_obj(assets / "back.obj", 0.0)
+    (tmp_path / "map.yaml").write_text("materials: {wall: my_paint}\n")
+    (tmp_path / "ours.yaml").write_text(USER_DATABASE)
+    (tmp_path / "scenario.yaml").write_text(f"trace: views.osi\nsensor: {json.dumps(GRID)}\nassets: assets\n"
+                                            "materials: map.yaml\nir_database: ours.yaml\n")
+    scenario, _ = _scenario_and_rig(tmp_path, None)
+    parameters = fmu_parameters(scenario, str(tmp_path))
+    assert parameters["ir_database"] == str(tmp_path / "ours.yaml")
+    model = model_of(parameters)
+    view = sensor_view([(5, (0, 0, 0), (0, 0, 0), (0.1, 10, 3), "wall.ply"),
+                        (6, (15, 0, 0), (0, 0, 0), (0.1, 20, 10), "back.obj")], 0.1, host=None)
+    assert model.step(view, 0.1).valid
+    cloud = model.last_clouds[0]
+    by_object = {k: np.unique(np.round(rho0(cloud)[cloud.points["object_id"] == k].astype(float), 5)).tolist()
+                 for k in (5, 6)}
+    assert by_object == {5: [0.1, 0.9], 6: [0.42]}
+    (tmp_path / "ours.yaml").write_text("materials:\n  - {name: my_paint, reflectance: 0.4, finish: matte}\n")
+    with pytest.raises(LidarFmuError, match=r"ours\.yaml.*finish"):
+        _scenario_and_rig(tmp_path, None)
+    (tmp_path / "scenario.yaml").write_text("trace: views.osi\nir_database: [a.yaml, b.yaml]\n")
+    with pytest.raises(LidarFmuError, match="ir_database must be a file"):
+        load_scenario(tmp_path)

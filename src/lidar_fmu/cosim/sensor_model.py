@@ -69,9 +69,10 @@ class OsiSensorModel:
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None,
                  disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
-                 ground_truth: bool = False):
+                 ground_truth: bool = False, ir_database: str = ""):
         """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
-        several (:func:`~lidar_fmu.sensors.rig.load_rig`)."""
+        several (:func:`~lidar_fmu.sensors.rig.load_rig`). ``materials``: a visual → IR material map file;
+        ``ir_database``: a user's IR material database file (both optional)."""
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():
@@ -82,7 +83,8 @@ class OsiSensorModel:
         for member in load_rig(sensor):
             # one scene, one backend: the BVH is built once and updated once per step for every lidar
             backend_of = self.lidars[0].lidar.backend if self.lidars else backend
-            lidar = Lidar(self.scene, member.sensor, backend=backend_of, materials=materials or None, warn=self.warn)
+            lidar = Lidar(self.scene, member.sensor, backend=backend_of, materials=materials or None, warn=self.warn,
+                          ir_database=ir_database or None)
             self.lidars.append(MountedLidar(lidar, member, default_mounting_pose, self.warn))
         seeds = [m.sensor.effects.seed for m in self.lidars if m.sensor.effects.noise is not None]
         if len(seeds) > len(set(seeds)):

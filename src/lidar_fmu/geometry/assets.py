@@ -14,6 +14,9 @@ it carries never choose a file freely:
 * :class:`FolderResolver` hands trimesh the files a mesh pulls in (OBJ's MTL
   and textures, glTF buffers and images) from the mesh's own folder only, and
   counts them against the same size limit.
+
+And what a mesh file says beyond its triangles: :func:`ply_face_reflectance` reads a PLY's per-face
+``reflectivity`` (trimesh keeps it only in the raw elements it parsed).
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ import stat
 import struct
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..errors import LidarFmuError
 
@@ -46,6 +51,12 @@ _MAGIC = (
 # whatever JSON value the file gives (one that cannot be hashed, a list or an object, raises TypeError there)
 _GLTF_COMPONENT_BYTES: dict[Any, int] = {5120: 1, 5121: 1, 5122: 2, 5123: 2, 5125: 4, 5126: 4}
 _GLTF_TYPE_WIDTH: dict[Any, int] = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
+
+
+#: the PLY face property that gives a triangle its own Lambertian reflectance at the sensor's wavelength
+PLY_REFLECTIVITY = "reflectivity"
+#: the names PLY writers give a face's vertex list
+_PLY_INDEX_NAMES = ("vertex_indices", "vertex_index")
 
 
 class AssetError(LidarFmuError, ValueError):
@@ -226,3 +237,56 @@ def folder_resolver(mesh_path: str | os.PathLike, budget: int):
             raise AssetError("meshes are only read here")
 
     return FolderResolver(os.fspath(mesh_path), [budget])
+
+
+def ply_face_reflectance(elements: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(vertices (V, 3), triangles (T, 3), ρ0 (T,) float32) of a PLY whose faces carry :data:`PLY_REFLECTIVITY`;
+    ``None`` when they do not.
+
+    ``elements``: trimesh's raw PLY elements (``metadata["_ply_raw"]`` of what it loaded). Each polygon is fanned
+    into triangles (a quad ``0 1 2 3`` gives ``0 1 2`` and ``0 2 3``) that keep its value. The property may be a
+    float (0–1 as it is) or a uchar (0–255, divided by 255); any other type, a value outside 0–1 or NaN is refused
+    (:class:`AssetError` naming the property and the first bad face; the caller names the file).
+    """
+    faces = elements.get("face") if isinstance(elements, dict) else None
+    data = faces.get("data") if isinstance(faces, dict) else None
+    names = data.dtype.names if isinstance(data, np.ndarray) else (tuple(data) if isinstance(data, dict) else None)
+    if not names or PLY_REFLECTIVITY not in names:
+        return None
+    assert data is not None  # (names came from it)
+    where = f"PLY face property {PLY_REFLECTIVITY!r}"
+    index_name = next((name for name in _PLY_INDEX_NAMES if name in names), None)
+    vertex = elements.get("vertex", {}).get("data")
+    if index_name is None or vertex is None:
+        raise AssetError(f"{where}: the faces have no vertex_indices list, or the file no vertices")
+    polygons = data[index_name]
+    if isinstance(polygons, np.ndarray) and polygons.dtype.names:  # binary: (count, indices) records
+        polygons = polygons[polygons.dtype.names[-1]]
+    values = np.asarray(data[PLY_REFLECTIVITY])
+    if values.dtype.names or values.size != len(polygons):
+        raise AssetError(f"{where} must be one number per face")
+    values = values.reshape(-1)
+    if values.dtype.kind == "f":
+        rho = values.astype(np.float64)
+    elif values.dtype == np.uint8:
+        rho = values / 255.0
+    else:
+        raise AssetError(f"{where} is {values.dtype.name}: give it as float (0–1) or uchar (0–255, read as n/255)")
+    bad = ~((rho >= 0.0) & (rho <= 1.0))  # NaN too
+    if bad.any():
+        face = int(np.argmax(bad))
+        raise AssetError(f"{where} must lie in 0–1: face {face} has {values[face].item()!r}")
+    if isinstance(polygons, np.ndarray) and polygons.dtype != object and polygons.ndim == 2:
+        lengths, flat = np.full(len(polygons), polygons.shape[1]), polygons.reshape(-1)
+    else:  # polygons of several sizes: one array each
+        lengths = np.array([len(p) for p in polygons], dtype=np.int64)
+        flat = np.concatenate([np.asarray(p).reshape(-1) for p in polygons]) if len(polygons) else np.zeros(0)
+    flat = np.asarray(flat, dtype=np.int64)
+    start = np.cumsum(lengths) - lengths
+    count = np.maximum(lengths - 2, 0)  # a fan of k - 2 triangles per polygon of k corners
+    polygon = np.repeat(np.arange(len(lengths)), count)
+    corner = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + 1
+    first = start[polygon]
+    triangles = np.stack([flat[first], flat[first + corner], flat[first + corner + 1]], axis=1)
+    vertices = np.column_stack([np.asarray(vertex[axis], dtype=np.float64).reshape(-1) for axis in "xyz"])
+    return vertices, triangles, rho[polygon].astype(np.float32)

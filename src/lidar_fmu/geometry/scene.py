@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import LidarFmuError
-from .assets import AssetError, folder_resolver, max_mesh_bytes, read_mesh_file
+from .assets import AssetError, folder_resolver, max_mesh_bytes, ply_face_reflectance, read_mesh_file
 from .transforms import check_pose, up_axis_pose
 
 #: Material name given to triangles whose file names none (PLY, STL, bare OBJ).
@@ -36,7 +36,11 @@ class Mesh:
 
     ``face_material[i]`` indexes ``material_names`` and names the *visual*
     material of triangle ``i`` as written in the source file (e.g. an MTL
-    ``newmtl`` or a glTF material name).
+    ``newmtl`` or a glTF material name). ``face_reflectance[i]``, where the
+    file gives one (a PLY face property ``reflectivity``), is triangle ``i``'s
+    own Lambertian reflectance ρ0 (0–1) at the sensor's wavelength, which
+    overrides its material's; NaN for triangles without one, ``None`` when no
+    triangle has one.
     """
 
     vertices: np.ndarray  # (V, 3) float32, m
@@ -44,6 +48,7 @@ class Mesh:
     face_material: np.ndarray  # (F,) int32 index into material_names
     material_names: tuple[str, ...]
     name: str = "mesh"
+    face_reflectance: np.ndarray | None = None  # (F,) float32 ρ0 0–1, NaN: the material's; None: none given
 
     def __post_init__(self) -> None:
         v = np.ascontiguousarray(self.vertices, dtype=np.float32)
@@ -59,6 +64,12 @@ class Mesh:
             raise MeshError(f"mesh {self.name!r} has NaN or infinite vertices")
         if m.shape != (len(f),) or (len(m) and (m.min() < 0 or m.max() >= len(self.material_names))):
             raise MeshError(f"mesh {self.name!r}: face_material must index material_names for every face")
+        if self.face_reflectance is not None:
+            rho = np.ascontiguousarray(self.face_reflectance, dtype=np.float32)
+            given = rho[~np.isnan(rho)] if rho.shape == (len(f),) else None
+            if given is None or given.min(initial=0.0) < 0 or given.max(initial=0.0) > 1:
+                raise MeshError(f"mesh {self.name!r}: face_reflectance must give every face a value in 0–1 or NaN")
+            object.__setattr__(self, "face_reflectance", rho)
         object.__setattr__(self, "vertices", v)
         object.__setattr__(self, "faces", f)
         object.__setattr__(self, "face_material", m)
@@ -80,7 +91,7 @@ class Mesh:
 
 
 def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
-    """Merge meshes into one, unifying material names."""
+    """Merge meshes into one, unifying material names (and keeping per-face reflectances where given)."""
     names: dict[str, int] = {}
     vertices, faces, mats = [], [], []
     offset = 0
@@ -90,7 +101,12 @@ def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
         faces.append(mesh.faces + offset)
         mats.append(remap[mesh.face_material])
         offset += len(mesh.vertices)
-    return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name)
+    reflectance = None
+    if any(mesh.face_reflectance is not None for mesh in meshes):
+        reflectance = np.concatenate([np.full(mesh.triangle_count, np.nan, np.float32) if mesh.face_reflectance is None
+                                      else mesh.face_reflectance for mesh in meshes])
+    return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name,
+                reflectance)
 
 
 def stood_up(mesh: Mesh, up: str) -> Mesh:
@@ -103,7 +119,7 @@ def stood_up(mesh: Mesh, up: str) -> Mesh:
     if np.array_equal(turn, np.eye(4)):
         return mesh
     vertices = mesh.vertices.astype(np.float64) @ turn[:3, :3].T
-    return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name)
+    return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name, mesh.face_reflectance)
 
 
 def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "box", name: str = "box") -> Mesh:
@@ -136,7 +152,10 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
     """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame.
 
     Scene-graph files are flattened with their node transforms applied; every
-    triangle keeps the name of the visual material it had in the file.
+    triangle keeps the name of the visual material it had in the file. A PLY
+    whose faces carry a property ``reflectivity`` gives its triangles their own
+    reflectance (:attr:`Mesh.face_reflectance`;
+    :func:`lidar_fmu.geometry.assets.ply_face_reflectance` says what it takes).
     Only these formats, uncompressed, are read, at most ``max_bytes`` (default
     :func:`lidar_fmu.geometry.assets.max_mesh_bytes`: ``$LIDAR_FMU_MAX_MESH_MB``, else
     256 MB) for the file and what it pulls in (MTL, glTF buffers, textures),
@@ -173,11 +192,16 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
             faces = getattr(geometry, "faces", None)
             if faces is None or len(faces) == 0:
                 continue  # point clouds, paths: nothing a ray can hit
-            vertices = trimesh.transformations.transform_points(np.asarray(geometry.vertices), transform)
-            parts.append(
-                Mesh(vertices, np.asarray(faces), np.zeros(len(faces), np.int32), (_material_name(geometry),), name)
-            )
-    except MeshError as exc:
+            vertices, reflectance = np.asarray(geometry.vertices), None
+            # a PLY's per-face reflectivity: trimesh drops it from the mesh (and may reorder mixed polygons), so
+            # the triangles are made again from the raw faces, each keeping its polygon's value
+            per_face = ply_face_reflectance(getattr(geometry, "metadata", {}).get("_ply_raw"))
+            if per_face is not None:
+                vertices, faces, reflectance = per_face
+            vertices = trimesh.transformations.transform_points(vertices, transform)
+            parts.append(Mesh(vertices, np.asarray(faces), np.zeros(len(faces), np.int32),
+                              (_material_name(geometry),), name, reflectance))
+    except (MeshError, AssetError) as exc:
         raise MeshError(f"cannot use mesh {path}: {exc}") from None
     if not parts:
         raise MeshError(f"mesh {path} contains no triangles")

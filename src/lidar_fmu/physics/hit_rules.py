@@ -1,11 +1,11 @@
 # ruff: noqa: FURB136  (builtin min/max on floats are avoided: this body also compiles for numba's CUDA target)
 """The per-hit rules every caster compiles in, and the integer codes they test.
 
-One Python body each (:func:`material_of_hit`, :func:`segment_after`, :func:`reflect`, :func:`unfold_after`,
-:func:`object_id_of`, :func:`return_of_hit`), made callable from compiled code by ``register_jitable``: the
-CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and the CUDA kernels compile them as
-device functions. :class:`Continuation` carries the tables these rules read while a ray goes on through glass
-or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
+One Python body each (:func:`material_of_hit`, :func:`face_reflectance_of_hit`, :func:`segment_after`,
+:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`return_of_hit`), made callable from compiled
+code by ``register_jitable``: the CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and
+the CUDA kernels compile them as device functions. :class:`Continuation` carries the tables these rules read while
+a ray goes on through glass or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
 
 Numba (CPU and CUDA) treats module-level integers as compile-time constants, so ``kind == TRANSPARENT`` costs
 what ``kind == 1`` costs while saying what it means. The tuples fix the order; the names are what specs and data
@@ -68,6 +68,16 @@ def material_of_hit(instance_index, primitive_id, triangle_material, first_trian
 
 
 @per_hit
+def face_reflectance_of_hit(instance_index, primitive_id, triangle_reflectance, first_triangle):
+    """The Lambertian ρ0 the mesh gives triangle ``primitive_id`` of the instance at ``instance_index`` (≥ 0), NaN
+    where it gives none (the IR material's then). ``triangle_reflectance``: (T,) per triangle of every mesh,
+    concatenated as ``triangle_material`` is, or (1,) NaN for a scene where no mesh gives one."""
+    if triangle_reflectance.shape[0] == 1:
+        return triangle_reflectance[0]
+    return triangle_reflectance[first_triangle[instance_index] + primitive_id]
+
+
+@per_hit
 def segment_after(instance_index, primitive_id, surfaces_passed, max_surfaces, bounces, max_bounces,
                   triangle_material, first_triangle, class_code):
     """What a ray that hit this triangle does next (:data:`~lidar_fmu.physics.hit_rules.STOP`, ``PASS``, ``REFLECT``).
@@ -115,13 +125,15 @@ def object_id_of(instance_id):
 
 
 @per_hit
-def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_m, limit_code, limit_a, limit_b,
-                  limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
-                  lambertian_rho0, path_gain):
+def return_of_hit(r, material, face_rho0, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_m, limit_code, limit_a,
+                  limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code,
+                  reflectance_table, lambertian_rho0, path_gain):
     """The return of one hit, if the sensor sees one: materials, incidence angle, range limit, intensity.
 
     ``r``: range (m) along the unit ray ``d`` from ``o`` (both in the sensor
-    frame, float32); ``material``: IR material hit; ``w``: world unit normal
+    frame, float32); ``material``: IR material hit; ``face_rho0``: the
+    triangle's own Lambertian ρ0 (:func:`face_reflectance_of_hit`), NaN for
+    the material's; ``w``: world unit normal
     facing the ray; ``R``: (3, 3) float64 sensor_from_world; the rest: a
     :class:`ReturnModel`'s :meth:`~ReturnModel.limit_args` and material
     arrays; ``path_gain``: the share of power the ray's mirrors kept, out and
@@ -137,7 +149,8 @@ def return_of_hit(r, material, wx, wy, wz, ox, oy, oz, dx, dy, dz, R, min_range_
     sz = R[2, 0] * wx + R[2, 1] * wy + R[2, 2] * wz
     cos_incidence = -(sx * dx + sy * dy + sz * dz)
     cos_incidence = 0.0 if cos_incidence < 0.0 else (1.0 if cos_incidence > 1.0 else cos_incidence)
-    rho0 = lambertian_rho0[material]
+    # a triangle's own reflectance (its material is then the general face_reflectivity) before its material's
+    rho0 = face_rho0 if face_rho0 == face_rho0 else lambertian_rho0[material]
     if rho0 == rho0:  # Lambertian: exact
         rho = rho0 * cos_incidence
     else:  # linear in the 10° table (index 9 = 90°, where every table is 0)

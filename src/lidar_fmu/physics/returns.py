@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -21,14 +21,36 @@ from numpy.typing import ArrayLike
 
 from ..parallel import side_by_side
 from ..pointcloud import CAST_FIELDS, POINT_DTYPE, PointCloud, Returns
-from .hit_rules import MATERIAL_CLASSES, MIRROR, TRANSPARENT, Continuation, material_of_hit, object_id_of, return_of_hit
-from .materials import DEFAULT_MAP, MaterialDatabase, load_database, load_material_map, resolve_mesh_materials
+from .hit_rules import (
+    MATERIAL_CLASSES,
+    MIRROR,
+    TRANSPARENT,
+    Continuation,
+    face_reflectance_of_hit,
+    material_of_hit,
+    object_id_of,
+    return_of_hit,
+)
+from .materials import (
+    DEFAULT_MAP,
+    FACE_REFLECTIVITY,
+    MaterialDatabase,
+    load_database,
+    load_material_map,
+    resolve_mesh_materials,
+    with_face_reflectivity,
+)
+from .materials.database import MaterialDatabaseSource
 from .materials.mapping import MaterialMapSource, check_map
 from .range_limit import RangeReflectivityLimit, limit_params
 
 if TYPE_CHECKING:
     from ..geometry.pattern import RayPattern
     from ..geometry.scene import Mesh, Scene
+
+#: the per-triangle reflectances of a scene where no mesh gives one (one NaN for all: the materials' own)
+NO_FACE_REFLECTANCE = np.full(1, np.nan, np.float32)
+NO_FACE_REFLECTANCE.setflags(write=False)
 
 
 # What this stage reads of a cast and of a sensor, as protocols: the casters (lidar_fmu.raycast) and sensors
@@ -82,15 +104,25 @@ class Materials:
     """IR material of every triangle of every mesh of a scene, for one sensor wavelength.
 
     ``material_map``: a map file/dict (visual → IR names) or ``None`` for the
-    default map. Meshes are resolved once, when first seen.
+    default map. ``database``: the IR materials the map names — a user's
+    material file (YAML/JSON, or an angle-table CSV; :mod:`.materials.database`
+    gives the format) or a list of them, read at ``wavelength_nm`` and laid
+    over the built-in ones (same-named entries replaced); a
+    :class:`~.materials.MaterialDatabase`; ``None`` for the built-in ones.
+    Meshes are resolved once, when first seen; a triangle its mesh gives its
+    own reflectance (:attr:`~lidar_fmu.geometry.scene.Mesh.face_reflectance`)
+    is the material ``face_reflectivity`` with that ρ0 instead.
     """
 
     #: meshes kept resolved after they left the scene
     KEEP_LEFT_MESHES = 8
 
     def __init__(self, wavelength_nm: float, material_map: MaterialMapSource | None = None,
-                 database: MaterialDatabase | None = None, warn: Callable[[str], object] | None = None) -> None:
-        self.database = database or load_database(wavelength_nm)
+                 database: MaterialDatabaseSource | None = None,
+                 warn: Callable[[str], object] | None = None) -> None:
+        self.database = with_face_reflectivity(
+            database if isinstance(database, MaterialDatabase) else load_database(wavelength_nm, database or ()))
+        self.face_material = self.database.index(FACE_REFLECTIVITY)
         self.map = load_material_map(material_map) if material_map is not None else None
         if self.map is not None:
             check_map(self.map, self.database)  # a wrong IR name fails now, not at the first mesh
@@ -106,17 +138,28 @@ class Materials:
         self._mesh_ids: dict[int, tuple] = {}
         self._revision: int | None = None
         self._classes_present = np.zeros(len(MATERIAL_CLASSES), bool)
+        self._triangle_reflectance = NO_FACE_REFLECTANCE
 
     def _triangle_ids(self, mesh: Mesh) -> np.ndarray:
         entry = self._mesh_ids.get(id(mesh))
         if entry is None or entry[0] is not mesh:
             ids = resolve_mesh_materials(mesh, self.map or DEFAULT_MAP, self.database, self.warn).astype(np.int16)
+            if mesh.face_reflectance is not None:  # the mesh's own reflectances override the map's materials
+                ids[~np.isnan(mesh.face_reflectance)] = self.face_material
             entry = (mesh, ids)
             self._mesh_ids[id(mesh)] = entry
         return entry[1]
 
+    @property
+    def triangle_reflectance(self) -> np.ndarray:
+        """(T,) float32 the Lambertian ρ0 each triangle's mesh gives it (NaN: its material's), concatenated as
+        :meth:`per_instance`'s materials; (1,) NaN when no mesh of the scene gives one."""
+        return self._triangle_reflectance
+
     def per_instance(self, scene: Scene) -> tuple[np.ndarray, np.ndarray]:
-        """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle)."""
+        """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle).
+
+        :attr:`triangle_reflectance` follows the same scene revision."""
         if self._revision != scene.revision:
             # meshes that left the scene are forgotten but the few that left last (an object that comes back
             # is not resolved again): the cache stays about as small as the scene's mesh list
@@ -127,6 +170,9 @@ class Materials:
             per_mesh = [self._triangle_ids(mesh) for mesh in scene.meshes]
             offsets = np.cumsum([0] + [len(ids) for ids in per_mesh])[:-1].astype(np.int64)
             self._triangle_material = np.concatenate(per_mesh) if per_mesh else np.zeros(0, np.int16)
+            given = [m.face_reflectance for m in scene.meshes]
+            self._triangle_reflectance = NO_FACE_REFLECTANCE if all(g is None for g in given) else np.concatenate(
+                [np.full(m.triangle_count, np.nan, np.float32) if g is None else g for m, g in zip(scene.meshes, given)])
             self._first_triangle = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
             # which classes the scene's triangles have, found once per scene revision (a frame without mirrors
             # then skips the bounce work entirely)
@@ -147,8 +193,8 @@ class Materials:
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,  # type: ignore[no-untyped-def]
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
-                  path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material,
-                  material_id):
+                  triangle_reflectance, path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
+                  keep_material, material_id):
     shared_origin = origins.shape[0] == 1
     one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0
@@ -158,8 +204,9 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
             continue
         o = 0 if shared_origin else i
         material = material_of_hit(k, primitive_id[i], triangle_material, first_triangle)
+        face_rho0 = face_reflectance_of_hit(k, primitive_id[i], triangle_reflectance, first_triangle)
         kept, px, py, pz, sx, sy, sz, rho, percent, is_saturated = return_of_hit(
-            range_m[i], material,
+            range_m[i], material, face_rho0,
             normal_world[i, 0], normal_world[i, 1], normal_world[i, 2], origins[o, 0], origins[o, 1], origins[o, 2],
             directions[i, 0], directions[i, 1], directions[i, 2], R, min_range_m, limit_code, limit_a, limit_b,
             limit_c, limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
@@ -206,6 +253,9 @@ class ReturnModel:
     max_bounces: int = 0
     #: the returns keep the IR material each hit (``Returns.material_id``, for ground truth)
     keep_material: bool = False
+    #: (T,) float32 ρ0 each triangle's mesh gives it, NaN: its material's; (1,) NaN: none does
+    #: (:attr:`Materials.triangle_reflectance`)
+    triangle_reflectance: np.ndarray = field(default_factory=lambda: NO_FACE_REFLECTANCE)
 
     def limit_args(self) -> tuple:
         """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
@@ -214,8 +264,9 @@ class ReturnModel:
                 np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), self.limit_floor_m)
 
     def material_args(self) -> tuple:
-        """The material arrays :func:`return_of_hit` takes, in order."""
-        return self.class_code, self.reflectance_table, self.lambertian_rho0
+        """The material arrays :func:`return_of_hit` takes, in order, and the per-triangle reflectances
+        :func:`~.hit_rules.face_reflectance_of_hit` reads."""
+        return self.class_code, self.reflectance_table, self.lambertian_rho0, self.triangle_reflectance
 
     def unlimited(self) -> ReturnModel:
         """This model keeping every return up to ``max_range_m``, whatever its reflectivity: what sub-rays are cast
@@ -246,7 +297,8 @@ def return_model(sensor: SensorLimits, materials: Materials, scene: Scene) -> Re
     layers = int(sensor.max_transparent_layers) if materials.scene_has(TRANSPARENT) else 0
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), limit_params(limit, sensor.max_range_m),
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
-                       materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces)
+                       materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces,
+                       triangle_reflectance=materials.triangle_reflectance)
 
 
 def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Returns:

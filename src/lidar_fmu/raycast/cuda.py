@@ -6,8 +6,8 @@ Resident on the device:
   concatenated into single node and triangle arrays, each mesh found by its
   root node index; uploaded when the set of meshes changes;
 * a batch's origins, directions and beam ids, and the scene's per-triangle
-  IR materials, uploaded when a different array comes (a sensor's pattern:
-  once);
+  IR materials and reflectances, uploaded when a different array comes (a
+  sensor's pattern: once);
 * per step (when ``scene.pose_revision`` changes): per instance its root node,
   ``local_from_world`` (3×4) and ``normal_to_world`` (3×3), plus a top-level
   BVH over the instances' world boxes, rebuilt on the CPU (only poses change).
@@ -40,6 +40,7 @@ from ..physics.hit_rules import (
     PASS,
     STOP,
     Continuation,
+    face_reflectance_of_hit,
     material_of_hit,
     object_id_of,
     reflect,
@@ -65,7 +66,8 @@ _WIDTH = len(RECORD_FIELDS)
 _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)
 # the CPU pass's own per-hit functions, compiled into these kernels (numba-cuda keeps its own registry)
-for _per_hit in (material_of_hit, segment_after, reflect, unfold_after, object_id_of, return_of_hit):
+for _per_hit in (material_of_hit, face_reflectance_of_hit, segment_after, reflect, unfold_after, object_id_of,
+                 return_of_hit):
     register_jitable(inline="always")(_per_hit)
 
 
@@ -166,7 +168,7 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
                     world_from_frame, origins, directions, tmax, max_surfaces, max_bounces, triangle_material,
                     first_triangle, class_code, specular, frame_from_world, beam_id, instance_ids, reflectance_table,
-                    lambertian_rho0,
+                    lambertian_rho0, triangle_reflectance,
                     min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                     limit_floor_m, record, object_id, keep, block_count):
     """Ray ``i`` of a batch → its return, if any: the cast of :func:`_cast_kernel`, then :func:`return_of_hit`.
@@ -190,8 +192,9 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
             max_surfaces, max_bounces, triangle_material, first_triangle, class_code, specular, stack, top_stack)
         if index >= 0:
             material = material_of_hit(index, tri_index[tri], triangle_material, first_triangle)
+            face_rho0 = face_reflectance_of_hit(index, tri_index[tri], triangle_reflectance, first_triangle)
             ok, px, py, pz, nsx, nsy, nsz, rho, percent, saturated = return_of_hit(
-                t, material, nx, ny, nz,
+                t, material, face_rho0, nx, ny, nz,
                 fox, foy, foz, fdx, fdy, fdz, frame_from_world, min_range_m, limit_code, limit_a, limit_b, limit_c,
                 limit_tail_refl, limit_tail_m, limit_max, limit_floor_m, class_code, reflectance_table,
                 lambertian_rho0, gain)
@@ -290,9 +293,9 @@ def kernel_signatures() -> dict:
     instances = (i1, f3, f3, f2, f2, i1, i1, i1)
     # world_from_frame, origins, directions, tmax, then the Continuation
     rays = (f2, f2, f2, T.float32, T.int32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1], f1)
-    # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, then ReturnModel.limit_args():
-    # min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max range, limit_floor_m
-    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1],
+    # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, triangle_reflectance, then
+    # ReturnModel.limit_args(): min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max range, limit_floor_m
+    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1], f1,
                T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
     return {
         "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2, f1)),
@@ -469,6 +472,7 @@ class CudaBackend(Backend):
             self._on_device("beam_id", rays.beam_id), self._d_instance_ids,
             self._on_device("reflectance_table", model.reflectance_table),
             self._on_device("lambertian_rho0", model.lambertian_rho0),
+            self._on_device("triangle_reflectance", model.triangle_reflectance),
             min_range_m, *limit, self._on_device("limit_floor_m", limit_floor_m),
             record, object_id, keep, block_count)
         _compact_kernel[blocks, THREADS_PER_BLOCK](record, object_id, keep[:n], block_count[:blocks],

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..geometry.pattern import RayPattern
     from ..geometry.scene import Scene
     from ..physics.echoes import Footprint
+    from ..physics.materials.database import MaterialDatabaseSource
     from ..physics.materials.mapping import MaterialMapSource
     from ..physics.weather import Weather
     from ..sensors.spec import SensorSpec
@@ -55,16 +56,19 @@ class ScanPlan(NamedTuple):
 
 
 class Lidar:
-    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map. ``backend``: a
-    name (:func:`~lidar_fmu.raycast.make_backend`) or a backend over ``scene`` to share."""
+    """``materials``: a visual→IR material map (file or dict), ``None`` for the default map. ``ir_database``: a
+    user's IR material database file (or several) laid over the built-in materials, or a
+    :class:`~lidar_fmu.physics.materials.MaterialDatabase` (:class:`~lidar_fmu.physics.returns.Materials`).
+    ``backend``: a name (:func:`~lidar_fmu.raycast.make_backend`) or a backend over ``scene`` to share."""
 
     def __init__(self, scene: Scene, sensor: Sensor | SensorSpec, backend: str | Backend = "auto",
-                 materials: MaterialMapSource | None = None, warn: Callable[[str], object] | None = None) -> None:
+                 materials: MaterialMapSource | None = None, warn: Callable[[str], object] | None = None,
+                 ir_database: MaterialDatabaseSource | None = None) -> None:
         self.scene = scene
         self.sensor: Sensor = sensor if isinstance(sensor, Sensor) else load_sensor(sensor)
         # a Backend instance is shared (several lidars casting into one scene build and update it once)
         self.backend = backend if isinstance(backend, Backend) else make_backend(backend, scene)
-        self.materials = Materials(self.sensor.wavelength_nm, materials, warn=warn)
+        self.materials = Materials(self.sensor.wavelength_nm, materials, ir_database, warn=warn)
         #: seconds spent per stage in the last scan
         self.last_timings: dict[str, float] = {}
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers

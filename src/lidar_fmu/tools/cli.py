@@ -109,7 +109,7 @@ def cmd_scan(args) -> None:
     scene = Scene()
     for i, path in enumerate(args.mesh):
         scene.add_instance(i, load_mesh(path), up_axis_pose(up_axis_of(path, args.up)))
-    lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials,
+    lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials, ir_database=args.ir_database,
                   warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
     pattern = lidar.sensor.pattern
     if args.duration is not None:  # what the sensor fires in that long (a still scene: a repeating frame repeats)
@@ -442,8 +442,12 @@ def _add_scan(sub) -> None:
     p.add_argument("--rerun", metavar="PATH",
                    help="also write a Rerun recording (.rrd): the scan, the sensor pose and the meshes")
     p.add_argument("--preview", help="also write a PNG preview (bird's-eye view and range image)")
-    p.add_argument("--materials", default=None,
-                   help="visual → IR material map (JSON/YAML); without one every triangle is default_grey")
+    p.add_argument("--materials", default=None, metavar="MAP",
+                   help="visual → IR material map (JSON/YAML, or 'street'); without one every triangle is "
+                        "default_grey (a PLY face property 'reflectivity' overrides it per triangle)")
+    p.add_argument("--ir-database", default=None, metavar="FILE",
+                   help="your IR material database (JSON/YAML list of materials, or an angle-table CSV), laid over "
+                        "the built-in materials: the map may name its materials")
     p.add_argument("--ground-truth", action="store_true",
                    help="also write each point's noise-free position and range, IR material id and incidence angle "
                         "(x_true y_true z_true range_true material_id incidence_angle_rad; not in .ptx)")

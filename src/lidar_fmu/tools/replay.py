@@ -6,7 +6,8 @@ A scenario is a folder with ``scenario.yaml``::
     sensor: <preset name | spec file | mapping of spec keys>
     assets: <folder where model_reference strings resolve>   (optional)
     environment: <static world mesh>                          (optional)
-    materials: <material map>                                 (optional)
+    materials: <visual → IR material map>                     (optional)
+    ir_database: <IR material database file>                  (optional; laid over the built-in materials)
     step_size_s: <s > 0>        (optional; default: the median timestamp spacing of its first frames)
     backend: auto | embree | cuda                             (optional)
     mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
@@ -42,13 +43,13 @@ import time
 
 import numpy as np
 
-from ..documents import read_document
+from ..documents import read_document, shown
 from ..errors import UserError, brief
 from ..osi.trace import TraceError
 from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog, RosbagLog
 from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
 
-SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials",
+SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials", "ir_database",
                  "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis", "ground_truth"}
 
 
@@ -69,7 +70,9 @@ def load_scenario(path) -> dict:
     scenario = dict(scenario)
     scenario["folder"] = folder
     scenario.setdefault("name", os.path.basename(folder))
-    for key in ("trace", "assets", "environment", "materials"):
+    for key in ("trace", "assets", "environment", "materials", "ir_database"):
+        if scenario.get(key) and not isinstance(scenario[key], str):
+            raise UserError(f"scenario {path}: {key} must be a file or folder name, got {shown(scenario[key])}")
         if scenario.get(key):
             scenario[key] = os.path.join(folder, scenario[key])
     sensor = scenario.get("sensor", "ouster_os1_128")
@@ -134,6 +137,7 @@ def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
         sensor = spec_path
     params = {"sensor": sensor, "assets": scenario.get("assets", "") or "",
               "environment": scenario.get("environment", "") or "", "materials": scenario.get("materials", "") or "",
+              "ir_database": scenario.get("ir_database", "") or "",
               "backend": scenario.get("backend", "auto"), "disable_self_hits": scenario.get("disable_self_hits", True),
               "up_axis": scenario.get("up_axis", "") or ""}
     mounting = scenario.get("mounting") or {}
@@ -163,6 +167,7 @@ def model_of(parameters: dict, sensor=None, **options):
     return OsiSensorModel(
         sensor=parameters["sensor"] if sensor is None else sensor, assets_dir=parameters.get("assets", ""),
         environment=parameters.get("environment", ""), materials=parameters.get("materials", ""),
+        ir_database=parameters.get("ir_database", ""),
         backend=parameters.get("backend", "auto"), default_mounting_pose=mounting,
         disable_self_hits=bool(parameters.get("disable_self_hits", True)), up_axis=parameters.get("up_axis", ""),
         **options)
@@ -251,8 +256,8 @@ class SensorViews:
 
 def _scenario_and_rig(scenario_path, overrides: dict | None):
     """The scenario (``overrides`` laid over its file; a bare trace takes its sensor and assets from them) and its
-    lidars (:class:`~lidar_fmu.sensors.rig.RigMember`), refused early, with a clear message, on a bad spec or a
-    material map that names unknown materials."""
+    lidars (:class:`~lidar_fmu.sensors.rig.RigMember`), refused early, with a clear message, on a bad spec, a
+    malformed IR material database or a material map that names unknown materials."""
     from ..sensors.rig import load_rig
 
     overrides = overrides or {}
@@ -261,13 +266,12 @@ def _scenario_and_rig(scenario_path, overrides: dict | None):
     else:
         scenario = load_scenario(scenario_path) | overrides
     rig = load_rig(scenario["sensor"])
-    if scenario.get("materials"):
-        from ..physics.materials import load_database, load_material_map
-        from ..physics.materials.mapping import check_map
+    if scenario.get("materials") or scenario.get("ir_database"):
+        from ..physics.returns import Materials
 
-        materials = load_material_map(scenario["materials"])
         for wavelength_nm in dict.fromkeys(member.sensor.wavelength_nm for member in rig):
-            check_map(materials, load_database(wavelength_nm))
+            # the map and the database read as the model reads them: a bad file, key or IR name fails here
+            Materials(wavelength_nm, scenario.get("materials") or None, scenario.get("ir_database") or None)
     return scenario, rig
 
 

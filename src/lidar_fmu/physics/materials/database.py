@@ -13,8 +13,8 @@ For ``retroreflective`` materials the value is *Lambertian-equivalent*: the ρ a
 Lambertian surface facing the sensor would need to return the same power, so it
 may be far above 1 (see the ``retroreflector`` entry of ``data/ir_materials.yaml``).
 
-Material files (the built-in ``data/ir_materials.yaml`` and user YAML/JSON) hold
-``materials: [entry, …]`` (or just the list); an entry is::
+Material files (the built-in ``data/ir_materials.yaml`` and user YAML/JSON: a user's IR material database)
+hold ``materials: [entry, …]`` (or just the list; a ``description:`` beside it is free text); an entry is::
 
     name: asphalt                    # unique; later files replace same-named entries
     class: general                   # one of MATERIAL_CLASSES (default general)
@@ -26,25 +26,29 @@ Material files (the built-in ``data/ir_materials.yaml`` and user YAML/JSON) hold
 
 Spectrum entries are evaluated at the sensor wavelength; fixed reflectances and
 tables are near-infrared (≈ 850–950 nm) values and are used as they are.
+:data:`FACE_REFLECTIVITY` is reserved: it marks the triangles whose mesh gives
+their own reflectance, and no user file or map may name it.
 """
 from __future__ import annotations
 
 import difflib
 import functools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
-from ...documents import read_document, syntax_of
+from ...documents import read_document, shown, syntax_of
 from ..hit_rules import MATERIAL_CLASSES
 from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_reflectance
 
 __all__ = [
     "MATERIAL_CLASSES", "ANGLES_DEG", "MaterialError", "IRMaterial", "MaterialDatabase", "load_database",
-    "read_material_file", "BUILTIN_MATERIALS_FILE",
+    "read_material_file", "BUILTIN_MATERIALS_FILE", "FACE_REFLECTIVITY", "with_face_reflectivity",
+    "MaterialDatabaseSource",
 ]
 
 #: Material classes; the class code of a material is its position here.
@@ -61,6 +65,10 @@ TABLE_ANGLES_DEG = ANGLES_DEG + (90,)
 BUILTIN_MATERIALS_FILE = "ir_materials.yaml"
 
 _ENTRY_KEYS = {"name", "class", "reflectance", "spectrum", "angle_table", "source", "assumed", "notes"}
+_FILE_KEYS = {"materials", "description"}
+#: the IR material of a triangle whose mesh gives its own Lambertian reflectance (a PLY face property
+#: ``reflectivity``): class general, ρ0 the triangle's; built in, reserved (no user file or map names it)
+FACE_REFLECTIVITY = "face_reflectivity"
 _MAX_MATERIALS = np.iinfo(np.int16).max  # per-triangle ids are int16
 
 
@@ -227,22 +235,38 @@ def _load_document(path: str):
     return read_document(path, "material file", MaterialError, syntax=syntax_of(path))  # bounded: size, depth, aliases
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> IRMaterial:
-    """One file entry → IRMaterial (spectrum evaluated at ``wavelength_nm``)."""
+    """One file entry → IRMaterial (spectrum evaluated at ``wavelength_nm``); a bad value is refused naming its key."""
     if not isinstance(entry, dict):
-        raise MaterialError(f"{where}: each entry must be a mapping, got {entry!r}")
+        raise MaterialError(f"{where}: each entry must be a mapping, got {shown(entry)}")
     unknown = set(entry) - _ENTRY_KEYS
     if unknown:
-        raise MaterialError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_ENTRY_KEYS)})")
+        raise MaterialError(f"{where}: unknown keys {shown(sorted(map(str, unknown)))} (known: {sorted(_ENTRY_KEYS)})")
     name: Any = entry.get("name")  # anything: IRMaterial says if it is no name
-    where = f"{where} ({name!r})"
+    where = f"{where} ({shown(name)})"
     given = [k for k in ("reflectance", "spectrum", "angle_table") if entry.get(k) is not None]
     if len(given) != 1:
         raise MaterialError(f"{where}: give exactly one of reflectance, spectrum, angle_table (got {given})")
     source = str(entry.get("source") or "").strip()
     reflectance, table = entry.get("reflectance"), entry.get("angle_table")
+    if reflectance is not None and not _is_number(reflectance):
+        raise MaterialError(f"{where}: reflectance must be a number (0–1), got {shown(reflectance)}")
+    if table is not None and not (isinstance(table, list) and len(table) == len(ANGLES_DEG)
+                                  and all(_is_number(v) for v in table)):
+        raise MaterialError(f"{where}: angle_table must be {len(ANGLES_DEG)} numbers (ρ at {ANGLES_DEG}°), "
+                            f"got {shown(table)}")
+    if not isinstance(entry.get("class", "general"), str):
+        raise MaterialError(f"{where}: class must be one of {MATERIAL_CLASSES}, got {shown(entry['class'])}")
+    if not isinstance(entry.get("assumed", False), bool):
+        raise MaterialError(f"{where}: assumed must be true or false, got {shown(entry['assumed'])}")
     if given[0] == "spectrum":
-        spectrum = os.path.join(base_dir, str(entry["spectrum"]))
+        if not isinstance(entry["spectrum"], str):
+            raise MaterialError(f"{where}: spectrum must be a file name, got {shown(entry['spectrum'])}")
+        spectrum = os.path.join(base_dir, entry["spectrum"])
         reflectance = spectrum_reflectance(spectrum, wavelength_nm)
         source = f"{source}; interpolated at {wavelength_nm:g} nm from {os.path.basename(spectrum)}".lstrip("; ")
     try:
@@ -250,7 +274,7 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
             name=name,
             material_class=str(entry.get("class", "general")),
             reflectance=None if reflectance is None else float(reflectance),
-            angle_table=table,
+            angle_table=None if table is None else np.asarray(table, dtype=np.float64),
             source=source or "no source given",
             assumed=bool(entry.get("assumed", False)),
         )
@@ -268,7 +292,18 @@ def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
         return [IRMaterial(name, "general", None, table, f"angle table {os.path.basename(path)}")
                 for name, table in read_angle_table_csv(path).items()]
     document = _load_document(path)
-    entries = document.get("materials") if isinstance(document, dict) else document
+    if isinstance(document, dict):
+        entries = document.get("materials")
+        if isinstance(entries, dict):
+            raise MaterialError(f"material file {path}: 'materials' maps names to names, as a visual → IR material "
+                                "map does; a map goes to --materials (scenario 'materials:', FMU 'materials'), an IR "
+                                "material database holds 'materials: [entry, …]'")
+        unknown = set(document) - _FILE_KEYS
+        if unknown:
+            raise MaterialError(f"material file {path}: unknown keys {shown(sorted(map(str, unknown)))} "
+                                f"(known: {sorted(_FILE_KEYS)})")
+    else:
+        entries = document
     if not isinstance(entries, list):
         raise MaterialError(f"material file {path}: expected a list of materials or 'materials: [...]'")
     base_dir = os.path.dirname(os.path.abspath(path))
@@ -291,12 +326,19 @@ def _builtin_materials(wavelength_nm: float) -> tuple[IRMaterial, ...]:
     return tuple(read_material_file(_builtin_path(), wavelength_nm))
 
 
+#: what :class:`lidar_fmu.physics.returns.Materials` takes as its database: a material file, several, or a database
+MaterialDatabaseSource: TypeAlias = "MaterialDatabase | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
+
+
 def load_database(wavelength_nm: float = 905.0, files=()) -> MaterialDatabase:
     """Built-in materials at ``wavelength_nm`` plus user ``files`` (YAML/JSON material files or angle-table CSVs).
 
     Spectrum-based entries are interpolated from their ASTER file at the
     sensor wavelength (an error if the spectrum does not cover it). User
-    materials replace built-in ones of the same name (keeping their id).
+    materials replace built-in ones of the same name (keeping their id); a user
+    file may not define :data:`FACE_REFLECTIVITY`. Raises
+    :class:`MaterialError` naming the file (and the entry and key) on a
+    missing, unreadable or malformed file.
     """
     wavelength_nm = float(wavelength_nm)
     if not (np.isfinite(wavelength_nm) and wavelength_nm > 0):
@@ -305,5 +347,22 @@ def load_database(wavelength_nm: float = 905.0, files=()) -> MaterialDatabase:
         files = (files,)
     database = MaterialDatabase(_builtin_materials(wavelength_nm), wavelength_nm)
     for path in files:
-        database.merge(read_material_file(path, wavelength_nm))
+        if not isinstance(path, (str, os.PathLike)):
+            raise MaterialError(f"IR material database must be a file path, got {shown(path)}")
+        if not os.path.isfile(path):
+            raise MaterialError(f"IR material database file not found: {os.fspath(path)}")
+        materials = read_material_file(path, wavelength_nm)
+        if any(m.name == FACE_REFLECTIVITY for m in materials):
+            raise MaterialError(f"material file {os.fspath(path)}: {FACE_REFLECTIVITY!r} is reserved (the triangles "
+                                "whose mesh gives their own reflectance); give your material another name")
+        database.merge(materials)
     return database
+
+
+def with_face_reflectivity(database: MaterialDatabase) -> MaterialDatabase:
+    """``database`` with the built-in :data:`FACE_REFLECTIVITY` material (itself when it has it, else a copy)."""
+    if FACE_REFLECTIVITY in database:
+        return database
+    copy = MaterialDatabase(database, database.wavelength_nm)
+    copy.add(next(m for m in _builtin_materials(database.wavelength_nm) if m.name == FACE_REFLECTIVITY))
+    return copy

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from .database import MaterialDatabase, MaterialError, _load_document
+from .database import FACE_REFLECTIVITY, MaterialDatabase, MaterialError, _load_document
 
 if TYPE_CHECKING:
     from ...geometry.scene import Mesh
@@ -88,7 +88,13 @@ class MaterialMap:
 DEFAULT_MAP = MaterialMap(DEFAULT_IR_MATERIAL, {}, (), "<default map>")
 
 
+_DATABASE_GIVEN_AS_MAP = ("a list, as in an IR material database; a database goes to --ir-database (scenario "
+                          "'ir_database:', FMU 'ir_database'), a map holds 'materials: {visual name: IR name}'")
+
+
 def _map_from_dict(data, origin: str) -> MaterialMap:
+    if isinstance(data, list):
+        raise MaterialError(f"material map {origin} is {_DATABASE_GIVEN_AS_MAP}")
     if not isinstance(data, dict):
         raise MaterialError(f"material map {origin}: expected a mapping with 'default' and 'materials', "
                             f"got {type(data).__name__}")
@@ -99,6 +105,8 @@ def _map_from_dict(data, origin: str) -> MaterialMap:
     entries = data.get("materials") or {}
     if not isinstance(default, str) or not default:
         raise MaterialError(f"material map {origin}: 'default' must be an IR material name, got {default!r}")
+    if isinstance(entries, list):
+        raise MaterialError(f"material map {origin}: 'materials' is {_DATABASE_GIVEN_AS_MAP}")
     if not isinstance(entries, dict):
         raise MaterialError(f"material map {origin}: 'materials' must map visual names to IR names, "
                             f"got {type(entries).__name__}")
@@ -148,8 +156,13 @@ def street_material_map() -> MaterialMap:
 
 
 def check_map(material_map: MaterialMap, database: MaterialDatabase) -> None:
-    """Raise :class:`MaterialError` naming the first map entry whose IR material is not in ``database``."""
+    """Raise :class:`MaterialError` naming the first map entry whose IR material is not in ``database`` (or is the
+    reserved :data:`~.database.FACE_REFLECTIVITY`)."""
     for label, ir in material_map.entries():
+        if ir == FACE_REFLECTIVITY:
+            raise MaterialError(f"material map {material_map.origin}, entry {label}: {FACE_REFLECTIVITY!r} is "
+                                "reserved for triangles whose mesh gives their own reflectance (a PLY face property "
+                                "'reflectivity'); map to a material with a reflectance")
         if ir not in database:
             close = database.close_names(ir)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""

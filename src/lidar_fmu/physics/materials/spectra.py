@@ -21,6 +21,11 @@ from ...errors import LidarFmuError
 ANGLES_DEG = (0, 10, 20, 30, 40, 50, 60, 70, 80)
 
 
+#: a spectrum file is read only up to this size (the bundled ASTER files are 7–36 kB; a user's database names
+#: its own files, and a wrong name must not read a disk image into memory)
+MAX_SPECTRUM_BYTES = 16 * 2**20
+
+
 class MaterialError(LidarFmuError, ValueError):
     """A material, spectrum, angle table or material map is unknown, unreadable or inconsistent."""
 
@@ -58,8 +63,10 @@ def read_aster_spectrum(path) -> tuple[np.ndarray, np.ndarray]:
     """
     path = os.fspath(path)
     try:
+        if os.stat(path).st_size > MAX_SPECTRUM_BYTES:
+            raise MaterialError(f"spectrum {path} is over {MAX_SPECTRUM_BYTES >> 20} MiB: not a spectrum")
         with open(path, encoding="latin-1") as fh:  # ASTER headers are not always UTF-8
-            lines = fh.read().splitlines()
+            lines = fh.read(MAX_SPECTRUM_BYTES + 1).splitlines()
     except OSError as exc:
         raise MaterialError(f"cannot read spectrum {path}: {exc.strerror or exc}") from None
     header: list[str] = []
