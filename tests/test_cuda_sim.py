@@ -216,6 +216,7 @@ def test_frames_in_fog_on_the_gpu_equal_the_cpu_path(street):
     assert fog.any() and not fog.all()  # the near surfaces outshine it
 
 
+@needs_cuda
 def test_face_reflectances_on_the_gpu_equal_the_cpu_path(street):
     """A mesh that gives its triangles their own reflectances (one instance of it, beside meshes that do not): the
     GPU's returns kernel reads the same per-face ρ0 as the CPU pass, in place of the material (glass here)."""
