@@ -114,3 +114,25 @@ def test_calibrate_recovers_the_detection_edge_a_simulated_unit_has(width):
     found, figures = fit_detection_width(recordings, cal, limit)
     assert figures["fitted"] and figures["pixels"] > 5000
     assert found == pytest.approx(width, rel=0.2)
+
+
+def test_calibrate_finds_the_intensity_law_a_units_signal_follows():
+    """SIGNAL made by a known law (r0 8 m, rising as r^1 inside, falling as r^-2.5 beyond) from random ranges and
+    REFLECTIVITY: the fit names that law; a recording without SIGNAL gets none."""
+    from lidar_fmu.physics.range_limit import intensity_law_percent
+    from lidar_fmu.tools.calibrate import fit_intensity_law
+    from lidar_fmu.tools.recording import Recording
+
+    rng = np.random.default_rng(2)
+    shape = (1, 32, 1024)
+    range_mm = rng.integers(1000, 80000, shape).astype(np.uint32)
+    refl = rng.integers(1, 101, shape).astype(np.uint16)
+    signal = np.vectorize(intensity_law_percent)(refl / 100.0, range_mm * 1e-3, 8.0, 1.0, 2.5) * 60
+    images = {"range_mm": range_mm, "reflectivity": refl, "signal": np.rint(signal).astype(np.uint32)}
+    recording = Recording("law", images, np.ones((1, 1024), np.uint32), np.zeros((1, 1024), np.uint64),
+                          np.array([0]), "synthetic")
+    law = fit_intensity_law([recording])
+    assert {k: law[k] for k in ("reference_range_m", "near_exponent", "far_exponent")} == {
+        "reference_range_m": 8.0, "near_exponent": 1.0, "far_exponent": 2.5}
+    del images["signal"]
+    assert fit_intensity_law([recording]) is None

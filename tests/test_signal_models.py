@@ -90,3 +90,26 @@ def test_noise_keys_choose_the_model():
         parse_effects({"noise": "physical"})
     with pytest.raises(EffectsError, match="detection_width"):
         parse_effects({"detection": "logistic", "detection_width": -1})
+
+
+def test_the_intensity_law_is_the_default_law_at_its_defaults_and_follows_its_exponents():
+    from lidar_fmu.physics.range_limit import intensity_law_percent, intensity_percent
+
+    for range_m in (0.5, 5.0, 10.0, 12.0, 30.0, 90.0):
+        for rho in (0.02, 0.3, 1.0):
+            assert intensity_law_percent(rho, range_m, 10.0, 0.0, 2.0) == pytest.approx(intensity_percent(rho, range_m))
+    # a near-field rise up to r0 = 12 m as r^0.5, then the range equation's 1/r²
+    assert intensity_law_percent(0.5, 3.0, 12.0, 0.5, 2.0) == pytest.approx(50.0 * 0.5)
+    assert intensity_law_percent(0.5, 24.0, 12.0, 0.5, 2.0) == pytest.approx(50.0 / 4.0)
+    assert intensity_law_percent(0.5, 6.0, 12.0, 0.5, 2.0) < intensity_law_percent(0.5, 12.0, 12.0, 0.5, 2.0)
+
+
+def test_the_pass_writes_the_units_intensity_law():
+    law = {"reference_range_m": 12.0, "near_exponent": 0.5, "far_exponent": 2.0}
+    sensor = load_sensor(SPEC | {"intensity_law": law})
+    for range_m in (3.0, 30.0):
+        kept, _ = apply_effects(_wall_returns(sensor, range_m, 0.4), sensor.pattern, sensor, frame=0)
+        expected = 40.0 * (range_m / 12.0) ** 0.5 if range_m < 12 else 40.0 * (12.0 / range_m) ** 2
+        assert np.allclose(kept.intensity_percent, expected, rtol=1e-5)
+    with pytest.raises(EffectsError, match="intensity_law"):
+        parse_effects({"intensity_law": {"reference_range_m": 12.0}})

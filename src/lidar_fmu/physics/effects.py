@@ -62,7 +62,8 @@ from numba.extending import register_jitable
 
 from ..documents import shown
 from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
-from .range_limit import RangeReflectivityLimit, intensity_percent, limit_params, range_limit_m
+from .range_limit import (RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params,
+                          range_limit_m)
 from .weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
     DEFAULT_MIN_RANGE_M,
@@ -125,10 +126,12 @@ class Effects:
     detection: str = "threshold"
     weather: Weather | None = None  # None: the spec sets none (the FMU then reads the SensorView's)
     detection_width: float = DETECTION_WIDTH  # w of the logistic edge (``detection: logistic``)
+    #: (r₀ m, a, b) of :func:`~lidar_fmu.physics.range_limit.intensity_law_percent`; None: the physics pass's law
+    intensity_law: tuple[float, float, float] | None = None
 
     @property
     def active(self) -> bool:
-        return (self.noise is not None or self.detection != "threshold"
+        return (self.noise is not None or self.detection != "threshold" or self.intensity_law is not None
                 or (self.weather is not None and not self.weather.clear))
 
     @property
@@ -152,6 +155,25 @@ def _physical_noise(spec: dict) -> dict:
     return dict(figures)
 
 
+#: keys of a spec's ``intensity_law``
+INTENSITY_LAW_KEYS = ("reference_range_m", "near_exponent", "far_exponent")
+
+
+def _intensity_law(spec: dict) -> tuple[float, float, float] | None:
+    law = spec.get("intensity_law")
+    if law is None:
+        return None
+    if not isinstance(law, dict) or set(law) != set(INTENSITY_LAW_KEYS):
+        raise EffectsError(f"intensity_law must be a mapping of {', '.join(INTENSITY_LAW_KEYS)}, got {shown(law)}")
+    values = []
+    for key, (lo, hi) in zip(INTENSITY_LAW_KEYS, ((0.01, 1000.0), (0.0, 6.0), (0.0, 6.0))):
+        value = law[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            raise EffectsError(f"intensity_law.{key} must be a number in {lo:g} … {hi:g}, got {shown(value)}")
+        values.append(float(value))
+    return values[0], values[1], values[2]
+
+
 def parse_effects(spec: dict) -> Effects:
     """The ``noise`` and ``detection`` keys of a resolved sensor spec → :class:`Effects` (EffectsError naming
     the key on bad input)."""
@@ -166,9 +188,10 @@ def parse_effects(spec: dict) -> Effects:
         weather = parse_weather(spec.get("weather"))
     except WeatherError as exc:
         raise EffectsError(f"weather: {exc}") from None
+    law = _intensity_law(spec)
     noise = spec.get("noise")
     if noise is None or noise is False:
-        return Effects(None, detection, weather, float(width))
+        return Effects(None, detection, weather, float(width), law)
     if noise is True:
         noise = "physical" if spec.get("range_noise") is not None else "datasheet"
     if noise == "physical":
@@ -195,7 +218,7 @@ def parse_effects(spec: dict) -> Effects:
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {shown(seed)}")
-    return Effects(Noise(seed=int(seed), **values), detection, weather, float(width))
+    return Effects(Noise(seed=int(seed), **values), detection, weather, float(width), law)
 
 
 # ----------------------------------------------------------------------------- random numbers
@@ -333,10 +356,11 @@ def _laser_bias(seed, beams, sigma):
 @njit(cache=True, nogil=True, parallel=True)
 def _apply(points, ray_index, intensity, origins, directions, key, detection_code, detection_width, limit_code,
            limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, alpha_per_m, dropout, range_sigma,
-           range_sigma_per_m, shot_sigma, bias, angle_sigma_rad, weather_id, keep, existence):
+           range_sigma_per_m, shot_sigma, bias, angle_sigma_rad, weather_id, intensity_law, keep, existence):
     """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P.
 
-    ``key``: the frame's :func:`frame_key`; ``detection_code``: the index of :data:`DETECTION_MODES`. Weather echoes (``object_id == weather_id``) come with their
+    ``key``: the frame's :func:`frame_key`; ``detection_code``: the index of :data:`DETECTION_MODES`;
+    ``intensity_law``: (r₀, a, b) of the unit's intensity law, r₀ = 0 for none. Weather echoes (``object_id == weather_id``) come with their
     extinction and detection decided (:func:`~lidar_fmu.physics.weather.clutter_return`): they meet only dropout and
     noise here."""
     probabilistic = detection_code != 0
@@ -358,6 +382,8 @@ def _apply(points, ray_index, intensity, origins, directions, key, detection_cod
                 continue
         else:
             rho = points[k]["reflectivity"]
+        if intensity_law[0] > 0.0 and not saturated:
+            intensity[k] = intensity_law_percent(rho, r, intensity_law[0], intensity_law[1], intensity_law[2])
         if probabilistic and not saturated:  # a saturated retroreflector is never a marginal echo
             limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                                   rho)
@@ -570,7 +596,7 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
            np.int64(DETECTION_MODES.index(effects.detection)), np.float64(effects.detection_width), np.int64(code), np.float64(a), np.float64(b), np.float64(c),
            np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), alpha, noise.dropout,
            noise.range_sigma_m, noise.range_sigma_per_m, noise.shot_sigma_m, bias, math.radians(noise.angle_sigma_deg),
-           WEATHER_OBJECT_ID, keep, existence)
+           WEATHER_OBJECT_ID, np.asarray(effects.intensity_law or (0.0, 1.0, 2.0), np.float64), keep, existence)
     if keep.all():
         return Returns(points, returns.ray_index, returns.intensity_percent), existence
     kept = int(np.count_nonzero(keep))

@@ -150,10 +150,11 @@ DATASHEETS: dict[tuple[str, str], Datasheet] = {
 }
 #: what ``lidar-fmu calibrate`` fitted on the shared recordings (docs/validation.md), by (line, generation): they
 #: replace the datasheet's figures where a unit's returns show them (r_L of dark surfaces, nearest and farthest
-#: returns) and add what no datasheet gives (noise σ(r, ρ), the detection edge). OS1 Rev 06 (also Rev C and D,
-#: which take the Rev 06 datasheet): r_L, edge, noise and max range fitted on the OS-1-128 recording
-#: OS-1-128_v2.3.0_1024x10_lb_n3 (ouster-sdk test data, 3 frames), min range on the dual-return OS-1-128
-#: recording OS-1-128_767798045_1024x10_20230712_120049 (returns from 0.04 m).
+#: returns) and add what no datasheet gives (noise σ(r, ρ), the detection edge, the intensity law). OS1 Rev 06
+#: (also Rev C and D, which take the Rev 06 datasheet): r_L, edge, noise and max range fitted on the OS-1-128
+#: recording OS-1-128_v2.3.0_1024x10_lb_n3 (ouster-sdk test data, 3 frames), min range on the dual-return OS-1-128
+#: recording OS-1-128_767798045_1024x10_20230712_120049 (returns from 0.04 m), the intensity law on the SIGNAL of
+#: OS-1-32-G_v2.1.1_1024x10 (the one shared recording with SIGNAL).
 FITTED: dict[tuple[str, str], dict] = {
     ("OS1", "rev6"): {
         "min_range_m": 0.039,
@@ -162,10 +163,12 @@ FITTED: dict[tuple[str, str], dict] = {
         "detection": "logistic",
         "detection_width": 0.0491,
         "range_noise": {"range_sigma_m": 0.00489, "shot_sigma_m": 0.001916},
+        "intensity_law": {"reference_range_m": 12.0, "near_exponent": 0.5, "far_exponent": 2.0},
     },
 }
 _FITTED_ON = ("r_L, detection edge, noise and max range fitted by lidar-fmu calibrate on the OS-1-128 recording "
-              "OS-1-128_v2.3.0_1024x10_lb_n3, min range on OS-1-128_767798045_1024x10_20230712_120049")
+              "OS-1-128_v2.3.0_1024x10_lb_n3, min range on OS-1-128_767798045_1024x10_20230712_120049, intensity law on "
+              "the SIGNAL of OS-1-32-G_v2.1.1_1024x10")
 
 #: the product lines of ``prod_line`` (``OS-1-128``, ``OS-DOME-64``, ``OS-0-32-G``, …) → our line names
 LINES = {"0": "OS0", "1": "OS1", "2": "OS2", "DOME": "OSDome"}

@@ -10,10 +10,13 @@ From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``
   one under which the dark reflectivities (below 20 %, where the limit and not the scene bounds the returns)
   need the most nearly equal A; A is the smallest that leaves at most :data:`BEYOND_FRACTION` of each
   reflectivity band's returns beyond r_L (validate's bands). Where the law so fitted falls short of the
-  datasheet's own 10 % range, the scene and not the unit bounded the returns (a room): the datasheet's pairs
-  stay. Min/max range likewise only widen the datasheet's. With it goes ``detection: logistic`` (the soft
+  datasheet's own 10 % range, the scene and not the unit bounded the returns (a room): the unit's resolved
+  law (:func:`~lidar_fmu.sensors.ouster.unit_spec`) stays. Min/max range likewise only widen the datasheet's. With it goes ``detection: logistic`` (the soft
   edge, :mod:`lidar_fmu.physics.effects`) at the default width: one frame cannot tell a pixel's detection
   probability, so the width is not fitted here.
+- **the intensity law** (``intensity_law``, :func:`lidar_fmu.physics.range_limit.intensity_law_percent`), where
+  the recording has SIGNAL: the reference range and exponents whose intensity of the unit's own REFLECTIVITY and
+  RANGE ranks its SIGNAL best (Spearman), on a grid.
 - **range noise** σ(r, ρ)² = σ0² + (σ_shot · (r / 10 m) / √ρ)² (``range_noise``, the shot-noise model of
   :func:`lidar_fmu.physics.effects.range_sigma_m`): the chord residual of validate (a pixel's range against
   the line through its same-beam neighbours, here the adjacent columns, m ± 1, so that surface shape adds
@@ -39,10 +42,10 @@ import numpy as np
 from ..errors import UserError
 from ..physics.effects import DETECTION_WIDTH, SHOT_NOISE_MIN_REFLECTIVITY, SHOT_NOISE_REFERENCE_RANGE_M
 from ..physics.range_limit import RangeReflectivityLimit
-from ..sensors.ouster import OusterCalibration, OusterMetadataError, read_ouster_metadata, unit_spec
+from ..sensors.ouster import OusterCalibration, OusterMetadataError, read_ouster_metadata, unit_figures, unit_spec
 from .recording import Recording, read_recording
 from .validate import (MAX_JUMP, MIN_SAMPLES, REFLECTIVITY_BANDS, chord_residual_image, pixel_rays, robust_sigma,
-                       unit_reflectivity)
+                       spearman, unit_reflectivity)
 
 #: fraction of a reflectivity band's returns the fitted r_L may leave beyond it (validate's target is 2 %)
 BEYOND_FRACTION = 0.01
@@ -56,6 +59,11 @@ ROOT_FITS = {"root2": 2, "root3": 3, "root4": 4}
 LOWEST_PAIR_REFLECTIVITY = SHOT_NOISE_MIN_REFLECTIVITY
 #: widths of the logistic edge tried (log-spaced, 0.01 … 0.5)
 WIDTHS = np.geomspace(0.01, 0.5, 60)
+#: the intensity laws tried (:func:`fit_intensity_law`), and on how many returns at most
+INTENSITY_REFERENCE_RANGES_M = (4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
+INTENSITY_EXPONENTS_NEAR = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+INTENSITY_EXPONENTS_FAR = (1.5, 2.0, 2.5, 3.0)
+INTENSITY_SAMPLES = 20_000
 #: bins of the signal proxy the noise is fitted on
 NOISE_BINS = 12
 
@@ -174,6 +182,38 @@ def fit_detection_width(recordings: list[Recording], cal: OusterCalibration, lim
     return best[1], {"pixels": int(len(x)), "fitted": True, "miss_inside": p0}
 
 
+def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
+    """``intensity_law`` {r₀, a, b} whose intensity of the unit's own REFLECTIVITY and RANGE ranks its SIGNAL best
+    (Spearman, on up to :data:`INTENSITY_SAMPLES` returns); None where no recording has SIGNAL."""
+    ranges, refls, signals = [], [], []
+    for recording in recordings:
+        if "signal" not in recording.images:
+            continue
+        sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
+        rng = recording.images["range_mm"].astype(np.float64) * 1e-3
+        refl = recording.images["reflectivity"].astype(np.float64)
+        valid = (rng > 0) & sent & (refl <= 100)  # retroreflectors saturate SIGNAL
+        ranges.append(rng[valid])
+        refls.append(unit_reflectivity(refl[valid]))
+        signals.append(recording.images["signal"].astype(np.float64)[valid])
+    if not ranges or sum(len(r) for r in ranges) < MIN_SAMPLES:
+        return None
+    range_m, rho, signal = np.concatenate(ranges), np.concatenate(refls), np.concatenate(signals)
+    if len(range_m) > INTENSITY_SAMPLES:
+        pick = np.random.default_rng(0).choice(len(range_m), INTENSITY_SAMPLES, replace=False)
+        range_m, rho, signal = range_m[pick], rho[pick], signal[pick]
+    best: tuple[float, dict[str, Any]] = (-np.inf, {})
+    for r0 in INTENSITY_REFERENCE_RANGES_M:
+        x = range_m / r0
+        for near in INTENSITY_EXPONENTS_NEAR:
+            for far in INTENSITY_EXPONENTS_FAR:
+                rank = spearman(rho * np.where(x < 1.0, x ** near, x ** -far), signal)
+                if rank > best[0]:
+                    best = (rank, {"reference_range_m": float(r0), "near_exponent": float(near),
+                                   "far_exponent": float(far)})
+    return best[1] | {"_spearman": best[0]}
+
+
 def _agree_pair(a: np.ndarray, b: np.ndarray, max_jump: float) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.isfinite(a) & np.isfinite(b) & (np.maximum(a, b) / np.minimum(a, b) - 1.0 < max_jump)
@@ -193,8 +233,7 @@ def calibrated_spec(recordings: list[Recording], cal: OusterCalibration, metadat
     # a scene smaller than the unit's reach bounds the returns, not the unit: the fit only widens the datasheet
     min_range = min(spec["min_range_m"], math.floor(float(range_m.min()) * (1 - RANGE_MARGIN) * 1000) / 1000)
     max_range = max(spec["max_range_m"], math.ceil(float(range_m.max()) * (1 + RANGE_MARGIN) * 10) / 10)
-    sheet = RangeReflectivityLimit(tuple(map(tuple, spec["range_reflectivity"]["pairs"])),
-                                   spec["range_reflectivity"]["fit"], max_range)
+    sheet = RangeReflectivityLimit(unit_figures(cal).datasheet.pairs, "log", max_range)
     reaches_sheet = a * 0.1 ** (1.0 / n) >= float(sheet.max_range_m_for(0.1))
     if reaches_sheet:
         pairs = [[LOWEST_PAIR_REFLECTIVITY, round(a * LOWEST_PAIR_REFLECTIVITY ** (1.0 / n), 3)], [1.0, round(a, 3)]]
@@ -203,17 +242,23 @@ def calibrated_spec(recordings: list[Recording], cal: OusterCalibration, metadat
     limit = RangeReflectivityLimit(tuple(map(tuple, spec["range_reflectivity"]["pairs"])),
                                    spec["range_reflectivity"]["fit"], max_range)
     width, edge = fit_detection_width(recordings, cal, limit, max_jump)
+    law = fit_intensity_law(recordings)
+    if law is not None:
+        spec["intensity_law"] = {k: v for k, v in law.items() if not k.startswith("_")}
     spec |= {
         "description": f"{spec['description']}; min/max range, "
                        f"{'range_reflectivity, ' if reaches_sheet else ''}detection and range_noise "
                        f"fitted by lidar-fmu calibrate on {names}",
         "min_range_m": min_range, "max_range_m": max_range,
-        "detection": "logistic", "detection_width": round(width, 4),
+        # one frame too few near r_L to show the edge: the unit's resolved width stays
+        "detection": "logistic",
+        "detection_width": round(width, 4) if edge["fitted"] else spec.get("detection_width", DETECTION_WIDTH),
         "range_noise": {"range_sigma_m": round(sigma0, 5), "shot_sigma_m": round(shot, 6)},
         "noise": "physical",
     }
     spec["_fit"] = {"returns": int(len(range_m)), "noise_bins": bins, "r_L_A_m": a, "r_L_fit": fit,
-                    "r_L_fitted": reaches_sheet, "edge": edge}
+                    "r_L_fitted": reaches_sheet, "edge": edge,
+                    "intensity_spearman": None if law is None else law["_spearman"]}
     return spec
 
 
@@ -238,10 +283,15 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
         yaml.safe_dump(spec, f, sort_keys=False, allow_unicode=True)
     noise = spec["range_noise"]
     law = (f"r_L = {fitted['r_L_A_m']:.1f} m · ρ^(1/{ROOT_FITS[fitted['r_L_fit']]})" if fitted["r_L_fitted"] else
-           "r_L: the datasheet's (the recording's returns do not reach its 10 % range: the scene bounds them)")
+           "r_L: the unit's resolved one (the recording's returns do not reach the datasheet's 10 % range: the "
+           "scene bounds them)")
     echo(f"{fitted['returns']:,} returns: range {spec['min_range_m']:g}–{spec['max_range_m']:g} m; {law}; noise σ0 "
          f"{noise['range_sigma_m'] * 100:.2f} cm, shot {noise['shot_sigma_m'] * 100:.3f} cm (ρ = 1 at 10 m); "
          f"detection edge width {spec['detection_width']:g}"
-         f"{'' if fitted['edge']['fitted'] else ' (the default: too few pixels near r_L to fit it)'}")
+         f"{'' if fitted['edge']['fitted'] else ' (the unit's resolved width: too few pixels near r_L to fit it)'}")
+    if "intensity_law" in spec and fitted["intensity_spearman"] is not None:
+        law = spec["intensity_law"]
+        echo(f"intensity: 100·ρ·(r/{law['reference_range_m']:g} m)^{law['near_exponent']:g} inside, "
+             f"^−{law['far_exponent']:g} beyond (Spearman against SIGNAL {fitted['intensity_spearman']:.3f})")
     echo(f"→ {output}")
     return spec
