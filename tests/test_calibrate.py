@@ -5,7 +5,6 @@ import os
 import numpy as np
 import pytest
 import yaml
-from test_validate import DATA, _simulated_recording
 
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.physics.range_limit import fit_range_limit as datasheet_fit
@@ -14,6 +13,7 @@ from lidar_fmu.sensors.ouster import read_ouster_metadata
 from lidar_fmu.tools.calibrate import calibrated_spec, fit_detection_width, fit_noise, fit_range_limit
 from lidar_fmu.tools.cli import main
 from lidar_fmu.tools.validate import sensor_spec
+from test_validate import DATA, _simulated_recording
 
 OS1_32 = os.path.join(DATA, "OS-1-32-G_v2.1.1_1024x10")
 

@@ -62,8 +62,7 @@ from numba.extending import register_jitable
 
 from ..documents import shown
 from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
-from .range_limit import (RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params,
-                          range_limit_m)
+from .range_limit import RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params, range_limit_m
 from .weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
     DEFAULT_MIN_RANGE_M,
@@ -331,7 +330,7 @@ def range_sigma_m(range_sigma, range_sigma_per_m, shot_sigma, range_m, reflectiv
     floor = range_sigma + range_sigma_per_m * range_m
     if shot_sigma <= 0.0:
         return floor
-    rho = reflectivity if reflectivity > SHOT_NOISE_MIN_REFLECTIVITY else SHOT_NOISE_MIN_REFLECTIVITY
+    rho = max(SHOT_NOISE_MIN_REFLECTIVITY, reflectivity)
     shot = shot_sigma * (range_m / SHOT_NOISE_REFERENCE_RANGE_M) / math.sqrt(rho)
     return math.sqrt(floor * floor + shot * shot)
 
@@ -593,7 +592,8 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
     bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
     alpha = weather.extinction_per_m if foul and weather is not None else 0.0  # (foul says weather is not None)
     _apply(points, returns.ray_index, returns.intensity_percent, _origins(pattern), pattern.directions, key,
-           np.int64(DETECTION_MODES.index(effects.detection)), np.float64(effects.detection_width), np.int64(code), np.float64(a), np.float64(b), np.float64(c),
+           np.int64(DETECTION_MODES.index(effects.detection)), np.float64(effects.detection_width),
+           np.int64(code), np.float64(a), np.float64(b), np.float64(c),
            np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), alpha, noise.dropout,
            noise.range_sigma_m, noise.range_sigma_per_m, noise.shot_sigma_m, bias, math.radians(noise.angle_sigma_deg),
            WEATHER_OBJECT_ID, np.asarray(effects.intensity_law or (0.0, 1.0, 2.0), np.float64), keep, existence)

@@ -46,6 +46,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,7 @@ DATASHEETS: dict[tuple[str, str], Datasheet] = {
 #: recording OS-1-128_v2.3.0_1024x10_lb_n3 (ouster-sdk test data, 3 frames), min range on the dual-return OS-1-128
 #: recording OS-1-128_767798045_1024x10_20230712_120049 (returns from 0.04 m), the intensity law on the SIGNAL of
 #: OS-1-32-G_v2.1.1_1024x10 (the one shared recording with SIGNAL).
-FITTED: dict[tuple[str, str], dict] = {
+FITTED: dict[tuple[str, str], dict[str, Any]] = {
     ("OS1", "rev6"): {
         "min_range_m": 0.039,
         "max_range_m": 249.4,
@@ -248,7 +249,7 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
     figures fitted on real recordings of its line (:data:`FITTED`)."""
     unit = unit_figures(cal)
     sheet = unit.datasheet
-    spec = {
+    spec: dict[str, Any] = {
         "ouster_metadata": source,
         "description": f"Ouster {cal.prod_line}, {unit.why}; {sheet.source}" + (f"; {sheet.assumed}" if sheet.assumed
                                                                                  else ""),

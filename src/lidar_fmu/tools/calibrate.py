@@ -11,9 +11,11 @@ From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``
   need the most nearly equal A; A is the smallest that leaves at most :data:`BEYOND_FRACTION` of each
   reflectivity band's returns beyond r_L (validate's bands). Where the law so fitted falls short of the
   datasheet's own 10 % range, the scene and not the unit bounded the returns (a room): the unit's resolved
-  law (:func:`~lidar_fmu.sensors.ouster.unit_spec`) stays. Min/max range likewise only widen the datasheet's. With it goes ``detection: logistic`` (the soft
-  edge, :mod:`lidar_fmu.physics.effects`) at the default width: one frame cannot tell a pixel's detection
-  probability, so the width is not fitted here.
+  law (:func:`~lidar_fmu.sensors.ouster.unit_spec`) stays. Min/max range likewise only widen the resolved ones.
+- **the detection edge**: ``detection: logistic`` (:mod:`lidar_fmu.physics.effects`) with its width w by
+  maximum likelihood (:func:`fit_detection_width`): each odd-column pixel whose two same-beam neighbours return
+  and agree is one draw of P(r / r_L(ρ)) at their range and REFLECTIVITY. Too few pixels near r_L: the
+  resolved width stays.
 - **the intensity law** (``intensity_law``, :func:`lidar_fmu.physics.range_limit.intensity_law_percent`), where
   the recording has SIGNAL: the reference range and exponents whose intensity of the unit's own REFLECTIVITY and
   RANGE ranks its SIGNAL best (Spearman), on a grid.
@@ -24,8 +26,9 @@ From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``
   least squares, both ≥ 0. Surface shape still adds to the residual, more with range: the fit is an upper
   bound of the unit's noise, as validate's figures are.
 
-Pixels: the noise fit and the range figures use every column, and validate compares on the odd columns, so
-they share pixels; six numbers fitted from 10⁴–10⁵ pixels cannot follow any one of them.
+Pixels: the fits use every frame's pixels (the edge: odd columns; noise and ranges: every column), and validate
+compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
+10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
 
 The spec written is the unit's own resolution (:func:`lidar_fmu.sensors.ouster.unit_spec`: its rays from the
 metadata) with the fitted keys in place of the datasheet's, and ``noise: physical``: a calibrated unit is
@@ -44,8 +47,16 @@ from ..physics.effects import DETECTION_WIDTH, SHOT_NOISE_MIN_REFLECTIVITY, SHOT
 from ..physics.range_limit import RangeReflectivityLimit
 from ..sensors.ouster import OusterCalibration, OusterMetadataError, read_ouster_metadata, unit_figures, unit_spec
 from .recording import Recording, read_recording
-from .validate import (MAX_JUMP, MIN_SAMPLES, REFLECTIVITY_BANDS, chord_residual_image, pixel_rays, robust_sigma,
-                       spearman, unit_reflectivity)
+from .validate import (
+    MAX_JUMP,
+    MIN_SAMPLES,
+    REFLECTIVITY_BANDS,
+    chord_residual_image,
+    pixel_rays,
+    robust_sigma,
+    spearman,
+    unit_reflectivity,
+)
 
 #: fraction of a reflectivity band's returns the fitted r_L may leave beyond it (validate's target is 2 %)
 BEYOND_FRACTION = 0.01
@@ -288,7 +299,7 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
     echo(f"{fitted['returns']:,} returns: range {spec['min_range_m']:g}–{spec['max_range_m']:g} m; {law}; noise σ0 "
          f"{noise['range_sigma_m'] * 100:.2f} cm, shot {noise['shot_sigma_m'] * 100:.3f} cm (ρ = 1 at 10 m); "
          f"detection edge width {spec['detection_width']:g}"
-         f"{'' if fitted['edge']['fitted'] else ' (the unit's resolved width: too few pixels near r_L to fit it)'}")
+         f"{'' if fitted['edge']['fitted'] else ' (as resolved: too few pixels near r_L to fit it)'}")
     if "intensity_law" in spec and fitted["intensity_spearman"] is not None:
         law = spec["intensity_law"]
         echo(f"intensity: 100·ρ·(r/{law['reference_range_m']:g} m)^{law['near_exponent']:g} inside, "
