@@ -71,6 +71,8 @@ def test_calibrated_spec_keeps_the_returns_within_its_limits_and_loads_everywher
     sensor = load_sensor(str(out))
     assert sensor.effects.noise is not None and sensor.effects.noise.shot_sigma_m > 0
     assert len(sensor.pattern) == cal.beams * cal.columns
+    recording = _simulated_recording(cal, metadata, spec=str(out))  # scans a room with every fitted key
+    assert np.count_nonzero(recording.images["range_mm"]) > 10_000
     model = OsiSensorModel(sensor=str(out))
     assert model.lidars[0].sensor.effects.detection == "logistic"
 
