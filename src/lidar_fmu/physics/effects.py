@@ -25,15 +25,27 @@ returns come back to the host anyway):
    datasheet gives it): P falls from 0.9 at r_L to 0.29 at 1.2·r_L and 0.05 at
    1.4·r_L, and is 0.9999+ inside 0.8·r_L. The physics pass then keeps returns
    up to :data:`STRETCH`·r_L (where P < 10⁻³) and this pass draws each one.
+   ``"logistic"``: the soft edge the real units show (pixels that come and go
+   from frame to frame sit well inside the farthest returns), a logistic in
+   log range, ``P(x) = 1 / (1 + 19 · x^(1/w))`` with x = r / r_L: P = 0.05 at
+   r_L (r_L is then the range that only 5 % of a surface's returns pass, what
+   ``lidar-fmu calibrate`` fits), 0.5 at x = 19^(−w) and → 1 inside. ``w`` is
+   the spec key ``detection_width`` (default :data:`DETECTION_WIDTH`).
    OSI ``existence_probability`` is P (1 under ``threshold``).
 2. **Dropout** (``noise.dropout``): each return is lost with that probability.
 3. **Noise** (spec key ``noise``, off when absent): range noise along the ray,
-   N(0, σ) with ``σ = range_sigma_m + range_sigma_per_m · r`` (Rmagine's
-   relative Gaussian), plus a per-beam bias N(0, ``laser_bias_sigma_m``) drawn
+   N(0, σ) with ``σ² = (range_sigma_m + range_sigma_per_m · r)² + σ_shot²``
+   (the first term Rmagine's relative Gaussian), ``σ_shot = shot_sigma_m ·
+   (r / 10 m) / √ρ`` the shot-noise-limited timing of the echo (see
+   :func:`range_sigma_m`), plus a per-beam bias N(0, ``laser_bias_sigma_m``) drawn
    once per sensor from the seed (BlenSor's per-laser noise); the point stays
    on its ray. ``angle_sigma_deg`` turns the direction by a Gaussian angle
    orthogonal to the ray (the VTK scanner's orthogonal noise). ``"noise":
-   "datasheet"`` uses the preset's ``range_accuracy_m`` as σ.
+   "datasheet"`` uses the preset's ``range_accuracy_m`` as σ; ``"noise":
+   "physical"`` the unit's fitted ``range_noise: {range_sigma_m, shot_sigma_m}``
+   (an Ouster unit's metadata resolves with them, ``lidar-fmu calibrate`` fits
+   them); ``noise: true`` is ``physical`` where the spec has ``range_noise``,
+   else ``datasheet``.
 
 **Reproducible.** Every random number is a hash of (seed, frame counter, ray
 index, draw), never the clock: the same inputs give the same bytes, frame
@@ -50,7 +62,7 @@ from numba.extending import register_jitable
 
 from ..documents import shown
 from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
-from .range_limit import RangeReflectivityLimit, intensity_percent, limit_params, range_limit_m
+from .range_limit import RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params, range_limit_m
 from .weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
     DEFAULT_MIN_RANGE_M,
@@ -73,7 +85,14 @@ Z_90 = 1.2815515655446004
 SNR_AT_LIMIT = 6.0
 #: the physics pass keeps returns up to this many r_L under probabilistic detection: P(2) < 10⁻³
 STRETCH = 2.0
-DETECTION_MODES = ("threshold", "probabilistic")
+DETECTION_MODES = ("threshold", "probabilistic", "logistic")
+#: default width w of the logistic edge in log range: P = 0.5 at 19^(−w) = 0.73 r_L, where the pixels that flicker
+#: between frames of the OS-1-128 recording lie (median 0.73 of r_L; docs/validation.md)
+DETECTION_WIDTH = 0.107
+#: ρ below which the shot-noise term stops growing: the darkest REFLECTIVITY a unit reports (1 %) halved
+SHOT_NOISE_MIN_REFLECTIVITY = 0.005
+#: range (m) at which ``shot_sigma_m`` is the shot-noise σ of a ρ = 1 surface
+SHOT_NOISE_REFERENCE_RANGE_M = 10.0
 
 #: draw numbers of echo e of a ray start at e × this (above every draw below)
 _ECHO_DRAW_STRIDE = 16
@@ -95,6 +114,7 @@ class Noise:
     angle_sigma_deg: float = 0.0
     dropout: float = 0.0
     seed: int = 0
+    shot_sigma_m: float = 0.0  # shot-noise σ of a ρ = 1 echo at 10 m (:func:`range_sigma_m`)
 
 
 @dataclass(frozen=True)
@@ -104,10 +124,13 @@ class Effects:
     noise: Noise | None = None
     detection: str = "threshold"
     weather: Weather | None = None  # None: the spec sets none (the FMU then reads the SensorView's)
+    detection_width: float = DETECTION_WIDTH  # w of the logistic edge (``detection: logistic``)
+    #: (r₀ m, a, b) of :func:`~lidar_fmu.physics.range_limit.intensity_law_percent`; None: the physics pass's law
+    intensity_law: tuple[float, float, float] | None = None
 
     @property
     def active(self) -> bool:
-        return (self.noise is not None or self.detection != "threshold"
+        return (self.noise is not None or self.detection != "threshold" or self.intensity_law is not None
                 or (self.weather is not None and not self.weather.clear))
 
     @property
@@ -115,7 +138,39 @@ class Effects:
         return self.noise.seed if self.noise is not None else 0
 
 
-_NOISE_KEYS = {"range_sigma_m", "range_sigma_per_m", "laser_bias_sigma_m", "angle_sigma_deg", "dropout", "seed"}
+_NOISE_KEYS = {"range_sigma_m", "range_sigma_per_m", "laser_bias_sigma_m", "angle_sigma_deg", "dropout", "seed",
+               "shot_sigma_m"}
+#: keys of a spec's ``range_noise`` (a unit's fitted noise figures, what ``noise: physical`` takes)
+RANGE_NOISE_KEYS = ("range_sigma_m", "shot_sigma_m")
+
+
+def _physical_noise(spec: dict) -> dict:
+    figures = spec.get("range_noise")
+    if figures is None:
+        raise EffectsError("noise: 'physical' needs the unit's fitted range_noise: {range_sigma_m, shot_sigma_m} "
+                           "(an Ouster unit's metadata has them; lidar-fmu calibrate fits them)")
+    if not isinstance(figures, dict) or set(figures) - set(RANGE_NOISE_KEYS):
+        raise EffectsError(f"range_noise must be a mapping of {', '.join(RANGE_NOISE_KEYS)}, got {shown(figures)}")
+    return dict(figures)
+
+
+#: keys of a spec's ``intensity_law``
+INTENSITY_LAW_KEYS = ("reference_range_m", "near_exponent", "far_exponent")
+
+
+def _intensity_law(spec: dict) -> tuple[float, float, float] | None:
+    law = spec.get("intensity_law")
+    if law is None:
+        return None
+    if not isinstance(law, dict) or set(law) != set(INTENSITY_LAW_KEYS):
+        raise EffectsError(f"intensity_law must be a mapping of {', '.join(INTENSITY_LAW_KEYS)}, got {shown(law)}")
+    values = []
+    for key, (lo, hi) in zip(INTENSITY_LAW_KEYS, ((0.01, 1000.0), (0.0, 6.0), (0.0, 6.0))):
+        value = law[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            raise EffectsError(f"intensity_law.{key} must be a number in {lo:g} … {hi:g}, got {shown(value)}")
+        values.append(float(value))
+    return values[0], values[1], values[2]
 
 
 def parse_effects(spec: dict) -> Effects:
@@ -124,20 +179,29 @@ def parse_effects(spec: dict) -> Effects:
     detection = spec.get("detection", "threshold")
     if detection not in DETECTION_MODES:
         raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {shown(detection)}")
+    width = spec.get("detection_width", DETECTION_WIDTH)
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0.005 <= width <= 1.0:
+        raise EffectsError(f"detection_width is the logistic edge's width in log range, a number in 0.005 … 1, "
+                           f"got {shown(width)}")
     try:
         weather = parse_weather(spec.get("weather"))
     except WeatherError as exc:
         raise EffectsError(f"weather: {exc}") from None
+    law = _intensity_law(spec)
     noise = spec.get("noise")
-    if noise is None:
-        return Effects(None, detection, weather)
-    if noise == "datasheet":
+    if noise is None or noise is False:
+        return Effects(None, detection, weather, float(width), law)
+    if noise is True:
+        noise = "physical" if spec.get("range_noise") is not None else "datasheet"
+    if noise == "physical":
+        noise = _physical_noise(spec)
+    elif noise == "datasheet":
         accuracy = spec.get("range_accuracy_m")
         if accuracy is None:
             raise EffectsError("noise: 'datasheet' needs the sensor's range_accuracy_m (a preset's datasheet value)")
         noise = {"range_sigma_m": accuracy}
     if not isinstance(noise, dict):
-        raise EffectsError(f"noise must be 'datasheet' or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
+        raise EffectsError(f"noise must be 'physical', 'datasheet', true or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
                            f"got {shown(noise)}")
     unknown = set(noise) - _NOISE_KEYS
     if unknown:
@@ -153,7 +217,7 @@ def parse_effects(spec: dict) -> Effects:
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {shown(seed)}")
-    return Effects(Noise(seed=int(seed), **values), detection, weather)
+    return Effects(Noise(seed=int(seed), **values), detection, weather, float(width), law)
 
 
 # ----------------------------------------------------------------------------- random numbers
@@ -241,6 +305,36 @@ def detection_probability(x):
     return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
 
+@register_jitable(inline="always")
+def logistic_detection_probability(x, width):
+    """P(detected) of a return at x = r / r_L under the logistic edge (module doc): 0.05 at x = 1, 0.5 at
+    x = 19^(−width), → 1 inside."""
+    if x <= 0.0:
+        return 1.0
+    z = math.log(x) / width + math.log(19.0)
+    if z > 700.0:  # exp overflows; P is 0 to double precision
+        return 0.0
+    return 1.0 / (1.0 + math.exp(z))
+
+
+@register_jitable(inline="always")
+def range_sigma_m(range_sigma, range_sigma_per_m, shot_sigma, range_m, reflectivity):
+    """Range noise σ (m) of one echo: a floor (``range_sigma + range_sigma_per_m · r``, the unit's timing jitter
+    and calibration) and the shot-noise-limited timing of the echo, added in quadrature.
+
+    A peak or threshold detector times an echo of rise time τ to σ_t ≈ τ / √SNR (Skolnik, *Introduction to Radar
+    Systems*, 3rd ed., 2001, §6.3: δT = 1 / (B √(2E/N₀))), so σ_r = c·σ_t/2 ∝ 1/√SNR; shot-noise limited, SNR is
+    the echo's photo-electron count, ∝ ρ·cos θ / r² for an extended Lambertian target (the range equation, as
+    :mod:`lidar_fmu.physics.range_limit` models it). Hence σ_shot = ``shot_sigma`` · (r / 10 m) / √ρ, ρ the echo's
+    Lambertian-equivalent reflectivity (ρ0·cos θ), floored at :data:`SHOT_NOISE_MIN_REFLECTIVITY`."""
+    floor = range_sigma + range_sigma_per_m * range_m
+    if shot_sigma <= 0.0:
+        return floor
+    rho = max(SHOT_NOISE_MIN_REFLECTIVITY, reflectivity)
+    shot = shot_sigma * (range_m / SHOT_NOISE_REFERENCE_RANGE_M) / math.sqrt(rho)
+    return math.sqrt(floor * floor + shot * shot)
+
+
 def laser_bias_m(noise: Noise, beams: int) -> np.ndarray:
     """(beams,) float64 per-beam range bias, drawn once from the seed (frame-independent, as a unit's)."""
     return _laser_bias(np.uint64(noise.seed), beams, noise.laser_bias_sigma_m)
@@ -259,14 +353,16 @@ def _laser_bias(seed, beams, sigma):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _apply(points, ray_index, intensity, origins, directions, key, probabilistic, limit_code, limit_a,
-           limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, alpha_per_m, dropout, range_sigma,
-           range_sigma_per_m, bias, angle_sigma_rad, weather_id, keep, existence):
+def _apply(points, ray_index, intensity, origins, directions, key, detection_code, detection_width, limit_code,
+           limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max, alpha_per_m, dropout, range_sigma,
+           range_sigma_per_m, shot_sigma, bias, angle_sigma_rad, weather_id, intensity_law, keep, existence):
     """Decide and perturb every return in place; ``keep[k]``: it survives, ``existence[k]``: its P.
 
-    ``key``: the frame's :func:`frame_key`. Weather echoes (``object_id == weather_id``) come with their
+    ``key``: the frame's :func:`frame_key`; ``detection_code``: the index of :data:`DETECTION_MODES`;
+    ``intensity_law``: (r₀, a, b) of the unit's intensity law, r₀ = 0 for none. Weather echoes (``object_id == weather_id``) come with their
     extinction and detection decided (:func:`~lidar_fmu.physics.weather.clutter_return`): they meet only dropout and
     noise here."""
+    probabilistic = detection_code != 0
     for k in prange(points.shape[0]):  # each return's draws depend on its ray alone: any order, same bytes
         ray = ray_index[k]
         # a ray's second echo draws numbers of its own (its first draws as a single-echo sensor's would)
@@ -285,10 +381,17 @@ def _apply(points, ray_index, intensity, origins, directions, key, probabilistic
                 continue
         else:
             rho = points[k]["reflectivity"]
+        if intensity_law[0] > 0.0 and not saturated:
+            intensity[k] = intensity_law_percent(rho, r, intensity_law[0], intensity_law[1], intensity_law[2])
         if probabilistic and not saturated:  # a saturated retroreflector is never a marginal echo
             limit = range_limit_m(limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                                   rho)
-            p = detection_probability(r / limit) if limit > 0.0 else 0.0
+            if limit <= 0.0:
+                p = 0.0
+            elif detection_code == 2:
+                p = logistic_detection_probability(r / limit, detection_width)
+            else:
+                p = detection_probability(r / limit)
             existence[k] = p
             if draw_uniform(key, ray, _DRAW_DETECT + echo_draws) >= p:
                 keep[k] = False
@@ -296,7 +399,7 @@ def _apply(points, ray_index, intensity, origins, directions, key, probabilistic
         if dropout > 0.0 and draw_uniform(key, ray, _DRAW_DROP + echo_draws) < dropout:
             keep[k] = False
             continue
-        sigma = range_sigma + range_sigma_per_m * r
+        sigma = range_sigma_m(range_sigma, range_sigma_per_m, shot_sigma, r, rho)
         dr = bias[points[k]["beam_id"]] if bias.shape[0] > points[k]["beam_id"] else 0.0
         if sigma > 0.0:
             dr += sigma * draw_normal(key, ray, _DRAW_RANGE + echo_draws)
@@ -489,10 +592,11 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
     bias = laser_bias_m(noise, int(pattern.beam_id.max()) + 1) if noise.laser_bias_sigma_m > 0 else np.zeros(0)
     alpha = weather.extinction_per_m if foul and weather is not None else 0.0  # (foul says weather is not None)
     _apply(points, returns.ray_index, returns.intensity_percent, _origins(pattern), pattern.directions, key,
-           effects.detection == "probabilistic", np.int64(code), np.float64(a), np.float64(b), np.float64(c),
+           np.int64(DETECTION_MODES.index(effects.detection)), np.float64(effects.detection_width),
+           np.int64(code), np.float64(a), np.float64(b), np.float64(c),
            np.float64(tail_refl), np.float64(tail_m), np.float64(limit_max), alpha, noise.dropout,
-           noise.range_sigma_m, noise.range_sigma_per_m, bias, math.radians(noise.angle_sigma_deg),
-           WEATHER_OBJECT_ID, keep, existence)
+           noise.range_sigma_m, noise.range_sigma_per_m, noise.shot_sigma_m, bias, math.radians(noise.angle_sigma_deg),
+           WEATHER_OBJECT_ID, np.asarray(effects.intensity_law or (0.0, 1.0, 2.0), np.float64), keep, existence)
     if keep.all():
         return Returns(points, returns.ray_index, returns.intensity_percent), existence
     kept = int(np.count_nonzero(keep))
@@ -504,4 +608,5 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
 
 
 __all__ = ["Effects", "EffectsError", "Noise", "apply_effects", "detection_probability", "draw_normal",
+           "logistic_detection_probability", "range_sigma_m",
            "draw_uniform", "inverse_normal_cdf", "frame_key", "parse_effects", "stretched_limit", "uniform"]

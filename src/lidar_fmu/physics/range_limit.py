@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
 from ..errors import LidarFmuError
 
@@ -393,4 +394,20 @@ def intensity_percent(reflectivity, range_m):
     scale = INTENSITY_REFERENCE_RANGE_M / (range_m if range_m > INTENSITY_REFERENCE_RANGE_M  # noqa: FURB136
                                            else INTENSITY_REFERENCE_RANGE_M)
     percent = 100.0 * (reflectivity * scale * scale)
+    return percent if percent < 100.0 else 100.0  # noqa: FURB136
+
+
+@register_jitable(inline="always")
+def intensity_law_percent(reflectivity, range_m, reference_range_m, near_exponent, far_exponent):
+    """OSI ``intensity`` (%) under a unit's fitted law (spec key ``intensity_law``): 100·ρ·(r / r₀)^a inside the
+    reference range r₀, 100·ρ·(r₀ / r)^b beyond, clipped to 100 %.
+
+    Beyond r₀ the range equation's ρ/r² (b = 2 for an extended target); inside it a real unit's SIGNAL still rises
+    with range (a > 0), as the near-field overlap of a bistatic receiver lets less of a near echo in (the overlap
+    function of e.g. Hahner et al. 2021, the fog model's). :func:`intensity_percent` is the case r₀ = 10 m,
+    a = 0, b = 2."""
+    x = range_m / reference_range_m
+    if x <= 0.0:
+        return 100.0 * reflectivity if reflectivity < 1.0 else 100.0
+    percent = 100.0 * reflectivity * (x ** near_exponent if x < 1.0 else x ** -far_exponent)
     return percent if percent < 100.0 else 100.0  # noqa: FURB136

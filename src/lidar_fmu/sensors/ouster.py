@@ -41,10 +41,12 @@ one line (:class:`OusterMetadataError`).
 """
 from __future__ import annotations
 
+import copy
 import os
 import re
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -147,6 +149,28 @@ DATASHEETS: dict[tuple[str, str], Datasheet] = {
     ("OS2", "rev7"): Datasheet(_REV7 + ", OS2", 0.8, 350.0, ((0.10, 200.0), (0.80, 350.0)), 0.025, 865.0,
                                _REV7_MAX + "; " + _TABLE),
 }
+#: what ``lidar-fmu calibrate`` fitted on the shared recordings (docs/validation.md), by (line, generation): they
+#: replace the datasheet's figures where a unit's returns show them (r_L of dark surfaces, nearest and farthest
+#: returns) and add what no datasheet gives (noise σ(r, ρ), the detection edge, the intensity law). OS1 Rev 06
+#: (also Rev C and D, which take the Rev 06 datasheet): r_L, edge, noise and max range fitted on the OS-1-128
+#: recording OS-1-128_v2.3.0_1024x10_lb_n3 (ouster-sdk test data, 3 frames), min range on the dual-return OS-1-128
+#: recording OS-1-128_767798045_1024x10_20230712_120049 (returns from 0.04 m), the intensity law on the SIGNAL of
+#: OS-1-32-G_v2.1.1_1024x10 (the one shared recording with SIGNAL).
+FITTED: dict[tuple[str, str], dict[str, Any]] = {
+    ("OS1", "rev6"): {
+        "min_range_m": 0.039,
+        "max_range_m": 249.4,
+        "range_reflectivity": {"pairs": [[0.005, 18.947], [1.0, 110.805]], "fit": "root3"},
+        "detection": "logistic",
+        "detection_width": 0.0491,
+        "range_noise": {"range_sigma_m": 0.00489, "shot_sigma_m": 0.001916},
+        "intensity_law": {"reference_range_m": 12.0, "near_exponent": 0.5, "far_exponent": 2.0},
+    },
+}
+_FITTED_ON = ("r_L, detection edge, noise and max range fitted by lidar-fmu calibrate on the OS-1-128 recording "
+              "OS-1-128_v2.3.0_1024x10_lb_n3, min range on OS-1-128_767798045_1024x10_20230712_120049, intensity law on "
+              "the SIGNAL of OS-1-32-G_v2.1.1_1024x10")
+
 #: the product lines of ``prod_line`` (``OS-1-128``, ``OS-DOME-64``, ``OS-0-32-G``, …) → our line names
 LINES = {"0": "OS0", "1": "OS1", "2": "OS2", "DOME": "OSDome"}
 _PROD_LINE = re.compile(r"OS-?(0|1|2|DOME)-(\d+)(?:-[A-Z]+)?", re.IGNORECASE)
@@ -221,10 +245,11 @@ OS1_BEAM_DIAMETER_M = 0.010
 
 def unit_spec(cal: OusterCalibration, source: str) -> dict:
     """A sensor spec (the keys a spec file uses) for the unit of ``cal``, read from ``source``: its rays from the
-    metadata, its range figures from its line's datasheet (:func:`unit_figures`)."""
+    metadata, its range figures from its line's datasheet (:func:`unit_figures`), and where we have them the
+    figures fitted on real recordings of its line (:data:`FITTED`)."""
     unit = unit_figures(cal)
     sheet = unit.datasheet
-    spec = {
+    spec: dict[str, Any] = {
         "ouster_metadata": source,
         "description": f"Ouster {cal.prod_line}, {unit.why}; {sheet.source}" + (f"; {sheet.assumed}" if sheet.assumed
                                                                                  else ""),
@@ -238,6 +263,12 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
         "range_accuracy_m": sheet.range_accuracy_m,
         "range_reflectivity": {"pairs": [list(pair) for pair in sheet.pairs], "fit": "log"},
     }
+    fitted = FITTED.get((unit.line, unit.generation))
+    if fitted is not None:
+        spec |= copy.deepcopy(fitted)
+        spec["description"] += f"; {_FITTED_ON}"
+        if cal.min_range_threshold_cm is not None:  # the unit's own setting still wins
+            spec["min_range_m"] = cal.min_range_threshold_cm / 100.0
     if unit.line == "OS1":
         divergence = OS1_128_DIVERGENCE_MRAD if unit.channels == 128 else OS1_16_64_DIVERGENCE_MRAD
         spec |= {"beam_divergence_mrad": list(divergence), "beam_diameter_m": OS1_BEAM_DIAMETER_M}

@@ -49,7 +49,7 @@ KNOWN_KEYS = {
     "angle_pairs_deg", "pinhole",
     "min_range_m", "max_range_m", "wavelength_nm", "frame_rate_hz", "firing_interval_s",
     "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
-    "noise", "detection", "range_accuracy_m", "weather",
+    "noise", "detection", "detection_width", "range_noise", "intensity_law", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
@@ -114,9 +114,9 @@ class Sensor:
 
     @functools.cached_property
     def physics_range_limit(self) -> RangeReflectivityLimit | None:
-        """The limit the physics pass keeps returns within: ``range_limit``, stretched under probabilistic
-        detection so that :func:`~lidar_fmu.physics.effects.apply_effects` can draw the returns just beyond it."""
-        if self.range_limit is None or self.effects.detection != "probabilistic":
+        """The limit the physics pass keeps returns within: ``range_limit``, stretched under probabilistic or
+        logistic detection so that :func:`~lidar_fmu.physics.effects.apply_effects` can draw the returns just beyond it."""
+        if self.range_limit is None or self.effects.detection == "threshold":
             return self.range_limit
         return stretched_limit(self.range_limit)
 

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from ..errors import LidarFmuError, UserError
+from .calibrate_command import add_calibrate
 from .validate_command import add_validate
 
 EXIT_BUG = 1
@@ -580,7 +581,7 @@ def _add_soak(sub) -> None:
 
 #: each sub-command's parser, in the order ``lidar-fmu -h`` lists them
 _COMMANDS = (_add_scan, _add_replay, _add_sweep, _add_demo, _add_build, _add_figures, _add_presets, _add_bench,
-             _add_soak, add_validate)
+             _add_soak, add_validate, add_calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -184,8 +184,10 @@ def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, du
     return resolved
 
 
-def _chord_residual(rays: PixelRays, range_m: np.ndarray, step: int, max_jump: float) -> tuple[np.ndarray, np.ndarray]:
-    """(range, residual) of every pixel against the line through its same-beam neighbours ``step`` columns away.
+def chord_residual_image(rays: PixelRays, range_m: np.ndarray, step: int,
+                         max_jump: float) -> tuple[np.ndarray, np.ndarray]:
+    """(residual, ok) images: every pixel's range against the line through its same-beam neighbours ``step``
+    columns away, and where that counts.
 
     The residual is measured along the pixel's own ray: where that ray passes closest to the line through the
     neighbours' points, minus its range. Only triples of one surface (the ``max_jump`` rule) count.
@@ -202,7 +204,12 @@ def _chord_residual(rays: PixelRays, range_m: np.ndarray, step: int, max_jump: f
     with np.errstate(invalid="ignore", divide="ignore"):
         t = (b_ * e_ - c_ * d_) / (a_ * c_ - b_ * b_)
     residual = range_m - (t + rays.beam_origin_m)
-    ok &= np.isfinite(residual)
+    return residual, ok & np.isfinite(residual)
+
+
+def _chord_residual(rays: PixelRays, range_m: np.ndarray, step: int, max_jump: float) -> tuple[np.ndarray, np.ndarray]:
+    """(range, residual) of the pixels :func:`chord_residual_image` counts."""
+    residual, ok = chord_residual_image(rays, range_m, step, max_jump)
     return range_m[ok], residual[ok]
 
 
@@ -401,6 +408,13 @@ def _fraction(a: int, b: int) -> float | None:
     return a / b if b else None
 
 
+def unit_reflectivity(reflectivity_percent: np.ndarray) -> np.ndarray:
+    """ρ (0–1) of the unit's REFLECTIVITY (whole percent): 0 is below 0.5 %, taken as 0.5 %; retroreflectors
+    (above 100) as 1."""
+    refl = np.asarray(reflectivity_percent, np.float64)
+    return np.clip(np.maximum(refl, 0.5), 0.0, 100.0) / 100.0
+
+
 def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
     """Real first returns beyond our r_L(ρ) per reflectivity band, and outside our min/max range (every sent
     pixel of every frame)."""
@@ -410,7 +424,7 @@ def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
     valid = (rng > 0) & sent
     rng, refl = rng[valid], refl[valid]
     limit = sensor.range_limit
-    r_l = limit.max_range_m_for(np.minimum(refl, 100.0) / 100.0) if limit is not None else np.full(len(rng), np.inf)
+    r_l = limit.max_range_m_for(unit_reflectivity(refl)) if limit is not None else np.full(len(rng), np.inf)
     bands = []
     for lo, hi in zip(REFLECTIVITY_BANDS[:-1], REFLECTIVITY_BANDS[1:]):
         band = (refl >= lo) & (refl < hi)

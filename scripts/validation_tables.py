@@ -1,0 +1,78 @@
+"""The before / after tables of docs/validation.md from ``lidar-fmu validate -o`` folders.
+
+    python scripts/validation_tables.py BEFORE_DIR SHIPPED_DIR CALIBRATED_DIR
+
+Each DIR holds ``lb_n3/``, ``dual/`` and ``os32/``, each a ``validation.json``; prints one markdown table of
+the figures issue targets name, a column per recording and run, and the noise σ per range band."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+RECORDINGS = (("lb_n3", "OS-1-128 lb_n3"), ("dual", "OS-1-128 dual"), ("os32", "OS-1-32-G"))
+RUNS = ("before", "shipped", "calibrated")
+
+
+def _pct(x):
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
+def _cm(x):
+    return "–" if x is None else f"{100 * x:.2f}"
+
+
+def rows(r):
+    a = r["agreement"]
+    limit = r["range_limit"]
+    bands = [b for b in limit["bands"] if not b["reflectivity"].startswith("101")]
+    spear = r["intensity_spearman"]
+    second = r.get("second_return")
+    edge = r["abs_delta_away_from_edges"]
+    return {
+        "real returns we find (≥ 97 %)": _pct(a["real_returns_found"]),
+        "our returns the unit lacks (≤ 1 %)": _pct(a["sim_returns_unit_lacks"]),
+        "per-beam valid fraction, max abs diff (≤ 3 points)": f"{r['per_beam_valid']['max_abs_difference_points']:.1f}",
+        "\\|Δr\\| median / p90 away from edges, cm (≤ 3 / ≤ 12)": f"{_cm(edge['median_m'])} / {_cm(edge['p90_m'])}",
+        "range bias, mm (± 5)": f"{1000 * r['range_bias_unit_convention_m']:+.1f}",
+        "real returns below min / above max range (0)": f"{limit['below_min_range']} / {limit['above_max_range']}",
+        "beyond r_L, REFL 0–4 / 5–9 / 10–19 / 20–49 / 50–100 (≤ 2 % each)":
+            " / ".join(f"{100 * b['fraction']:.1f}" if b["fraction"] is not None else "–" for b in bands),
+        "Spearman our intensity / reflectivity vs SIGNAL (≥ 0.7, intensity above)":
+            (f"{spear['our_intensity_vs_signal']:.2f} / {spear['our_reflectivity_vs_signal']:.2f}"
+             if "our_intensity_vs_signal" in spear else "–"),
+        "Spearman our intensity vs REFLECTIVITY": f"{spear['our_intensity_vs_reflectivity']:.2f}",
+        "second returns, unit vs ours, covered pixels (± 30 %)":
+            f"{_pct(second['real_fraction_covered'])} vs {_pct(second['sim_fraction_covered'])}" if second else "–",
+    }
+
+
+def main(dirs):
+    results = {run: {key: json.load(open(os.path.join(d, key, "validation.json"), encoding="utf-8"))
+                     for key, _ in RECORDINGS} for run, d in zip(RUNS, dirs)}
+    header = [f"{name}: {run}" for _, name in RECORDINGS for run in RUNS]
+    print("| figure (target) | " + " | ".join(header) + " |")
+    print("|---" * (len(header) + 1) + "|")
+    table = {(key, run): rows(results[run][key]) for key, _ in RECORDINGS for run in RUNS}
+    for figure in table["lb_n3", "before"]:
+        print(f"| {figure} | " + " | ".join(table[key, run][figure] for key, _ in RECORDINGS for run in RUNS) + " |")
+    print()
+    print("| range band | " + " | ".join(f"{name}: unit / {run}" for _, name in RECORDINGS for run in RUNS) + " |")
+    print("|---" * (len(header) + 1) + "|")
+    for i, band in enumerate(results["before"]["lb_n3"]["noise_bands"][:-1]):
+        cells = []
+        for key, _ in RECORDINGS:
+            for run in RUNS:
+                b = results[run][key]["noise_bands"][i]
+                cells.append(f"{_cm(b['real_sigma_m'])} / {_cm(b['sim_sigma_m'])}" if b["real_sigma_m"] else "–")
+        print(f"| {band['band_m']} m | " + " | ".join(cells) + " |")
+    print()
+    print("| range band | unit | " + " | ".join(RUNS) + " |")
+    print("|---" * (len(RUNS) + 2) + "|")
+    for i, band in enumerate(results["before"]["lb_n3"]["noise_frame_to_frame"]["bands"][1:-1], start=1):
+        cells = [_cm(results[run]["lb_n3"]["noise_frame_to_frame"]["bands"][i]["sim_sigma_m"]) for run in RUNS]
+        print(f"| {band['band_m']} m | {_cm(band['real_sigma_m'])} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:4])

@@ -1,0 +1,308 @@
+"""``lidar-fmu calibrate``: what a unit's datasheet does not say, fitted from its own recording(s).
+
+From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``.pcap`` or its extracted
+``.npz``, and the unit's metadata JSON) it fits, over every sent pixel of every frame:
+
+- **min / max range**: the unit's nearest and farthest real return (RANGE, the unit's convention), widened by
+  :data:`RANGE_MARGIN` so that the returns themselves lie inside.
+- **the range–reflectivity limit** r_L(ρ) = A·ρ^(1/n) (``range_reflectivity`` with fit ``root2``, ``root3`` or
+  ``root4``; ρ = REFLECTIVITY / 100, 0 taken as 0.5 %: the unit rounds to whole percent). The exponent is the
+  one under which the dark reflectivities (below 20 %, where the limit and not the scene bounds the returns)
+  need the most nearly equal A; A is the smallest that leaves at most :data:`BEYOND_FRACTION` of each
+  reflectivity band's returns beyond r_L (validate's bands). Where the law so fitted falls short of the
+  datasheet's own 10 % range, the scene and not the unit bounded the returns (a room): the unit's resolved
+  law (:func:`~lidar_fmu.sensors.ouster.unit_spec`) stays. Min/max range likewise only widen the resolved ones.
+- **the detection edge**: ``detection: logistic`` (:mod:`lidar_fmu.physics.effects`) with its width w by
+  maximum likelihood (:func:`fit_detection_width`): each odd-column pixel whose two same-beam neighbours return
+  and agree is one draw of P(r / r_L(ρ)) at their range and REFLECTIVITY. Too few pixels near r_L: the
+  resolved width stays.
+- **the intensity law** (``intensity_law``, :func:`lidar_fmu.physics.range_limit.intensity_law_percent`), where
+  the recording has SIGNAL: the reference range and exponents whose intensity of the unit's own REFLECTIVITY and
+  RANGE ranks its SIGNAL best (Spearman), on a grid.
+- **range noise** σ(r, ρ)² = σ0² + (σ_shot · (r / 10 m) / √ρ)² (``range_noise``, the shot-noise model of
+  :func:`lidar_fmu.physics.effects.range_sigma_m`): the chord residual of validate (a pixel's range against
+  the line through its same-beam neighbours, here the adjacent columns, m ± 1, so that surface shape adds
+  least), σ per bin of the signal proxy x = (r / 10 m)² / ρ, and σ² = σ0² + σ_shot²·x fitted to the bins by
+  least squares, both ≥ 0. Surface shape still adds to the residual, more with range: the fit is an upper
+  bound of the unit's noise, as validate's figures are.
+
+Pixels: the fits use every frame's pixels (the edge: odd columns; noise and ranges: every column), and validate
+compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
+10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
+
+The spec written is the unit's own resolution (:func:`lidar_fmu.sensors.ouster.unit_spec`: its rays from the
+metadata) with the fitted keys in place of the datasheet's, and ``noise: physical``: a calibrated unit is
+asked to be as noisy as the real one.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from ..physics.effects import DETECTION_WIDTH, SHOT_NOISE_MIN_REFLECTIVITY, SHOT_NOISE_REFERENCE_RANGE_M
+from ..physics.range_limit import RangeReflectivityLimit
+from ..sensors.ouster import OusterCalibration, OusterMetadataError, read_ouster_metadata, unit_figures, unit_spec
+from .recording import Recording, read_recording
+from .validate import (
+    MAX_JUMP,
+    MIN_SAMPLES,
+    REFLECTIVITY_BANDS,
+    chord_residual_image,
+    pixel_rays,
+    robust_sigma,
+    spearman,
+    unit_reflectivity,
+)
+
+#: fraction of a reflectivity band's returns the fitted r_L may leave beyond it (validate's target is 2 %)
+BEYOND_FRACTION = 0.01
+#: min/max range are the unit's extreme returns widened by this fraction
+RANGE_MARGIN = 0.01
+#: reflectivity bins (unit REFLECTIVITY, percent) the law's exponent is chosen on: below 20 %, where the limit binds
+SHAPE_BINS = ((0, 2), (2, 3), (3, 5), (5, 7), (7, 10), (10, 15), (15, 20))
+#: the exponents n of r_L ∝ ρ^(1/n) tried: extended, line and point targets (the range_reflectivity fits)
+ROOT_FITS = {"root2": 2, "root3": 3, "root4": 4}
+#: the lowest pair written: the unit's darkest whole percent halved (below it r_L follows the root-2 tail)
+LOWEST_PAIR_REFLECTIVITY = SHOT_NOISE_MIN_REFLECTIVITY
+#: widths of the logistic edge tried (log-spaced, 0.01 … 0.5)
+WIDTHS = np.geomspace(0.01, 0.5, 60)
+#: the intensity laws tried (:func:`fit_intensity_law`), and on how many returns at most
+INTENSITY_REFERENCE_RANGES_M = (4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
+INTENSITY_EXPONENTS_NEAR = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+INTENSITY_EXPONENTS_FAR = (1.5, 2.0, 2.5, 3.0)
+INTENSITY_SAMPLES = 20_000
+#: bins of the signal proxy the noise is fitted on
+NOISE_BINS = 12
+
+
+def _returns(recordings: list[Recording]) -> tuple[np.ndarray, np.ndarray]:
+    """(RANGE m, REFLECTIVITY %) of every first return of every sent pixel."""
+    ranges, refls = [], []
+    for recording in recordings:
+        sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
+        rng = recording.images["range_mm"].astype(np.float64) * 1e-3
+        valid = (rng > 0) & sent
+        ranges.append(rng[valid])
+        refls.append(recording.images["reflectivity"].astype(np.float64)[valid])
+    return np.concatenate(ranges), np.concatenate(refls)
+
+
+def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
+                    beyond: float = BEYOND_FRACTION) -> tuple[str, float]:
+    """(fit, A) of r_L = A·ρ^(1/n) (module doc) from real returns; ``beyond``: the fraction each band may leave
+    beyond r_L."""
+    rho = unit_reflectivity(reflectivity_percent)
+    best: tuple[float, str, float] | None = None
+    for fit, n in ROOT_FITS.items():
+        scaled = range_m / rho ** (1.0 / n)  # each return's A: the r_L law through it
+        shape = [np.quantile(scaled[(reflectivity_percent >= lo) & (reflectivity_percent < hi)], 1.0 - beyond)
+                 for lo, hi in SHAPE_BINS
+                 if np.count_nonzero((reflectivity_percent >= lo) & (reflectivity_percent < hi)) >= MIN_SAMPLES]
+        bands = [np.quantile(scaled[(reflectivity_percent >= lo) & (reflectivity_percent < hi)], 1.0 - beyond)
+                 for lo, hi in zip(REFLECTIVITY_BANDS[:-2], REFLECTIVITY_BANDS[1:-1])  # retroreflectors apart
+                 if np.count_nonzero((reflectivity_percent >= lo) & (reflectivity_percent < hi)) >= MIN_SAMPLES]
+        if len(shape) < 2 or not bands:
+            continue
+        spread = float(np.std(np.log(shape)))
+        if best is None or spread < best[0]:
+            best = (spread, fit, float(max(bands)))
+    if best is None:
+        raise UserError("calibrate: too few returns per reflectivity band below 20 % to fit the range–reflectivity "
+                        f"limit (each needs {MIN_SAMPLES})")
+    return best[1], best[2]
+
+
+def fit_noise(recordings: list[Recording], cal: OusterCalibration,
+              max_jump: float = MAX_JUMP) -> tuple[float, float, list[dict[str, Any]]]:
+    """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc)."""
+    rays = pixel_rays(cal)
+    xs, residuals = [], []
+    for recording in recordings:
+        for f in range(recording.frames):
+            image = recording.images["range_mm"][f].astype(np.float64) * 1e-3
+            image[(image <= 0) | ~recording.sent(f)[None, :] | (rays.ray_index < 0)] = np.nan
+            rho = unit_reflectivity(recording.images["reflectivity"][f])
+            signal_x = np.where(np.isfinite(image), (image / SHOT_NOISE_REFERENCE_RANGE_M) ** 2
+                                / np.maximum(rho, SHOT_NOISE_MIN_REFLECTIVITY), np.nan)
+            residual, ok = chord_residual_image(rays, image, 1, max_jump)
+            xs.append(signal_x[ok])
+            residuals.append(residual[ok])
+    x, residual = np.concatenate(xs), np.concatenate(residuals)
+    if len(x) < NOISE_BINS * MIN_SAMPLES:
+        raise UserError(f"calibrate: {len(x)} pixels with both neighbours on one surface; the noise fit needs "
+                        f"{NOISE_BINS * MIN_SAMPLES}")
+    edges = np.quantile(x, np.linspace(0.0, 1.0, NOISE_BINS + 1))
+    bins = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        pick = (x >= lo) & (x <= hi)
+        bins.append({"x_median": float(np.median(x[pick])), "sigma_m": robust_sigma(residual[pick]),
+                     "n": int(pick.sum())})
+    bx = np.array([b["x_median"] for b in bins])
+    var = np.array([b["sigma_m"] for b in bins]) ** 2
+    weight = 1.0 / np.maximum(var, 1e-8)  # relative errors alike in every bin
+    design = np.stack([np.ones_like(bx), bx], axis=1) * weight[:, None]
+    (floor_var, shot_var), *_ = np.linalg.lstsq(design, var * weight, rcond=None)
+    if shot_var < 0:
+        floor_var, shot_var = float(np.sum(var * weight) / np.sum(weight)), 0.0
+    elif floor_var < 0:
+        floor_var, shot_var = 0.0, float(np.sum(var * bx * weight) / np.sum(bx * bx * weight))
+    return math.sqrt(floor_var), math.sqrt(shot_var), bins
+
+
+def fit_detection_width(recordings: list[Recording], cal: OusterCalibration, limit: RangeReflectivityLimit,
+                        max_jump: float = MAX_JUMP) -> tuple[float, dict[str, Any]]:
+    """(w, figures) of the logistic edge P(x) = (1 − p₀) / (1 + 19·x^(1/w)), x = r / r_L(ρ), by maximum likelihood.
+
+    Each odd-column pixel whose two same-beam neighbours (m ± 1) return and agree (the ``max_jump`` rule) looks at
+    their surface: at their mean range and REFLECTIVITY. Whether it returned is one draw of P(x); p₀, the misses
+    no range explains (edges, glints), is their rate well inside r_L (x < 0.5)."""
+    xs, hits = [], []
+    for recording in recordings:
+        for f in range(recording.frames):
+            image = recording.images["range_mm"][f].astype(np.float64) * 1e-3
+            sent = recording.sent(f)
+            image[(image <= 0)] = np.nan
+            refl = recording.images["reflectivity"][f].astype(np.float64)
+            left, right = np.roll(image, 1, axis=1), np.roll(image, -1, axis=1)
+            columns = np.arange(cal.columns)
+            target = ((columns % 2 == 1) & sent & np.roll(sent, 1) & np.roll(sent, -1))[None, :] & _agree_pair(
+                left, right, max_jump)
+            range_m = 0.5 * (left + right)[target]
+            rho = unit_reflectivity(0.5 * (np.roll(refl, 1, axis=1) + np.roll(refl, -1, axis=1))[target])
+            r_l = limit.max_range_m_for(rho)
+            xs.append(range_m / np.maximum(r_l, 1e-9))
+            hits.append(np.isfinite(image[target]))
+    x, hit = np.concatenate(xs), np.concatenate(hits)
+    inside = x < 0.5
+    if inside.sum() < MIN_SAMPLES or (x >= 0.5).sum() < MIN_SAMPLES:
+        return DETECTION_WIDTH, {"pixels": int(len(x)), "fitted": False}
+    p0 = float(1.0 - hit[inside].mean())
+    near = x >= 0.3  # where the edge can show; further in every w gives P ≈ 1 − p₀
+    xn, hn = x[near], hit[near]
+    best = (-np.inf, DETECTION_WIDTH)
+    for w in WIDTHS:
+        p = (1.0 - p0) / (1.0 + 19.0 * xn ** (1.0 / w))
+        p = np.clip(p, 1e-9, 1 - 1e-9)
+        log_likelihood = float(np.sum(np.where(hn, np.log(p), np.log1p(-p))))
+        if log_likelihood > best[0]:
+            best = (log_likelihood, float(w))
+    return best[1], {"pixels": int(len(x)), "fitted": True, "miss_inside": p0}
+
+
+def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
+    """``intensity_law`` {r₀, a, b} whose intensity of the unit's own REFLECTIVITY and RANGE ranks its SIGNAL best
+    (Spearman, on up to :data:`INTENSITY_SAMPLES` returns); None where no recording has SIGNAL."""
+    ranges, refls, signals = [], [], []
+    for recording in recordings:
+        if "signal" not in recording.images:
+            continue
+        sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
+        rng = recording.images["range_mm"].astype(np.float64) * 1e-3
+        refl = recording.images["reflectivity"].astype(np.float64)
+        valid = (rng > 0) & sent & (refl <= 100)  # retroreflectors saturate SIGNAL
+        ranges.append(rng[valid])
+        refls.append(unit_reflectivity(refl[valid]))
+        signals.append(recording.images["signal"].astype(np.float64)[valid])
+    if not ranges or sum(len(r) for r in ranges) < MIN_SAMPLES:
+        return None
+    range_m, rho, signal = np.concatenate(ranges), np.concatenate(refls), np.concatenate(signals)
+    if len(range_m) > INTENSITY_SAMPLES:
+        pick = np.random.default_rng(0).choice(len(range_m), INTENSITY_SAMPLES, replace=False)
+        range_m, rho, signal = range_m[pick], rho[pick], signal[pick]
+    best: tuple[float, dict[str, Any]] = (-np.inf, {})
+    for r0 in INTENSITY_REFERENCE_RANGES_M:
+        x = range_m / r0
+        for near in INTENSITY_EXPONENTS_NEAR:
+            for far in INTENSITY_EXPONENTS_FAR:
+                rank = spearman(rho * np.where(x < 1.0, x ** near, x ** -far), signal)
+                if rank > best[0]:
+                    best = (rank, {"reference_range_m": float(r0), "near_exponent": float(near),
+                                   "far_exponent": float(far)})
+    return best[1] | {"_spearman": best[0]}
+
+
+def _agree_pair(a: np.ndarray, b: np.ndarray, max_jump: float) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.isfinite(a) & np.isfinite(b) & (np.maximum(a, b) / np.minimum(a, b) - 1.0 < max_jump)
+
+
+def calibrated_spec(recordings: list[Recording], cal: OusterCalibration, metadata_path: str,
+                    max_jump: float = MAX_JUMP) -> dict[str, Any]:
+    """The unit's spec with the fitted keys (module doc); ``_fit`` holds the figures behind them."""
+    range_m, refl = _returns(recordings)
+    if len(range_m) < MIN_SAMPLES:
+        raise UserError(f"calibrate: {len(range_m)} returns in the recording(s); too few to fit anything")
+    fit, a = fit_range_limit(range_m, refl)
+    sigma0, shot, bins = fit_noise(recordings, cal, max_jump)
+    n = ROOT_FITS[fit]
+    spec = unit_spec(cal, os.path.abspath(metadata_path))
+    names = ", ".join(r.name for r in recordings)
+    # a scene smaller than the unit's reach bounds the returns, not the unit: the fit only widens the datasheet
+    min_range = min(spec["min_range_m"], math.floor(float(range_m.min()) * (1 - RANGE_MARGIN) * 1000) / 1000)
+    max_range = max(spec["max_range_m"], math.ceil(float(range_m.max()) * (1 + RANGE_MARGIN) * 10) / 10)
+    sheet = RangeReflectivityLimit(unit_figures(cal).datasheet.pairs, "log", max_range)
+    reaches_sheet = a * 0.1 ** (1.0 / n) >= float(sheet.max_range_m_for(0.1))
+    if reaches_sheet:
+        pairs = [[LOWEST_PAIR_REFLECTIVITY, round(a * LOWEST_PAIR_REFLECTIVITY ** (1.0 / n), 3)], [1.0, round(a, 3)]]
+        RangeReflectivityLimit(tuple(map(tuple, pairs)), fit, max_range)  # checks what is written
+        spec["range_reflectivity"] = {"pairs": pairs, "fit": fit}
+    limit = RangeReflectivityLimit(tuple(map(tuple, spec["range_reflectivity"]["pairs"])),
+                                   spec["range_reflectivity"]["fit"], max_range)
+    width, edge = fit_detection_width(recordings, cal, limit, max_jump)
+    law = fit_intensity_law(recordings)
+    if law is not None:
+        spec["intensity_law"] = {k: v for k, v in law.items() if not k.startswith("_")}
+    spec |= {
+        "description": f"{spec['description']}; min/max range, "
+                       f"{'range_reflectivity, ' if reaches_sheet else ''}detection and range_noise "
+                       f"fitted by lidar-fmu calibrate on {names}",
+        "min_range_m": min_range, "max_range_m": max_range,
+        # one frame too few near r_L to show the edge: the unit's resolved width stays
+        "detection": "logistic",
+        "detection_width": round(width, 4) if edge["fitted"] else spec.get("detection_width", DETECTION_WIDTH),
+        "range_noise": {"range_sigma_m": round(sigma0, 5), "shot_sigma_m": round(shot, 6)},
+        "noise": "physical",
+    }
+    spec["_fit"] = {"returns": int(len(range_m)), "noise_bins": bins, "r_L_A_m": a, "r_L_fit": fit,
+                    "r_L_fitted": reaches_sheet, "edge": edge,
+                    "intensity_spearman": None if law is None else law["_spearman"]}
+    return spec
+
+
+def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_jump: float = MAX_JUMP,
+              echo=print) -> dict[str, Any]:
+    """Fit ``recording_paths`` (one unit's) and write the spec to ``output`` (YAML); returns it."""
+    import yaml
+
+    if not os.path.isfile(metadata_path):
+        raise UserError(f"--metadata {metadata_path}: file not found")
+    try:
+        cal = read_ouster_metadata(metadata_path)
+    except (OusterMetadataError, ValueError) as exc:
+        raise UserError(f"--metadata {metadata_path}: {exc}") from None
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise UserError(f"-o {output}: folder {folder} does not exist")
+    recordings = [read_recording(path, cal, metadata_path) for path in recording_paths]
+    spec = calibrated_spec(recordings, cal, metadata_path, max_jump)
+    fitted = spec.pop("_fit")
+    with open(output, "w", encoding="utf-8") as f:
+        yaml.safe_dump(spec, f, sort_keys=False, allow_unicode=True)
+    noise = spec["range_noise"]
+    law = (f"r_L = {fitted['r_L_A_m']:.1f} m · ρ^(1/{ROOT_FITS[fitted['r_L_fit']]})" if fitted["r_L_fitted"] else
+           "r_L: the unit's resolved one (the recording's returns do not reach the datasheet's 10 % range: the "
+           "scene bounds them)")
+    echo(f"{fitted['returns']:,} returns: range {spec['min_range_m']:g}–{spec['max_range_m']:g} m; {law}; noise σ0 "
+         f"{noise['range_sigma_m'] * 100:.2f} cm, shot {noise['shot_sigma_m'] * 100:.3f} cm (ρ = 1 at 10 m); "
+         f"detection edge width {spec['detection_width']:g}"
+         f"{'' if fitted['edge']['fitted'] else ' (as resolved: too few pixels near r_L to fit it)'}")
+    if "intensity_law" in spec and fitted["intensity_spearman"] is not None:
+        law = spec["intensity_law"]
+        echo(f"intensity: 100·ρ·(r/{law['reference_range_m']:g} m)^{law['near_exponent']:g} inside, "
+             f"^−{law['far_exponent']:g} beyond (Spearman against SIGNAL {fitted['intensity_spearman']:.3f})")
+    echo(f"→ {output}")
+    return spec
