@@ -14,9 +14,8 @@ pixel order):
    incidence, so its REFLECTIVITY holds that cosine; our physics multiplies it back in, ρ0·cos θ).
 2. **The unit simulated** from its metadata (:func:`lidar_fmu.sensors.load_sensor` with ``ouster_metadata``)
    through :class:`~lidar_fmu.scan.lidar.Lidar` on the default backend, its pose the identity (the mesh is
-   in the sensor frame). Per-triangle reflectivity goes in as one Lambertian IR material per reflectivity
-   step (0.1 %) and a material map naming them, set as ``lidar.materials``: the materials system takes no
-   per-face reflectance otherwise.
+   in the sensor frame). Each triangle carries its own Lambertian reflectance (``Mesh.face_reflectance``, as
+   a PLY face property ``reflectivity`` does), which the returns stage takes over any material.
 3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
    (beam ``b``, column ``m``). Our ``range`` field is compared as it is: it is in the unit's convention,
    RANGE from the lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset
@@ -42,9 +41,6 @@ import numpy as np
 
 from ..errors import LidarFmuError, UserError
 from ..geometry.scene import Mesh, Scene
-from ..physics.materials.database import IRMaterial, MaterialDatabase
-from ..physics.materials.mapping import load_material_map
-from ..physics.returns import Materials
 from ..scan.lidar import Lidar
 from ..sensors import load_sensor
 from ..sensors.ouster import OusterCalibration, OusterMetadataError, ouster_rays, read_ouster_metadata
@@ -57,9 +53,6 @@ MAX_JUMP = 0.05
 RANGE_BANDS_M = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 1000.0)
 #: reflectivity bands (unit REFLECTIVITY, percent) of the r_L table; above 100: retroreflectors
 REFLECTIVITY_BANDS = (0, 5, 10, 20, 50, 101, 256)
-#: steps of a rebuilt face's Lambertian reflectivity (0.1 %: the units report REFLECTIVITY in whole percent, so
-#: a 1–3 % surface keeps its value to a few per cent)
-REFLECTIVITY_LEVELS = 1000
 #: fewest samples a band or beam needs for its figure to be reported
 MIN_SAMPLES = 20
 #: sub-rays per beam for a dual-return recording when the sensor spec names no ``returns``
@@ -150,24 +143,9 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
     cos_incidence = np.abs(np.einsum("ij,ij->i", normal, centroid)) / (
         np.linalg.norm(normal, axis=1) * np.linalg.norm(centroid, axis=1) + 1e-30)
     rho0 = np.clip(refl[faces].mean(axis=1) / np.maximum(cos_incidence, 0.1), 0.0, 1.0)
-    level = np.rint(rho0 * REFLECTIVITY_LEVELS).astype(np.int32)
-    mesh = Mesh(points, faces, level, tuple(_material_name(k) for k in range(REFLECTIVITY_LEVELS + 1)), "recording")
+    mesh = Mesh(points, faces, np.zeros(len(faces), np.int32), ("recording",), "recording",
+                face_reflectance=rho0.astype(np.float32))  # each triangle's own ρ0, over any material
     return mesh, rho0
-
-
-def _material_name(level: int) -> str:
-    return f"reflectivity_{level:04d}_permille"
-
-
-def reflectivity_materials(wavelength_nm: float) -> Materials:
-    """One Lambertian IR material per reflectivity step (0–1 in 1/REFLECTIVITY_LEVELS), mapped from
-    :func:`_material_name`: the per-face reflectivity of a rebuilt scene."""
-    levels = range(REFLECTIVITY_LEVELS + 1)
-    database = MaterialDatabase([IRMaterial(_material_name(k), "general", k / REFLECTIVITY_LEVELS, None,
-                                            "the recording's REFLECTIVITY") for k in levels], wavelength_nm)
-    names = {_material_name(k): _material_name(k) for k in levels}
-    return Materials(wavelength_nm, load_material_map({"default": _material_name(0), "materials": names}),
-                     database=database)
 
 
 def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, dual: bool) -> dict[str, Any]:
@@ -289,7 +267,6 @@ def _unit_lidar(mesh: Mesh, spec: dict, backend: str) -> Lidar:
     scene = Scene()
     scene.add_instance(0, mesh, np.eye(4))
     lidar = Lidar(scene, load_sensor(spec), backend=backend, warn=lambda message: None)
-    lidar.materials = reflectivity_materials(lidar.sensor.wavelength_nm)
     return lidar
 
 
