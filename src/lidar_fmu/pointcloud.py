@@ -32,7 +32,7 @@ ENVIRONMENT_ID_BASE = 2**62
 POINT_DTYPE = np.dtype(
     [
         ("x", "<f4"), ("y", "<f4"), ("z", "<f4"),  # m, sensor frame
-        ("range", "<f4"),  # m along the beam
+        ("range", "<f4"),  # m along the beam, in the unit's own convention (docs/sensors.md, "Range convention")
         ("reflectivity", "<f4"),  # 0–1, Lambertian-equivalent
         ("normal_x", "<f4"), ("normal_y", "<f4"), ("normal_z", "<f4"),  # unit, sensor frame, facing the sensor
         ("beam_id", "<u4"),  # emitter (laser) index
