@@ -465,3 +465,15 @@ def test_adaptive_sampling_finds_full_samplings_second_echoes_casting_far_fewer_
     assert beams + lidar.last_refined * samples < 0.2 * beams * samples  # rays cast against full sampling's
     again = Lidar(scene, SPEC | {"returns": "dual"}).scan(np.eye(4))
     assert np.array_equal(again.points, adaptive.points) and np.array_equal(again.ray_index, adaptive.ray_index)
+
+
+def test_validate_second_return_rate_on_the_dual_recording_is_the_units():
+    """The shared dual-return OS-1-128 recording as `lidar-fmu validate` compares it (the scene rebuilt from even
+    columns, both returns; the unit from its metadata): our second-return fraction on the covered held-out pixels
+    within ±30 % of the unit's, and on the same pixels for many of them."""
+    from lidar_fmu.tools.validate import validate
+
+    base = DATA / "ouster" / "OS-1-128_767798045_1024x10_20230712_120049"
+    second = validate(str(base) + ".npz", str(base) + ".json", echo=lambda line: None)["second_return"]
+    assert second["sim_fraction_covered"] == pytest.approx(second["real_fraction_covered"], rel=0.3)
+    assert second["both"] > 0.3 * (second["both"] + second["only_real"])

@@ -503,11 +503,13 @@ def _step(grid_range, b, c, db, dc, separation_m):
     """Is there a step between cell (b, c) and the next one along (db, dc)? Their ranges differ by
     ``separation_m`` or more, and that difference is no continuation of the surface's slope: it differs by as much
     from the difference before or after it along the same axis (a ground seen at a grazing angle changes range
-    steadily from beam to beam, without a second surface). One surface against the open sky gives no second
-    echo."""
+    steadily from beam to beam, without a second surface). A surface's edge against nothing is a step too: the
+    footprints across it meet the surface with part of their sub-rays, which decides whether they return."""
     rows, columns = grid_range.shape
     a, z = grid_range[b, c], grid_range[b + db, c + dc]
-    if a == np.inf or z == np.inf or abs(z - a) < separation_m:
+    if a == np.inf or z == np.inf:
+        return a != z
+    if abs(z - a) < separation_m:
         return False
     before = grid_range[b - db, c - dc] if b - db >= 0 and c - dc >= 0 else np.inf
     after = grid_range[b + 2 * db, c + 2 * dc] if b + 2 * db < rows and c + 2 * dc < columns else np.inf

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LidarFmuError, UserError
-from ..geometry.scene import Mesh, Scene
+from ..geometry.scene import Mesh, Scene, concatenate
 from ..physics.materials.database import IRMaterial, MaterialDatabase
 from ..physics.materials.mapping import load_material_map
 from ..physics.returns import Materials
@@ -153,6 +153,29 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
     level = np.rint(rho0 * REFLECTIVITY_LEVELS).astype(np.int32)
     mesh = Mesh(points, faces, level, tuple(_material_name(k) for k in range(REFLECTIVITY_LEVELS + 1)), "recording")
     return mesh, rho0
+
+
+def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recording: Recording, frame: int,
+                         range_m: np.ndarray, use: np.ndarray, max_jump: float) -> tuple[Mesh, np.ndarray]:
+    """A dual-return recording's mesh plus a layer from each mesh pixel's other return (RANGE2 where it has one,
+    else RANGE; only the triangles that touch a RANGE2 pixel): first returns leave every depth edge open, the
+    surface behind ending where they stop seeing it, so a footprint across the edge met one surface where the
+    unit saw two."""
+    images = recording.images
+    second = images["range2_mm"][frame].astype(np.float64) * 1e-3
+    has = (second > 0) & np.isfinite(range_m)
+    layer_range = np.where(has, second, range_m)
+    layer = mesh_from_pixels(rays, layer_range, np.where(has, images["reflectivity2"][frame],
+                                                         images["reflectivity"][frame]), use, max_jump)
+    if layer is None:
+        return made
+    valid = use & np.isfinite(layer_range) & (layer_range > 0)  # the layer's vertices, as mesh_from_pixels numbers them
+    keep = has[valid][layer[0].faces].any(axis=1)
+    if not keep.any():
+        return made
+    mesh = Mesh(layer[0].vertices, layer[0].faces[keep], layer[0].face_material[keep], layer[0].material_names,
+                "recording")
+    return concatenate([made[0], mesh], "recording"), np.concatenate([made[1], layer[1][keep]])
 
 
 def _material_name(level: int) -> str:
@@ -353,6 +376,8 @@ def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
     made = mesh_from_pixels(rays, real_range, images["reflectivity"][frame], mesh_pixels, max_jump)
+    if made is not None and recording.dual:
+        made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump)
     if made is None:
         raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
                             f"agree in range; nothing to rebuild the scene from")
