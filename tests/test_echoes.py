@@ -18,6 +18,7 @@ from lidar_fmu.sensors import SensorSpecError, load_sensor
 from lidar_fmu.tools.bench_encode import build_sensor_data_reference
 from lidar_fmu.tools.replay import organize
 
+DATA = pathlib.Path(__file__).parent / "data"
 WALL_ID, PLATE_ID = 1, 2
 #: 16 beams over ±6°, 400 columns over 20° (0.87 mrad apart): a few columns straddle the plate's edge
 SPEC = {"vertical_fov_deg": [-6, 6], "channels": 16, "horizontal_fov_deg": [10, -10], "horizontal_samples": 400,
@@ -119,8 +120,9 @@ def test_close_echoes_merge_within_the_separation():
     assert len(np.unique(merged.ray_index)) == len(merged)
     _, apart = scan("dual", near, echo_separation_m=0.3)
     assert len(apart) > len(merged)
-    # a merged echo's pulse is stretched by its range spread
-    lidar, cloud = scan("dual", near)
+    # a merged echo's pulse is stretched by its range spread (every beam cast as sub-rays: adaptive sampling casts
+    # one ray where neighbouring beams lie closer than the separation)
+    lidar, cloud = scan("dual", near, divergence_sampling="full")
     assert cloud.echo_pulse_width_m is not None and len(cloud.echo_pulse_width_m) == len(cloud)
     edge = np.abs(azimuth_rad(cloud)) < 0.3 * HALF_WIDTH_RAD
     assert np.all(cloud.echo_pulse_width_m[edge] > 1.3) and np.all(cloud.echo_pulse_width_m >= 1.0)
@@ -241,6 +243,8 @@ def test_ptx_writes_the_second_echoes_in_a_grid_of_their_own(tmp_path):
     ({"divergence_samples": 4, "beam_divergence_mrad": [0, 0]}, "needs a beam_divergence_mrad"),
     ({"beam_divergence_mrad": [3.0]}, "beam_divergence_mrad must be"),
     ({"echo_separation_m": -1}, "echo_separation_m must be"),
+    ({"return_order": "STRONGEST"}, "return_order must be one of"),
+    ({"divergence_sampling": "some"}, "divergence_sampling must be one of"),
 ])
 def test_bad_specs_name_the_key(bad, message):
     with pytest.raises(SensorSpecError, match=message):
@@ -346,3 +350,130 @@ def test_dual_returns_png(tmp_path):
     path = tmp_path / "dual.png"
     plot_dual_returns(path, [("room", cloud, 3.0), ("room, wider", cloud, 5.0)])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+def footprint_returns(surfaces, samples: int = 4):
+    """One beam of ``samples`` sub-rays, sub-ray k meeting ``surfaces[k]`` = (range m, reflectivity): its
+    :class:`~lidar_fmu.pointcloud.Returns` and one-beam pattern, as a backend would give them."""
+    from lidar_fmu.geometry.pattern import RayPattern
+    from lidar_fmu.pointcloud import POINT_DTYPE, Returns
+
+    points = np.zeros(samples, POINT_DTYPE)
+    points["range"] = [r for r, _ in surfaces]
+    points["reflectivity"] = [rho for _, rho in surfaces]
+    points["object_id"] = np.arange(samples)
+    pattern = RayPattern(np.array([[1.0, 0.0, 0.0]], np.float32), np.zeros(1, np.uint32), np.zeros(1, np.uint32),
+                         np.zeros(1, np.float32), 1, 1)
+    return Returns(points, np.arange(samples, dtype=np.int32), np.zeros(samples, np.float32)), pattern
+
+
+def echoes_of(surfaces, mode: str = "dual", **spec):
+    from lidar_fmu.physics.echoes import form_echoes
+
+    sensor = load_sensor(SPEC | {"divergence_samples": len(surfaces), "returns": mode} | spec)
+    returns, pattern = footprint_returns(surfaces, len(surfaces))
+    echoes, _ = form_echoes(returns, pattern, sensor.footprint, sensor.physics_range_limit, sensor.max_range_m)
+    return [round(float(r), 3) for r in echoes.points["range"][np.argsort(echoes.points["echo"])]]
+
+
+def test_ouster_return_orders_report_the_two_strongest_in_the_units_order():
+    """Two sub-rays on a dark surface at 5 m (the heavier, central ones), two on a bright one at 12 m: the far
+    echo is the stronger (Σ wρ/r²: 0.6·0.05/25 < 0.4·0.9/144)."""
+    _, weights = footprint_offsets(Footprint((3e-3, 3e-3), 4))
+    near, far = weights[:2].sum() * 0.05 / 25.0, weights[2:].sum() * 0.9 / 144.0
+    assert far > near
+    two = [(5.0, 0.05), (5.0, 0.05), (12.0, 0.9), (12.0, 0.9)]
+    assert echoes_of(two, return_order="strongest_to_weakest") == [12.0, 5.0]
+    assert echoes_of(two, return_order="nearest_to_farthest") == [5.0, 12.0]
+    assert echoes_of(two, return_order="farthest_to_nearest") == [12.0, 5.0]
+    # three surfaces: Ouster reports the two strongest, whatever their order
+    three = [(4.0, 0.5), (8.0, 0.5), (30.0, 0.1), (30.0, 0.1)]
+    assert echoes_of(three, return_order="strongest_to_weakest") == [4.0, 8.0]
+    assert echoes_of(three, return_order="farthest_to_nearest") == [8.0, 4.0]
+    assert echoes_of(three, return_order="nearest_to_farthest") == [4.0, 8.0]
+
+
+def test_velodyne_dual_is_the_strongest_and_the_last():
+    """VLP-16 manual §9.3: strongest and last; where the last is the strongest, the second strongest with it;
+    numbered by range."""
+    three = [(4.0, 0.5), (8.0, 0.5), (30.0, 0.1), (30.0, 0.1)]
+    assert echoes_of(three) == [4.0, 30.0]  # strongest (4 m) and last (30 m), not the second strongest (8 m)
+    last_strongest = [(4.0, 0.01), (8.0, 0.08), (12.0, 0.9), (12.0, 0.9)]
+    assert echoes_of(last_strongest) == [8.0, 12.0]  # the last is the strongest: the second strongest goes with it
+    assert load_sensor("velodyne_vlp16").footprint.order == "strongest_last"
+
+
+def test_ouster_units_take_their_return_order_and_dual_profile_from_metadata(tmp_path):
+    dual = DATA / "ouster" / "OS-1-128_767798045_1024x10_20230712_120049.json"
+    sensor = load_sensor(str(dual))
+    assert (sensor.footprint.mode, sensor.footprint.order) == ("dual", "strongest_to_weakest")  # the default
+    assert sensor.footprint.samples > 1 and sensor.footprint.sampling == "adaptive"
+    meta = json.loads(dual.read_text())
+    meta["config_params"]["return_order"] = "NEAREST_TO_FARTHEST"
+    (tmp_path / "near.json").write_text(json.dumps(meta))
+    assert load_sensor(str(tmp_path / "near.json")).footprint.order == "nearest_to_farthest"
+    meta["config_params"]["return_order"] = "SOONEST"
+    (tmp_path / "bad.json").write_text(json.dumps(meta))
+    with pytest.raises(SensorSpecError, match="return_order"):
+        load_sensor(str(tmp_path / "bad.json"))
+    meta["config_params"]["return_order"] = "FARTHEST_TO_NEAREST"
+    meta["config_params"]["udp_profile_lidar"] = "RNG19_RFL8_SIG16_NIR16"
+    (tmp_path / "single.json").write_text(json.dumps(meta))
+    single = load_sensor(str(tmp_path / "single.json")).footprint
+    assert (single.mode, single.order, single.active) == ("strongest", "farthest_to_nearest", False)
+    assert load_sensor("ouster_os1_128").footprint.order == "strongest_to_weakest"
+
+
+def test_dual_unit_gives_second_echoes_along_the_edge_as_its_footprint_predicts():
+    """A dual-return spec without divergence_samples samples its footprint. On the plate's edge (10 m ahead
+    of the wall), the beams whose 1/e² footprint straddles it give two echoes: per row, about the footprint's
+    width over the column pitch (6 mrad / 0.87 mrad, so 5–8 columns), and no beam farther away."""
+    spec = {k: v for k, v in SPEC.items() if k != "divergence_samples"}
+    lidar = Lidar(plate_scene(), spec | {"returns": "dual"})
+    cloud = lidar.scan(np.eye(4))
+    rays, count = np.unique(cloud.ray_index, return_counts=True)
+    two = rays[count == 2]
+    per_row = np.bincount(lidar.sensor.pattern.beam_id[two].astype(np.int64), minlength=16)
+    assert np.all((per_row >= 5) & (per_row <= 8)), per_row
+    azimuth = lidar.sensor.pattern.azimuth_rad[two]
+    assert np.all(np.abs(azimuth) <= HALF_WIDTH_RAD + 0.5 * 20 * np.pi / 180 / 400)
+
+
+def pole_scene() -> Scene:
+    """The plate scene with a 1 cm pole 15 m out, narrower than the columns' spacing there (1.3 cm)."""
+    scene = plate_scene()
+    scene.add_instance(3, box_mesh(0.01, 0.01, 10.0), pose_matrix((15.0, 0.05, 0.0)))
+    return scene
+
+
+def test_adaptive_sampling_finds_full_samplings_second_echoes_casting_far_fewer_rays():
+    scene = pole_scene()
+    full = Lidar(scene, SPEC | {"returns": "dual", "divergence_sampling": "full"}).scan(np.eye(4))
+    lidar = Lidar(scene, SPEC | {"returns": "dual"})
+    adaptive = lidar.scan(np.eye(4))
+
+    def second_echoes(cloud):
+        ray = cloud.ray_index
+        two = np.bincount(ray, minlength=16 * 400)[ray] == 2
+        return set(zip(ray[two & (cloud.points["echo"] == 1)].tolist(),
+                       cloud.points["range"][two & (cloud.points["echo"] == 1)].round(3).tolist()))
+
+    wanted, found = second_echoes(full), second_echoes(adaptive)
+    assert len(wanted) > 16 * 8  # the plate's edge and the pole, on every beam
+    assert len(found & wanted) >= 0.95 * len(wanted) and found <= wanted
+    beams, samples = len(lidar.sensor.pattern), SPEC["divergence_samples"]
+    assert beams + lidar.last_refined * samples < 0.2 * beams * samples  # rays cast against full sampling's
+    again = Lidar(scene, SPEC | {"returns": "dual"}).scan(np.eye(4))
+    assert np.array_equal(again.points, adaptive.points) and np.array_equal(again.ray_index, adaptive.ray_index)
+
+
+def test_validate_second_return_rate_on_the_dual_recording_is_the_units():
+    """The shared dual-return OS-1-128 recording as `lidar-fmu validate` compares it (the scene rebuilt from even
+    columns, both returns; the unit from its metadata): our second-return fraction on the covered held-out pixels
+    within ±30 % of the unit's, and on the same pixels for many of them."""
+    from lidar_fmu.tools.validate import validate
+
+    base = DATA / "ouster" / "OS-1-128_767798045_1024x10_20230712_120049"
+    second = validate(str(base) + ".npz", str(base) + ".json", echo=lambda line: None)["second_return"]
+    assert second["sim_fraction_covered"] == pytest.approx(second["real_fraction_covered"], rel=0.3)
+    assert second["both"] > 0.3 * (second["both"] + second["only_real"])

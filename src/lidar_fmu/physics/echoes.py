@@ -12,10 +12,18 @@ pulses: a dual-return unit reports both. Spec keys (:func:`parse_footprint`):
 ``beam_diameter_m``       the beam's diameter where it leaves the unit (default 0: a point; Ouster OS1
                           datasheet: 10 mm): the footprint at range r spans about this plus r·divergence,
                           which matters within a few metres
-``returns``               ``"strongest"`` (default), ``"first"``, ``"last"`` or ``"dual"``: strongest and
-                          last, as Velodyne's dual mode (VLP-16 user manual 63-9243 Rev D §9.3: "if the
-                          strongest return is also the last return, then the second-strongest return is
-                          provided")
+``returns``               ``"strongest"`` (default), ``"first"``, ``"last"`` or ``"dual"`` (two echoes, chosen
+                          and ordered by ``return_order``); ``"dual"`` without ``divergence_samples`` casts
+                          :data:`DEFAULT_DUAL_SAMPLES` sub-rays per beam
+``return_order``          which two echoes ``dual`` reports and in which order (:data:`RETURN_ORDERS`):
+                          ``"strongest_last"`` (default; Velodyne's dual mode, VLP-16 user manual 63-9243 Rev D
+                          §9.3: the strongest and the last, "if the strongest return is also the last return,
+                          then the second-strongest return is provided"; numbered by range) or Ouster's
+                          orders (ouster-sdk ``ouster_core/include/ouster/core/sensor_config.h``, enum
+                          ``ReturnOrder``: ``STRONGEST_TO_WEAKEST``, the default, ``NEAREST_TO_FARTHEST``,
+                          ``FARTHEST_TO_NEAREST``; lower case here): the two strongest echoes, numbered in that
+                          order, as the unit fills RANGE and RANGE2
+``divergence_sampling``   ``"adaptive"`` (default) or ``"full"``: where the sub-rays are cast (:func:`refine_mask`)
 ``echo_separation_m``     echoes closer than this merge into one (the receiver cannot tell two pulses
                           apart that overlap; default :data:`DEFAULT_ECHO_SEPARATION_M`)
 
@@ -44,10 +52,21 @@ the power-weighted mean range and its normal and ``object_id`` are those of
 its strongest sub-ray. The range–reflectivity limit then applies to each
 echo's own reflectivity (a retroreflector in the footprint saturates it,
 :mod:`lidar_fmu.physics.returns`), and of the echoes above it the mode picks one or
-two. Reported echoes are numbered by range in the point field ``echo``
-(0 = nearest). OSI ``echo_pulse_width`` = ``echo_separation_m`` (the pulse's
+two. Reported echoes are numbered in the point field ``echo`` in the
+``return_order``: by range (0 = nearest) for ``strongest_last`` and the
+single-echo modes, else as the Ouster unit fills its RANGE (0) and RANGE2 (1) fields.
+OSI ``echo_pulse_width`` = ``echo_separation_m`` (the pulse's
 length in range) plus the range spread of the echo's sub-rays (a slanted or
 stepped footprint stretches the pulse).
+
+**Adaptive sampling** (``divergence_sampling: adaptive``, the default; :func:`refine_mask`). Second echoes
+happen where a footprint straddles a range step, so only beams near one need their sub-rays. The first cast is
+one sub-ray per beam, sub-ray ``(beam + column) mod S`` (:func:`first_pass_sub_rays`): cycling through the
+footprint along every row and column, it meets in every S-th beam a pole or wire that centre rays would pass
+between. Where two grid neighbours' ranges step by ``echo_separation_m`` or more, the beams whose footprint can
+reach the step are cast again as all S sub-rays and formed into echoes as above; every other beam is one echo,
+its first-cast sub-ray's return (weight 1). The selection is one compiled pass over the scan grid, after the
+backend, so every backend refines the same beams.
 
 **Effects** (:mod:`lidar_fmu.physics.effects`) then act on each echo: its own range
 limit under weather extinction, detection probability, dropout and noise. The
@@ -66,12 +85,23 @@ from numba import njit
 
 from ..errors import LidarFmuError
 from ..geometry.pattern import RayPattern
-from ..pointcloud import POINT_DTYPE, Returns, place_on_rays
+from ..pointcloud import POINT_DTYPE, Returns, concatenate_returns, place_on_rays
 from .ground_truth import truth_per_ray
 from .range_limit import intensity_percent, limit_params, range_limit_m
 from .weather import WEATHER_OBJECT_ID
 
 RETURN_MODES = ("strongest", "first", "last", "dual")
+RETURN_ORDERS = ("strongest_last", "strongest_to_weakest", "nearest_to_farthest", "farthest_to_nearest")
+_ORDER_CODE = {name: code for code, name in enumerate(RETURN_ORDERS)}
+_STRONGEST_LAST, _STRONGEST_TO_WEAKEST, _NEAREST_TO_FARTHEST, _FARTHEST_TO_NEAREST = range(4)
+#: Ouster metadata ``config_params.return_order`` → ours (ouster-sdk sensor_config.h ``return_order_strings``; the
+#: two deprecated test-firmware orders taken as their current equivalents)
+OUSTER_RETURN_ORDERS = {"STRONGEST_TO_WEAKEST": "strongest_to_weakest", "NEAREST_TO_FARTHEST": "nearest_to_farthest",
+                        "FARTHEST_TO_NEAREST": "farthest_to_nearest", "STRONGEST_RETURN_FIRST": "strongest_to_weakest",
+                        "LAST_RETURN_FIRST": "farthest_to_nearest"}
+SAMPLINGS = ("adaptive", "full")
+#: sub-rays per beam of ``returns: dual`` when the spec names no ``divergence_samples``
+DEFAULT_DUAL_SAMPLES = 16
 _FIRST, _STRONGEST, _LAST, _DUAL = 0, 1, 2, 3
 _MODE_CODE = {"first": _FIRST, "strongest": _STRONGEST, "last": _LAST, "dual": _DUAL}
 
@@ -102,6 +132,8 @@ class Footprint:
     mode: str = "strongest"
     separation_m: float = DEFAULT_ECHO_SEPARATION_M
     diameter_m: float = 0.0  # at the exit aperture (1/e²)
+    order: str = "strongest_last"  # which two echoes dual reports, in which order (RETURN_ORDERS)
+    sampling: str = "adaptive"  # sub-rays where a beam's footprint may straddle an edge, or on every beam
 
     @property
     def active(self) -> bool:
@@ -118,7 +150,14 @@ def parse_footprint(spec: dict) -> Footprint:
     mode = spec.get("returns", "strongest")
     if mode not in RETURN_MODES:
         raise FootprintError(f"returns must be one of {', '.join(RETURN_MODES)}, got {mode!r}")
-    samples = spec.get("divergence_samples", 1)
+    order = spec.get("return_order", "strongest_last")
+    if order not in RETURN_ORDERS:
+        raise FootprintError(f"return_order must be one of {', '.join(RETURN_ORDERS)}, got {order!r}")
+    sampling = spec.get("divergence_sampling", "adaptive")
+    if sampling not in SAMPLINGS:
+        raise FootprintError(f"divergence_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+    dual_default = mode == "dual" and bool(spec.get("beam_divergence_mrad"))
+    samples = spec.get("divergence_samples", DEFAULT_DUAL_SAMPLES if dual_default else 1)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
             or not 1 <= samples <= MAX_DIVERGENCE_SAMPLES:
         raise FootprintError(f"divergence_samples must be an integer in 1..{MAX_DIVERGENCE_SAMPLES}, got {samples!r}")
@@ -137,7 +176,7 @@ def parse_footprint(spec: dict) -> Footprint:
     if not _finite_at_least(diameter, 0.0) or diameter > 1.0:
         raise FootprintError(f"beam_diameter_m must be a number in 0..1 m, got {diameter!r}")
     return Footprint((float(divergence[0]) * 1e-3, float(divergence[1]) * 1e-3), int(samples), mode,
-                     float(separation), float(diameter))
+                     float(separation), float(diameter), order, sampling)
 
 
 def _finite_at_least(value, low: float) -> bool:
@@ -198,8 +237,8 @@ def sub_ray_pattern(pattern, footprint: Footprint):
 # The steps of _form_echoes are compiled into it (inline="always"), so its machine code is that of the one loop
 # it was before they were split out (the same instructions, checked); left to LLVM, the sort stays a call per beam.
 @njit(cache=True, nogil=True)
-def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit, out, out_ray, out_intensity, out_pulse,
-                 out_source):
+def _form_echoes(points, sub_ray, samples, weights, mode, order_code, separation_m, limit, out, out_ray, out_intensity,
+                 out_pulse, out_source):
     """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices);
     writes the reported echoes into ``out`` (range, reflectivity, normal, beam, object, saturated, echo) and their
     beam, intensity, pulse width and strongest sub-ray return; returns how many. ``limit``: the range–reflectivity
@@ -241,7 +280,7 @@ def _form_echoes(points, sub_ray, samples, weights, mode, separation_m, limit, o
             a = b
         if echoes == 0:
             continue
-        picked = _pick(e_power, echoes, mode, pick)
+        picked = _pick(e_power, echoes, mode, order_code, pick)
         for n in range(picked):
             e = pick[n]
             src = points[e_best[e]]
@@ -313,9 +352,9 @@ def _merged_echo(points, sub_ray, weights, first_sub_ray, order, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _pick(power, echoes, mode, pick):
-    """Which of a beam's ``echoes`` (in range order) the ``mode`` reports: their indices in ``pick``, in range
-    order; returns how many (1 or 2)."""
+def _pick(power, echoes, mode, order_code, pick):
+    """Which of a beam's ``echoes`` (in range order) the ``mode`` reports: their indices in ``pick``, in the
+    ``order_code``'s order (by range for strongest_last); returns how many (1 or 2)."""
     if mode == _FIRST:
         pick[0] = 0
         return 1
@@ -330,15 +369,187 @@ def _pick(power, echoes, mode, pick):
     if mode == _STRONGEST or echoes == 1:
         pick[0] = strongest
         return 1
-    other = last
-    if strongest == last:  # Velodyne: the last is the strongest, so the second strongest goes with it
-        other = 0 if strongest != 0 else 1
-        for e in range(echoes):
-            if e != strongest and power[e] > power[other]:
-                other = e
-    pick[0] = min(other, strongest)
-    pick[1] = max(strongest, other)
+    if order_code == _STRONGEST_LAST:
+        other = last
+        if strongest == last:  # Velodyne: the last is the strongest, so the second strongest goes with it
+            other = _second_strongest(power, echoes, strongest)
+        pick[0] = min(other, strongest)
+        pick[1] = max(strongest, other)
+        return 2
+    # Ouster: the two strongest, in the unit's order
+    other = _second_strongest(power, echoes, strongest)
+    if order_code == _STRONGEST_TO_WEAKEST:
+        pick[0], pick[1] = strongest, other
+    elif order_code == _NEAREST_TO_FARTHEST:
+        pick[0], pick[1] = min(other, strongest), max(strongest, other)
+    else:
+        pick[0], pick[1] = max(strongest, other), min(other, strongest)
     return 2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _second_strongest(power, echoes, strongest):
+    other = 0 if strongest != 0 else 1
+    for e in range(echoes):
+        if e != strongest and power[e] > power[other]:
+            other = e
+    return other
+
+
+#: most grid cells a footprint's refinement window reaches on each side (a beam 0.3 m from a 10 mm exit aperture on
+#: an OS1-128 spans about 3 columns each way)
+MAX_REFINE_REACH = 8
+#: neighbours are a discontinuity from this fraction of the echo separation on: a sub-ray may see the surface
+#: behind an edge farther than the neighbouring centre ray does (measured: 0.5 finds 97–100 % of full sampling's
+#: second echoes in the demo room and street)
+JUMP_FRACTION = 1.0
+
+
+@dataclass(frozen=True)
+class ScanGrid:
+    """Where a pattern's beams sit on its scan grid, for :func:`refine_mask` (made once per pattern,
+    :func:`scan_grid`): ``index[row, column]`` the beam there (−1: none), rows sorted by elevation so that
+    neighbouring rows are neighbouring beams whatever the laser numbering; the typical angle between neighbours
+    along a row and along a column (rad). None from :func:`scan_grid`: the pattern is no grid (a rosette)."""
+
+    index: np.ndarray  # (rows, columns) int64
+    pitch_h_rad: float
+    pitch_v_rad: float
+
+
+def scan_grid(pattern) -> ScanGrid | None:
+    """The :class:`ScanGrid` of ``pattern``; None where its beams and columns do not make one."""
+    n = len(pattern)
+    beam = np.asarray(pattern.beam_id, np.int64)
+    column = np.asarray(pattern.column, np.int64)
+    rows, columns = pattern.rows, pattern.columns
+    if rows * columns < 2 or beam.max() >= rows or column.max() >= columns:
+        return None
+    if np.bincount(beam * columns + column, minlength=rows * columns).max() > 1:
+        return None
+    elevation = np.full(rows, np.nan)
+    elevation[beam] = pattern.elevation_rad
+    row = np.argsort(np.argsort(elevation, kind="stable"), kind="stable")[beam]
+    index = np.full((rows, columns), -1, np.int64)
+    index[row, column] = np.arange(n)
+    azimuth, by_row = np.full((rows, columns), np.nan), np.full((rows, columns), np.nan)
+    azimuth[row, column], by_row[row, column] = pattern.azimuth_rad, pattern.elevation_rad
+    return ScanGrid(index, _pitch(np.angle(np.exp(1j * np.diff(azimuth, axis=1)))),
+                    _pitch(np.diff(by_row, axis=0)))
+
+
+def refine_mask(grid: ScanGrid | None, range_m: np.ndarray, footprint: Footprint) -> np.ndarray:
+    """(N,) bool: the beams whose footprint may straddle a range step, given each beam's first-cast range
+    ``range_m`` (N,) (inf: no hit), so the only ones adaptive sampling casts as all their sub-rays.
+
+    Two grid neighbours make a step where their ranges differ by ``separation_m`` or more (the least gap two
+    echoes need) and not as the surface's slope runs on (:func:`_step`). A step marks the beams whose footprint
+    can reach it: the 1/e² half-width plus the exit aperture's half-diameter seen at the nearer side's range, in
+    grid steps of the pattern's own angular pitch on each axis (at least one: the neighbour; at most
+    :data:`MAX_REFINE_REACH`). A pattern that is no grid (``grid`` None) is refined everywhere."""
+    if grid is None:
+        return np.ones(len(range_m), bool)
+    index = grid.index
+    grid_range = np.full(index.shape, np.inf)
+    grid_range[index >= 0] = np.asarray(range_m, np.float64)[index[index >= 0]]
+    half_rad = np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2
+    out = np.zeros(len(range_m), bool)
+    _refine(grid_range, index, half_rad[0], half_rad[1], 0.5 * footprint.diameter_m, grid.pitch_h_rad,
+            grid.pitch_v_rad, JUMP_FRACTION * footprint.separation_m, MAX_REFINE_REACH, out)
+    return out
+
+
+def _pitch(steps: np.ndarray) -> float:
+    """The typical angle between grid neighbours (rad) from their differences; inf where there are none."""
+    steps = np.abs(steps[np.isfinite(steps)])
+    steps = steps[steps > 0]
+    return float(np.median(steps)) if len(steps) else math.inf
+
+
+@njit(cache=True, nogil=True)
+def _refine(grid_range, index, half_h, half_v, aperture_radius_m, pitch_h, pitch_v, separation_m, max_reach, out):
+    """:func:`refine_mask`'s pass over the grid: every discontinuity between grid neighbours marks the cells
+    (``out[index[b, c]]``) whose footprints can reach it, the reach taken at the nearer side's range (a beam
+    passing a near edge is widest there)."""
+    rows, columns = grid_range.shape
+    for b in range(rows):
+        for c in range(columns):
+            r = grid_range[b, c]
+            for db, dc in ((0, 1), (1, 0)):
+                b2, c2 = b + db, c + dc
+                if b2 >= rows or c2 >= columns or not _step(grid_range, b, c, db, dc, separation_m):
+                    continue
+                near = min(r, grid_range[b2, c2])
+                spread = aperture_radius_m / near if near > 0.0 else 0.0
+                # along the pair: the cells within a footprint's reach of the step between them (at least the
+                # two); across it: only where footprints are wider than the pitch (else that row's own step)
+                reach_h = int(math.floor((half_h + spread) / pitch_h))
+                reach_v = int(math.floor((half_v + spread) / pitch_v))
+                if dc == 1:
+                    reach_h = int(math.ceil((half_h + spread) / pitch_h))
+                else:
+                    reach_v = int(math.ceil((half_v + spread) / pitch_v))
+                reach_h = min(max_reach, max(dc, reach_h))
+                reach_v = min(max_reach, max(db, reach_v))
+                for bb in range(max(0, b2 - reach_v), min(rows, b + reach_v + 1)):
+                    for cc in range(max(0, c2 - reach_h), min(columns, c + reach_h + 1)):
+                        i = index[bb, cc]
+                        if i >= 0:
+                            out[i] = True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step(grid_range, b, c, db, dc, separation_m):
+    """Is there a step between cell (b, c) and the next one along (db, dc)? Their ranges differ by
+    ``separation_m`` or more, and that difference is no continuation of the surface's slope: it differs by as much
+    from the difference before or after it along the same axis (a ground seen at a grazing angle changes range
+    steadily from beam to beam, without a second surface). A surface's edge against nothing is a step too: the
+    footprints across it meet the surface with part of their sub-rays, which decides whether they return."""
+    rows, columns = grid_range.shape
+    a, z = grid_range[b, c], grid_range[b + db, c + dc]
+    if a == np.inf or z == np.inf:
+        return a != z
+    if abs(z - a) < separation_m:
+        return False
+    before = grid_range[b - db, c - dc] if b - db >= 0 and c - dc >= 0 else np.inf
+    after = grid_range[b + 2 * db, c + 2 * dc] if b + 2 * db < rows and c + 2 * dc < columns else np.inf
+    return (before == np.inf or abs((z - a) - (a - before)) >= separation_m
+            or after == np.inf or abs((after - z) - (z - a)) >= separation_m)
+
+
+def first_pass_sub_rays(pattern, footprint: Footprint) -> np.ndarray:
+    """(N,) int64: which sub-ray (index into :func:`sub_ray_pattern`'s rays) stands for each beam in adaptive
+    sampling's first cast: sub-ray ``(beam + column) mod S``, so that along every row and every column of the grid
+    the first cast cycles through the footprint's sub-rays. A thin pole or wire that only some sub-rays of a beam
+    meet is met in the first cast every S-th beam along it, and shows as a discontinuity there (a centre ray
+    alone passes between the columns)."""
+    s = footprint.samples
+    k = (np.asarray(pattern.beam_id, np.int64) + np.asarray(pattern.column, np.int64)) % s
+    return np.arange(len(pattern), dtype=np.int64) * s + k
+
+
+def subset_pattern(pattern, rays: np.ndarray):
+    """The rays ``rays`` (indices) of ``pattern`` as a pattern of their own (one column of ``len(rays)`` rows)."""
+    return RayPattern(np.ascontiguousarray(pattern.directions[rays]), pattern.beam_id[rays], pattern.column[rays],
+                      pattern.time_offset_s[rays], len(rays), 1,
+                      origins=None if pattern.origins is None else np.ascontiguousarray(pattern.origins[rays]),
+                      range_offset_m=pattern.range_offset_m)
+
+
+def merge_refined(single, single_pulse_m, refined, refined_pulse_m, refined_rays: np.ndarray):
+    """One :class:`~lidar_fmu.pointcloud.Returns` (and pulse widths) of the whole pattern from the echoes of the
+    beams cast as one ray (``single``, ray indices of the pattern) and of those cast as sub-rays (``refined``, ray
+    indices into ``refined_rays``): in ray order, each ray's echoes in their order."""
+    ray = np.concatenate([np.asarray(single.ray_index, np.int64),
+                          refined_rays[np.asarray(refined.ray_index, np.int64)]])
+    echo = np.concatenate([single.points["echo"], refined.points["echo"]])
+    order = np.argsort(ray * 2 + echo, kind="stable")
+    merged = concatenate_returns([single, refined])
+    # records moved as opaque bytes (numpy copies a structured dtype field by field)
+    points = merged.points.view(np.dtype((np.void, POINT_DTYPE.itemsize)))[order].view(POINT_DTYPE)
+    return (Returns(points, ray[order].astype(np.int32), merged.intensity_percent[order],
+                    None if merged.material_id is None else merged.material_id[order]),
+            np.concatenate([single_pulse_m, refined_pulse_m])[order])
 
 
 def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: float):
@@ -361,8 +572,8 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
     out_source = np.empty(n, np.int64)
     code, *fit = limit_params(limit, max_range_m)
     m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights, _MODE_CODE[footprint.mode],
-                     footprint.separation_m, (np.int64(code), *map(np.float64, fit)), out, out_ray, out_intensity,
-                     out_pulse, out_source)
+                     _ORDER_CODE[footprint.order], footprint.separation_m, (np.int64(code), *map(np.float64, fit)),
+                     out, out_ray, out_intensity, out_pulse, out_source)
     out, out_ray = out[:m], out_ray[:m]
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],
@@ -401,7 +612,7 @@ def truth_per_echo(returns, pattern, max_echoes: int) -> np.ndarray:
 def second_echo_stats(cloud, rays=None) -> dict:
     """How often and how far apart a cloud's rays give two echoes: of the rays that return (those of ``rays``, a
     mask or indices into the cloud's pattern, else all), the fraction with a second echo, and the gaps
-    (second − first range, m) of those."""
+    (|range of one − the other|, m) of those."""
     ray_index = np.asarray(cloud.ray_index, np.int64)
     wanted = np.ones(len(ray_index), bool)
     if rays is not None:
@@ -413,11 +624,12 @@ def second_echo_stats(cloud, rays=None) -> dict:
     returning = len(np.unique(ray))
     first_m = np.full(int(ray.max()) + 1 if len(ray) else 0, np.nan)  # each ray's echo-0 range, by ray
     first_m[ray[echo == 0]] = range_m[echo == 0]
-    gaps = range_m[echo == 1] - first_m[ray[echo == 1]]
+    gaps = np.abs(range_m[echo == 1] - first_m[ray[echo == 1]])  # echo 1 is nearer where the order says so
     return {"returning_rays": returning, "second_echo_rays": len(gaps),
             "second_echo_fraction": len(gaps) / returning if returning else 0.0, "gap_m": gaps}
 
 
-__all__ = ["DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "RETURN_MODES", "form_echoes",
-           "footprint_offsets", "parse_footprint", "pulse_widths_after", "second_echo_stats", "sub_ray_pattern",
-           "truth_per_echo"]
+__all__ = ["DEFAULT_DUAL_SAMPLES", "DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "OUSTER_RETURN_ORDERS",
+           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "first_pass_sub_rays", "footprint_offsets", "form_echoes",
+           "merge_refined", "parse_footprint", "pulse_widths_after", "refine_mask", "scan_grid", "second_echo_stats",
+           "sub_ray_pattern", "subset_pattern", "truth_per_echo"]

@@ -29,7 +29,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..geometry.transforms import check_pose
-from ..physics.echoes import form_echoes, pulse_widths_after, sub_ray_pattern, truth_per_echo
+from ..physics.echoes import (
+    first_pass_sub_rays,
+    form_echoes,
+    merge_refined,
+    pulse_widths_after,
+    refine_mask,
+    scan_grid,
+    sub_ray_pattern,
+    subset_pattern,
+    truth_per_echo,
+)
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
@@ -41,7 +51,7 @@ from .motion import FrameMotion, plan_moving
 if TYPE_CHECKING:
     from ..geometry.pattern import RayPattern
     from ..geometry.scene import Scene
-    from ..physics.echoes import Footprint
+    from ..physics.echoes import Footprint, ScanGrid
     from ..physics.materials.database import MaterialDatabaseSource
     from ..physics.materials.mapping import MaterialMapSource
     from ..physics.weather import Weather
@@ -73,8 +83,11 @@ class Lidar:
         self.last_timings: dict[str, float] = {}
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
         self.frames = 0
+        self.last_refined = 0  # beams the last adaptive-sampling scan cast as sub-rays
         # (a pattern, its sub-ray pattern): kept while the same pattern is cast
         self._sub_rays: tuple[RayPattern | None, RayPattern | None] = (None, None)
+        self._first_pass: tuple[RayPattern | None, RayPattern | None] = (None, None)
+        self._grid: tuple[RayPattern | None, ScanGrid | None] = (None, None)
         self._beam_rings: np.ndarray | None = None
 
     @property
@@ -99,6 +112,14 @@ class Lidar:
         if self._sub_rays[0] is not pattern:
             self._sub_rays = (pattern, sub_ray_pattern(pattern, self.sensor.footprint))
         return cast("RayPattern", self._sub_rays[1])  # made just above for this pattern
+
+    def first_pass_rays(self, pattern: RayPattern) -> RayPattern:
+        """Adaptive sampling's first cast: one sub-ray per beam
+        (:func:`~lidar_fmu.physics.echoes.first_pass_sub_rays`), kept while the same pattern is cast."""
+        if self._first_pass[0] is not pattern:
+            self._first_pass = (pattern, subset_pattern(self.sub_rays(pattern),
+                                                        first_pass_sub_rays(pattern, self.sensor.footprint)))
+        return cast("RayPattern", self._first_pass[1])
 
     def return_model(self) -> ReturnModel:
         """This sensor's limits and the scene's current materials, as the physics passes read them."""
@@ -149,31 +170,71 @@ class Lidar:
         model = self.return_model()
         if ground_truth:  # the returns then keep the material each hit
             model = dataclasses.replace(model, keep_material=True)
-        # sub-rays are cast without the range limit: it decides on whole echoes (lidar_fmu.physics.echoes)
-        rays, model = (self.sub_rays(pattern), model.unlimited()) if footprint.active else (pattern, model)
-        if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
-            job, after = plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
-                                     self.sensor.motion_slices, keep_order=footprint.active)
-        else:
-            batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
-            # a beam's sub-rays stay adjacent, so that packets hold whole footprints
-            job, after = CastJob(dataclasses.replace(batch, in_packet_order=True) if footprint.active else batch,
-                                 model), None
+        # sub-rays are cast without the range limit: it decides on whole echoes (lidar_fmu.physics.echoes); adaptive
+        # sampling casts one sub-ray per beam first, the sub-rays of the beams at edges in _finish
+        full = footprint.active and footprint.sampling == "full"
+        rays, model = (self.sub_rays(pattern) if full else self.first_pass_rays(pattern), model.unlimited()) \
+            if footprint.active else (pattern, model)
+        job, after = self._cast_job(rays, sensor_pose, motion, model, full)
         if first_firing_s is None and motion is not None:
             first_firing_s = motion.window_start_s
         stamps = (timestamp_s, first_firing_s)
         return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, stamps, footprint,
-                                               frame, weather, ground_truth))
+                                               frame, weather, ground_truth, (motion, model)))
+
+    def _cast_job(self, rays: RayPattern, sensor_pose: np.ndarray, motion: FrameMotion | None, model: ReturnModel,
+                  keep_order: bool) -> tuple[CastJob, Callable[[Returns], Returns] | None]:
+        """The cast of ``rays`` from ``sensor_pose`` (moving with ``motion`` where the sensor distorts) and what
+        takes its returns to the sensor frame (None: nothing); ``keep_order``: a beam's sub-rays stay adjacent."""
+        if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
+            return plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
+                               self.sensor.motion_slices, keep_order=keep_order)
+        batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
+        # a beam's sub-rays stay adjacent, so that packets hold whole footprints
+        return CastJob(dataclasses.replace(batch, in_packet_order=True) if keep_order else batch, model), None
+
+    def _adaptive_echoes(self, centre: Returns, pattern: RayPattern, sensor_pose: np.ndarray, footprint: Footprint,
+                         cast_with: tuple[FrameMotion | None, ReturnModel]) -> tuple[Returns, np.ndarray]:
+        """Echoes of every beam from its first-cast sub-ray's return (``centre``), re-cast as all its sub-rays
+        where its footprint may straddle an edge (:func:`~lidar_fmu.physics.echoes.refine_mask`), formed as full sampling forms them."""
+        range_m = np.full(len(pattern), np.inf)
+        # a ray's returns are in range order (transparent layers first): written backwards, its nearest stays
+        range_m[centre.ray_index[::-1]] = centre.points["range"][::-1]
+        if self._grid[0] is not pattern:
+            self._grid = (pattern, scan_grid(pattern))
+        refine = refine_mask(self._grid[1], range_m, footprint)
+        self.last_refined = int(np.count_nonzero(refine))
+        limit, max_range_m = self.sensor.physics_range_limit, self.sensor.max_range_m
+        keep = np.flatnonzero(~refine[centre.ray_index])
+        record = np.dtype((np.void, centre.points.dtype.itemsize))  # moved as bytes, not field by field
+        plain = Returns(centre.points.view(record)[keep].view(centre.points.dtype), centre.ray_index[keep],
+                        centre.intensity_percent[keep], None if centre.material_id is None else centre.material_id[keep])
+        single, single_pulse_m = form_echoes(plain, pattern, dataclasses.replace(footprint, samples=1), limit,
+                                             max_range_m)
+        rays = np.flatnonzero(refine)
+        if not len(rays):
+            return single, single_pulse_m
+        s = footprint.samples
+        # the refined beams' sub-rays, taken from the frame's (ray j·S + k of the subset: its beam j's k-th)
+        sub_rays = subset_pattern(self.sub_rays(pattern), (rays[:, None] * s + np.arange(s)).ravel())
+        motion, model = cast_with
+        job, after = self._cast_job(sub_rays, sensor_pose, motion, model, True)
+        sub = self.backend.returns_together([job])[0]
+        refined, refined_pulse_m = form_echoes(sub if after is None else after(sub), subset_pattern(pattern, rays),
+                                               footprint, limit, max_range_m)
+        return merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
 
     def _finish(self, after: Callable[[Returns], Returns] | None, pattern: RayPattern, sensor_pose: np.ndarray,
                 stamps: tuple[float, float | None], footprint: Footprint, frame: int | None, weather: Weather | None,
-                ground_truth: bool, returns: Returns) -> PointCloud:
+                ground_truth: bool, cast_with: tuple[FrameMotion | None, ReturnModel], returns: Returns) -> PointCloud:
         """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
         if after is not None:
             returns = after(returns)
         pulse_width_m = None
-        if footprint.active:
+        if footprint.active and footprint.sampling == "adaptive":
+            returns, pulse_width_m = self._adaptive_echoes(returns, pattern, sensor_pose, footprint, cast_with)
+        elif footprint.active:
             returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,
                                                  self.sensor.max_range_m)
         echoes = returns

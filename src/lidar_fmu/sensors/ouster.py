@@ -52,6 +52,7 @@ import numpy as np
 
 from ..documents import parse_document, read_document, shown
 from ..errors import LidarFmuError
+from ..physics.echoes import OUSTER_RETURN_ORDERS
 
 
 class OusterMetadataError(LidarFmuError, ValueError):
@@ -86,6 +87,10 @@ class OusterCalibration:
     build_rev: str = ""  # firmware, e.g. "v2.3.0"
     #: config_params.min_range_threshold_cm (firmware ≥ 3): the unit's own minimum range setting; None: not given
     min_range_threshold_cm: float | None = None
+    #: config_params.return_order (ouster-sdk sensor_config.h ReturnOrder), e.g. "STRONGEST_TO_WEAKEST"; None: not given
+    return_order: str | None = None
+    #: config_params.udp_profile_lidar is a dual-return profile (e.g. "RNG19_RFL8_SIG16_NIR16_DUAL")
+    dual: bool = False
 
     @property
     def beams(self) -> int:
@@ -272,6 +277,10 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
     if unit.line == "OS1":
         divergence = OS1_128_DIVERGENCE_MRAD if unit.channels == 128 else OS1_16_64_DIVERGENCE_MRAD
         spec |= {"beam_divergence_mrad": list(divergence), "beam_diameter_m": OS1_BEAM_DIAMETER_M}
+    # the unit's dual-return profile and order as set (the order's default is the unit's: STRONGEST_TO_WEAKEST)
+    spec["return_order"] = OUSTER_RETURN_ORDERS[cal.return_order or "STRONGEST_TO_WEAKEST"]
+    if cal.dual:
+        spec["returns"] = "dual"
     return spec
 
 
@@ -399,8 +408,14 @@ def read_ouster_metadata(source, name: str = "ouster") -> OusterCalibration:
         if not 0 <= threshold <= MAX_THRESHOLD_CM:
             raise OusterMetadataError(f"Ouster metadata {name}: min_range_threshold_cm must lie in 0 … "
                                       f"{MAX_THRESHOLD_CM:g} cm, got {shown(threshold)}")
+    order = config.get("return_order")
+    if order is not None and order not in OUSTER_RETURN_ORDERS:
+        raise OusterMetadataError(f"Ouster metadata {name}: config_params.return_order must be one of "
+                                  f"{', '.join(OUSTER_RETURN_ORDERS)}, got {shown(order)}")
+    profile = config.get("udp_profile_lidar")
+    dual = isinstance(profile, str) and profile.endswith("_DUAL")
     return OusterCalibration(altitude, azimuth, n, z0, lidar_to_sensor, columns, float(rate), window, name,
-                             prod_line or None, prod_pn, build_rev, threshold)
+                             prod_line or None, prod_pn, build_rev, threshold, order, dual)
 
 
 #: the largest ``min_range_threshold_cm`` taken (units accept 0, 30 or 50 cm; ouster-ros ``min_distance``): a bound

@@ -165,6 +165,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 850.0,
         "beam_divergence_mrad": _OS1_16_64_DIVERGENCE_MRAD,
         "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
+        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_64": {
@@ -180,6 +181,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 850.0,
         "beam_divergence_mrad": _OS1_16_64_DIVERGENCE_MRAD,
         "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
+        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128": {
@@ -195,6 +197,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 865.0,
         "beam_divergence_mrad": _OS1_128_DIVERGENCE_MRAD,
         "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
+        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     "ouster_os1_128_cal": {
@@ -209,6 +212,7 @@ PRESETS: dict[str, dict] = {
         "wavelength_nm": 865.0,
         "beam_divergence_mrad": _OS1_128_DIVERGENCE_MRAD,
         "beam_diameter_m": _OS1_BEAM_DIAMETER_M,
+        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
         "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
     },
     # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the

@@ -51,6 +51,7 @@ KNOWN_KEYS = {
     "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "detection_width", "range_noise", "intensity_law", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
+    "return_order", "divergence_sampling",
     "velodyne_model", "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 

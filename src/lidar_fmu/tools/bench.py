@@ -276,28 +276,50 @@ def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1
 
 
 def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
-    """What beam divergence costs one frame: the preset as it is (one ray per beam), then its footprint cast as
-    4 and 8 sub-rays per beam in dual-return mode, against the preset's frame measured alongside."""
-    cases = [("one ray per beam (divergence_samples 1)", {}),
-             ("dual, 4 sub-rays per beam", {"divergence_samples": 4, "returns": "dual"}),
-             ("dual, 8 sub-rays per beam", {"divergence_samples": 8, "returns": "dual"})]
-    rows, plain_ms = [], None
+    """What beam divergence costs one frame in dual-return mode: the preset as it is (one ray per beam), then its
+    footprint as 4 and 16 sub-rays per beam cast on every beam (``divergence_sampling: full``) and only where a
+    footprint may straddle an edge (``adaptive``), each timed against the preset's frame measured alongside; an
+    adaptive row also gives the rays it cast and the share of full sampling's second echoes (ray and range to
+    1 cm) it finds."""
     plain = Lidar(scene, preset, backend=backend)
-    for label, extra in cases:
-        lidar = Lidar(scene, {"preset": preset} | extra, backend=backend)
-        cloud = lidar.scan(sensor_pose)
-        frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
-        plain_ms = frame_ms if plain_ms is None else min(plain_ms, median_ms(lambda: plain.scan(sensor_pose), repeat))
-        rows.append(dict(case=label, frame_ms=frame_ms, plain_ms=plain_ms, returns=len(cloud),
-                         second=int(np.count_nonzero(cloud.points["echo"] == 1))))
+    plain_ms = median_ms(lambda: plain.scan(sensor_pose), repeat)
+    rows = [dict(case="one ray per beam (divergence_samples 1)", frame_ms=plain_ms, plain_ms=plain_ms,
+                 returns=len(plain.scan(sensor_pose)), second=0, rays=len(plain.sensor.pattern), found=None)]
+    for samples in (4, 16):
+        full_second = None
+        for sampling in ("full", "adaptive"):
+            lidar = Lidar(scene, {"preset": preset, "divergence_samples": samples, "returns": "dual",
+                                  "divergence_sampling": sampling}, backend=backend)
+            cloud = lidar.scan(sensor_pose)
+            frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
+            plain_ms = median_ms(lambda: plain.scan(sensor_pose), repeat)
+            second = _second_echoes(cloud)
+            beams = len(lidar.sensor.pattern)
+            rays = beams * samples if sampling == "full" else beams + lidar.last_refined * samples
+            found: float | None = None if full_second is None else (
+                len(second & full_second) / len(full_second) if full_second else 1.0)
+            full_second = second if full_second is None else full_second
+            rows.append(dict(case=f"dual, {samples} sub-rays per beam, {sampling}", frame_ms=frame_ms,
+                             plain_ms=plain_ms, returns=len(cloud), second=len(second), rays=rays, found=found))
     return rows
 
 
+def _second_echoes(cloud) -> set:
+    """(ray, range in cm) of the farther echo of every ray that has two: comparable across runs and orders."""
+    ray = np.asarray(cloud.ray_index, np.int64)
+    range_m = cloud.points["range"].astype(np.float64)
+    order = np.lexsort((range_m, ray))
+    ray, range_m = ray[order], range_m[order]
+    later = np.r_[False, ray[1:] == ray[:-1]]
+    return set(zip(ray[later].tolist(), np.round(range_m[later] * 100).astype(np.int64).tolist()))
+
+
 def print_echoes_table(preset: str, rows) -> None:
-    print_markdown([f"beam divergence, demo street, {preset}", "frame ms", "one ray per beam ms (same run)", "×",
-                    "returns", "second echoes"],
+    print_markdown([f"dual returns, demo street, {preset}", "frame ms", "one ray per beam ms (same run)", "×",
+                    "rays cast", "returns", "second echoes", "of full sampling's found"],
                    [[r["case"], f"{r['frame_ms']:.2f}", f"{r['plain_ms']:.2f}", f"{r['frame_ms'] / r['plain_ms']:.2f}×",
-                     f"{r['returns']:,}", f"{r['second']:,}"] for r in rows])
+                     f"{r['rays']:,}", f"{r['returns']:,}", f"{r['second']:,}",
+                     "–" if r["found"] is None else f"{100 * r['found']:.1f} %"] for r in rows])
 
 
 def print_effects_table(preset: str, rows) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LidarFmuError, UserError
-from ..geometry.scene import Mesh, Scene
+from ..geometry.scene import Mesh, Scene, concatenate
 from ..scan.lidar import Lidar
 from ..sensors import load_sensor
 from ..sensors.ouster import OusterCalibration, OusterMetadataError, ouster_rays, read_ouster_metadata
@@ -146,6 +146,29 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
     mesh = Mesh(points, faces, np.zeros(len(faces), np.int32), ("recording",), "recording",
                 face_reflectance=rho0.astype(np.float32))  # each triangle's own ρ0, over any material
     return mesh, rho0
+
+
+def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recording: Recording, frame: int,
+                         range_m: np.ndarray, use: np.ndarray, max_jump: float) -> tuple[Mesh, np.ndarray]:
+    """A dual-return recording's mesh plus a layer from each mesh pixel's other return (RANGE2 where it has one,
+    else RANGE; only the triangles that touch a RANGE2 pixel): first returns leave every depth edge open, the
+    surface behind ending where they stop seeing it, so a footprint across the edge met one surface where the
+    unit saw two."""
+    images = recording.images
+    second = images["range2_mm"][frame].astype(np.float64) * 1e-3
+    has = (second > 0) & np.isfinite(range_m)
+    layer_range = np.where(has, second, range_m)
+    layer = mesh_from_pixels(rays, layer_range, np.where(has, images["reflectivity2"][frame],
+                                                         images["reflectivity"][frame]), use, max_jump)
+    if layer is None:
+        return made
+    valid = use & np.isfinite(layer_range) & (layer_range > 0)  # the layer's vertices, as mesh_from_pixels numbers them
+    keep = has[valid][layer[0].faces].any(axis=1)
+    if not keep.any():
+        return made
+    mesh = Mesh(layer[0].vertices, layer[0].faces[keep], layer[0].face_material[keep], layer[0].material_names,
+                "recording", face_reflectance=layer[1][keep].astype(np.float32))
+    return concatenate([made[0], mesh], "recording"), np.concatenate([made[1], layer[1][keep]])
 
 
 def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, dual: bool) -> dict[str, Any]:
@@ -337,6 +360,8 @@ def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
     made = mesh_from_pixels(rays, real_range, images["reflectivity"][frame], mesh_pixels, max_jump)
+    if made is not None and recording.dual:
+        made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump)
     if made is None:
         raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
                             f"agree in range; nothing to rebuild the scene from")
