@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
+from helpers.recordings import DATA, simulated_recording
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.physics.range_limit import fit_range_limit as datasheet_fit
 from lidar_fmu.sensors import load_sensor
@@ -13,7 +14,6 @@ from lidar_fmu.sensors.ouster import read_ouster_metadata
 from lidar_fmu.tools.calibrate import calibrated_spec, fit_detection_width, fit_noise, fit_range_limit
 from lidar_fmu.tools.cli import main
 from lidar_fmu.tools.validate import sensor_spec
-from test_validate import DATA, _simulated_recording
 
 OS1_32 = os.path.join(DATA, "OS-1-32-G_v2.1.1_1024x10")
 
@@ -29,7 +29,7 @@ def test_calibrate_recovers_the_noise_a_simulated_unit_has(floor_m, shot_m):
     cal, metadata = _unit()
     spec = sensor_spec(metadata, cal, None, False) | {
         "noise": {"range_sigma_m": floor_m, "shot_sigma_m": shot_m, "seed": 5}}
-    recording = _simulated_recording(cal, metadata, spec=spec)
+    recording = simulated_recording(cal, metadata, spec=spec)
     sigma0, shot, bins = fit_noise([recording], cal)
     assert sigma0 == pytest.approx(floor_m, rel=0.2)
     assert shot == pytest.approx(shot_m, rel=0.2, abs=5e-4)
@@ -71,7 +71,7 @@ def test_calibrated_spec_keeps_the_returns_within_its_limits_and_loads_everywher
     sensor = load_sensor(str(out))
     assert sensor.effects.noise is not None and sensor.effects.noise.shot_sigma_m > 0
     assert len(sensor.pattern) == cal.beams * cal.columns
-    recording = _simulated_recording(cal, metadata, spec=str(out))  # scans a room with every fitted key
+    recording = simulated_recording(cal, metadata, spec=str(out))  # scans a room with every fitted key
     assert np.count_nonzero(recording.images["range_mm"]) > 10_000
     model = OsiSensorModel(sensor=str(out))
     assert model.lidars[0].sensor.effects.detection == "logistic"
@@ -81,7 +81,7 @@ def test_a_room_sized_recording_keeps_the_datasheet_limit():
     """Returns that never reach the datasheet's 10 % range (a room) say nothing about r_L: the datasheet's stays,
     and min/max range only widen."""
     cal, metadata = _unit()
-    recording = _simulated_recording(cal, metadata)
+    recording = simulated_recording(cal, metadata)
     sheet = load_sensor(metadata)
     spec = calibrated_spec([recording], cal, metadata)
     assert spec["range_reflectivity"] == sheet.spec["range_reflectivity"]
@@ -92,6 +92,7 @@ def test_a_room_sized_recording_keeps_the_datasheet_limit():
     (["missing.npz"], "recording not found: missing.npz"),
     ([OS1_32 + ".npz", "--metadata", "nope.json"], "--metadata nope.json: file not found"),
     ([OS1_32 + ".npz", "-o", "/no/such/folder/unit.yaml"], "does not exist"),
+    ([OS1_32 + ".npz", "-o", os.path.dirname(__file__)], "is a folder"),  # refused before the fit, not after
 ])
 def test_calibrate_refuses_bad_input_in_one_line(argv, message, capsys):
     if "--metadata" not in argv:
@@ -111,7 +112,7 @@ def test_calibrate_recovers_the_detection_edge_a_simulated_unit_has(width):
     pairs = [[0.005, 25.0 * 0.005 ** (1 / 3)], [1.0, 25.0]]
     spec = sensor_spec(metadata, cal, None, False) | {
         "range_reflectivity": {"pairs": pairs, "fit": "root3"}, "detection": "logistic", "detection_width": width}
-    recordings = [_simulated_recording(cal, metadata, spec=spec | {"noise": {"seed": seed}}) for seed in range(3)]
+    recordings = [simulated_recording(cal, metadata, spec=spec | {"noise": {"seed": seed}}) for seed in range(3)]
     limit = datasheet_fit(pairs, "root3", 120.0)
     found, figures = fit_detection_width(recordings, cal, limit)
     assert figures["fitted"] and figures["pixels"] > 5000

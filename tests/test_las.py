@@ -1,6 +1,7 @@
 """LAS/LAZ output: laspy reads back positions within the millimetre scale and every field."""
 import dataclasses
 
+import laspy
 import numpy as np
 import pytest
 
@@ -9,8 +10,6 @@ from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import PointCloudFileError, write_las, write_point_cloud
 from lidar_fmu.io.las import LAS_SCALE_M
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
-
-laspy = pytest.importorskip("laspy")
 
 CAR_ID = 2**40 + 5
 EXTRA = ("range", "reflectivity", "normal_x", "normal_y", "normal_z", "beam_id", "object_id", "saturated", "ring")

@@ -560,3 +560,12 @@ def test_a_scenario_takes_a_map_and_an_ir_database(tmp_path):
     (tmp_path / "scenario.yaml").write_text("trace: views.osi\nir_database: [a.yaml, b.yaml]\n")
     with pytest.raises(LidarFmuError, match="ir_database must be a file"):
         load_scenario(tmp_path)
+
+
+def test_an_angle_table_that_is_no_text_is_one_line(tmp_path):
+    """A binary file given as an angle table: one line naming the file, read within a bound."""
+    path = tmp_path / "bin.csv"
+    path.write_bytes(b"PK\x03\x04\xb4\x00" * 100)
+    with pytest.raises(ValueError, match=r"cannot read angle table .*bin\.csv: not UTF-8") as info:
+        read_angle_table_csv(path)
+    assert "\n" not in str(info.value)

@@ -2,6 +2,7 @@
 intensity and the ring as ROS tools read them."""
 import json
 
+import laspy
 import numpy as np
 import pytest
 
@@ -12,8 +13,6 @@ from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import read_pcd, write_las, write_pcd, write_ply
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, beam_rings
 from lidar_fmu.tools.replay_outputs import first_firing_s
-
-laspy = pytest.importorskip("laspy")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +90,6 @@ def test_first_firing_is_where_the_model_opens_its_window():
 
 
 def test_a_ros_bag_is_written_into_a_new_folder_only(scene, tmp_path):
-    pytest.importorskip("rosbags")
     from lidar_fmu.io import PointCloudFileError
     from lidar_fmu.io.rosbag import RosbagWriter
 

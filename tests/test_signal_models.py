@@ -113,3 +113,17 @@ def test_the_pass_writes_the_units_intensity_law():
         assert np.allclose(kept.intensity_percent, expected, rtol=1e-5)
     with pytest.raises(EffectsError, match="intensity_law"):
         parse_effects({"intensity_law": {"reference_range_m": 12.0}})
+
+
+@pytest.mark.parametrize("spec, key", [
+    ({"noise": "physical", "range_noise": {"range_sigma_m": 1e300, "shot_sigma_m": 1e300}}, "range_noise.range_sigma_m"),
+    ({"range_noise": "garbage"}, "range_noise must be a mapping"),  # checked where given, noise off or not
+    ({"range_noise": {"range_sigma_m": 0.004, "shot_sigma_m": -1}}, "range_noise.shot_sigma_m"),
+    ({"noise": {"range_sigma_m": 50.0}}, "noise.range_sigma_m must be a number in 0 … 10"),
+    ({"noise": {"range_sigma_per_m": 1.0}}, "noise.range_sigma_per_m"),
+    ({"detection": "logistic", "detection_width": 0.5}, "detection_width"),  # beyond what the pass draws whole
+])
+def test_absurd_noise_and_edge_values_are_refused_naming_the_key(spec, key):
+    with pytest.raises(EffectsError, match=key) as info:
+        parse_effects(spec)
+    assert "\n" not in str(info.value)

@@ -5,9 +5,9 @@ import os
 
 import numpy as np
 import pytest
-import trimesh
 
-from lidar_fmu.geometry.scene import Mesh, Scene
+from helpers.recordings import DATA, simulated_recording
+from lidar_fmu.geometry.scene import Scene
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.scan.lidar import Lidar
 from lidar_fmu.sensors.ouster import read_ouster_metadata
@@ -24,7 +24,6 @@ from lidar_fmu.tools.validate import (
     unit_points,
 )
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "ouster")
 RECORDINGS = {  # extracted recording → its metadata
     "OS-1-128_v2.3.0_1024x10_lb_n3": "OS-1-128_v2.3.0_1024x10",
     "OS-1-128_767798045_1024x10_20230712_120049": "OS-1-128_767798045_1024x10_20230712_120049",
@@ -93,48 +92,12 @@ def test_a_depth_edge_is_not_bridged():
     assert np.any(np.ptp(mesh.vertices[mesh.faces][..., 0], axis=1) > 1.0)
 
 
-def _room_scene():
-    room = trimesh.creation.box(extents=(30, 20, 8))
-    room.apply_translation((0, 0, 2))
-    block = trimesh.creation.box(extents=(2, 3, 4))
-    block.apply_translation((6, 2, 0))
-    pillar = trimesh.creation.box(extents=(1, 1, 8))
-    pillar.apply_translation((-4, -5, 1))
-    scene = Scene()
-    for i, part in enumerate((room, block, pillar)):
-        scene.add_instance(i, Mesh(part.vertices, part.faces, np.zeros(len(part.faces), int), ("default",)), np.eye(4))
-    return scene
-
-
-def _simulated_recording(cal, metadata, off_by_one=False, poses=None, spec=None):
-    """The unit simulated in a room, written as the unit would: its range image in RANGE's convention, placed by
-    each return's beam and the pattern's measurement column, one frame per pose. ``off_by_one``: each odd
-    (held-out) column holds the next column's pixels instead, as a matching one column off would compare them."""
-    poses = [np.eye(4)] if poses is None else poses
-    lidar = Lidar(_room_scene(), spec or sensor_spec(metadata, cal, None, False), backend="embree")
-    range_mm = np.zeros((len(poses), cal.beams, cal.columns), np.uint32)
-    reflectivity = np.zeros_like(range_mm, dtype=np.uint16)
-    for f, pose in enumerate(poses):
-        cloud = lidar.scan(pose)
-        beam = cloud.points["beam_id"].astype(int)
-        column = lidar.sensor.pattern.column[cloud.ray_index].astype(int)
-        range_m = cloud.points["range"] + cal.beam_origin_mm * 1e-3
-        range_mm[f, beam, column] = np.rint(range_m * 1000).astype(np.uint32)
-        reflectivity[f, beam, column] = np.rint(100 * cloud.points["reflectivity"]).astype(np.uint16)
-    if off_by_one:
-        range_mm[:, :, 1::2] = np.roll(range_mm, -1, axis=2)[:, :, 1::2]
-    images = {"range_mm": range_mm, "reflectivity": reflectivity}
-    frames = len(poses)
-    return Recording("room", images, np.ones((frames, cal.columns), np.uint32),
-                     np.zeros((frames, cal.columns), np.uint64), np.arange(frames), "simulated")
-
-
 @pytest.mark.parametrize("off_by_one", [False, True])
 def test_the_unit_against_itself_agrees_pixel_for_pixel(off_by_one):
     npz, metadata = _paths(OS1_32)
     cal = read_ouster_metadata(metadata)
     rays = pixel_rays(cal)
-    recording = _simulated_recording(cal, metadata, off_by_one)
+    recording = simulated_recording(cal, metadata, off_by_one)
     spec = sensor_spec(metadata, cal, None, False)
     result = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)
     a = result["agreement"]
@@ -256,7 +219,7 @@ def test_noise_from_frame_to_frame_finds_the_noise_a_unit_has():
     cal = read_ouster_metadata(metadata)
     noisy = sensor_spec(metadata, cal, None, False) | {"noise": {"range_sigma_m": 0.02, "seed": 3}}
     poses = np.stack([np.eye(4), pose_matrix((0.25, 0.05, 0.0), (0.0, 0.0, np.radians(1.0)))])
-    recording = _simulated_recording(cal, metadata, poses=poses, spec=noisy)
+    recording = simulated_recording(cal, metadata, poses=poses, spec=noisy)
     rays = pixel_rays(cal)
     for spec, ours in ((noisy, 0.02), (sensor_spec(metadata, cal, None, False), 0.0)):
         bands = [b for b in frame_to_frame_noise(recording, rays, spec, poses, "embree")["bands"] if b["real_n"] > 1000]
@@ -299,3 +262,18 @@ def test_the_units_reflectivity_reaches_our_range_limit(x_m, returns):
     a = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)["agreement"]
     assert a["both"] + a["only_real"] > 500
     assert (a["real_returns_found"] > 0.95) if returns else (a["both"] == 0)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"frame_id": np.arange(5)}, "frame_id must hold one integer per frame"),
+    ({"status": np.full((1, 1024), "x")}, "status must be integers"),
+    ({"timestamp_ns": np.zeros((1, 3), np.uint64)}, "timestamp_ns must be integers of shape"),
+    ({"range2_mm": np.zeros((1, 32, 1024), np.uint32)}, "range2_mm and reflectivity2"),
+])
+def test_an_extracted_recording_whose_arrays_do_not_fit_is_refused(change, message, tmp_path):
+    npz, metadata = _paths(OS1_32)
+    with np.load(npz) as data:
+        arrays = {key: data[key] for key in data.files}
+    np.savez(tmp_path / "bad.npz", **(arrays | change))
+    with pytest.raises(RecordingError, match=message):
+        read_recording(str(tmp_path / "bad.npz"), read_ouster_metadata(metadata), metadata)

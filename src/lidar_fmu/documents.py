@@ -71,6 +71,32 @@ def syntax_of(path: str) -> str:
     return "jsonc" if lower.endswith(".jsonc") else "json" if lower.endswith(".json") else "yaml"
 
 
+def read_text(path: str | os.PathLike[str], what: str, error: type[Exception] = LidarFmuError, *,
+              limit: int = MAX_JSON_BYTES) -> str:
+    """The UTF-8 text of the file ``path``, at most ``limit`` bytes; ``error`` with one line ``cannot read {what}
+    {path}: …`` for an unreadable or larger file, text that is not UTF-8, or a NUL byte (a binary file)."""
+    path = os.fspath(path)
+    where = f"{what} {path}"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)  # never more than the limit and one byte, whatever the file's size
+    except OSError as exc:
+        raise error(one_line(f"cannot read {where}: {exc.strerror or exc}")) from None
+    if len(data) > limit:
+        raise error(one_line(f"cannot read {where}: larger than the limit of {limit / 2**20:g} MiB"))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(one_line(f"cannot read {where}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                             f"{exc.start})")) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        line, column = _position(text, nul)
+        raise error(one_line(f"cannot read {where}: a NUL byte at line {line}, column {column} (a binary file, "
+                             "not text)"))
+    return text
+
+
 def read_document(path: str | os.PathLike[str], what: str, error: type[Exception] = LidarFmuError, *,
                   syntax: str | None = None) -> Any:
     """The parsed document in the file ``path`` (``syntax``: ``json``, ``jsonc``, ``yaml``; None: by extension).
@@ -81,21 +107,7 @@ def read_document(path: str | os.PathLike[str], what: str, error: type[Exception
     path = os.fspath(path)
     syntax = syntax or syntax_of(path)
     limit = MAX_YAML_BYTES if syntax == "yaml" else MAX_JSON_BYTES
-    where = f"{what} {path}"
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)  # never more than the limit and one byte, whatever the file's size
-    except OSError as exc:
-        raise error(one_line(f"cannot read {where}: {exc.strerror or exc}")) from None
-    if len(data) > limit:
-        raise error(one_line(f"cannot read {where}: larger than the limit of {limit // 2**20} MiB for "
-                             f"{'YAML' if syntax == 'yaml' else 'JSON'}"))
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise error(one_line(f"cannot read {where}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-                             f"{exc.start})")) from None
-    return parse_document(text, where, error, syntax=syntax)
+    return parse_document(read_text(path, what, error, limit=limit), f"{what} {path}", error, syntax=syntax)
 
 
 def parse_document(text: str, where: str, error: type[Exception] = LidarFmuError, *, syntax: str = "yaml") -> Any:
@@ -221,4 +233,4 @@ def _bounded_loader() -> type:
 
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "MAX_JSON_BYTES", "MAX_YAML_BYTES", "MAX_YAML_NODES", "one_line",
-           "parse_document", "read_document", "shown", "strip_json_comments", "syntax_of"]
+           "parse_document", "read_document", "read_text", "shown", "strip_json_comments", "syntax_of"]

@@ -19,16 +19,18 @@ class UserError(LidarFmuError):
 
 #: characters of a message kept where one line reports it (a step's message may carry a whole traceback)
 BRIEF_CHARS = 300
+#: characters of an error line the command line prints or a report keeps (a spec error is at most 600)
+ERROR_LINE_CHARS = 1000
 
 
-def brief(message: str) -> str:
+def brief(message: str, limit: int = BRIEF_CHARS) -> str:
     """A message on one line: a traceback shortened to its first line and the exception it ended with, cut to
-    :data:`BRIEF_CHARS`."""
+    ``limit`` characters."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     if any(line.startswith("Traceback (most recent call last)") for line in lines):
         lines = [lines[0], lines[-1]]
     text = " ".join(" ".join(lines).split())
-    return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-__all__ = ["BRIEF_CHARS", "LidarFmuError", "UserError", "brief"]
+__all__ = ["BRIEF_CHARS", "ERROR_LINE_CHARS", "LidarFmuError", "UserError", "brief"]

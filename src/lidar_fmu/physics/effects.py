@@ -85,6 +85,9 @@ Z_90 = 1.2815515655446004
 SNR_AT_LIMIT = 6.0
 #: the physics pass keeps returns up to this many r_L under probabilistic detection: P(2) < 10⁻³
 STRETCH = 2.0
+#: widest logistic edge: P(STRETCH·r_L) = 1/(1 + 19·2^(1/w)) stays below 10⁻³ up to w ≈ 0.175, so the pass that
+#: stops drawing at STRETCH·r_L cuts off no more than that
+MAX_DETECTION_WIDTH = 0.17
 DETECTION_MODES = ("threshold", "probabilistic", "logistic")
 #: default width w of the logistic edge in log range: P = 0.5 at 19^(−w) = 0.73 r_L, where the pixels that flicker
 #: between frames of the OS-1-128 recording lie (median 0.73 of r_L; docs/validation.md)
@@ -144,6 +147,20 @@ _NOISE_KEYS = {"range_sigma_m", "range_sigma_per_m", "laser_bias_sigma_m", "angl
 RANGE_NOISE_KEYS = ("range_sigma_m", "shot_sigma_m")
 
 
+#: largest value of each noise key: a range σ of 10 m (as ``range_accuracy_m``'s bound) or 10 % of the range,
+#: an angle σ of 10°, is no lidar's noise but a mistake in the spec (it would only scatter the points at random)
+NOISE_BOUNDS = {"range_sigma_m": 10.0, "shot_sigma_m": 10.0, "laser_bias_sigma_m": 10.0, "range_sigma_per_m": 0.1,
+                "angle_sigma_deg": 10.0, "dropout": 1.0}
+
+
+def _noise_value(key: str, value, where: str) -> float:
+    bound = NOISE_BOUNDS[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= bound:
+        raise EffectsError(f"{where}{key} must be a number in 0 … {bound:g}, got {shown(value)}")
+    return float(value)
+
+
 def _physical_noise(spec: dict) -> dict:
     figures = spec.get("range_noise")
     if figures is None:
@@ -151,7 +168,7 @@ def _physical_noise(spec: dict) -> dict:
                            "(an Ouster unit's metadata has them; lidar-fmu calibrate fits them)")
     if not isinstance(figures, dict) or set(figures) - set(RANGE_NOISE_KEYS):
         raise EffectsError(f"range_noise must be a mapping of {', '.join(RANGE_NOISE_KEYS)}, got {shown(figures)}")
-    return dict(figures)
+    return {key: _noise_value(key, value, "range_noise.") for key, value in figures.items()}
 
 
 #: keys of a spec's ``intensity_law``
@@ -180,14 +197,16 @@ def parse_effects(spec: dict) -> Effects:
     if detection not in DETECTION_MODES:
         raise EffectsError(f"detection must be one of {', '.join(DETECTION_MODES)}, got {shown(detection)}")
     width = spec.get("detection_width", DETECTION_WIDTH)
-    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0.005 <= width <= 1.0:
-        raise EffectsError(f"detection_width is the logistic edge's width in log range, a number in 0.005 … 1, "
-                           f"got {shown(width)}")
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0.005 <= width <= MAX_DETECTION_WIDTH:
+        raise EffectsError(f"detection_width is the logistic edge's width in log range, a number in 0.005 … "
+                           f"{MAX_DETECTION_WIDTH:g}, got {shown(width)}")
     try:
         weather = parse_weather(spec.get("weather"))
-    except WeatherError as exc:
-        raise EffectsError(f"weather: {exc}") from None
+    except WeatherError as exc:  # its messages name the weather key already
+        raise EffectsError(str(exc) if str(exc).startswith("weather") else f"weather: {exc}") from None
     law = _intensity_law(spec)
+    if spec.get("range_noise") is not None:  # checked where it is given, used or not
+        _physical_noise(spec)
     noise = spec.get("noise")
     if noise is None or noise is False:
         return Effects(None, detection, weather, float(width), law)
@@ -206,14 +225,7 @@ def parse_effects(spec: dict) -> Effects:
     unknown = set(noise) - _NOISE_KEYS
     if unknown:
         raise EffectsError(f"unknown noise key(s): {', '.join(sorted(unknown))}")
-    values = {}
-    for key in _NOISE_KEYS - {"seed"}:
-        value = noise.get(key, 0.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise EffectsError(f"noise.{key} must be a number ≥ 0, got {shown(value)}")
-        values[key] = float(value)
-    if values["dropout"] > 1:
-        raise EffectsError(f"noise.dropout is a probability (0–1), got {shown(values['dropout'])}")
+    values = {key: _noise_value(key, noise.get(key, 0.0), "noise.") for key in _NOISE_KEYS - {"seed"}}
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise EffectsError(f"noise.seed must be an integer in 0 … 2⁶³−1, got {shown(seed)}")

@@ -43,7 +43,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
-from ..physics.effects import DETECTION_WIDTH, SHOT_NOISE_MIN_REFLECTIVITY, SHOT_NOISE_REFERENCE_RANGE_M
+from ..physics.effects import (
+    DETECTION_WIDTH,
+    MAX_DETECTION_WIDTH,
+    SHOT_NOISE_MIN_REFLECTIVITY,
+    SHOT_NOISE_REFERENCE_RANGE_M,
+)
 from ..physics.range_limit import RangeReflectivityLimit
 from ..sensors.ouster import OusterCalibration, OusterMetadataError, read_ouster_metadata, unit_figures, unit_spec
 from .recording import Recording, read_recording
@@ -68,8 +73,8 @@ SHAPE_BINS = ((0, 2), (2, 3), (3, 5), (5, 7), (7, 10), (10, 15), (15, 20))
 ROOT_FITS = {"root2": 2, "root3": 3, "root4": 4}
 #: the lowest pair written: the unit's darkest whole percent halved (below it r_L follows the root-2 tail)
 LOWEST_PAIR_REFLECTIVITY = SHOT_NOISE_MIN_REFLECTIVITY
-#: widths of the logistic edge tried (log-spaced, 0.01 … 0.5)
-WIDTHS = np.geomspace(0.01, 0.5, 60)
+#: widths of the logistic edge tried (log-spaced, 0.01 up to the widest the physics pass draws whole)
+WIDTHS = np.geomspace(0.01, MAX_DETECTION_WIDTH, 60)
 #: the intensity laws tried (:func:`fit_intensity_law`), and on how many returns at most
 INTENSITY_REFERENCE_RANGES_M = (4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
 INTENSITY_EXPONENTS_NEAR = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
@@ -284,9 +289,13 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
         cal = read_ouster_metadata(metadata_path)
     except (OusterMetadataError, ValueError) as exc:
         raise UserError(f"--metadata {metadata_path}: {exc}") from None
-    folder = os.path.dirname(os.path.abspath(output))
+    folder = os.path.dirname(os.path.abspath(output))  # checked before the fit, not after it
     if not os.path.isdir(folder):
         raise UserError(f"-o {output}: folder {folder} does not exist")
+    if os.path.isdir(output):
+        raise UserError(f"-o {output} is a folder; give the spec file's name (e.g. unit.yaml)")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"-o {output}: folder {folder} is not writable")
     recordings = [read_recording(path, cal, metadata_path) for path in recording_paths]
     spec = calibrated_spec(recordings, cal, metadata_path, max_jump)
     fitted = spec.pop("_fit")

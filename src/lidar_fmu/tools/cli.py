@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from ..errors import LidarFmuError, UserError
+from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 from .calibrate_command import add_calibrate
 from .validate_command import add_validate
 
@@ -601,7 +601,7 @@ def main(argv=None) -> int:
     try:
         args.func(args)
     except (LidarFmuError, OSError) as exc:
-        message = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
+        message = brief(str(exc), ERROR_LINE_CHARS) or type(exc).__name__  # one bounded line, whatever it holds
         print(f"lidar-fmu: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -6,9 +6,10 @@ order), column = measurement column (one firing time), exactly as ouster-sdk's `
 (``first`` = the metadata's first ``column_window`` column), with no destaggering in between.
 
 ``RANGE`` is the unit's: millimetres from the lidar origin, so a return lies at
-``beam origin + (RANGE − n) · direction`` with ``n`` = ``lidar_origin_to_beam_origin_mm`` (the offset in
-ouster-sdk's ``make_xyz_lut``, which ``scripts/extract_ouster_frames.py`` stores beside the images and the
-tests hold our placement against). ``0`` means no return.
+``beam origin + (RANGE − d) · direction`` with ``d`` = √(n² + z0²) (n: ``lidar_origin_to_beam_origin_mm``,
+z0: the beam origin's height; :func:`lidar_fmu.sensors.ouster.range_offset_m`, after ouster-sdk's
+``make_xyz_lut``, whose output ``scripts/extract_ouster_frames.py`` stores beside the images and the tests hold
+our placement against). ``0`` means no return.
 
 ouster-sdk pins old versions of common packages (``psutil<6``, ``click<8.1.8``), so lidar-fmu never needs it:
 ``scripts/extract_ouster_frames.py`` (run in ouster-sdk's own venv) writes the ``.npz`` this module reads.
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..documents import read_text
 from ..errors import LidarFmuError
 from ..sensors.ouster import OusterCalibration
 
@@ -77,8 +79,14 @@ def read_recording(path: str, cal: OusterCalibration, metadata_path: str) -> Rec
     return recording
 
 
+#: largest extracted recording read (an .npz is unpacked whole into memory: ~3 × 10⁸ pixels of 16-bit fields)
+MAX_NPZ_BYTES = 2 * 2**30
+
+
 def _read_npz(path: str) -> Recording:
     try:
+        if os.stat(path).st_size > MAX_NPZ_BYTES:
+            raise RecordingError(f"recording {path} is over {MAX_NPZ_BYTES >> 30} GiB: give fewer frames")
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
     except (OSError, ValueError, EOFError) as exc:
@@ -93,14 +101,25 @@ def _read_npz(path: str) -> Recording:
         if image.ndim != 3 or image.shape != frames or not np.issubdtype(image.dtype, np.integer):
             raise RecordingError(f"recording {path}: {key} must be integer images of shape {frames}, "
                                  f"got {image.dtype} {image.shape}")
-    status = np.asarray(arrays["status"])
-    if status.shape != (frames[0], frames[2]):
-        raise RecordingError(f"recording {path}: status must be (frames, columns) = {(frames[0], frames[2])}, "
-                             f"got {status.shape}")
-    timestamp = np.asarray(arrays.get("timestamp_ns", np.zeros(status.shape, np.uint64)))
+    if ("range2_mm" in images) != ("reflectivity2" in images):
+        raise RecordingError(f"recording {path}: range2_mm and reflectivity2 (a dual return's second) come "
+                             f"together, got only {'range2_mm' if 'range2_mm' in images else 'reflectivity2'}")
+    per_column = {"status": np.asarray(arrays["status"])}
+    if "timestamp_ns" in arrays:
+        per_column["timestamp_ns"] = np.asarray(arrays["timestamp_ns"])
+    for key, values in per_column.items():
+        if values.shape != (frames[0], frames[2]) or not np.issubdtype(values.dtype, np.integer):
+            raise RecordingError(f"recording {path}: {key} must be integers of shape (frames, columns) = "
+                                 f"{(frames[0], frames[2])}, got {values.dtype} {values.shape}")
+    status = per_column["status"]
+    timestamp = per_column.get("timestamp_ns", np.zeros(status.shape, np.uint64))
+    frame_id = np.asarray(arrays["frame_id"]).reshape(-1)
+    if len(frame_id) != frames[0] or not np.issubdtype(frame_id.dtype, np.integer):
+        raise RecordingError(f"recording {path}: frame_id must hold one integer per frame ({frames[0]}), got "
+                             f"{frame_id.dtype} × {len(frame_id)}")
     profile = str(arrays["udp_profile_lidar"]) if "udp_profile_lidar" in arrays else "unknown"
     return Recording(os.path.splitext(os.path.basename(path))[0], images, status.astype(np.uint32), timestamp,
-                     np.asarray(arrays["frame_id"]).reshape(-1), profile)
+                     frame_id, profile)
 
 
 def _read_pcap(path: str, metadata_path: str) -> Recording:
@@ -133,14 +152,15 @@ def _read_pcap(path: str, metadata_path: str) -> Recording:
                      np.asarray(frame_id), profile)
 
 
+#: largest KITTI pose file read (12 numbers a frame: room for 10⁴ frames and more)
+MAX_POSES_BYTES = 2**22
+
+
 def read_kitti_poses(path: str, frames: int) -> np.ndarray:
     """(frames, 4, 4) world_from_sensor poses from a KITTI pose file: one row-major 3×4 matrix (12 numbers) per
     line, one line per frame of the recording."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [line.split() for line in f.read(1 << 20).splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordingError(f"cannot read poses {path}: {exc}") from None
+    text = read_text(path, "poses", RecordingError, limit=MAX_POSES_BYTES)
+    lines = [line.split() for line in text.splitlines() if line.strip()]
     if len(lines) != frames:
         raise RecordingError(f"poses {path}: {len(lines)} poses for a recording of {frames} frame(s)")
     try:

@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 from ..documents import read_document
-from ..errors import LidarFmuError, UserError, brief
+from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
 # command runs, without loading what it does not use (numba kernels, osi3, the FMU).
@@ -348,7 +348,7 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
             raise UserError(invalid)
         row["status"] = "ok"
     except Exception as exc:  # any failure belongs to this run alone: reported in its row, the sweep goes on
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = brief(str(exc), ERROR_LINE_CHARS) or type(exc).__name__  # one bounded line in the report
         row["error"] = text if isinstance(exc, LidarFmuError | OSError) else f"{type(exc).__name__}: {text}"
     # cpu_s: this process's CPU time over the run, every thread (Numba's pool, Dask's own) included
     row |= {"wall_s": round(time.perf_counter() - started, 2), "cpu_s": round(time.process_time() - cpu_started, 2),

@@ -19,7 +19,8 @@ pixel order):
 3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
    (beam ``b``, column ``m``). Our ``range`` field is compared as it is: it is in the unit's convention,
    RANGE from the lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset
-   taking off ``lidar_origin_to_beam_origin_mm``; docs/sensors.md, "Range convention"). A held-out pixel is
+   taking off √(n² + z0²), :func:`~lidar_fmu.sensors.ouster.range_offset_m`; docs/sensors.md, "Range
+   convention"). A held-out pixel is
    *covered* when its ray meets the mesh (a noise-free cast of the geometry alone). A pixel is *away from
    depth edges* when its 8 neighbours on the real destaggered image (all columns) are valid and agree with it
    by the same ``max_jump`` rule.
@@ -41,9 +42,16 @@ import numpy as np
 
 from ..errors import LidarFmuError, UserError
 from ..geometry.scene import Mesh, Scene, concatenate
+from ..physics.echoes import DEFAULT_DUAL_SAMPLES
 from ..scan.lidar import Lidar
 from ..sensors import load_sensor
-from ..sensors.ouster import OusterCalibration, OusterMetadataError, ouster_rays, read_ouster_metadata
+from ..sensors.ouster import (
+    OusterCalibration,
+    OusterMetadataError,
+    ouster_rays,
+    range_offset_m,
+    read_ouster_metadata,
+)
 from ..sensors.spec import resolve_spec
 from .recording import Recording, read_kitti_poses, read_recording
 
@@ -55,8 +63,6 @@ RANGE_BANDS_M = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 1000.0)
 REFLECTIVITY_BANDS = (0, 5, 10, 20, 50, 101, 256)
 #: fewest samples a band or beam needs for its figure to be reported
 MIN_SAMPLES = 20
-#: sub-rays per beam for a dual-return recording when the sensor spec names no ``returns``
-DUAL_SUB_RAYS = 4
 
 
 class ValidateError(LidarFmuError, ValueError):
@@ -70,7 +76,7 @@ class PixelRays:
     origin: np.ndarray  # (B, W, 3) float64
     direction: np.ndarray  # (B, W, 3) float64
     ray_index: np.ndarray  # (B, W) int64 index into ouster_rays' order; -1 outside the column window
-    beam_origin_m: float  # n: lidar origin → beam origin (the unit's RANGE − ours)
+    beam_origin_m: float  # d: what the unit adds to the distance along the beam to report RANGE (range_offset_m)
     grid_column: np.ndarray  # (B, W) int64: destaggered column of each pixel
 
 
@@ -87,7 +93,7 @@ def pixel_rays(cal: OusterCalibration) -> PixelRays:
     index[beam, column] = np.arange(len(beam))
     shift = np.rint(W * np.asarray(cal.azimuth_deg) / 360.0).astype(np.int64)
     grid = (np.arange(W)[None, :] + shift[:, None]) % W
-    return PixelRays(origin, direction, index, cal.beam_origin_mm * 1e-3, grid)
+    return PixelRays(origin, direction, index, range_offset_m(cal), grid)
 
 
 def unit_points(rays: PixelRays, range_m: np.ndarray) -> np.ndarray:
@@ -180,7 +186,7 @@ def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, du
                 "horizontal_resolution_deg", "horizontal_fov_deg"):
         resolved.pop(key, None)
     if dual and "returns" not in resolved:
-        resolved |= {"returns": "dual", "divergence_samples": resolved.get("divergence_samples", DUAL_SUB_RAYS)}
+        resolved |= {"returns": "dual", "divergence_samples": resolved.get("divergence_samples", DEFAULT_DUAL_SAMPLES)}
     resolved["motion_distortion"] = False  # the mesh is the scene as the unit saw it, motion included
     return resolved
 

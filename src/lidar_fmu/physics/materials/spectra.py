@@ -15,6 +15,7 @@ from typing import cast
 
 import numpy as np
 
+from ...documents import read_text
 from ...errors import LidarFmuError
 
 #: Angle-table bins (deg of incidence from the surface normal); a table holds ρ at each.
@@ -132,12 +133,7 @@ def _column_order(header: list[str], path: str) -> tuple[int, int, int]:
 
 def _read_rows(path: str) -> list[tuple[int, list[str]]]:
     """(line number, cells) of the non-blank, non-comment rows; delimiter , ; or tab."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise MaterialError(f"cannot read angle table {path}: {exc.strerror or exc}") from None
-    lines = text.splitlines()
+    lines = read_text(path, "angle table", MaterialError).splitlines()
     first = next((ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")), "")
     delimiter = max(",;\t", key=first.count) if first else ","
     rows = []
