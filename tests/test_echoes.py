@@ -518,3 +518,18 @@ def test_take_returns_and_nearest_range_keep_each_rays_returns():
     assert returns.ray_index.tolist() == [0, 1, 1, 2] and returns.material_id.tolist() == [0, 1, 3, 2]
     assert returns.intensity_percent.tolist() == [0.0, 1.0, 3.0, 2.0]
     assert nearest_range_m(returns, 4).tolist() == [3.0, 7.0, 5.0, np.inf]
+
+
+def test_adaptive_scan_times_its_parts():
+    """An adaptive frame's timings name its parts; "cast" holds both casts, the first cast's alone is kept."""
+    from lidar_fmu.scan.lidar import ADAPTIVE_STAGES
+
+    lidar = Lidar(pole_scene(), SPEC | {"returns": "dual"})
+    lidar.scan(np.eye(4))
+    timings = lidar.last_timings
+    assert lidar.last_refined > 0 and set(ADAPTIVE_STAGES) <= set(timings)
+    assert all(timings[key] >= 0.0 for key in ADAPTIVE_STAGES) and timings["points"] >= 0.0
+    assert timings["cast"] > timings["first cast"] > 0.0 and timings["refinement cast"] > 0.0
+    full = Lidar(pole_scene(), SPEC | {"returns": "dual", "divergence_sampling": "full"})
+    full.scan(np.eye(4))
+    assert not set(ADAPTIVE_STAGES) & set(full.last_timings)

@@ -59,6 +59,12 @@ if TYPE_CHECKING:
     from ..sensors.spec import SensorSpec
 
 
+#: the parts of adaptive sampling :attr:`Lidar.last_timings` times (s), besides its "cast" (both casts) and "points":
+#: the first cast, the step search, the refined beams' cast, and echo formation with the merge of single and refined
+#: beams
+ADAPTIVE_STAGES = ("first cast", "steps", "refinement cast", "echoes")
+
+
 class ScanPlan(NamedTuple):
     """A scan up to its cast (:meth:`Lidar.plan_scan`): the job to cast, and what makes its returns a cloud."""
 
@@ -195,29 +201,40 @@ class Lidar:
         return CastJob(dataclasses.replace(batch, in_packet_order=True) if keep_order else batch, model), None
 
     def _adaptive_echoes(self, centre: Returns, pattern: RayPattern, sensor_pose: np.ndarray, footprint: Footprint,
-                         cast_with: tuple[FrameMotion | None, ReturnModel]) -> tuple[Returns, np.ndarray]:
+                         cast_with: tuple[FrameMotion | None, ReturnModel], timings: dict[str, float]
+                         ) -> tuple[Returns, np.ndarray]:
         """Echoes of every beam from its first-cast sub-ray's return (``centre``); where its footprint may straddle
         an edge (:func:`~lidar_fmu.physics.echoes.refine_mask`) its other sub-rays are cast too and all are formed
-        into echoes as full sampling forms them."""
+        into echoes as full sampling forms them. ``timings`` gets the seconds of each part (:data:`ADAPTIVE_STAGES`;
+        the refinement's cast also counts in ``cast``)."""
+        t0 = time.perf_counter()
         s = footprint.samples
         range_m = nearest_range_m(centre, len(pattern))
         if self._grid[0] is not pattern:
             self._grid = (pattern, scan_grid(pattern))
         refine = refine_mask(self._grid[1], range_m, footprint)
         self.last_refined = int(np.count_nonzero(refine))
+        t1 = time.perf_counter()
+        timings.update({"steps": t1 - t0, "refinement cast": 0.0, "echoes": 0.0})
         limit, max_range_m = self.sensor.physics_range_limit, self.sensor.max_range_m
         refined_return = refine[centre.ray_index]
         single, single_pulse_m = form_echoes(take_returns(centre, np.flatnonzero(~refined_return)), pattern,
                                              dataclasses.replace(footprint, samples=1), limit, max_range_m)
         rays = np.flatnonzero(refine)
+        t2 = time.perf_counter()
         if not len(rays):
+            timings["echoes"] = t2 - t1
             return single, single_pulse_m
         # every sub-ray of the refined beams (ray j·S + k of the subset: beam j's k-th): casting all S keeps a
         # beam's sub-rays adjacent and their returns in order; casting only the S − 1 not cast yet and merging the
         # first cast's return back in cost more than it saved (measured on the demo street, 4 and 16 sub-rays)
         sub = self._cast_sub_rays(pattern, (rays[:, None] * s + np.arange(s)).ravel(), sensor_pose, cast_with)
+        t3 = time.perf_counter()
+        timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
         refined, refined_pulse_m = form_echoes(sub, subset_pattern(pattern, rays), footprint, limit, max_range_m)
-        return merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
+        merged = merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
+        timings.update({"refinement cast": t3 - t2, "echoes": t2 - t1 + time.perf_counter() - t3})
+        return merged
 
     def _cast_sub_rays(self, pattern: RayPattern, ids: np.ndarray, sensor_pose: np.ndarray,
                        cast_with: tuple[FrameMotion | None, ReturnModel]) -> Returns:
@@ -232,11 +249,15 @@ class Lidar:
                 ground_truth: bool, cast_with: tuple[FrameMotion | None, ReturnModel], returns: Returns) -> PointCloud:
         """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
+        timings = dict(self.backend.last_timings)  # the frame's (first) cast
+        first_cast_s = timings.get("cast", 0.0)
         if after is not None:
             returns = after(returns)
         pulse_width_m = None
         if footprint.active and footprint.sampling == "adaptive":
-            returns, pulse_width_m = self._adaptive_echoes(returns, pattern, sensor_pose, footprint, cast_with)
+            timings["first cast"] = first_cast_s
+            returns, pulse_width_m = self._adaptive_echoes(returns, pattern, sensor_pose, footprint, cast_with,
+                                                           timings)
         elif footprint.active:
             returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,
                                                  self.sensor.max_range_m)
@@ -256,7 +277,8 @@ class Lidar:
             cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)
         if truth is not None:
             cloud.ground_truth = truth[returns.points["echo"], returns.ray_index]
-        timings = dict(self.backend.last_timings)
-        timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
+        # the points: all but the casts (an adaptive refinement's cast is in "cast")
+        timings["points"] = (timings.get("points", 0.0) + time.perf_counter() - t0
+                             - (timings.get("cast", 0.0) - first_cast_s))
         self.last_timings = timings
         return cloud
