@@ -400,8 +400,8 @@ def _second_strongest(power, echoes, strongest):
 #: an OS1-128 spans about 3 columns each way)
 MAX_REFINE_REACH = 8
 #: neighbours are a discontinuity from this fraction of the echo separation on: a sub-ray may see the surface
-#: behind an edge farther than the neighbouring centre ray does (measured: 0.5 finds 97–100 % of full sampling's
-#: second echoes in the demo room and street)
+#: behind an edge farther than the neighbouring centre ray does (measured on the demo street, OS1-128, 4 sub-rays:
+#: 1.0 finds 94.2 % of full sampling's second echoes refining 23k beams, 0.5 finds 95.1 % refining 35k)
 JUMP_FRACTION = 1.0
 
 
