@@ -1,4 +1,5 @@
 """Beam divergence and multiple echoes: sub-rays across the footprint, echoes formed from their hits."""
+import dataclasses
 import json
 import pathlib
 
@@ -477,3 +478,58 @@ def test_validate_second_return_rate_on_the_dual_recording_is_the_units():
     second = validate(str(base) + ".npz", str(base) + ".json", echo=lambda line: None)["second_return"]
     assert second["sim_fraction_covered"] == pytest.approx(second["real_fraction_covered"], rel=0.3)
     assert second["both"] > 0.3 * (second["both"] + second["only_real"])
+
+
+def test_echoes_are_the_same_whatever_order_the_sub_rays_returns_come_in():
+    """form_echoes groups the returns by beam itself: a batch shuffled (as a caster without packet order gives
+    it) forms the same echoes, fields, materials and pulse widths as the batch in sub-ray order."""
+    from lidar_fmu.physics.echoes import form_echoes
+    from lidar_fmu.pointcloud import take_returns
+
+    lidar = Lidar(plate_scene(), SPEC | {"returns": "dual", "divergence_sampling": "full"})
+    pattern, footprint = lidar.sensor.pattern, lidar.sensor.footprint
+    model = dataclasses.replace(lidar.return_model().unlimited(), keep_material=True)
+    job, _ = lidar._cast_job(lidar.sub_rays(pattern), np.eye(4), None, model, True)
+    returns = lidar.backend.returns_together([job])[0]
+    assert returns.material_id is not None
+    shuffled = take_returns(returns, np.random.default_rng(0).permutation(len(returns.ray_index)))
+    args = (pattern, footprint, lidar.sensor.physics_range_limit, lidar.sensor.max_range_m)
+    (ordered, ordered_pulse_m), (again, again_pulse_m) = form_echoes(returns, *args), form_echoes(shuffled, *args)
+    assert np.count_nonzero(ordered.points["echo"] == 1) > 16 * 4  # second echoes along the plate's edge
+    assert ordered.points.tobytes() == again.points.tobytes()
+    assert np.array_equal(ordered.ray_index, again.ray_index)
+    assert np.array_equal(ordered.material_id, again.material_id)
+    assert np.array_equal(ordered_pulse_m, again_pulse_m)
+    assert np.array_equal(ordered.intensity_percent, again.intensity_percent)
+
+
+def test_take_returns_and_nearest_range_keep_each_rays_returns():
+    from lidar_fmu.physics.echoes import nearest_range_m
+    from lidar_fmu.pointcloud import POINT_DTYPE, Returns, take_returns
+
+    points = np.zeros(4, POINT_DTYPE)
+    points["range"] = [3.0, 7.0, 5.0, 9.0]  # ray 1 sees a glass pane at 7 m, then the wall at 9 m
+    points["object_id"] = [10, 11, 12, 13]
+    returns = Returns(points, np.array([0, 1, 2, 1], np.int32), np.arange(4, dtype=np.float32),
+                      np.arange(4, dtype=np.int16))
+    # a ray's returns come in range order: ray 1's 7 m then 9 m
+    returns = take_returns(returns, np.array([0, 1, 3, 2]))
+    assert returns.points["object_id"].tolist() == [10, 11, 13, 12]
+    assert returns.ray_index.tolist() == [0, 1, 1, 2] and returns.material_id.tolist() == [0, 1, 3, 2]
+    assert returns.intensity_percent.tolist() == [0.0, 1.0, 3.0, 2.0]
+    assert nearest_range_m(returns, 4).tolist() == [3.0, 7.0, 5.0, np.inf]
+
+
+def test_adaptive_scan_times_its_parts():
+    """An adaptive frame's timings name its parts; "cast" holds both casts, the first cast's alone is kept."""
+    from lidar_fmu.scan.lidar import ADAPTIVE_STAGES
+
+    lidar = Lidar(pole_scene(), SPEC | {"returns": "dual"})
+    lidar.scan(np.eye(4))
+    timings = lidar.last_timings
+    assert lidar.last_refined > 0 and set(ADAPTIVE_STAGES) <= set(timings)
+    assert all(timings[key] >= 0.0 for key in ADAPTIVE_STAGES) and timings["points"] >= 0.0
+    assert timings["cast"] > timings["first cast"] > 0.0 and timings["refinement cast"] > 0.0
+    full = Lidar(pole_scene(), SPEC | {"returns": "dual", "divergence_sampling": "full"})
+    full.scan(np.eye(4))
+    assert not set(ADAPTIVE_STAGES) & set(full.last_timings)

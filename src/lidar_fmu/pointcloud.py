@@ -369,6 +369,14 @@ class Returns(NamedTuple):
     material_id: np.ndarray | None = None
 
 
+def take_returns(returns: Returns, index: np.ndarray) -> Returns:
+    """The returns ``index`` (indices) of ``returns``, their ``ray_index`` as they were."""
+    record = np.dtype((np.void, POINT_DTYPE.itemsize))  # moved as bytes, not field by field
+    return Returns(np.take(returns.points.view(record), index).view(POINT_DTYPE), np.take(returns.ray_index, index),
+                   np.take(returns.intensity_percent, index),
+                   None if returns.material_id is None else np.take(returns.material_id, index))
+
+
 def concatenate_returns(parts: Sequence[Returns]) -> Returns:
     """One :class:`Returns` of consecutive batches' (``ray_index`` already counted in the whole)."""
     # records moved as opaque bytes: numpy copies a structured dtype field by field, 15× slower

@@ -33,6 +33,7 @@ from ..physics.echoes import (
     first_pass_sub_rays,
     form_echoes,
     merge_refined,
+    nearest_range_m,
     pulse_widths_after,
     refine_mask,
     scan_grid,
@@ -43,7 +44,7 @@ from ..physics.echoes import (
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
-from ..pointcloud import PointCloud, Returns, beam_rings
+from ..pointcloud import PointCloud, Returns, beam_rings, take_returns
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
@@ -56,6 +57,12 @@ if TYPE_CHECKING:
     from ..physics.materials.mapping import MaterialMapSource
     from ..physics.weather import Weather
     from ..sensors.spec import SensorSpec
+
+
+#: the parts of adaptive sampling :attr:`Lidar.last_timings` times (s), besides its "cast" (both casts) and "points":
+#: the first cast, the step search, the refined beams' cast, and echo formation with the merge of single and refined
+#: beams
+ADAPTIVE_STAGES = ("first cast", "steps", "refinement cast", "echoes")
 
 
 class ScanPlan(NamedTuple):
@@ -83,7 +90,7 @@ class Lidar:
         self.last_timings: dict[str, float] = {}
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
         self.frames = 0
-        self.last_refined = 0  # beams the last adaptive-sampling scan cast as sub-rays
+        self.last_refined = 0  # beams the last adaptive-sampling scan cast as all their sub-rays
         # (a pattern, its sub-ray pattern): kept while the same pattern is cast
         self._sub_rays: tuple[RayPattern | None, RayPattern | None] = (None, None)
         self._first_pass: tuple[RayPattern | None, RayPattern | None] = (None, None)
@@ -194,46 +201,63 @@ class Lidar:
         return CastJob(dataclasses.replace(batch, in_packet_order=True) if keep_order else batch, model), None
 
     def _adaptive_echoes(self, centre: Returns, pattern: RayPattern, sensor_pose: np.ndarray, footprint: Footprint,
-                         cast_with: tuple[FrameMotion | None, ReturnModel]) -> tuple[Returns, np.ndarray]:
-        """Echoes of every beam from its first-cast sub-ray's return (``centre``), re-cast as all its sub-rays
-        where its footprint may straddle an edge (:func:`~lidar_fmu.physics.echoes.refine_mask`), formed as full sampling forms them."""
-        range_m = np.full(len(pattern), np.inf)
-        # a ray's returns are in range order (transparent layers first): written backwards, its nearest stays
-        range_m[centre.ray_index[::-1]] = centre.points["range"][::-1]
+                         cast_with: tuple[FrameMotion | None, ReturnModel], timings: dict[str, float]
+                         ) -> tuple[Returns, np.ndarray]:
+        """Echoes of every beam from its first-cast sub-ray's return (``centre``); where its footprint may straddle
+        an edge (:func:`~lidar_fmu.physics.echoes.refine_mask`) its other sub-rays are cast too and all are formed
+        into echoes as full sampling forms them. ``timings`` gets the seconds of each part (:data:`ADAPTIVE_STAGES`;
+        the refinement's cast also counts in ``cast``)."""
+        t0 = time.perf_counter()
+        s = footprint.samples
+        range_m = nearest_range_m(centre, len(pattern))
         if self._grid[0] is not pattern:
             self._grid = (pattern, scan_grid(pattern))
         refine = refine_mask(self._grid[1], range_m, footprint)
         self.last_refined = int(np.count_nonzero(refine))
+        t1 = time.perf_counter()
+        timings.update({"steps": t1 - t0, "refinement cast": 0.0, "echoes": 0.0})
         limit, max_range_m = self.sensor.physics_range_limit, self.sensor.max_range_m
-        keep = np.flatnonzero(~refine[centre.ray_index])
-        record = np.dtype((np.void, centre.points.dtype.itemsize))  # moved as bytes, not field by field
-        plain = Returns(centre.points.view(record)[keep].view(centre.points.dtype), centre.ray_index[keep],
-                        centre.intensity_percent[keep], None if centre.material_id is None else centre.material_id[keep])
-        single, single_pulse_m = form_echoes(plain, pattern, dataclasses.replace(footprint, samples=1), limit,
-                                             max_range_m)
+        refined_return = refine[centre.ray_index]
+        single, single_pulse_m = form_echoes(take_returns(centre, np.flatnonzero(~refined_return)), pattern,
+                                             dataclasses.replace(footprint, samples=1), limit, max_range_m)
         rays = np.flatnonzero(refine)
+        t2 = time.perf_counter()
         if not len(rays):
+            timings["echoes"] = t2 - t1
             return single, single_pulse_m
-        s = footprint.samples
-        # the refined beams' sub-rays, taken from the frame's (ray j·S + k of the subset: its beam j's k-th)
-        sub_rays = subset_pattern(self.sub_rays(pattern), (rays[:, None] * s + np.arange(s)).ravel())
+        # every sub-ray of the refined beams (ray j·S + k of the subset: beam j's k-th): casting all S keeps a
+        # beam's sub-rays adjacent and their returns in order; casting only the S − 1 not cast yet and merging the
+        # first cast's return back in cost more than it saved (measured on the demo street, 4 and 16 sub-rays)
+        sub = self._cast_sub_rays(pattern, (rays[:, None] * s + np.arange(s)).ravel(), sensor_pose, cast_with)
+        t3 = time.perf_counter()
+        timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
+        refined, refined_pulse_m = form_echoes(sub, subset_pattern(pattern, rays), footprint, limit, max_range_m)
+        merged = merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
+        timings.update({"refinement cast": t3 - t2, "echoes": t2 - t1 + time.perf_counter() - t3})
+        return merged
+
+    def _cast_sub_rays(self, pattern: RayPattern, ids: np.ndarray, sensor_pose: np.ndarray,
+                       cast_with: tuple[FrameMotion | None, ReturnModel]) -> Returns:
+        """Returns of the sub-rays ``ids`` (indices into :meth:`sub_rays`), by position in ``ids``, sensor frame."""
         motion, model = cast_with
-        job, after = self._cast_job(sub_rays, sensor_pose, motion, model, True)
-        sub = self.backend.returns_together([job])[0]
-        refined, refined_pulse_m = form_echoes(sub if after is None else after(sub), subset_pattern(pattern, rays),
-                                               footprint, limit, max_range_m)
-        return merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
+        job, after = self._cast_job(subset_pattern(self.sub_rays(pattern), ids), sensor_pose, motion, model, True)
+        returns = self.backend.returns_together([job])[0]
+        return returns if after is None else after(returns)
 
     def _finish(self, after: Callable[[Returns], Returns] | None, pattern: RayPattern, sensor_pose: np.ndarray,
                 stamps: tuple[float, float | None], footprint: Footprint, frame: int | None, weather: Weather | None,
                 ground_truth: bool, cast_with: tuple[FrameMotion | None, ReturnModel], returns: Returns) -> PointCloud:
         """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
+        timings = dict(self.backend.last_timings)  # the frame's (first) cast
+        first_cast_s = timings.get("cast", 0.0)
         if after is not None:
             returns = after(returns)
         pulse_width_m = None
         if footprint.active and footprint.sampling == "adaptive":
-            returns, pulse_width_m = self._adaptive_echoes(returns, pattern, sensor_pose, footprint, cast_with)
+            timings["first cast"] = first_cast_s
+            returns, pulse_width_m = self._adaptive_echoes(returns, pattern, sensor_pose, footprint, cast_with,
+                                                           timings)
         elif footprint.active:
             returns, pulse_width_m = form_echoes(returns, pattern, footprint, self.sensor.physics_range_limit,
                                                  self.sensor.max_range_m)
@@ -253,7 +277,8 @@ class Lidar:
             cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)
         if truth is not None:
             cloud.ground_truth = truth[returns.points["echo"], returns.ray_index]
-        timings = dict(self.backend.last_timings)
-        timings["points"] = timings.get("points", 0.0) + time.perf_counter() - t0
+        # the points: all but the casts (an adaptive refinement's cast is in "cast")
+        timings["points"] = (timings.get("points", 0.0) + time.perf_counter() - t0
+                             - (timings.get("cast", 0.0) - first_cast_s))
         self.last_timings = timings
         return cloud

@@ -18,7 +18,7 @@ from ..cache import cache_dir
 from ..errors import UserError
 from ..geometry.scene import Mesh, Scene
 from ..geometry.transforms import pose_matrix
-from ..scan.lidar import Lidar
+from ..scan.lidar import ADAPTIVE_STAGES, Lidar
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
 # command runs, without loading what it does not use (numba kernels, osi3, the FMU).
@@ -300,8 +300,24 @@ def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
                 len(second & full_second) / len(full_second) if full_second else 1.0)
             full_second = second if full_second is None else full_second
             rows.append(dict(case=f"dual, {samples} sub-rays per beam, {sampling}", frame_ms=frame_ms,
-                             plain_ms=plain_ms, returns=len(cloud), second=len(second), rays=rays, found=found))
+                             plain_ms=plain_ms, returns=len(cloud), second=len(second), rays=rays, found=found,
+                             refined=lidar.last_refined if sampling == "adaptive" else None,
+                             stages_ms=_adaptive_stages_ms(lidar, sensor_pose, repeat) if sampling == "adaptive"
+                             else None))
     return rows
+
+
+def _adaptive_stages_ms(lidar, sensor_pose, repeat) -> dict:
+    """Median ms of each part of an adaptive frame (:data:`~lidar_fmu.scan.lidar.ADAPTIVE_STAGES`) and of the rest
+    (effects, cloud), over ``repeat`` frames."""
+    samples = []
+    for _ in range(max(repeat, 1)):
+        t0 = time.perf_counter()
+        lidar.scan(sensor_pose)
+        frame_s = time.perf_counter() - t0
+        parts = {key: lidar.last_timings.get(key, 0.0) for key in ADAPTIVE_STAGES}
+        samples.append(parts | {"rest": frame_s - sum(parts.values())})
+    return {key: 1e3 * float(np.median([s[key] for s in samples])) for key in samples[0]}
 
 
 def _second_echoes(cloud) -> set:
@@ -320,6 +336,12 @@ def print_echoes_table(preset: str, rows) -> None:
                    [[r["case"], f"{r['frame_ms']:.2f}", f"{r['plain_ms']:.2f}", f"{r['frame_ms'] / r['plain_ms']:.2f}×",
                      f"{r['rays']:,}", f"{r['returns']:,}", f"{r['second']:,}",
                      "–" if r["found"] is None else f"{100 * r['found']:.1f} %"] for r in rows])
+    staged = [r for r in rows if r.get("stages_ms")]
+    if staged:
+        keys = list(staged[0]["stages_ms"])
+        print_markdown([f"adaptive sampling's parts, ms (median), {preset}", "beams refined", *keys],
+                       [[r["case"], f"{r['refined']:,}", *(f"{r['stages_ms'][k]:.2f}" for k in keys)]
+                        for r in staged])
 
 
 def print_effects_table(preset: str, rows) -> None:
