@@ -50,7 +50,7 @@ from ..physics.effects import (
     SHOT_NOISE_REFERENCE_RANGE_M,
 )
 from ..physics.range_limit import RangeReflectivityLimit
-from ..sensors.ouster import OusterCalibration, OusterMetadataError, read_ouster_metadata, unit_figures, unit_spec
+from ..sensors.ouster import OusterCalibration, unit_figures, unit_spec
 from .recording import Recording, read_recording
 from .validate import (
     MAX_JUMP,
@@ -60,6 +60,7 @@ from .validate import (
     pixel_rays,
     robust_sigma,
     spearman,
+    unit_metadata,
     unit_reflectivity,
 )
 
@@ -283,12 +284,7 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
     """Fit ``recording_paths`` (one unit's) and write the spec to ``output`` (YAML); returns it."""
     import yaml
 
-    if not os.path.isfile(metadata_path):
-        raise UserError(f"--metadata {metadata_path}: file not found")
-    try:
-        cal = read_ouster_metadata(metadata_path)
-    except (OusterMetadataError, ValueError) as exc:
-        raise UserError(f"--metadata {metadata_path}: {exc}") from None
+    cal = unit_metadata(metadata_path)
     folder = os.path.dirname(os.path.abspath(output))  # checked before the fit, not after it
     if not os.path.isdir(folder):
         raise UserError(f"-o {output}: folder {folder} does not exist")

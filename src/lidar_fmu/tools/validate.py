@@ -177,6 +177,16 @@ def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recordi
     return concatenate([made[0], mesh], "recording"), np.concatenate([made[1], layer[1][keep]])
 
 
+def unit_metadata(metadata_path: str) -> OusterCalibration:
+    """The unit's calibration from its metadata JSON (``--metadata``), or one line saying what is wrong with it."""
+    if not os.path.isfile(metadata_path):
+        raise UserError(f"--metadata {metadata_path}: file not found")
+    try:
+        return read_ouster_metadata(metadata_path)
+    except (OusterMetadataError, ValueError) as exc:
+        raise UserError(f"--metadata {metadata_path}: {exc}") from None
+
+
 def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, dual: bool) -> dict[str, Any]:
     """The spec of the unit simulated: ``spec`` (preset or file; default the metadata's own resolution) with the
     unit's calibration as its geometry; for a dual-return recording, ``returns: dual`` unless the spec says."""
@@ -533,12 +543,7 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
             raise UserError(f"output {output!r}: {existing} is a file, not a folder")
         if not os.access(existing, os.W_OK):
             raise UserError(f"output {output!r}: folder {existing} is not writable")
-    if not os.path.isfile(metadata_path):
-        raise UserError(f"--metadata {metadata_path}: file not found")
-    try:
-        cal = read_ouster_metadata(metadata_path)
-    except (OusterMetadataError, ValueError) as exc:
-        raise UserError(f"--metadata {metadata_path}: {exc}") from None
+    cal = unit_metadata(metadata_path)
     if not (0 < max_jump < 1):
         raise UserError(f"--max-jump must lie in (0, 1), got {max_jump}")
     recording = read_recording(recording_path, cal, metadata_path)
