@@ -42,7 +42,7 @@ from ..osi.encode import LidarDetectionBlock, encode_empty_sensor_data, encode_l
 from ..parallel import serial, serialised, serialised_message, threadsafe_layer
 from ..pointcloud import POINT_DTYPE, PointCloud
 from ..scan.lidar import Lidar, ScanPlan
-from ..scan.motion import motion_since, rates_jump
+from ..scan.motion import first_firing_s, motion_since, rates_jump
 from ..sensors.rig import RigMember, load_rig, rig_sensor_ids
 from .scene_update import SceneUpdater
 
@@ -218,7 +218,7 @@ class MountedLidar:
         #: the last view the sensor fired up to: (timestamp s, world_from_sensor, (instance ids, world poses))
         self.previous: tuple[float, np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
         #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
-        self._sensor_t0_s = None
+        self._sensor_t0_s: float | None = None
         self._warned_long_step = False
 
     @property
@@ -254,10 +254,10 @@ class MountedLidar:
         sensor, now = self.sensor, frame.timestamp_s
         period = sensor.frame_period_s
         previous = self.previous if self.previous is not None and self.previous[0] < now else None
-        start = previous[0] if previous is not None else now - period
         # a step longer than a frame publishes the last frame period before the view (a rosette too: after a
         # gap its shots would otherwise pile up without bound)
-        window_start = max(start, now - period)
+        start = previous[0] if previous is not None else now - period  # what the poses move from
+        window_start = first_firing_s(None if previous is None else previous[0], now, period)
         if now - start > period * (1 + 1e-6) and not self._warned_long_step:
             self._warned_long_step = True
             self.warn(f"step of {now - start:g} s is longer than {sensor.name}'s frame period {period:g} s: each "

@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..geometry.transforms import pose_matrix
 from ..pointcloud import POINT_DTYPE, PointCloud
 
 _FEATURE_DATA, _LIDAR_SENSOR, _DETECTION = 26, 3, 2
+_MOUNTING_POSITION = 6  # SensorData.mounting_position (osi_sensordata.proto)
 
 
 @njit(cache=True, nogil=True)
@@ -187,3 +189,18 @@ def sensor_data_to_points(sensor_data: bytes) -> PointCloud:
     points["object_id"] = d["object_id"]
     return PointCloud(points, np.full(len(points), -1, np.int32), 0, 0,
                       intensity_percent=d["intensity"].astype(np.float32))
+
+
+def sensor_data_mounting(sensor_data: bytes) -> np.ndarray | None:
+    """The 4×4 vehicle_from_sensor mounting a SensorData says its points were measured from (its
+    ``mounting_position``), or None where it has none: that one field read off the wire, not the whole message
+    (whose detections may number 10⁵)."""
+    from osi3.osi_common_pb2 import MountingPosition
+
+    buf = np.frombuffer(sensor_data, dtype=np.uint8)
+    start, end = _field(buf, 0, len(buf), _MOUNTING_POSITION)
+    if start < 0:
+        return None
+    mounting = MountingPosition.FromString(buf[start:end].tobytes())
+    return pose_matrix((mounting.position.x, mounting.position.y, mounting.position.z),
+                       (mounting.orientation.roll, mounting.orientation.pitch, mounting.orientation.yaw))

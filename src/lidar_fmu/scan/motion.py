@@ -252,6 +252,15 @@ class FrameMotion:
         return not self.instance_start_poses and np.array_equal(self.sensor_start_pose, sensor_end_pose)
 
 
+def first_firing_s(previous_s: float | None, now_s: float, period_s: float) -> float:
+    """When a step's first ray fires: the window a lidar fires in for a view at ``now_s`` after one at
+    ``previous_s`` (None, or not earlier: the first) opens at the previous view, or one frame period before this
+    one when that is later or there is none (a step longer than a frame publishes the last frame period before
+    its view); the points' ``time`` counts from there."""
+    start = previous_s if previous_s is not None and previous_s < now_s else now_s - period_s
+    return max(start, now_s - period_s)
+
+
 def motion_since(scene, start_s: float, now_s: float, window_start_s: float, sensor_pose: np.ndarray,
                  previous, sensor_start_pose: np.ndarray, start_of_new) -> FrameMotion:
     """How the sensor and the scene's instances moved from ``start_s`` to ``now_s`` (the previous view to this one).

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..scan.motion import first_firing_s  # the model's own window rule: when a replayed frame's first ray fired
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -43,15 +45,6 @@ def organize(cloud, pattern, max_echoes: int = 1):
     ``echo`` numbers back by range (0 = nearest).
     """
     return cloud.with_pattern(pattern, max_echoes)
-
-
-def first_firing_s(previous_s: float | None, now_s: float, period_s: float) -> float:
-    """When a step's first ray fired: the window the model fires in for a view at ``now_s`` after one at
-    ``previous_s`` (None: the first) opens at the previous view, or one frame period before this one when that
-    is later or there is none (:class:`~lidar_fmu.cosim.sensor_model.MountedLidar`); the points' ``time``
-    counts from there."""
-    start = previous_s if previous_s is not None and previous_s < now_s else now_s - period_s
-    return max(start, now_s - period_s)
 
 
 @dataclass
@@ -173,6 +166,7 @@ class RerunLog:
         SensorData's mounting)."""
         from ..cosim.scene_update import sensor_pose_in
         from ..osi.decode import decode_sensor_view
+        from ..osi.detections import sensor_data_mounting
 
         self.scene.update(frame.sensor_view)
         self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
@@ -230,6 +224,7 @@ class RosbagLog:
         the host's pose times the mounting the FMU used (the SensorData's), else the view's or the parameters'."""
         from ..cosim.scene_update import sensor_pose_in
         from ..osi.decode import decode_sensor_view
+        from ..osi.detections import sensor_data_mounting
 
         assert self.writer is not None, "RosbagLog.open() first"
         view = decode_sensor_view(frame.sensor_view)
@@ -237,22 +232,6 @@ class RosbagLog:
         if mounting is not None:
             view.mounting_pose = mounting
         self.writer.write(self.frame_id, cloud, sensor_pose_in(view, self.default_mounting), fields=fields)
-
-
-def sensor_data_mounting(sensor_data) -> np.ndarray | None:
-    """The 4×4 vehicle_from_sensor mounting a SensorData says its points were measured from (its
-    ``mounting_position``), or None where it has none."""
-    from osi3.osi_sensordata_pb2 import SensorData
-
-    from ..geometry.transforms import pose_matrix
-
-    message = SensorData()
-    message.MergeFromString(bytes(sensor_data))
-    if not message.HasField("mounting_position"):
-        return None
-    mounting = message.mounting_position
-    return pose_matrix((mounting.position.x, mounting.position.y, mounting.position.z),
-                       (mounting.orientation.roll, mounting.orientation.pitch, mounting.orientation.yaw))
 
 
 class Previews:
