@@ -24,7 +24,7 @@ import re
 import reprlib
 from typing import Any
 
-from .errors import LidarFmuError
+from .errors import LidarFmuError, brief
 
 #: YAML is parsed in pure Python (PyYAML's SafeLoader: about 20 µs and 1 kB a node), so its files stay small; the
 #: largest files a sensor takes (a 128-laser calibration, a unit's metadata) are tens of kB
@@ -54,9 +54,8 @@ def shown(value: Any) -> str:
 
 
 def one_line(message: str, limit: int = MESSAGE_CHARS) -> str:
-    """``message`` on one line (line breaks become spaces), cut to ``limit`` characters."""
-    text = " ".join(part.strip() for part in str(message).splitlines())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    """``message`` on one line, cut to ``limit`` characters (:func:`lidar_fmu.errors.brief`)."""
+    return brief(str(message), limit)
 
 
 def strip_json_comments(text: str) -> str:
