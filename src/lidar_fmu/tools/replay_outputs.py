@@ -164,18 +164,25 @@ class RerunLog:
         """A rig's frame: the scene once, then each lidar's points (``lidars``: (entity name, cloud, that lidar's
         SensorData)) under ``world/<name>``, at the pose the FMU measured them from (the host's pose times the
         SensorData's mounting)."""
-        from ..cosim.scene_update import sensor_pose_in
         from ..osi.decode import decode_sensor_view
-        from ..osi.detections import sensor_data_mounting
 
         self.scene.update(frame.sensor_view)
         self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
         view = decode_sensor_view(frame.sensor_view)
         for name, cloud, sensor_data in lidars:
-            mounting = sensor_data_mounting(sensor_data)
-            posed = view if mounting is None else dataclasses.replace(view, mounting_pose=mounting)
-            pose = sensor_pose_in(posed, self.scene.default_mounting)
+            pose = measured_sensor_pose(view, sensor_data, self.scene.default_mounting)
             self.recording.log_frame(cloud, frame.time_s, frame.index, pose, entity=f"world/{name}")
+
+
+def measured_sensor_pose(view, sensor_data: bytes, default_mounting: np.ndarray) -> np.ndarray:
+    """The world_from_sensor pose a lidar measured a frame from: the host's pose in the decoded SensorView
+    ``view`` times the mounting its SensorData names (what the FMU used), else the view's or the default."""
+    from ..cosim.scene_update import sensor_pose_in
+    from ..osi.detections import sensor_data_mounting
+
+    mounting = sensor_data_mounting(sensor_data)
+    posed = view if mounting is None else dataclasses.replace(view, mounting_pose=mounting)
+    return sensor_pose_in(posed, default_mounting)
 
 
 class RosbagLog:
@@ -190,7 +197,7 @@ class RosbagLog:
         check_rosbag_output(path)  # before any work; the bag itself is started with the replay (:meth:`open`)
         self.path, self.frame_id, self.topic = path, frame_id, topic
         self.default_mounting = mounting_of_parameters(parameters)
-        self.writer: RosbagWriter | None = None
+        self.writer: RosbagWriter | None = None  # the bag's (a lane writes into its bag's)
         self.bag: RosbagLog = self  # the log whose writer this lane writes into
         self.lanes_open = 0
 
@@ -209,7 +216,6 @@ class RosbagLog:
         bag = self.bag
         if bag.writer is None:
             bag.writer = RosbagWriter(bag.path)
-        self.writer = bag.writer
         self.topic = bag.writer.add_lidar(self.frame_id, self.topic)
         bag.lanes_open += 1
         try:
@@ -222,16 +228,12 @@ class RosbagLog:
     def log(self, frame: ReplayedFrame, cloud, fields) -> None:
         """The frame's ``fields`` of ``cloud`` (:meth:`FramePcds.fields_of`) and the sensor pose of its view:
         the host's pose times the mounting the FMU used (the SensorData's), else the view's or the parameters'."""
-        from ..cosim.scene_update import sensor_pose_in
         from ..osi.decode import decode_sensor_view
-        from ..osi.detections import sensor_data_mounting
 
-        assert self.writer is not None, "RosbagLog.open() first"
-        view = decode_sensor_view(frame.sensor_view)
-        mounting = sensor_data_mounting(frame.sensor_data)
-        if mounting is not None:
-            view.mounting_pose = mounting
-        self.writer.write(self.frame_id, cloud, sensor_pose_in(view, self.default_mounting), fields=fields)
+        writer = self.bag.writer
+        assert writer is not None, "RosbagLog.open() first"
+        pose = measured_sensor_pose(decode_sensor_view(frame.sensor_view), frame.sensor_data, self.default_mounting)
+        writer.write(self.frame_id, cloud, pose, fields=fields)
 
 
 class Previews:
