@@ -1,7 +1,7 @@
 """Extract the shared Ouster recordings into compact range-image test data (run by hand, ouster-sdk needed).
 
     python3 -m venv .venv-ouster && .venv-ouster/bin/pip install ouster-sdk
-    .venv-ouster/bin/python scripts/extract_ouster_frames.py [SOURCE_DIR [OUT_DIR]]
+    .venv-ouster/bin/python scripts/extract_ouster_frames.py [SOURCE_DIR [OUT_DIR [SDK_PCAPS_DIR]]]
 
 ouster-sdk pins ``psutil<6``, ``rosbags==0.9.23`` and ``click<8.1.8``, so it lives in its own venv and
 ``lidar-fmu`` reads what this script writes instead (``lidar_fmu.tools.recording``). For every recording of
@@ -20,6 +20,10 @@ ouster-sdk pins ``psutil<6``, ``rosbags==0.9.23`` and ``click<8.1.8``, so it liv
   copied beside the npz).
 
 The metadata JSONs, the lb_n3 recording's poses and the licence are copied to ``OUT_DIR`` as they are.
+
+With ``SDK_PCAPS_DIR`` (ouster-sdk's own ``tests/pcaps``, e.g. a checkout of ouster-lidar/ouster-sdk at
+release 1.0.1, commit 46b7bce) it also extracts :data:`HELD_OUT`: other units' recordings (OS-0, OS-2) that
+nothing in lidar-fmu was fitted on, so ``validate`` checks the shipped figures on units kept apart.
 """
 import importlib.metadata
 import os
@@ -40,6 +44,9 @@ RECORDINGS = (
     ("OS-1-128_767798045_1024x10_20230712_120049", "OS-1-128_767798045_1024x10_20230712_120049"),
     ("OS-1-32-G_v2.1.1_1024x10", "OS-1-32-G_v2.1.1_1024x10"),
 )
+#: other units' recordings in ouster-sdk's tests/pcaps (same licence), each with its metadata JSON of the same stem
+HELD_OUT = ("OS-0-128-U1_v2.3.0_1024x10", "OS-2-128-U1_v2.3.0_1024x10", "OS-0-32-U1_v2.2.0_1024x10",
+            "OS-2-32-U0_v2.0.0_1024x10")
 COPIED = ("LICENSE", "OS-1-128_v2.3.0_1024x10_lb_n3_poses_kitti.txt")
 FIELDS = {  # npz key: (ChanField name, dtype)
     "range_mm": ("RANGE", np.uint32), "reflectivity": ("REFLECTIVITY", np.uint16), "signal": ("SIGNAL", np.uint16),
@@ -47,13 +54,17 @@ FIELDS = {  # npz key: (ChanField name, dtype)
 }
 LUT_STEP = 97
 
+SDK_PCAPS = sys.argv[3] if len(sys.argv) > 3 else None
+
 os.makedirs(OUT, exist_ok=True)
 for name in COPIED:
     shutil.copyfile(os.path.join(SOURCE, name), os.path.join(OUT, name))
-for recording, metadata in RECORDINGS:
-    json_path = os.path.join(SOURCE, metadata + ".json")
+JOBS = [(SOURCE, recording, metadata) for recording, metadata in RECORDINGS]
+JOBS += [(SDK_PCAPS, stem, stem) for stem in HELD_OUT] if SDK_PCAPS else []
+for folder, recording, metadata in JOBS:
+    json_path = os.path.join(folder, metadata + ".json")
     shutil.copyfile(json_path, os.path.join(OUT, metadata + ".json"))
-    source = open_source(os.path.join(SOURCE, recording + ".pcap"), meta=[json_path], sensor_idx=0)
+    source = open_source(os.path.join(folder, recording + ".pcap"), meta=[json_path], sensor_idx=0)
     info = source.sensor_info[0]
     images: dict[str, list] = {key: [] for key in FIELDS}
     timestamp, status, frame_id = [], [], []

@@ -175,6 +175,35 @@ def test_each_prod_line_resolves_to_its_own_datasheet(tmp_path, source, prod_lin
         assert limit.max_range_m_for(np.array([reflectivity]))[0] == pytest.approx(range_m, rel=1e-4)
 
 
+# the other units in tests/data/ouster (kept apart: nothing was fitted on them), as their own files say; a
+# beam-spacing suffix with a digit (U0, U1) names the line as any other suffix does
+HELD_OUT = [
+    ("OS-0-128-U1_v2.3.0_1024x10.json", "OS0", 128, "Rev 06 by prod_pn 840-103574-06"),
+    ("OS-2-128-U1_v2.3.0_1024x10.json", "OS2", 128, "Rev 06 by prod_pn 840-103576-06"),
+    ("OS-0-32-U1_v2.2.0_1024x10.json", "OS0", 32, "Rev 06 by prod_pn 840-103574-06"),
+    ("OS-2-32-U0_v2.0.0_1024x10.json", "OS2", 32, "Rev C by prod_pn 840-102146-C"),
+]
+
+
+@pytest.mark.parametrize("name, line, channels, revision", HELD_OUT, ids=[s[0].split("_")[0] for s in HELD_OUT])
+def test_the_held_out_units_resolve_to_their_own_lines(name, line, channels, revision):
+    sensor = load_sensor(os.path.join(UNITS, name))
+    expected = {"OS0": (0.3, 50.0), "OS2": (1.0, 240.0)}[line]  # their Rev 06 datasheets (no fitted figures)
+    assert (sensor.min_range_m, sensor.max_range_m) == expected
+    assert len(sensor.pattern) == channels * 1024 and revision in sensor.spec["description"]
+    # a footprint for every line (the OS1's scaled by the field of view, assumed), so that a dual-return unit of
+    # any line simulates its second returns
+    scale = {"OS0": 2.0, "OS2": 0.5}[line]
+    os1 = np.radians(0.18 if channels == 128 else 0.13) * 1e3
+    assert sensor.spec["beam_divergence_mrad"][0] == pytest.approx(os1 * scale, abs=1e-3)
+    assert "scaled by the field of view (assumed)" in sensor.spec["description"]
+
+
+def test_a_dual_return_unit_of_another_line_than_the_os1_simulates_its_second_returns():
+    sensor = load_sensor(os.path.join(UNITS, "OS-0-32-U1_v2.2.0_1024x10.json"))
+    assert sensor.footprint.mode == "dual" and sensor.footprint.samples > 1
+
+
 # the shared recordings' units as their own files say: all OS1 (Rev 06, C, D), none a gen-1 OS1
 SHARED = [
     ("OS-1-128_v2.3.0_1024x10.json", "Rev 06 by prod_pn 840-103575-06"),

@@ -178,7 +178,9 @@ _FITTED_ON = ("r_L, detection edge, noise and max range fitted by lidar-fmu cali
 
 #: the product lines of ``prod_line`` (``OS-1-128``, ``OS-DOME-64``, ``OS-0-32-G``, …) → our line names
 LINES = {"0": "OS0", "1": "OS1", "2": "OS2", "DOME": "OSDome"}
-_PROD_LINE = re.compile(r"OS-?(0|1|2|DOME)-(\d+)(?:-[A-Z]+)?", re.IGNORECASE)
+#: the beam-spacing suffix may carry a digit (``OS-0-32-U1``, ``OS-2-32-U0``, as ouster-sdk's own test units name
+#: themselves)
+_PROD_LINE = re.compile(r"OS-?(0|1|2|DOME)-(\d+)(?:-[A-Z]+\d*)?", re.IGNORECASE)
 #: part numbers: current ones carry the revision as their middle group (840-…-070-…), older ones end in it
 _REV7_PN = re.compile(r"-07[01]-|-07(\.\d+)?$")
 _REV6_PN = re.compile(r"-(06|06\.2|062|05|C|D)$")
@@ -204,7 +206,7 @@ def unit_figures(cal: OusterCalibration) -> OusterUnit:
     spec of one's own (``ouster_metadata: FILE`` with ``min_range_m``, ``max_range_m``, ``range_reflectivity``).
     A revision the part number does not tell takes the Rev 06 figures (the older, shorter ranges) with a warning.
     """
-    known = "OS-0-*, OS-1-*, OS-2-*, OS-DOME-* (e.g. OS-1-128, OS-0-32-G)"
+    known = "OS-0-*, OS-1-*, OS-2-*, OS-DOME-* (e.g. OS-1-128, OS-0-32-G, OS-2-32-U0)"
     way_out = ("; to simulate it anyway, give a sensor spec with ouster_metadata: FILE and the unit's min_range_m, "
                "max_range_m and range_reflectivity")
     if cal.prod_line is None:
@@ -241,11 +243,24 @@ def unit_figures(cal: OusterCalibration) -> OusterUnit:
 
 #: Ouster OS1 (gen 1) datasheet: beam divergence 0.13° FWHM (16 and 64 channels), 0.18° FWHM (128 channels), one
 #: figure for both axes; "beam diameter exiting sensor 10 mm" (taken as the 1/e² diameter, assumed). A unit's
-#: metadata keeps them for every OS1 (no later OS1 datasheet found gives them); the other lines get none (a
-#: footprint then needs the user's ``beam_divergence_mrad``)
+#: metadata keeps them for every OS1 (no later OS1 datasheet found gives them).
 OS1_16_64_DIVERGENCE_MRAD = [round(float(np.radians(0.13)) * 1e3, 3)] * 2
 OS1_128_DIVERGENCE_MRAD = [round(float(np.radians(0.18)) * 1e3, 3)] * 2
 OS1_BEAM_DIAMETER_M = 0.010
+#: The other lines' divergence, assumed (no datasheet of theirs giving it was in reach): the OS1's for the same
+#: channel count scaled by the line's vertical field of view over the OS1's 45° (OS0 90°, OS2 22.5°, OSDome 180°,
+#: Ouster datasheets), as for one emitter array behind lenses of other focal lengths; the 10 mm exit beam kept.
+#: Without a footprint a dual-return unit of these lines could not be simulated at all.
+FIELD_OF_VIEW_OVER_OS1 = {"OS1": 1.0, "OS0": 2.0, "OS2": 0.5, "OSDome": 4.0}
+
+
+def beam_footprint(line: str, channels: int) -> dict[str, Any]:
+    """The footprint keys (``beam_divergence_mrad``, ``beam_diameter_m``) of a unit of ``line`` with ``channels``
+    beams: the OS1 datasheet's, and for the other lines the assumption of :data:`FIELD_OF_VIEW_OVER_OS1`."""
+    divergence = OS1_128_DIVERGENCE_MRAD if channels == 128 else OS1_16_64_DIVERGENCE_MRAD
+    scale = FIELD_OF_VIEW_OVER_OS1[line]
+    return {"beam_divergence_mrad": [round(value * scale, 3) for value in divergence],
+            "beam_diameter_m": OS1_BEAM_DIAMETER_M}
 
 
 def unit_spec(cal: OusterCalibration, source: str) -> dict:
@@ -274,9 +289,10 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
         spec["description"] += f"; {_FITTED_ON}"
         if cal.min_range_threshold_cm is not None:  # the unit's own setting still wins
             spec["min_range_m"] = cal.min_range_threshold_cm / 100.0
-    if unit.line == "OS1":
-        divergence = OS1_128_DIVERGENCE_MRAD if unit.channels == 128 else OS1_16_64_DIVERGENCE_MRAD
-        spec |= {"beam_divergence_mrad": list(divergence), "beam_diameter_m": OS1_BEAM_DIAMETER_M}
+    spec |= beam_footprint(unit.line, unit.channels)
+    if unit.line != "OS1":
+        spec["description"] += (f"; beam divergence {spec['beam_divergence_mrad'][0]} mrad: the OS1's scaled by the "
+                                "field of view (assumed)")
     # the unit's dual-return profile and order as set (the order's default is the unit's: STRONGEST_TO_WEAKEST)
     spec["return_order"] = OUSTER_RETURN_ORDERS[cal.return_order or "STRONGEST_TO_WEAKEST"]
     if cal.dual:
@@ -412,7 +428,8 @@ def read_ouster_metadata(source, name: str = "ouster") -> OusterCalibration:
     if order is not None and order not in OUSTER_RETURN_ORDERS:
         raise OusterMetadataError(f"Ouster metadata {name}: config_params.return_order must be one of "
                                   f"{', '.join(OUSTER_RETURN_ORDERS)}, got {shown(order)}")
-    profile = config.get("udp_profile_lidar")
+    # the profile sits in config_params (current metadata) or, in firmware 2.x's flat metadata, in data_format
+    profile = config.get("udp_profile_lidar", data_format.get("udp_profile_lidar"))
     dual = isinstance(profile, str) and profile.endswith("_DUAL")
     return OusterCalibration(altitude, azimuth, n, z0, lidar_to_sensor, columns, float(rate), window, name,
                              prod_line or None, prod_pn, build_rev, threshold, order, dual)
