@@ -1,9 +1,11 @@
 """The before / after tables of docs/validation.md from ``lidar-fmu validate -o`` folders.
 
     python scripts/validation_tables.py BEFORE_DIR SHIPPED_DIR CALIBRATED_DIR
+    python scripts/validation_tables.py --held-out SHIPPED_DIR CALIBRATED_DIR
 
-Each DIR holds ``lb_n3/``, ``dual/`` and ``os32/``, each a ``validation.json``; prints one markdown table of
-the figures issue targets name, a column per recording and run, and the noise σ per range band."""
+Each DIR holds ``lb_n3/``, ``dual/`` and ``os32/`` (with ``--held-out``: ``os0_128/``, ``os2_128/``,
+``os0_32/``, ``os2_32/``, the units nothing was fitted on), each a ``validation.json``; prints one markdown
+table of the figures the targets name, a column per recording and run, and the noise σ per range band."""
 from __future__ import annotations
 
 import json
@@ -11,6 +13,7 @@ import os
 import sys
 
 RECORDINGS = (("lb_n3", "OS-1-128 lb_n3"), ("dual", "OS-1-128 dual"), ("os32", "OS-1-32-G"))
+HELD_OUT = (("os0_128", "OS-0-128"), ("os2_128", "OS-2-128"), ("os0_32", "OS-0-32 dual"), ("os2_32", "OS-2-32"))
 RUNS = ("before", "shipped", "calibrated")
 
 
@@ -47,32 +50,40 @@ def rows(r):
     }
 
 
-def main(dirs):
+def main(dirs, recordings=RECORDINGS, runs=RUNS):
     results = {run: {key: json.load(open(os.path.join(d, key, "validation.json"), encoding="utf-8"))
-                     for key, _ in RECORDINGS} for run, d in zip(RUNS, dirs)}
-    header = [f"{name}: {run}" for _, name in RECORDINGS for run in RUNS]
+                     for key, _ in recordings} for run, d in zip(runs, dirs)}
+    header = [f"{name}: {run}" for _, name in recordings for run in runs]
     print("| figure (target) | " + " | ".join(header) + " |")
     print("|---" * (len(header) + 1) + "|")
-    table = {(key, run): rows(results[run][key]) for key, _ in RECORDINGS for run in RUNS}
-    for figure in table["lb_n3", "before"]:
-        print(f"| {figure} | " + " | ".join(table[key, run][figure] for key, _ in RECORDINGS for run in RUNS) + " |")
+    table = {(key, run): rows(results[run][key]) for key, _ in recordings for run in runs}
+    for figure in table[recordings[0][0], runs[0]]:
+        print(f"| {figure} | " + " | ".join(table[key, run][figure] for key, _ in recordings for run in runs) + " |")
     print()
-    print("| range band | " + " | ".join(f"{name}: unit / {run}" for _, name in RECORDINGS for run in RUNS) + " |")
+    print("| range band | " + " | ".join(f"{name}: unit / {run}" for _, name in recordings for run in runs) + " |")
     print("|---" * (len(header) + 1) + "|")
-    for i, band in enumerate(results["before"]["lb_n3"]["noise_bands"][:-1]):
+    for i, band in enumerate(results[runs[0]][recordings[0][0]]["noise_bands"][:-1]):
         cells = []
-        for key, _ in RECORDINGS:
-            for run in RUNS:
+        for key, _ in recordings:
+            for run in runs:
                 b = results[run][key]["noise_bands"][i]
                 cells.append(f"{_cm(b['real_sigma_m'])} / {_cm(b['sim_sigma_m'])}" if b["real_sigma_m"] else "–")
         print(f"| {band['band_m']} m | " + " | ".join(cells) + " |")
+    if "lb_n3" in results[runs[0]]:
+        frame_to_frame(results, runs)
+
+
+def frame_to_frame(results, runs):
     print()
-    print("| range band | unit | " + " | ".join(RUNS) + " |")
-    print("|---" * (len(RUNS) + 2) + "|")
-    for i, band in enumerate(results["before"]["lb_n3"]["noise_frame_to_frame"]["bands"][1:-1], start=1):
-        cells = [_cm(results[run]["lb_n3"]["noise_frame_to_frame"]["bands"][i]["sim_sigma_m"]) for run in RUNS]
+    print("| range band | unit | " + " | ".join(runs) + " |")
+    print("|---" * (len(runs) + 2) + "|")
+    for i, band in enumerate(results[runs[0]]["lb_n3"]["noise_frame_to_frame"]["bands"][1:-1], start=1):
+        cells = [_cm(results[run]["lb_n3"]["noise_frame_to_frame"]["bands"][i]["sim_sigma_m"]) for run in runs]
         print(f"| {band['band_m']} m | {_cm(band['real_sigma_m'])} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:4])
+    if sys.argv[1] == "--held-out":
+        main(sys.argv[2:4], HELD_OUT, ("shipped", "calibrated"))
+    else:
+        main(sys.argv[1:4])
