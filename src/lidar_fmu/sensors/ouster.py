@@ -254,6 +254,18 @@ OS1_BEAM_DIAMETER_M = 0.010
 FIELD_OF_VIEW_OVER_OS1 = {"OS1": 1.0, "OS0": 2.0, "OS2": 0.5, "OSDome": 4.0}
 
 
+def intensity_law(unit: OusterUnit) -> dict[str, float]:
+    """The ``intensity_law`` of a unit of a line without its own fit: the OS1's (:data:`FITTED`, r₀ 12 m, a 0.5,
+    b 2 on the OS-1-32's SIGNAL) with r₀ scaled by the line's 10 % range over the OS1's in the same generation's
+    datasheet (OS0 4 m, OS2 21.3 m at Rev 06). Assumed: the range where the received signal stops rising with
+    range follows the optics' reach; checked on units nothing was fitted on (docs/validation.md: an OS-2-128 and
+    an OS-0-32 rank SIGNAL at 0.78 and 0.96 under it, 0.47 and 0.90 under the flat-then-1/r² default)."""
+    os1 = DATASHEETS.get(("OS1", unit.generation), DATASHEETS["OS1", "rev6"])
+    fitted = FITTED["OS1", "rev6"]["intensity_law"]
+    scale = unit.datasheet.pairs[0][1] / os1.pairs[0][1]  # both pairs start at 10 %
+    return fitted | {"reference_range_m": round(fitted["reference_range_m"] * scale, 2)}
+
+
 def beam_footprint(line: str, channels: int) -> dict[str, Any]:
     """The footprint keys (``beam_divergence_mrad``, ``beam_diameter_m``) of a unit of ``line`` with ``channels``
     beams: the OS1 datasheet's, and for the other lines the assumption of :data:`FIELD_OF_VIEW_OVER_OS1`."""
@@ -289,6 +301,8 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
         spec["description"] += f"; {_FITTED_ON}"
         if cal.min_range_threshold_cm is not None:  # the unit's own setting still wins
             spec["min_range_m"] = cal.min_range_threshold_cm / 100.0
+    if "intensity_law" not in spec:
+        spec["intensity_law"] = intensity_law(unit)
     spec |= beam_footprint(unit.line, unit.channels)
     if unit.line != "OS1":
         spec["description"] += (f"; beam divergence {spec['beam_divergence_mrad'][0]} mrad: the OS1's scaled by the "
