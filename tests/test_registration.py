@@ -1,0 +1,50 @@
+"""Per-frame poses by KISS-ICP for a recording without poses (validate --poses icp)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from helpers.recordings import DATA
+from lidar_fmu.tools.recording import read_kitti_poses, read_recording
+from lidar_fmu.tools.registration import RegistrationError, icp_poses
+from lidar_fmu.tools.validate import pixel_rays, unit_metadata, unit_points
+
+LB_N3 = "OS-1-128_v2.3.0_1024x10_lb_n3"
+METADATA = os.path.join(DATA, "OS-1-128_v2.3.0_1024x10.json")
+
+
+def lb_n3_frames():
+    cal = unit_metadata(METADATA)
+    recording = read_recording(os.path.join(DATA, LB_N3 + ".npz"), cal, METADATA)
+    rays = pixel_rays(cal)
+    range_m = recording.images["range_mm"].astype(np.float64) / 1000.0
+    frames = [unit_points(rays, np.where(r > 0, r, np.nan)) for r in range_m]
+    return frames, read_kitti_poses(os.path.join(DATA, LB_N3 + "_poses_kitti.txt"), recording.frames)
+
+
+def test_icp_finds_the_steps_of_the_shared_poses():
+    pytest.importorskip("kiss_icp")
+    frames, shared = lb_n3_frames()
+    poses = icp_poses(frames, max_range_m=120.0)
+    assert poses.shape == (3, 4, 4) and np.allclose(poses[0], np.eye(4))
+    for f in (1, 2):
+        truth = np.linalg.inv(shared[f - 1]) @ shared[f]
+        ours = np.linalg.inv(poses[f - 1]) @ poses[f]
+        assert np.linalg.norm(truth[:3, 3]) > 0.2  # the unit moves 0.25 m a frame
+        assert np.linalg.norm(ours[:3, 3] - truth[:3, 3]) < 0.025
+        cos = (np.trace(truth[:3, :3].T @ ours[:3, :3]) - 1.0) / 2.0
+        assert np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))) < 0.1
+
+
+def test_without_kiss_icp_the_reason_is_one_line(monkeypatch):
+    for name in ("kiss_icp", "kiss_icp.config", "kiss_icp.kiss_icp"):  # as if not installed: imports fail
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(RegistrationError, match="needs the kiss-icp package"):
+        icp_poses([np.zeros((200, 3))], 100.0)
+
+
+def test_a_frame_without_returns_is_refused():
+    pytest.importorskip("kiss_icp")
+    with pytest.raises(RegistrationError, match="frame 0 has 0 returns"):
+        icp_poses([np.full((500, 3), np.nan)], 100.0)
