@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
-from helpers.recordings import DATA, simulated_recording
+from helpers.recordings import DATA, corrugated_wall_scene, simulated_recording
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.physics.range_limit import fit_range_limit as datasheet_fit
 from lidar_fmu.sensors import load_sensor
@@ -30,11 +30,23 @@ def test_calibrate_recovers_the_noise_a_simulated_unit_has(floor_m, shot_m):
     spec = sensor_spec(metadata, cal, None, False) | {
         "noise": {"range_sigma_m": floor_m, "shot_sigma_m": shot_m, "seed": 5}}
     recording = simulated_recording(cal, metadata, spec=spec)
-    sigma0, shot, bins = fit_noise([recording], cal)
+    sigma0, shot, bins = fit_noise([recording], cal, metadata)
     assert sigma0 == pytest.approx(floor_m, rel=0.2)
     assert shot == pytest.approx(shot_m, rel=0.2, abs=5e-4)
     if shot_m:  # the data themselves show σ growing with the signal proxy
         assert bins[-1]["sigma_m"] > 1.5 * bins[0]["sigma_m"]
+
+
+def test_the_noise_fit_leaves_out_the_surface_shape_the_mesh_follows():
+    """A unit of σ = 5 mm before a corrugated wall (±0.2 m over 1.5 m: its shape adds centimetres to a chord over a
+    few pixels): the fitted σ(x) is 5 mm within 20 % over the wall's pixels, the shape not taken for noise."""
+    cal, metadata = _unit()
+    spec = sensor_spec(metadata, cal, None, False) | {"noise": {"range_sigma_m": 0.005, "shot_sigma_m": 0.0, "seed": 3}}
+    recording = simulated_recording(cal, metadata, spec=spec, scene=corrugated_wall_scene(amplitude_m=0.2))
+    sigma0, shot, bins = fit_noise([recording], cal, metadata)
+    assert max(b["unit_sigma_m"] for b in bins) > 0.01  # the shape is there, in the unit's own chord
+    for b in bins:  # the wall's pixels span too narrow a signal range to tell σ0 from σ_shot apart: σ as fitted
+        assert np.hypot(sigma0, shot * np.sqrt(b["x_median"])) == pytest.approx(0.005, rel=0.2)
 
 
 def test_the_range_limit_fit_finds_the_law_and_its_scale():

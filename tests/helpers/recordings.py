@@ -27,12 +27,26 @@ def room_scene():
     return scene
 
 
-def simulated_recording(cal, metadata, off_by_one=False, poses=None, spec=None):
+def corrugated_wall_scene(amplitude_m=0.3, period_m=1.5, x_m=10.0):
+    """A wall x = x_m + amplitude · sin(2π y / period) in front of the unit, 8 m wide and 10 m high: a surface whose
+    shape shows in a chord over a few pixels."""
+    y = np.linspace(-4.0, 4.0, 401)
+    z = np.array([-5.0, 5.0])
+    yy, zz = np.meshgrid(y, z, indexing="ij")
+    vertices = np.stack([x_m + amplitude_m * np.sin(2 * np.pi * yy / period_m), yy, zz], -1).reshape(-1, 3)
+    i = np.arange(len(y) - 1)
+    faces = np.concatenate([np.stack([2 * i, 2 * i + 2, 2 * i + 1], 1), np.stack([2 * i + 1, 2 * i + 2, 2 * i + 3], 1)])
+    scene = Scene()
+    scene.add_instance(0, Mesh(vertices, faces, np.zeros(len(faces), int), ("default",)), np.eye(4))
+    return scene
+
+
+def simulated_recording(cal, metadata, off_by_one=False, poses=None, spec=None, scene=None):
     """The unit simulated in a room, written as the unit would: its range image in RANGE's convention, placed by
     each return's beam and the pattern's measurement column, one frame per pose. ``off_by_one``: each odd
     (held-out) column holds the next column's pixels instead, as a matching one column off would compare them."""
     poses = [np.eye(4)] if poses is None else poses
-    lidar = Lidar(room_scene(), spec or sensor_spec(metadata, cal, None, False), backend="embree")
+    lidar = Lidar(room_scene() if scene is None else scene, spec or sensor_spec(metadata, cal, None, False), backend="embree")
     range_mm = np.zeros((len(poses), cal.beams, cal.columns), np.uint32)
     reflectivity = np.zeros_like(range_mm, dtype=np.uint16)
     for f, pose in enumerate(poses):

@@ -168,7 +168,7 @@ FITTED: dict[tuple[str, str], dict[str, Any]] = {
         "range_reflectivity": {"pairs": [[0.005, 18.947], [1.0, 110.805]], "fit": "root3"},
         "detection": "logistic",
         "detection_width": 0.0491,
-        "range_noise": {"range_sigma_m": 0.00489, "shot_sigma_m": 0.001916},
+        "range_noise": {"range_sigma_m": 0.00992, "shot_sigma_m": 0.001024},
         "intensity_law": {"reference_range_m": 12.0, "near_exponent": 0.5, "far_exponent": 2.0},
     },
 }

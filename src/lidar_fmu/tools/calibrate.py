@@ -20,13 +20,17 @@ From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``
   the recording has SIGNAL: the reference range and exponents whose intensity of the unit's own REFLECTIVITY and
   RANGE ranks its SIGNAL best (Spearman), on a grid.
 - **range noise** σ(r, ρ)² = σ0² + (σ_shot · (r / 10 m) / √ρ)² (``range_noise``, the shot-noise model of
-  :func:`lidar_fmu.physics.effects.range_sigma_m`): the chord residual of validate (a pixel's range against
-  the line through its same-beam neighbours, here the adjacent columns, m ± 1, so that surface shape adds
-  least), σ per bin of the signal proxy x = (r / 10 m)² / ρ, and σ² = σ0² + σ_shot²·x fitted to the bins by
-  least squares, both ≥ 0. Surface shape still adds to the residual, more with range: the fit is an upper
-  bound of the unit's noise, as validate's figures are.
+  :func:`lidar_fmu.physics.effects.range_sigma_m`), on validate's own measure: every frame's scene rebuilt from
+  its even columns (:func:`lidar_fmu.tools.validate.frame_scene`), and on each held-out pixel the chord residual
+  (its range against the line through its same-beam held-out neighbours m ± 2) of the unit's RANGE *less* that
+  of the noise-free mesh cast on the same ray (:func:`~lidar_fmu.tools.validate.held_out_chord_residuals`). The
+  surface shape the mesh follows cancels pixel by pixel; what is left is the unit's noise (of the pixel, its
+  neighbours and the mesh's corners, :data:`DIFFERENCE_VARIANCE_FACTOR`). σ per bin of the signal proxy
+  x = (r / 10 m)² / ρ, and σ² = σ0² + σ_shot²·x fitted to the bins by least squares, both ≥ 0. Shape between
+  mesh pixels that the mesh does not follow (foliage, corners) still adds to it: an upper bound, tighter than
+  the chord of the unit alone.
 
-Pixels: the fits use every frame's pixels (the edge: odd columns; noise and ranges: every column), and validate
+Pixels: the fits use every frame's pixels (the edge and noise: odd columns; ranges: every column), and validate
 compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
 10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
 
@@ -56,9 +60,10 @@ from .validate import (
     MAX_JUMP,
     MIN_SAMPLES,
     REFLECTIVITY_BANDS,
-    chord_residual_image,
+    held_out_chord_residuals,
     pixel_rays,
     robust_sigma,
+    sensor_spec,
     spearman,
     unit_metadata,
     unit_reflectivity,
@@ -83,6 +88,13 @@ INTENSITY_EXPONENTS_FAR = (1.5, 2.0, 2.5, 3.0)
 INTENSITY_SAMPLES = 20_000
 #: bins of the signal proxy the noise is fitted on
 NOISE_BINS = 12
+#: variance of (unit's − mesh's chord residual) of one held-out pixel, in σ_u² of the unit's noise per pixel: the
+#: unit's residual (m against m ± 2, all held-out pixels) carries 1.5 σ_u²; the mesh's, cast between its pixels
+#: m ± 1 (the mean of the two), is (v₋₁ + v₊₁ − v₋₃ − v₊₃) / 4 of other pixels' noise, σ_u²/4. The surface shape
+#: both follow cancels pixel by pixel.
+DIFFERENCE_VARIANCE_FACTOR = 1.5 + 0.25
+#: below this variance (1 mm²) a bin's weight stops growing: bins where the mesh explains all of the residual
+NOISE_VAR_FLOOR_M2 = 1e-6
 
 
 def _returns(recordings: list[Recording]) -> tuple[np.ndarray, np.ndarray]:
@@ -122,34 +134,42 @@ def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
     return best[1], best[2]
 
 
-def fit_noise(recordings: list[Recording], cal: OusterCalibration,
-              max_jump: float = MAX_JUMP) -> tuple[float, float, list[dict[str, Any]]]:
-    """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc)."""
+def fit_noise(recordings: list[Recording], cal: OusterCalibration, metadata_path: str, max_jump: float = MAX_JUMP,
+              backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
+    """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc).
+
+    Per bin of x, σ_u of validate's chord residual of the unit's held-out pixels less that of the noise-free mesh
+    on the same pixels (:data:`DIFFERENCE_VARIANCE_FACTOR`): what the mesh follows is surface shape, not noise."""
     rays = pixel_rays(cal)
-    xs, residuals = [], []
+    spec = sensor_spec(metadata_path, cal, None, False)  # casts the geometry only: the unit's rays are what count
+    xs, unit, mesh = [], [], []
     for recording in recordings:
         for f in range(recording.frames):
+            residuals = held_out_chord_residuals(recording, f, cal, rays, spec, backend, max_jump)
+            if residuals is None:
+                continue
+            ok, real, noise_free = residuals
             image = recording.images["range_mm"][f].astype(np.float64) * 1e-3
-            image[(image <= 0) | ~recording.sent(f)[None, :] | (rays.ray_index < 0)] = np.nan
             rho = unit_reflectivity(recording.images["reflectivity"][f])
-            signal_x = np.where(np.isfinite(image), (image / SHOT_NOISE_REFERENCE_RANGE_M) ** 2
-                                / np.maximum(rho, SHOT_NOISE_MIN_REFLECTIVITY), np.nan)
-            residual, ok = chord_residual_image(rays, image, 1, max_jump)
-            xs.append(signal_x[ok])
-            residuals.append(residual[ok])
-    x, residual = np.concatenate(xs), np.concatenate(residuals)
+            xs.append((image / SHOT_NOISE_REFERENCE_RANGE_M)[ok] ** 2 / np.maximum(rho[ok], SHOT_NOISE_MIN_REFLECTIVITY))
+            unit.append(real[ok])
+            mesh.append(noise_free[ok])
+    x = np.concatenate(xs) if xs else np.zeros(0)
     if len(x) < NOISE_BINS * MIN_SAMPLES:
-        raise UserError(f"calibrate: {len(x)} pixels with both neighbours on one surface; the noise fit needs "
-                        f"{NOISE_BINS * MIN_SAMPLES}")
+        raise UserError(f"calibrate: {len(x)} held-out pixels with both neighbours on one surface; the noise fit "
+                        f"needs {NOISE_BINS * MIN_SAMPLES}")
+    unit_residual, mesh_residual = np.concatenate(unit), np.concatenate(mesh)
     edges = np.quantile(x, np.linspace(0.0, 1.0, NOISE_BINS + 1))
     bins = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         pick = (x >= lo) & (x <= hi)
-        bins.append({"x_median": float(np.median(x[pick])), "sigma_m": robust_sigma(residual[pick]),
-                     "n": int(pick.sum())})
+        sigma_unit, sigma_mesh = robust_sigma(unit_residual[pick]), robust_sigma(mesh_residual[pick])
+        sigma = robust_sigma(unit_residual[pick] - mesh_residual[pick], DIFFERENCE_VARIANCE_FACTOR)
+        bins.append({"x_median": float(np.median(x[pick])), "sigma_m": sigma, "unit_sigma_m": sigma_unit,
+                     "mesh_sigma_m": sigma_mesh, "n": int(pick.sum())})
     bx = np.array([b["x_median"] for b in bins])
     var = np.array([b["sigma_m"] for b in bins]) ** 2
-    weight = 1.0 / np.maximum(var, 1e-8)  # relative errors alike in every bin
+    weight = 1.0 / np.maximum(var, NOISE_VAR_FLOOR_M2)  # relative errors alike in every bin
     design = np.stack([np.ones_like(bx), bx], axis=1) * weight[:, None]
     (floor_var, shot_var), *_ = np.linalg.lstsq(design, var * weight, rcond=None)
     if shot_var < 0:
@@ -243,7 +263,7 @@ def calibrated_spec(recordings: list[Recording], cal: OusterCalibration, metadat
     if len(range_m) < MIN_SAMPLES:
         raise UserError(f"calibrate: {len(range_m)} returns in the recording(s); too few to fit anything")
     fit, a = fit_range_limit(range_m, refl)
-    sigma0, shot, bins = fit_noise(recordings, cal, max_jump)
+    sigma0, shot, bins = fit_noise(recordings, cal, metadata_path, max_jump)
     n = ROOT_FITS[fit]
     spec = unit_spec(cal, os.path.abspath(metadata_path))
     names = ", ".join(r.name for r in recordings)

@@ -21,9 +21,12 @@ pixel order):
    RANGE from the lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset
    taking off √(n² + z0²), :func:`~lidar_fmu.sensors.ouster.range_offset_m`; docs/sensors.md, "Range
    convention"). A held-out pixel is
-   *covered* when its ray meets the mesh (a noise-free cast of the geometry alone). A pixel is *away from
-   depth edges* when its 8 neighbours on the real destaggered image (all columns) are valid and agree with it
-   by the same ``max_jump`` rule.
+   *covered* when its ray meets the mesh (a noise-free cast of the geometry alone), and *inside the mesh* when
+   the mesh also goes on beyond it on every side the unit looked (:func:`inside_mesh`): on the mesh's rim the
+   surface ends or breaks somewhere within a pixel spacing of the ray, and the mesh cannot say where. Which
+   pixels return (both, only real, only ours; per beam) is compared inside the mesh, and given apart for the
+   rim. A pixel is *away from depth edges* when its 8 neighbours on the real destaggered image (all columns)
+   are valid and agree with it by the same ``max_jump`` rule.
 
 Noise σ is measured the same way on real and simulated held-out pixels: a pixel's range against the straight
 line through its two held-out neighbours on the same beam (columns m ± 2), along its own ray; for
@@ -201,6 +204,18 @@ def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, du
     return resolved
 
 
+def _along_ray_m(rays: PixelRays, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Where each pixel's ray passes closest to the line through ``left`` and ``right`` (points), as the distance
+    along the ray from its origin."""
+    u = right - left
+    d = rays.direction
+    w0 = rays.origin - left  # closest points of ray (origin + t·d) and line (left + s·u)
+    a_, b_, c_ = np.einsum("...i,...i", d, d), np.einsum("...i,...i", d, u), np.einsum("...i,...i", u, u)
+    d_, e_ = np.einsum("...i,...i", d, w0), np.einsum("...i,...i", u, w0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (b_ * e_ - c_ * d_) / (a_ * c_ - b_ * b_)
+
+
 def chord_residual_image(rays: PixelRays, range_m: np.ndarray, step: int,
                          max_jump: float) -> tuple[np.ndarray, np.ndarray]:
     """(residual, ok) images: every pixel's range against the line through its same-beam neighbours ``step``
@@ -213,14 +228,7 @@ def chord_residual_image(rays: PixelRays, range_m: np.ndarray, step: int,
     left, right = np.roll(points, step, axis=1), np.roll(points, -step, axis=1)
     r_left, r_right = np.roll(range_m, step, axis=1), np.roll(range_m, -step, axis=1)
     ok = _agree(r_left, range_m, r_right, max_jump=max_jump)
-    u = right - left
-    d = rays.direction
-    w0 = rays.origin - left  # closest points of ray (origin + t·d) and line (left + s·u)
-    a_, b_, c_ = np.einsum("...i,...i", d, d), np.einsum("...i,...i", d, u), np.einsum("...i,...i", u, u)
-    d_, e_ = np.einsum("...i,...i", d, w0), np.einsum("...i,...i", u, w0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t = (b_ * e_ - c_ * d_) / (a_ * c_ - b_ * b_)
-    residual = range_m - (t + rays.beam_origin_m)
+    residual = range_m - (_along_ray_m(rays, left, right) + rays.beam_origin_m)
     return residual, ok & np.isfinite(residual)
 
 
@@ -288,6 +296,30 @@ def _edge_free(rays: PixelRays, range_m: np.ndarray, max_jump: float) -> np.ndar
     B, W = grid.shape
     neighbours = [padded[1 + db:1 + db + B, 1 + dc:1 + dc + W] for db in (-1, 0, 1) for dc in (-1, 0, 1)]
     ok_grid = _agree(*neighbours, max_jump=max_jump)
+    return ok_grid[np.arange(B)[:, None], rays.grid_column]
+
+
+def inside_mesh(rays: PixelRays, range_m: np.ndarray, use: np.ndarray, max_jump: float = MAX_JUMP) -> np.ndarray:
+    """(B, W) bool: where a held-out pixel's ray meets the mesh of the pixels ``use`` inside it, not on its rim.
+
+    A held-out pixel of beam b lies between its beam's two mesh pixels (destaggered columns ± 1), on the edge they
+    share; the mesh goes on beyond it only where the cell above (beams b − 1, b) and the cell below (b, b + 1)
+    each have all four corners valid and agreeing (the ``max_jump`` rule). Where a neighbouring beam's mesh
+    pixel is missing or at another range, the surface ends or breaks within one pixel spacing of the ray, and
+    where it does the mesh cannot say. The first and last beams have no row beyond them, and nothing there says
+    that the surface ends: their missing side counts as inside.
+    """
+    grid = _destaggered(np.where(use, range_m, np.nan), rays)
+    B, W = grid.shape
+    left, right = np.roll(grid, 1, axis=1), np.roll(grid, -1, axis=1)  # the turn closes on itself
+    row = _agree(left, right, max_jump=max_jump)
+    pair = np.zeros((B, W), bool)  # cell (b, b + 1) of the two rows' four corners
+    pair[:-1] = _agree(left[:-1], right[:-1], left[1:], right[1:], max_jump=max_jump)
+    above = np.ones((B, W), bool)
+    above[1:] = pair[:-1]
+    below = np.ones((B, W), bool)
+    below[:-1] = pair[:-1]
+    ok_grid = row & above & below
     return ok_grid[np.arange(B)[:, None], rays.grid_column]
 
 
@@ -366,18 +398,43 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: dict, pose
     return {"pairs": len(poses) - 1, "bands": bands}
 
 
-def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: dict,
-                  backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
-    """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
-    images = recording.images
+def frame_scene(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays,
+                max_jump: float = MAX_JUMP) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[Mesh, np.ndarray] | None]:
+    """(the unit's RANGE image, mesh pixels, held-out pixels, the mesh of the mesh pixels or None) of one frame:
+    the scene rebuilt from its even measurement columns (with the second-return layer of a dual recording), to
+    be compared on the odd ones."""
     real_range = _frame_image(recording, frame, rays)
     sent = recording.sent(frame)[None, :] & (rays.ray_index >= 0)
     measurement = np.arange(cal.columns)[None, :]
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
-    made = mesh_from_pixels(rays, real_range, images["reflectivity"][frame], mesh_pixels, max_jump)
+    made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump)
     if made is not None and recording.dual:
         made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump)
+    return real_range, mesh_pixels, held_out, made
+
+
+def held_out_chord_residuals(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays,
+                             spec: dict, backend: str = "auto", max_jump: float = MAX_JUMP
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(ok, the unit's residual, the mesh's) images of validate's noise measure on one frame: every covered
+    held-out pixel's chord residual (neighbours m ± 2) in the unit's RANGE and in the noise-free cast of the
+    mesh, ``ok`` where both count. None when the frame makes no mesh."""
+    real_range, _, held_out, made = frame_scene(recording, frame, cal, rays, max_jump)
+    if made is None:
+        return None
+    truth = _geometry_image(_unit_lidar(made[0], spec, backend), rays, np.eye(4))
+    covered = held_out & np.isfinite(truth)
+    real, ok_real = chord_residual_image(rays, np.where(covered, real_range, np.nan), 2, max_jump)
+    mesh, ok_mesh = chord_residual_image(rays, np.where(covered, truth, np.nan), 2, max_jump)
+    return ok_real & ok_mesh, real, mesh
+
+
+def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: dict,
+                  backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
+    """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
+    images = recording.images
+    real_range, mesh_pixels, held_out, made = frame_scene(recording, frame, cal, rays, max_jump)
     if made is None:
         raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
                             f"agree in range; nothing to rebuild the scene from")
@@ -393,7 +450,8 @@ def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays
     both = covered & real_valid & sim_valid
     edge_free = _edge_free(rays, real_range, max_jump)
     out: dict[str, Any] = {
-        "covered": covered, "held_out": held_out, "real_valid": real_valid, "sim_valid": sim_valid,
+        "covered": covered, "inside": covered & inside_mesh(rays, real_range, mesh_pixels, max_jump),
+        "held_out": held_out, "real_valid": real_valid, "sim_valid": sim_valid,
         "delta_m": (sim["range_m"] - real_range)[both], "truth_delta_m": (truth - real_range)[both],
         "edge_free": edge_free[both], "real_range_m": real_range[both], "triangles": mesh.triangle_count,
         "scan_s": scan_s, "rays": len(lidar.sensor.pattern),
@@ -424,6 +482,17 @@ def _quantiles(values: np.ndarray) -> dict[str, float | int | None]:
 
 def _fraction(a: int, b: int) -> float | None:
     return a / b if b else None
+
+
+def _agreement(pixels: np.ndarray, real_valid: np.ndarray, sim_valid: np.ndarray) -> dict[str, Any]:
+    """Which of ``pixels`` return, the unit's and ours."""
+    both = int((pixels & real_valid & sim_valid).sum())
+    only_real = int((pixels & real_valid & ~sim_valid).sum())
+    only_sim = int((pixels & ~real_valid & sim_valid).sum())
+    return {"both": both, "only_real": only_real, "only_sim": only_sim,
+            "neither": int((pixels & ~real_valid & ~sim_valid).sum()),
+            "real_returns_found": _fraction(both, both + only_real),
+            "sim_returns_unit_lacks": _fraction(only_sim, both + only_sim)}
 
 
 def unit_reflectivity(reflectivity_percent: np.ndarray) -> np.ndarray:
@@ -460,16 +529,12 @@ def summarize(frames: list[dict[str, Any]], recording: Recording, cal: OusterCal
     def cat(key):
         return np.concatenate([f[key] for f in frames])
 
-    covered = np.stack([f["covered"] for f in frames])
+    covered, inside = np.stack([f["covered"] for f in frames]), np.stack([f["inside"] for f in frames])
     real_valid, sim_valid = np.stack([f["real_valid"] for f in frames]), np.stack([f["sim_valid"] for f in frames])
-    both = int((covered & real_valid & sim_valid).sum())
-    only_real = int((covered & real_valid & ~sim_valid).sum())
-    only_sim = int((covered & ~real_valid & sim_valid).sum())
-    neither = int((covered & ~real_valid & ~sim_valid).sum())
     held_out = int(np.stack([f["held_out"] for f in frames]).sum())
-    per_beam_n = covered.sum(axis=(0, 2))
-    real_beam = (covered & real_valid).sum(axis=(0, 2)) / np.maximum(per_beam_n, 1)
-    sim_beam = (covered & sim_valid).sum(axis=(0, 2)) / np.maximum(per_beam_n, 1)
+    per_beam_n = inside.sum(axis=(0, 2))
+    real_beam = (inside & real_valid).sum(axis=(0, 2)) / np.maximum(per_beam_n, 1)
+    sim_beam = (inside & sim_valid).sum(axis=(0, 2)) / np.maximum(per_beam_n, 1)
     counted = per_beam_n >= MIN_SAMPLES
     delta, truth_delta, edge_free = cat("delta_m"), cat("truth_delta_m"), cat("edge_free")
     real_range = cat("real_range_m")
@@ -499,11 +564,10 @@ def summarize(frames: list[dict[str, Any]], recording: Recording, cal: OusterCal
     result: dict[str, Any] = {
         "frames": [int(i) for i in recording.frame_id], "profile": recording.profile,
         "triangles": [f["triangles"] for f in frames], "rays_per_frame": frames[0]["rays"],
-        "held_out_pixels": held_out, "covered_pixels": int(covered.sum()),
-        "agreement": {"both": both, "only_real": only_real, "only_sim": only_sim, "neither": neither,
-                      "real_returns_found": _fraction(both, both + only_real),
-                      "sim_returns_unit_lacks": _fraction(only_sim, both + only_sim)},
-        "per_beam_valid": {"real": real_beam.tolist(), "sim": sim_beam.tolist(), "covered": per_beam_n.tolist(),
+        "held_out_pixels": held_out, "covered_pixels": int(covered.sum()), "inside_pixels": int(inside.sum()),
+        "agreement": _agreement(inside, real_valid, sim_valid),
+        "agreement_rim": _agreement(covered & ~inside, real_valid, sim_valid),
+        "per_beam_valid": {"real": real_beam.tolist(), "sim": sim_beam.tolist(), "inside": per_beam_n.tolist(),
                            "max_abs_difference_points": float(100 * np.max(np.abs(real_beam - sim_beam)[counted]))
                            if counted.any() else None},
         "abs_delta_all": _quantiles(np.abs(delta)), "abs_delta_away_from_edges": _quantiles(away),
@@ -521,6 +585,7 @@ def summarize(frames: list[dict[str, Any]], recording: Recording, cal: OusterCal
                                                 sum(s["returning_all"] for s in second)),
             "real_fraction_covered": _fraction(int(real2.sum()), sum(s["real_returning"] for s in second)),
             "sim_fraction_covered": _fraction(int(sim2.sum()), sum(s["sim_returning"] for s in second)),
+            "real_returning_covered": sum(s["real_returning"] for s in second),
             "both": int((real2 & sim2).sum()), "only_real": int((real2 & ~sim2).sum()),
             "only_sim": int((~real2 & sim2).sum())}
     result["_delta"] = delta  # for the figure; dropped from the JSON
@@ -615,15 +680,18 @@ def _describe(spec: dict[str, Any]) -> str:
 
 def table_lines(r: dict[str, Any]) -> list[str]:
     """The human table of a result (markdown, so the docs can hold it as printed)."""
-    a = r["agreement"]
+    a, rim = r["agreement"], r["agreement_rim"]
     lines = [f"{r['recording']} ({r['profile']}, {len(r['frames'])} frame(s), {r['covered_pixels']:,} of "
-             f"{r['held_out_pixels']:,} held-out pixels covered by the mesh)",
+             f"{r['held_out_pixels']:,} held-out pixels covered by the mesh, {r['inside_pixels']:,} inside it)",
              f"simulated as {_describe(r['sensor'])}", "",
              "| figure | value |", "|---|---|",
-             f"| covered pixels: both return / only real / only sim / neither | {a['both']:,} / {a['only_real']:,} / "
-             f"{a['only_sim']:,} / {a['neither']:,} |",
+             f"| pixels inside the mesh: both return / only real / only sim / neither | {a['both']:,} / "
+             f"{a['only_real']:,} / {a['only_sim']:,} / {a['neither']:,} |",
              f"| real returns we find | {_pct(a['real_returns_found'])} |",
              f"| our returns the unit lacks | {_pct(a['sim_returns_unit_lacks'])} |",
+             f"| on the mesh's rim: both / only real / only sim / neither; found, lacks | {rim['both']:,} / "
+             f"{rim['only_real']:,} / {rim['only_sim']:,} / {rim['neither']:,}; {_pct(rim['real_returns_found'])}, "
+             f"{_pct(rim['sim_returns_unit_lacks'])} |",
              f"| per-beam valid fraction, max abs difference | "
              f"{_num(r['per_beam_valid']['max_abs_difference_points'])} points |",
              f"| \\|Δr\\| median / p90, all | {_cm(r['abs_delta_all']['median_m'])} / {_cm(r['abs_delta_all']['p90_m'])} |",
@@ -682,7 +750,7 @@ def plot_validation(path: str, r: dict[str, Any]) -> None:
     beams = np.arange(len(r["per_beam_valid"]["real"]))
     axes[1].plot(beams, 100 * np.asarray(r["per_beam_valid"]["real"]), label="unit", color="k")
     axes[1].plot(beams, 100 * np.asarray(r["per_beam_valid"]["sim"]), label="ours", color="C1")
-    axes[1].set(xlabel="beam", ylabel="valid % of covered pixels", title="per-beam valid fraction", ylim=(0, 102))
+    axes[1].set(xlabel="beam", ylabel="valid % of pixels inside the mesh", title="per-beam valid fraction", ylim=(0, 102))
     axes[1].legend()
     names = [b["band_m"] for b in r["noise_bands"]]
     x = np.arange(len(names))
