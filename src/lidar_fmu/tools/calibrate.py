@@ -58,10 +58,12 @@ from ..sensors.ouster import OusterCalibration, unit_figures, unit_spec
 from .recording import Recording, read_recording
 from .validate import (
     MAX_JUMP,
+    MIN_REFLECTIVITY_SIGNAL_RANK,
     MIN_SAMPLES,
     REFLECTIVITY_BANDS,
     held_out_chord_residuals,
     pixel_rays,
+    reflectivity_signal_rank,
     robust_sigma,
     sensor_spec,
     spearman,
@@ -313,6 +315,13 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
     if not os.access(folder, os.W_OK):
         raise UserError(f"-o {output}: folder {folder} is not writable")
     recordings = [read_recording(path, cal, metadata_path) for path in recording_paths]
+    for recording in recordings:  # every fit but min/max range weighs the unit's REFLECTIVITY
+        rank = reflectivity_signal_rank(recording)
+        if rank is not None and not rank >= MIN_REFLECTIVITY_SIGNAL_RANK:
+            raise UserError(f"calibrate: {recording.name}: the unit's REFLECTIVITY does not follow its SIGNAL "
+                            f"(Spearman {rank:.2f}, calibrated units ≥ {MIN_REFLECTIVITY_SIGNAL_RANK:g}), so it "
+                            "holds no calibrated reflectivity (as on early firmware) and r_L, the detection edge, "
+                            "the noise's signal term and the intensity law cannot be fitted from it")
     spec = calibrated_spec(recordings, cal, metadata_path, max_jump)
     fitted = spec.pop("_fit")
     with open(output, "w", encoding="utf-8") as f:

@@ -51,12 +51,15 @@ from ..sensors import load_sensor
 from ..sensors.ouster import (
     OusterCalibration,
     OusterMetadataError,
+    beam_footprint,
     ouster_rays,
     range_offset_m,
     read_ouster_metadata,
+    unit_figures,
 )
 from ..sensors.spec import resolve_spec
 from .recording import Recording, read_kitti_poses, read_recording
+from .registration import icp_poses
 
 #: relative range jump between neighbours above which they are not one surface (mesh edges, depth-edge mask)
 MAX_JUMP = 0.05
@@ -200,6 +203,12 @@ def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, du
         resolved.pop(key, None)
     if dual and "returns" not in resolved:
         resolved |= {"returns": "dual", "divergence_samples": resolved.get("divergence_samples", DEFAULT_DUAL_SAMPLES)}
+        if not resolved.get("beam_divergence_mrad"):  # a spec without a footprint: the unit's own
+            try:
+                line = unit_figures(cal).line
+            except OusterMetadataError:  # a line without datasheet figures: the OS1's footprint (assumed)
+                line = "OS1"
+            resolved |= beam_footprint(line, cal.beams)
     resolved["motion_distortion"] = False  # the mesh is the scene as the unit saw it, motion included
     return resolved
 
@@ -244,6 +253,27 @@ def robust_sigma(residual: np.ndarray, variance_factor: float = 1.5) -> float:
     if len(residual) < MIN_SAMPLES:
         return float("nan")
     return float(1.4826 * np.median(np.abs(residual - np.median(residual))) / math.sqrt(variance_factor))
+
+
+#: the least Spearman of a unit's REFLECTIVITY against its SIGNAL for its REFLECTIVITY to be taken as calibrated:
+#: the calibrated units in tests/data/ouster read 0.57–0.93; the OS-2-32 on firmware 2.0.0-rc.2 reads −0.02 (its
+#: REFLECTIVITY field holds no calibrated reflectivity)
+MIN_REFLECTIVITY_SIGNAL_RANK = 0.3
+
+
+#: ``--poses`` value that registers the frames instead of reading a pose file (:mod:`lidar_fmu.tools.registration`)
+ICP_POSES = "icp"
+
+
+def reflectivity_signal_rank(recording: Recording) -> float | None:
+    """Spearman of the unit's REFLECTIVITY against its SIGNAL over its first frame's diffuse returns (None: the
+    profile has no SIGNAL). Both grow with the target's reflectance, so a REFLECTIVITY that does not follow its
+    SIGNAL (below :data:`MIN_REFLECTIVITY_SIGNAL_RANK`) is no calibrated reflectivity."""
+    if "signal" not in recording.images:
+        return None
+    range_mm, refl = recording.images["range_mm"][0], recording.images["reflectivity"][0]
+    valid = (range_mm > 0) & (refl <= 100)  # retroreflectors saturate SIGNAL
+    return spearman(refl[valid].astype(np.float64), recording.images["signal"][0][valid].astype(np.float64))
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -612,15 +642,21 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
     if not (0 < max_jump < 1):
         raise UserError(f"--max-jump must lie in (0, 1), got {max_jump}")
     recording = read_recording(recording_path, cal, metadata_path)
-    poses = read_kitti_poses(poses_path, recording.frames) if poses_path is not None else None
     spec = sensor_spec(metadata_path, cal, sensor, recording.dual)
     unit = load_sensor(spec)
     rays = pixel_rays(cal)
+    poses: np.ndarray | None = None
+    if poses_path == ICP_POSES:
+        poses = icp_poses([unit_points(rays, np.where(r > 0, r / 1000.0, np.nan))
+                           for r in recording.images["range_mm"].astype(np.float64)], unit.max_range_m)
+    elif poses_path is not None:
+        poses = read_kitti_poses(poses_path, recording.frames)
     count = recording.frames if frames is None else min(frames, recording.frames)
     per_frame = [compare_frame(recording, f, cal, rays, spec, backend, max_jump) for f in range(count)]
     result = summarize(per_frame, recording, cal)
     result["frames"] = result["frames"][:count]
-    result |= {"recording": os.path.basename(recording_path), "metadata": os.path.basename(metadata_path),
+    result |= {"reflectivity_signal_rank": reflectivity_signal_rank(recording), "poses": poses_path,
+               "recording": os.path.basename(recording_path), "metadata": os.path.basename(metadata_path),
                "sensor": {k: v for k, v in spec.items() if k not in ("ouster_metadata", "description")},
                "max_jump": max_jump, "range_limit": range_limit_table(recording, unit),
                "run_s": 0.0}
@@ -678,12 +714,22 @@ def _describe(spec: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {json.dumps(spec[k])}" for k in keys if k in spec)
 
 
+def _reflectivity_warning(r: dict[str, Any]) -> list[str]:
+    """A line saying the unit's REFLECTIVITY is no calibrated reflectivity, where its SIGNAL shows that."""
+    rank = r.get("reflectivity_signal_rank")
+    if rank is None or not rank < MIN_REFLECTIVITY_SIGNAL_RANK:
+        return []
+    return [f"WARNING: the unit's REFLECTIVITY does not follow its SIGNAL (Spearman {rank:.2f}, calibrated units "
+            f"≥ {MIN_REFLECTIVITY_SIGNAL_RANK:g}): the mesh's reflectance and every figure that depends on it "
+            f"(which pixels return, r_L, intensity) say nothing about the model"]
+
+
 def table_lines(r: dict[str, Any]) -> list[str]:
     """The human table of a result (markdown, so the docs can hold it as printed)."""
     a, rim = r["agreement"], r["agreement_rim"]
     lines = [f"{r['recording']} ({r['profile']}, {len(r['frames'])} frame(s), {r['covered_pixels']:,} of "
              f"{r['held_out_pixels']:,} held-out pixels covered by the mesh, {r['inside_pixels']:,} inside it)",
-             f"simulated as {_describe(r['sensor'])}", "",
+             f"simulated as {_describe(r['sensor'])}", *_reflectivity_warning(r), "",
              "| figure | value |", "|---|---|",
              f"| pixels inside the mesh: both return / only real / only sim / neither | {a['both']:,} / "
              f"{a['only_real']:,} / {a['only_sim']:,} / {a['neither']:,} |",

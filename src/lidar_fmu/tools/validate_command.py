@@ -48,8 +48,8 @@ def add_validate(sub) -> None:
                    help="preset or sensor spec file to simulate, the unit's calibration as its geometry "
                         "(default: what the metadata JSON resolves to as a --sensor)")
     p.add_argument("--poses", default=None,
-                   help="the unit's pose per frame (KITTI: a row-major 3×4 matrix per line): noise is then also "
-                        "measured from frame to frame")
+                   help="the unit's pose per frame (KITTI: a row-major 3×4 matrix per line), or 'icp' to register "
+                        "the frames with KISS-ICP (needs kiss-icp): noise is then also measured from frame to frame")
     p.add_argument("--frames", type=_frames, default=None, help="compare only the first N frames")
     p.add_argument("--max-jump", type=_jump, default=0.05,
                    help="neighbours whose ranges differ by more than this fraction are not one surface")
