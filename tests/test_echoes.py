@@ -533,3 +533,40 @@ def test_adaptive_scan_times_its_parts():
     full = Lidar(pole_scene(), SPEC | {"returns": "dual", "divergence_sampling": "full"})
     full.scan(np.eye(4))
     assert not set(ADAPTIVE_STAGES) & set(full.last_timings)
+
+
+def test_a_step_marks_the_footprints_beside_it_across_as_well():
+    """A thin object the first cast met in one cell of an OS1-like grid (beams and columns 6.1 mrad apart, footprints
+    narrower): the cells along both steps and, across them, the rows and columns beside (one with 4 sub-rays, two
+    with 16), where the same object or a slanted edge lies in footprints whose own first cast missed it."""
+    from lidar_fmu.physics.echoes import ScanGrid, across_reach, refine_mask
+
+    index = np.arange(81).reshape(9, 9)
+    range_m = np.full(81, 20.0)
+    range_m[index[4, 4]] = 12.0
+    grid = ScanGrid(index, 6.1e-3, 6.1e-3)
+    for samples, reach in ((4, 1), (16, 2)):
+        assert across_reach(samples) == reach
+        mask = refine_mask(grid, range_m, Footprint((3e-3, 3e-3), samples)).reshape(9, 9)
+        want = np.zeros((9, 9), bool)
+        want[4 - reach:5 + reach, 3:6] = True  # the steps along the row, and the rows beside them
+        want[3:6, 4 - reach:5 + reach] = True  # the steps along the column, and the columns beside them
+        assert np.array_equal(mask, want), mask.astype(int)
+
+
+@pytest.mark.parametrize("moving", [False, True])
+def test_adaptive_first_cast_is_grouped_into_packets_by_the_beams_own_directions(moving):
+    """The first cast's sub-rays are the beams turned a little each way: casters group them into packets as they do
+    the centre rays (the pattern's own directions, one packet order per pattern), with the same returns as without."""
+    lidar = Lidar(pole_scene(), SPEC | {"returns": "dual"})
+    pattern = lidar.sensor.pattern
+    motion = FrameMotion(0.0, 0.1, 0.0, pose_matrix((-0.5, 0.0, 0.0))) if moving else None
+    plan = lidar.plan_scan(np.eye(4), motion=motion)
+    assert plan.job.rays.coherence_key is not None and not plan.job.rays.in_packet_order
+    assert np.array_equal(plan.job.rays.coherence_key, pattern.directions)
+    grouped = lidar.backend.returns_together([plan.job])[0]
+    own = lidar.backend.returns_together([plan.job._replace(
+        rays=dataclasses.replace(plan.job.rays, coherence_key=None))])[0]
+    assert np.array_equal(grouped.ray_index, own.ray_index)
+    for name in set(grouped.points.dtype.names) - {"time"}:  # a return's time is set with the cloud
+        assert np.array_equal(grouped.points[name], own.points[name]), name

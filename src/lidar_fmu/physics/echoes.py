@@ -405,6 +405,16 @@ MAX_REFINE_REACH = 8
 JUMP_FRACTION = 1.0
 
 
+def across_reach(samples: int) -> int:
+    """The least number of grid cells a step marks on each side across it (rows beside a step between columns,
+    columns beside a step between rows), with ``samples`` sub-rays per beam: an edge running on slantwise, or a thin
+    object (a pole, a wire) the first cast met in one row and not the next, reaches the footprints there too. Finer
+    footprints meet more thin objects, so more rows are marked. Measured on the demo street (OS1-128, adaptive
+    against full sampling's second echoes): 4 sub-rays find 94.2 % marking no row across and 97.2 % marking one
+    (23k → 31k beams refined); 16 sub-rays 93.3 % with one and 98.9 % with two (30k → 37k)."""
+    return 1 if samples <= 4 else 2
+
+
 @dataclass(frozen=True)
 class ScanGrid:
     """Where a pattern's beams sit on its scan grid, for :func:`refine_mask` (made once per pattern,
@@ -455,7 +465,8 @@ def refine_mask(grid: ScanGrid | None, range_m: np.ndarray, footprint: Footprint
     half_rad = np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2
     out = np.zeros(len(range_m), bool)
     _refine(grid_range, index, half_rad[0], half_rad[1], 0.5 * footprint.diameter_m, grid.pitch_h_rad,
-            grid.pitch_v_rad, JUMP_FRACTION * footprint.separation_m, MAX_REFINE_REACH, out)
+            grid.pitch_v_rad, JUMP_FRACTION * footprint.separation_m, MAX_REFINE_REACH,
+            across_reach(footprint.samples), out)
     return out
 
 
@@ -467,7 +478,8 @@ def _pitch(steps: np.ndarray) -> float:
 
 
 @njit(cache=True, nogil=True)
-def _refine(grid_range, index, half_h, half_v, aperture_radius_m, pitch_h, pitch_v, separation_m, max_reach, out):
+def _refine(grid_range, index, half_h, half_v, aperture_radius_m, pitch_h, pitch_v, separation_m, max_reach,
+            min_across, out):
     """:func:`refine_mask`'s pass over the grid: every discontinuity between grid neighbours marks the cells
     (``out[index[b, c]]``) whose footprints can reach it, the reach taken at the nearer side's range (a beam
     passing a near edge is widest there)."""
@@ -482,15 +494,17 @@ def _refine(grid_range, index, half_h, half_v, aperture_radius_m, pitch_h, pitch
                 near = min(r, grid_range[b2, c2])
                 spread = aperture_radius_m / near if near > 0.0 else 0.0
                 # along the pair: the cells within a footprint's reach of the step between them (at least the
-                # two); across it: only where footprints are wider than the pitch (else that row's own step)
+                # two); across it: one row (column) each side at least, more where footprints are wider than the
+                # pitch: an edge running on slantwise, or a thin object the first cast met in one row and not the
+                # next, puts the step into the footprints of the pair's neighbours across too
                 reach_h = int(math.floor((half_h + spread) / pitch_h))
                 reach_v = int(math.floor((half_v + spread) / pitch_v))
                 if dc == 1:
                     reach_h = int(math.ceil((half_h + spread) / pitch_h))
                 else:
                     reach_v = int(math.ceil((half_v + spread) / pitch_v))
-                reach_h = min(max_reach, max(dc, reach_h))
-                reach_v = min(max_reach, max(db, reach_v))
+                reach_h = min(max_reach, max(dc, min_across * db, reach_h))
+                reach_v = min(max_reach, max(db, min_across * dc, reach_v))
                 for bb in range(max(0, b2 - reach_v), min(rows, b + reach_v + 1)):
                     for cc in range(max(0, c2 - reach_h), min(columns, c + reach_h + 1)):
                         i = index[bb, cc]

@@ -182,7 +182,10 @@ class Lidar:
         full = footprint.active and footprint.sampling == "full"
         rays, model = (self.sub_rays(pattern) if full else self.first_pass_rays(pattern), model.unlimited()) \
             if footprint.active else (pattern, model)
-        job, after = self._cast_job(rays, sensor_pose, motion, model, full)
+        # the first cast's rays are the beams turned a little each way: packets of the beams' own neighbours (the
+        # centre rays' packet order) keep them coherent, where the dithered directions alone scatter them
+        key = pattern.directions if footprint.active and not full else None
+        job, after = self._cast_job(rays, sensor_pose, motion, model, full, coherence_key=key)
         if first_firing_s is None and motion is not None:
             first_firing_s = motion.window_start_s
         stamps = (timestamp_s, first_firing_s)
@@ -190,15 +193,21 @@ class Lidar:
                                                frame, weather, ground_truth, (motion, model)))
 
     def _cast_job(self, rays: RayPattern, sensor_pose: np.ndarray, motion: FrameMotion | None, model: ReturnModel,
-                  keep_order: bool) -> tuple[CastJob, Callable[[Returns], Returns] | None]:
+                  keep_order: bool, coherence_key: np.ndarray | None = None
+                  ) -> tuple[CastJob, Callable[[Returns], Returns] | None]:
         """The cast of ``rays`` from ``sensor_pose`` (moving with ``motion`` where the sensor distorts) and what
-        takes its returns to the sensor frame (None: nothing); ``keep_order``: a beam's sub-rays stay adjacent."""
+        takes its returns to the sensor frame (None: nothing); ``keep_order``: a beam's sub-rays stay adjacent;
+        ``coherence_key``: directions (one per ray) the caster groups the rays into packets by, instead of their own
+        (:attr:`~lidar_fmu.raycast.RayBatch.coherence_key`)."""
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
             return plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
-                               self.sensor.motion_slices, keep_order=keep_order)
+                               self.sensor.motion_slices, keep_order=keep_order, coherence_key=coherence_key)
         batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
-        # a beam's sub-rays stay adjacent, so that packets hold whole footprints
-        return CastJob(dataclasses.replace(batch, in_packet_order=True) if keep_order else batch, model), None
+        if keep_order:  # a beam's sub-rays stay adjacent, so that packets hold whole footprints
+            batch = dataclasses.replace(batch, in_packet_order=True)
+        elif coherence_key is not None:
+            batch = dataclasses.replace(batch, coherence_key=np.ascontiguousarray(coherence_key, np.float32))
+        return CastJob(batch, model), None
 
     def _adaptive_echoes(self, centre: Returns, pattern: RayPattern, sensor_pose: np.ndarray, footprint: Footprint,
                          cast_with: tuple[FrameMotion | None, ReturnModel], timings: dict[str, float]
