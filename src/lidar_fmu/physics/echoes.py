@@ -63,10 +63,12 @@ stepped footprint stretches the pulse).
 happen where a footprint straddles a range step, so only beams near one need their sub-rays. The first cast is
 one sub-ray per beam, sub-ray ``(beam + column) mod S`` (:func:`first_pass_sub_rays`): cycling through the
 footprint along every row and column, it meets in every S-th beam a pole or wire that centre rays would pass
-between. Where two grid neighbours' ranges step by ``echo_separation_m`` or more, the beams whose footprint can
-reach the step are cast again as all S sub-rays and formed into echoes as above; every other beam is one echo,
-its first-cast sub-ray's return (weight 1). The selection is one compiled pass over the scan grid, after the
-backend, so every backend refines the same beams.
+between; casters group its rays into packets by the beams' own directions (the centre rays' packet order), which
+keeps them as coherent as centre rays. Where two grid neighbours' ranges step by ``echo_separation_m`` or more,
+the beams whose footprint can reach the step, and across it the rows (columns) beside (:func:`across_reach`), are
+cast again as all S sub-rays and formed into echoes as above; every other beam is one echo, its first-cast
+sub-ray's return (weight 1). The selection is one compiled pass over the scan grid, after the backend, so every
+backend refines the same beams.
 
 **Effects** (:mod:`lidar_fmu.physics.effects`) then act on each echo: its own range
 limit under weather extinction, detection probability, dropout and noise. The
@@ -400,8 +402,9 @@ def _second_strongest(power, echoes, strongest):
 #: an OS1-128 spans about 3 columns each way)
 MAX_REFINE_REACH = 8
 #: neighbours are a discontinuity from this fraction of the echo separation on: a sub-ray may see the surface
-#: behind an edge farther than the neighbouring centre ray does (measured on the demo street, OS1-128, 4 sub-rays:
-#: 1.0 finds 94.2 % of full sampling's second echoes refining 23k beams, 0.5 finds 95.1 % refining 35k)
+#: behind an edge farther than the neighbouring centre ray does (measured on the demo street, OS1-128, 4 sub-rays,
+#: no row marked across a step: 1.0 finds 94.2 % of full sampling's second echoes refining 23k beams, 0.5 finds
+#: 95.1 % refining 35k; :func:`across_reach`'s rows find more for fewer beams)
 JUMP_FRACTION = 1.0
 
 
@@ -656,6 +659,6 @@ def second_echo_stats(cloud, rays=None) -> dict:
 
 
 __all__ = ["DEFAULT_DUAL_SAMPLES", "DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "OUSTER_RETURN_ORDERS",
-           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "first_pass_sub_rays", "footprint_offsets", "form_echoes",
+           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "across_reach", "first_pass_sub_rays", "footprint_offsets", "form_echoes",
            "merge_refined", "nearest_range_m", "parse_footprint", "pulse_widths_after", "refine_mask", "scan_grid",
            "second_echo_stats", "sub_ray_pattern", "subset_pattern", "truth_per_echo"]
