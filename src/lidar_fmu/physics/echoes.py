@@ -87,7 +87,7 @@ from numba import njit
 
 from ..errors import LidarFmuError
 from ..geometry.pattern import RayPattern
-from ..pointcloud import POINT_DTYPE, Returns, concatenate_returns, place_on_rays
+from ..pointcloud import POINT_DTYPE, Returns, place_on_rays
 from .ground_truth import truth_per_ray
 from .range_limit import intensity_percent, limit_params, range_limit_m
 from .weather import WEATHER_OBJECT_ID
@@ -239,9 +239,10 @@ def sub_ray_pattern(pattern, footprint: Footprint):
 # The steps of _form_echoes are compiled into it (inline="always"), so its machine code is that of the one loop
 # it was before they were split out (the same instructions, checked); left to LLVM, the sort stays a call per beam.
 @njit(cache=True, nogil=True)
-def _form_echoes(points, sub_ray, samples, weights, mode, order_code, separation_m, limit, out, out_ray, out_intensity,
-                 out_pulse, out_source):
-    """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices);
+def _form_echoes(points, sub_ray, samples, weights, return_weight, mode, order_code, separation_m, limit, out, out_ray,
+                 out_intensity, out_pulse, out_source):
+    """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices;
+    ``return_weight``: each return's energy weight where not its sub-ray's, else empty);
     writes the reported echoes into ``out`` (range, reflectivity, normal, beam, object, saturated, echo) and their
     beam, intensity, pulse width and strongest sub-ray return; returns how many. ``limit``: the range–reflectivity
     limit's :func:`~.range_limit.range_limit_m` parameters, which every echo but a saturated one must pass."""
@@ -270,7 +271,8 @@ def _form_echoes(points, sub_ray, samples, weights, mode, order_code, separation
             b = a + 1
             while b < k and points[order[b]].range - points[order[b - 1]].range < separation_m:
                 b += 1
-            r_echo, refl, power, best, saturated = _merged_echo(points, sub_ray, weights, beam * samples, order, a, b)
+            r_echo, refl, power, best, saturated = _merged_echo(points, sub_ray, weights, return_weight, beam * samples,
+                                                                order, a, b)
             if saturated or r_echo <= range_limit_m(fit, fit_a, fit_b, fit_c, tail_refl, tail_m, limit_max, refl):
                 e_range[echoes] = r_echo
                 e_refl[echoes] = 1.0 if saturated else refl
@@ -318,8 +320,9 @@ def _sort_by_range(points, start, k, order):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merged_echo(points, sub_ray, weights, first_sub_ray, order, a, b):
-    """The echo of the returns ``order[a:b]`` (sub-ray k weighs wₖ; ``first_sub_ray``: the beam's first) →
+def _merged_echo(points, sub_ray, weights, return_weight, first_sub_ray, order, a, b):
+    """The echo of the returns ``order[a:b]`` (sub-ray k weighs wₖ, ``first_sub_ray``: the beam's first; return i
+    weighs ``return_weight[i]`` instead where that is given, i.e. not empty) →
     (range: their mean weighted by wₖ ρₖ, by wₖ alone when that is 0; reflectivity Σ wₖ ρₖ; power Σ wₖ ρₖ / rₖ²;
     the strongest member; saturated). A saturated member counts at :data:`SATURATED_REFLECTIVITY` in the
     weights, its own reflectivity in the sum."""
@@ -334,7 +337,7 @@ def _merged_echo(points, sub_ray, weights, first_sub_ray, order, a, b):
     saturated = False
     for t in range(a, b):
         i = order[t]
-        w = weights[sub_ray[i] - first_sub_ray]
+        w = return_weight[i] if return_weight.shape[0] else weights[sub_ray[i] - first_sub_ray]
         r = np.float64(points[i].range)
         rho = np.float64(points[i].reflectivity)
         is_saturated = points[i].saturated != 0
@@ -548,9 +551,16 @@ def first_pass_sub_rays(pattern, footprint: Footprint) -> np.ndarray:
 def nearest_range_m(returns, rays: int) -> np.ndarray:
     """(rays,) float64: each ray's nearest return's range (inf: none); a ray's returns come in range order."""
     range_m = np.full(rays, np.inf)
-    # written backwards, a ray's nearest (first) return is written last
-    range_m[returns.ray_index[::-1]] = returns.points["range"][::-1]
+    _nearest_range_m(np.asarray(returns.ray_index), returns.points["range"], range_m)
     return range_m
+
+
+@njit(cache=True, nogil=True)
+def _nearest_range_m(ray_index, range_in, out):
+    for k in range(ray_index.shape[0]):
+        i = ray_index[k]
+        if out[i] == np.inf:  # a ray's nearest return is its first
+            out[i] = range_in[k]
 
 
 def subset_pattern(pattern, rays: np.ndarray):
@@ -562,35 +572,43 @@ def subset_pattern(pattern, rays: np.ndarray):
                       range_offset_m=pattern.range_offset_m)
 
 
-def merge_refined(single, single_pulse_m, refined, refined_pulse_m, refined_rays: np.ndarray):
-    """One :class:`~lidar_fmu.pointcloud.Returns` (and pulse widths) of the whole pattern from the echoes of the
-    beams cast as one ray (``single``, ray indices of the pattern) and of those cast as sub-rays (``refined``, ray
-    indices into ``refined_rays``): in ray order, each ray's echoes in their order."""
-    ray = np.concatenate([np.asarray(single.ray_index, np.int64),
-                          refined_rays[np.asarray(refined.ray_index, np.int64)]])
-    echo = np.concatenate([single.points["echo"], refined.points["echo"]])
-    order = np.argsort(ray * 2 + echo, kind="stable")
-    merged = concatenate_returns([single, refined])
-    # records moved as opaque bytes (numpy copies a structured dtype field by field)
-    points = np.take(merged.points.view(np.dtype((np.void, POINT_DTYPE.itemsize))), order).view(POINT_DTYPE)
-    return (Returns(points, np.take(ray, order).astype(np.int32), np.take(merged.intensity_percent, order),
-                    None if merged.material_id is None else np.take(merged.material_id, order)),
-            np.take(np.concatenate([single_pulse_m, refined_pulse_m]), order))
+def merge_order(first_key: np.ndarray, second_key: np.ndarray) -> np.ndarray:
+    """(len(first) + len(second),) int64: the order that sorts two ascending key arrays into one, as indices into
+    their concatenation; equal keys keep the first array's before the second's."""
+    out = np.empty(len(first_key) + len(second_key), np.int64)
+    _merge_order(np.ascontiguousarray(first_key, np.int64), np.ascontiguousarray(second_key, np.int64), out)
+    return out
 
 
-def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: float):
+@njit(cache=True, nogil=True)
+def _merge_order(a, b, out):
+    i = j = 0
+    for k in range(out.shape[0]):
+        if j == b.shape[0] or (i < a.shape[0] and a[i] <= b[j]):
+            out[k] = i
+            i += 1
+        else:
+            out[k] = a.shape[0] + j
+            j += 1
+
+
+def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: float,
+                return_weight: np.ndarray | None = None):
     """:class:`~lidar_fmu.pointcloud.Returns` of ``pattern``'s sub-rays (:func:`sub_ray_pattern`, cast without a
     range limit) → (the beams' reported echoes as ``Returns`` of ``pattern``, in ray order and by range within a
     ray; each echo's OSI pulse width (M,) float64, m). ``limit``: the range–reflectivity limit the echoes must
-    pass (the sensor's, stretched under probabilistic detection)."""
+    pass (the sensor's, stretched under probabilistic detection). ``return_weight``: (M,) each return's energy
+    weight, where not its sub-ray's footprint weight (adaptive sampling: 1 for a beam cast as one sub-ray)."""
     sub_ray = np.asarray(returns.ray_index, np.int64)
     points, material_id = returns.points, returns.material_id
+    return_weight = np.zeros(0) if return_weight is None else np.asarray(return_weight, np.float64)
     if len(sub_ray) > 1 and np.any(sub_ray[1:] < sub_ray[:-1]):
         order = np.argsort(sub_ray, kind="stable")
         # records moved as opaque bytes (numpy copies a structured dtype field by field)
         sub_ray = np.take(sub_ray, order)
         points = np.take(points.view(np.dtype((np.void, POINT_DTYPE.itemsize))), order).view(POINT_DTYPE)
         material_id = None if material_id is None else np.take(material_id, order)
+        return_weight = np.take(return_weight, order) if len(return_weight) else return_weight
     _, weights = footprint_offsets(footprint)
     # a beam reports at most max_echoes echoes and an echo takes one return at least; every field is written
     n = min(len(pattern) * footprint.max_echoes, len(sub_ray))
@@ -600,9 +618,9 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
     out_pulse = np.empty(n, np.float64)
     out_source = np.empty(n, np.int64)
     code, *fit = limit_params(limit, max_range_m)
-    m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights, _MODE_CODE[footprint.mode],
-                     _ORDER_CODE[footprint.order], footprint.separation_m, (np.int64(code), *map(np.float64, fit)),
-                     out, out_ray, out_intensity, out_pulse, out_source)
+    m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights, return_weight,
+                     _MODE_CODE[footprint.mode], _ORDER_CODE[footprint.order], footprint.separation_m,
+                     (np.int64(code), *map(np.float64, fit)), out, out_ray, out_intensity, out_pulse, out_source)
     out, out_ray = out[:m], out_ray[:m]
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],
@@ -615,12 +633,33 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
 def pulse_widths_after(echoes, pulse_width_m: np.ndarray, kept, separation_m: float) -> np.ndarray:
     """Each of ``kept``'s returns' pulse width: that of the echo of ``echoes`` on the same ray with the same echo
     number (effects drop and move returns but keep their ray and echo); a weather echo's is the bare pulse."""
-    key = np.asarray(echoes.ray_index, np.int64) * 2 + echoes.points["echo"]
-    want = np.asarray(kept.ray_index, np.int64) * 2 + kept.points["echo"]
-    at = np.minimum(np.searchsorted(key, want), max(len(key) - 1, 0))
-    found = (key[at] == want) & (kept.points["object_id"] != WEATHER_OBJECT_ID) if len(key) else np.zeros(
-        len(want), bool)
-    return np.where(found, pulse_width_m[at] if len(key) else 0.0, separation_m)
+    out = np.empty(len(kept.ray_index))
+    _pulse_widths_after(np.asarray(echoes.ray_index, np.int32), echoes.points["echo"], pulse_width_m,
+                        np.asarray(kept.ray_index, np.int32), kept.points["echo"], kept.points["object_id"],
+                        float(separation_m), out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _pulse_widths_after(ray, echo, pulse_width_m, kept_ray, kept_echo, kept_object, separation_m, out):
+    """:func:`pulse_widths_after`'s pass: echoes and kept returns both keyed (ray, echo), the echoes in key order;
+    the kept returns mostly so (effects keep the order), so each search starts where the last one ended."""
+    n = ray.shape[0]
+    j = 0
+    for i in range(out.shape[0]):
+        key = np.int64(kept_ray[i]) * 2 + kept_echo[i]
+        if j > 0 and np.int64(ray[j - 1]) * 2 + echo[j - 1] >= key:
+            j = 0  # out of order: from the start
+        lo, hi = j, n  # the first echo whose key is not below this one (binary search from j)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if np.int64(ray[mid]) * 2 + echo[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo
+        found = j < n and np.int64(ray[j]) * 2 + echo[j] == key and kept_object[i] != WEATHER_OBJECT_ID
+        out[i] = pulse_width_m[j] if found else separation_m
 
 
 def truth_per_echo(returns, pattern, max_echoes: int) -> np.ndarray:
@@ -659,6 +698,6 @@ def second_echo_stats(cloud, rays=None) -> dict:
 
 
 __all__ = ["DEFAULT_DUAL_SAMPLES", "DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "OUSTER_RETURN_ORDERS",
-           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "across_reach", "first_pass_sub_rays", "footprint_offsets", "form_echoes",
-           "merge_refined", "nearest_range_m", "parse_footprint", "pulse_widths_after", "refine_mask", "scan_grid",
-           "second_echo_stats", "sub_ray_pattern", "subset_pattern", "truth_per_echo"]
+           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "across_reach", "first_pass_sub_rays", "footprint_offsets",
+           "form_echoes", "merge_order", "nearest_range_m", "parse_footprint", "pulse_widths_after",
+           "refine_mask", "scan_grid", "second_echo_stats", "sub_ray_pattern", "subset_pattern", "truth_per_echo"]

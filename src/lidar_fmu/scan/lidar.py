@@ -31,8 +31,9 @@ from numpy.typing import ArrayLike, NDArray
 from ..geometry.transforms import check_pose
 from ..physics.echoes import (
     first_pass_sub_rays,
+    footprint_offsets,
     form_echoes,
-    merge_refined,
+    merge_order,
     nearest_range_m,
     pulse_widths_after,
     refine_mask,
@@ -44,7 +45,7 @@ from ..physics.echoes import (
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
-from ..pointcloud import PointCloud, Returns, beam_rings, take_returns
+from ..pointcloud import PointCloud, Returns, beam_rings, concatenate_returns, take_returns
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
@@ -91,9 +92,10 @@ class Lidar:
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
         self.frames = 0
         self.last_refined = 0  # beams the last adaptive-sampling scan cast as all their sub-rays
+        self.last_rays_cast = 0  # rays the last adaptive-sampling scan cast: the first cast's and the refinement's
         # (a pattern, its sub-ray pattern): kept while the same pattern is cast
         self._sub_rays: tuple[RayPattern | None, RayPattern | None] = (None, None)
-        self._first_pass: tuple[RayPattern | None, RayPattern | None] = (None, None)
+        self._first_pass: tuple[RayPattern | None, RayPattern | None, np.ndarray | None] = (None, None, None)
         self._grid: tuple[RayPattern | None, ScanGrid | None] = (None, None)
         self._beam_rings: np.ndarray | None = None
 
@@ -124,9 +126,15 @@ class Lidar:
         """Adaptive sampling's first cast: one sub-ray per beam
         (:func:`~lidar_fmu.physics.echoes.first_pass_sub_rays`), kept while the same pattern is cast."""
         if self._first_pass[0] is not pattern:
-            self._first_pass = (pattern, subset_pattern(self.sub_rays(pattern),
-                                                        first_pass_sub_rays(pattern, self.sensor.footprint)))
+            ids = first_pass_sub_rays(pattern, self.sensor.footprint)
+            self._first_pass = (pattern, subset_pattern(self.sub_rays(pattern), ids), ids)
         return cast("RayPattern", self._first_pass[1])
+
+    def first_pass_ids(self, pattern: RayPattern) -> np.ndarray:
+        """(N,) int64: the sub-ray (index into :meth:`sub_rays`) adaptive sampling's first cast casts for each beam of
+        ``pattern`` (:func:`~lidar_fmu.physics.echoes.first_pass_sub_rays`)."""
+        self.first_pass_rays(pattern)
+        return cast("np.ndarray", self._first_pass[2])
 
     def return_model(self) -> ReturnModel:
         """This sensor's limits and the scene's current materials, as the physics passes read them."""
@@ -225,25 +233,35 @@ class Lidar:
         self.last_refined = int(np.count_nonzero(refine))
         t1 = time.perf_counter()
         timings.update({"steps": t1 - t0, "refinement cast": 0.0, "echoes": 0.0})
-        limit, max_range_m = self.sensor.physics_range_limit, self.sensor.max_range_m
-        refined_return = refine[centre.ray_index]
-        single, single_pulse_m = form_echoes(take_returns(centre, np.flatnonzero(~refined_return)), pattern,
-                                             dataclasses.replace(footprint, samples=1), limit, max_range_m)
         rays = np.flatnonzero(refine)
+        first = self.first_pass_ids(pattern)
+        # the refined beams' sub-rays the first cast has not cast, adjacent and in order
+        others = rays[:, None] * s + np.arange(s)
+        ids = others[others != first[rays][:, None]]
         t2 = time.perf_counter()
-        if not len(rays):
-            timings["echoes"] = t2 - t1
-            return single, single_pulse_m
-        # every sub-ray of the refined beams (ray j·S + k of the subset: beam j's k-th): casting all S keeps a
-        # beam's sub-rays adjacent and their returns in order; casting only the S − 1 not cast yet and merging the
-        # first cast's return back in cost more than it saved (measured on the demo street, 4 and 16 sub-rays)
-        sub = self._cast_sub_rays(pattern, (rays[:, None] * s + np.arange(s)).ravel(), sensor_pose, cast_with)
+        recast = self._cast_sub_rays(pattern, ids, sensor_pose, cast_with) if len(ids) else None
         t3 = time.perf_counter()
-        timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
-        refined, refined_pulse_m = form_echoes(sub, subset_pattern(pattern, rays), footprint, limit, max_range_m)
-        merged = merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
+        if recast is not None:
+            timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
+        self.last_rays_cast = len(pattern) + len(ids)
+        # one stream of every beam's returns in sub-ray order: the first cast's (weight 1 where the beam is not
+        # refined, else its sub-ray's) and the refined beams' other sub-rays'
+        _, weights = footprint_offsets(footprint)
+        centre_sub_ray = first[centre.ray_index]
+        centre_weight = np.where(refine[centre.ray_index], weights[centre_sub_ray % s], 1.0)
+        if recast is None:
+            stream, weight = centre._replace(ray_index=centre_sub_ray.astype(np.int32)), centre_weight
+        else:
+            recast_sub_ray = ids[recast.ray_index]
+            order = merge_order(centre_sub_ray, recast_sub_ray)
+            stream = take_returns(concatenate_returns([centre._replace(ray_index=centre_sub_ray.astype(np.int32)),
+                                                       recast._replace(ray_index=recast_sub_ray.astype(np.int32))]),
+                                  order)
+            weight = np.take(np.concatenate([centre_weight, weights[recast_sub_ray % s]]), order)
+        echoes = form_echoes(stream, pattern, footprint, self.sensor.physics_range_limit, self.sensor.max_range_m,
+                             return_weight=weight)
         timings.update({"refinement cast": t3 - t2, "echoes": t2 - t1 + time.perf_counter() - t3})
-        return merged
+        return echoes
 
     def _cast_sub_rays(self, pattern: RayPattern, ids: np.ndarray, sensor_pose: np.ndarray,
                        cast_with: tuple[FrameMotion | None, ReturnModel]) -> Returns:
