@@ -87,7 +87,7 @@ from numba import njit
 
 from ..errors import LidarFmuError
 from ..geometry.pattern import RayPattern
-from ..pointcloud import POINT_DTYPE, Returns, place_on_rays
+from ..pointcloud import POINT_DTYPE, Returns, concatenate_returns, place_on_rays
 from .ground_truth import truth_per_ray
 from .range_limit import intensity_percent, limit_params, range_limit_m
 from .weather import WEATHER_OBJECT_ID
@@ -239,10 +239,11 @@ def sub_ray_pattern(pattern, footprint: Footprint):
 # The steps of _form_echoes are compiled into it (inline="always"), so its machine code is that of the one loop
 # it was before they were split out (the same instructions, checked); left to LLVM, the sort stays a call per beam.
 @njit(cache=True, nogil=True)
-def _form_echoes(points, sub_ray, samples, weights, return_weight, mode, order_code, separation_m, limit, out, out_ray,
-                 out_intensity, out_pulse, out_source):
-    """Echoes of every beam from its sub-rays' returns (``points`` in sub-ray order, ``sub_ray`` their indices;
-    ``return_weight``: each return's energy weight where not its sub-ray's, else empty);
+def _form_echoes(points, sub_ray, perm, samples, weights, one_ray, mode, order_code, separation_m, limit, out,
+                 out_ray, out_intensity, out_pulse, out_source):
+    """Echoes of every beam from its sub-rays' returns (``points``, read in sub-ray order: ``perm``, or as they come
+    where that is empty; ``sub_ray`` their indices; ``one_ray``: per beam, was it cast as one sub-ray, whose
+    returns then weigh 1 (empty: none was));
     writes the reported echoes into ``out`` (range, reflectivity, normal, beam, object, saturated, echo) and their
     beam, intensity, pulse width and strongest sub-ray return; returns how many. ``limit``: the range–reflectivity
     limit's :func:`~.range_limit.range_limit_m` parameters, which every echo but a saturated one must pass."""
@@ -260,31 +261,50 @@ def _form_echoes(points, sub_ray, samples, weights, return_weight, mode, order_c
     count = 0
     end = 0
     while end < m:
-        start, beam = end, sub_ray[end] // samples
-        while end < m and sub_ray[end] // samples == beam:
+        start, beam = end, sub_ray[perm[end] if perm.shape[0] else end] // samples
+        while end < m and sub_ray[perm[end] if perm.shape[0] else end] // samples == beam:
             end += 1
         k = end - start
-        _sort_by_range(points, start, k, order)
-        echoes = 0
-        a = 0
-        while a < k:  # an echo wherever neighbours lie separation_m or more apart
-            b = a + 1
-            while b < k and points[order[b]].range - points[order[b - 1]].range < separation_m:
-                b += 1
-            r_echo, refl, power, best, saturated = _merged_echo(points, sub_ray, weights, return_weight, beam * samples,
-                                                                order, a, b)
-            if saturated or r_echo <= range_limit_m(fit, fit_a, fit_b, fit_c, tail_refl, tail_m, limit_max, refl):
-                e_range[echoes] = r_echo
-                e_refl[echoes] = 1.0 if saturated else refl
-                e_power[echoes] = power
-                e_spread[echoes] = points[order[b - 1]].range - points[order[a]].range
-                e_best[echoes] = best
-                e_saturated[echoes] = saturated
-                echoes += 1
-            a = b
-        if echoes == 0:
-            continue
-        picked = _pick(e_power, echoes, mode, order_code, pick)
+        one = perm[start] if perm.shape[0] else start
+        single = one_ray.shape[0] > 0 and one_ray[beam]
+        if k == 1 and (single or weights[sub_ray[one] - beam * samples] == 1.0):
+            # a beam of one return at full weight (a beam cast as one ray): its echo is that return, exactly what
+            # the merge below gives it (ρ·r / ρ is r to the bit: a float32 product is exact in float64)
+            saturated = points[one].saturated != 0
+            refl = np.float64(points[one].reflectivity)
+            r_echo = np.float64(points[one].range)
+            if not (saturated
+                    or r_echo <= range_limit_m(fit, fit_a, fit_b, fit_c, tail_refl, tail_m, limit_max, refl)):
+                continue
+            e_range[0] = r_echo
+            e_refl[0] = 1.0 if saturated else refl
+            e_spread[0] = 0.0
+            e_best[0] = one
+            e_saturated[0] = saturated
+            pick[0] = 0
+            picked = 1
+        else:
+            _sort_by_range(points, perm, start, k, order)
+            echoes = 0
+            a = 0
+            while a < k:  # an echo wherever neighbours lie separation_m or more apart
+                b = a + 1
+                while b < k and points[order[b]].range - points[order[b - 1]].range < separation_m:
+                    b += 1
+                r_echo, refl, power, best, saturated = _merged_echo(points, sub_ray, weights, single, beam * samples,
+                                                                    order, a, b)
+                if saturated or r_echo <= range_limit_m(fit, fit_a, fit_b, fit_c, tail_refl, tail_m, limit_max, refl):
+                    e_range[echoes] = r_echo
+                    e_refl[echoes] = 1.0 if saturated else refl
+                    e_power[echoes] = power
+                    e_spread[echoes] = points[order[b - 1]].range - points[order[a]].range
+                    e_best[echoes] = best
+                    e_saturated[echoes] = saturated
+                    echoes += 1
+                a = b
+            if echoes == 0:
+                continue
+            picked = _pick(e_power, echoes, mode, order_code, pick)
         for n in range(picked):
             e = pick[n]
             src = points[e_best[e]]
@@ -307,11 +327,11 @@ def _form_echoes(points, sub_ray, samples, weights, return_weight, mode, order_c
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _sort_by_range(points, start, k, order):
-    """``order[:k]``: the returns ``start … start + k − 1`` by range (an insertion sort: a beam has at most
-    ``samples`` of them, mostly in order already)."""
+def _sort_by_range(points, perm, start, k, order):
+    """``order[:k]``: the returns ``start … start + k − 1`` (of ``perm`` where not empty) by range (an insertion
+    sort: a beam has at most ``samples`` of them, mostly in order already)."""
     for a in range(k):
-        i = start + a
+        i = perm[start + a] if perm.shape[0] else start + a
         b = a
         while b > 0 and points[order[b - 1]].range > points[i].range:
             order[b] = order[b - 1]
@@ -320,9 +340,9 @@ def _sort_by_range(points, start, k, order):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merged_echo(points, sub_ray, weights, return_weight, first_sub_ray, order, a, b):
-    """The echo of the returns ``order[a:b]`` (sub-ray k weighs wₖ, ``first_sub_ray``: the beam's first; return i
-    weighs ``return_weight[i]`` instead where that is given, i.e. not empty) →
+def _merged_echo(points, sub_ray, weights, single, first_sub_ray, order, a, b):
+    """The echo of the returns ``order[a:b]`` (sub-ray k weighs wₖ, ``first_sub_ray``: the beam's first; each
+    weighs 1 where the beam was cast as one sub-ray, ``single``) →
     (range: their mean weighted by wₖ ρₖ, by wₖ alone when that is 0; reflectivity Σ wₖ ρₖ; power Σ wₖ ρₖ / rₖ²;
     the strongest member; saturated). A saturated member counts at :data:`SATURATED_REFLECTIVITY` in the
     weights, its own reflectivity in the sum."""
@@ -337,7 +357,7 @@ def _merged_echo(points, sub_ray, weights, return_weight, first_sub_ray, order, 
     saturated = False
     for t in range(a, b):
         i = order[t]
-        w = return_weight[i] if return_weight.shape[0] else weights[sub_ray[i] - first_sub_ray]
+        w = 1.0 if single else weights[sub_ray[i] - first_sub_ray]
         r = np.float64(points[i].range)
         rho = np.float64(points[i].reflectivity)
         is_saturated = points[i].saturated != 0
@@ -537,6 +557,21 @@ def _step(grid_range, b, c, db, dc, separation_m):
             or after == np.inf or abs((after - z) - (z - a)) >= separation_m)
 
 
+def sub_ray_stream(parts):
+    """One :class:`~lidar_fmu.pointcloud.Returns` of several (``parts``) whose ``ray_index`` are sub-ray indices,
+    each in sub-ray order, and the order that reads it in sub-ray order (a sub-ray's returns in their order; a
+    sub-ray's returns all in one part), for :func:`form_echoes`."""
+    keys = [np.asarray(part.ray_index, np.int64) for part in parts]
+    order, merged = np.arange(len(keys[0]), dtype=np.int64), keys[0]
+    offset = len(keys[0])
+    for key in keys[1:]:  # the parts so far merged with the next: their indices into the concatenation
+        at = merge_order(merged, key)
+        order = np.concatenate([order, np.arange(offset, offset + len(key))])[at]
+        merged = np.concatenate([merged, key])[at]
+        offset += len(key)
+    return concatenate_returns(parts)._replace(ray_index=np.concatenate(keys)), order
+
+
 def first_pass_sub_rays(pattern, footprint: Footprint) -> np.ndarray:
     """(N,) int64: which sub-ray (index into :func:`sub_ray_pattern`'s rays) stands for each beam in adaptive
     sampling's first cast: sub-ray ``(beam + column) mod S``, so that along every row and every column of the grid
@@ -593,22 +628,20 @@ def _merge_order(a, b, out):
 
 
 def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: float,
-                return_weight: np.ndarray | None = None):
+                one_ray: np.ndarray | None = None, order: np.ndarray | None = None):
     """:class:`~lidar_fmu.pointcloud.Returns` of ``pattern``'s sub-rays (:func:`sub_ray_pattern`, cast without a
     range limit) → (the beams' reported echoes as ``Returns`` of ``pattern``, in ray order and by range within a
     ray; each echo's OSI pulse width (M,) float64, m). ``limit``: the range–reflectivity limit the echoes must
-    pass (the sensor's, stretched under probabilistic detection). ``return_weight``: (M,) each return's energy
-    weight, where not its sub-ray's footprint weight (adaptive sampling: 1 for a beam cast as one sub-ray)."""
+    pass (the sensor's, stretched under probabilistic detection). ``one_ray``: (N,) bool, the beams cast as one
+    sub-ray (adaptive sampling), whose return weighs 1, not its sub-ray's footprint weight.
+    ``order``: (M,) the returns in sub-ray order, as indices (default: as they come, sorted where they are not);
+    the returns are read through it, not moved."""
     sub_ray = np.asarray(returns.ray_index, np.int64)
-    points, material_id = returns.points, returns.material_id
-    return_weight = np.zeros(0) if return_weight is None else np.asarray(return_weight, np.float64)
-    if len(sub_ray) > 1 and np.any(sub_ray[1:] < sub_ray[:-1]):
+    points, material_id = np.ascontiguousarray(returns.points), returns.material_id
+    one_ray = np.zeros(0, np.bool_) if one_ray is None else np.asarray(one_ray, np.bool_)
+    if order is None and len(sub_ray) > 1 and np.any(sub_ray[1:] < sub_ray[:-1]):
         order = np.argsort(sub_ray, kind="stable")
-        # records moved as opaque bytes (numpy copies a structured dtype field by field)
-        sub_ray = np.take(sub_ray, order)
-        points = np.take(points.view(np.dtype((np.void, POINT_DTYPE.itemsize))), order).view(POINT_DTYPE)
-        material_id = None if material_id is None else np.take(material_id, order)
-        return_weight = np.take(return_weight, order) if len(return_weight) else return_weight
+    order = np.zeros(0, np.int64) if order is None else np.asarray(order, np.int64)
     _, weights = footprint_offsets(footprint)
     # a beam reports at most max_echoes echoes and an echo takes one return at least; every field is written
     n = min(len(pattern) * footprint.max_echoes, len(sub_ray))
@@ -618,7 +651,7 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
     out_pulse = np.empty(n, np.float64)
     out_source = np.empty(n, np.int64)
     code, *fit = limit_params(limit, max_range_m)
-    m = _form_echoes(np.ascontiguousarray(points), sub_ray, footprint.samples, weights, return_weight,
+    m = _form_echoes(points, sub_ray, order, footprint.samples, weights, one_ray,
                      _MODE_CODE[footprint.mode], _ORDER_CODE[footprint.order], footprint.separation_m,
                      (np.int64(code), *map(np.float64, fit)), out, out_ray, out_intensity, out_pulse, out_source)
     out, out_ray = out[:m], out_ray[:m]
@@ -650,7 +683,11 @@ def _pulse_widths_after(ray, echo, pulse_width_m, kept_ray, kept_echo, kept_obje
         key = np.int64(kept_ray[i]) * 2 + kept_echo[i]
         if j > 0 and np.int64(ray[j - 1]) * 2 + echo[j - 1] >= key:
             j = 0  # out of order: from the start
-        lo, hi = j, n  # the first echo whose key is not below this one (binary search from j)
+        lo, hi = j, n  # the first echo whose key is not below this one: mostly a step or two on, else a search
+        while lo < hi and lo < j + 4 and np.int64(ray[lo]) * 2 + echo[lo] < key:
+            lo += 1
+        if lo < hi and np.int64(ray[lo]) * 2 + echo[lo] >= key:
+            hi = lo
         while lo < hi:
             mid = (lo + hi) // 2
             if np.int64(ray[mid]) * 2 + echo[mid] < key:
@@ -699,5 +736,5 @@ def second_echo_stats(cloud, rays=None) -> dict:
 
 __all__ = ["DEFAULT_DUAL_SAMPLES", "DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "OUSTER_RETURN_ORDERS",
            "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "across_reach", "first_pass_sub_rays", "footprint_offsets",
-           "form_echoes", "merge_order", "nearest_range_m", "parse_footprint", "pulse_widths_after",
-           "refine_mask", "scan_grid", "second_echo_stats", "sub_ray_pattern", "subset_pattern", "truth_per_echo"]
+           "form_echoes", "merge_order", "nearest_range_m", "parse_footprint", "pulse_widths_after", "refine_mask",
+           "scan_grid", "second_echo_stats", "sub_ray_pattern", "sub_ray_stream", "subset_pattern", "truth_per_echo"]

@@ -31,21 +31,20 @@ from numpy.typing import ArrayLike, NDArray
 from ..geometry.transforms import check_pose
 from ..physics.echoes import (
     first_pass_sub_rays,
-    footprint_offsets,
     form_echoes,
-    merge_order,
     nearest_range_m,
     pulse_widths_after,
     refine_mask,
     scan_grid,
     sub_ray_pattern,
+    sub_ray_stream,
     subset_pattern,
     truth_per_echo,
 )
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
-from ..pointcloud import PointCloud, Returns, beam_rings, concatenate_returns, take_returns
+from ..pointcloud import PointCloud, Returns, beam_rings
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
@@ -230,37 +229,27 @@ class Lidar:
         if self._grid[0] is not pattern:
             self._grid = (pattern, scan_grid(pattern))
         refine = refine_mask(self._grid[1], range_m, footprint)
-        self.last_refined = int(np.count_nonzero(refine))
+        rays = np.flatnonzero(refine)
         t1 = time.perf_counter()
         timings.update({"steps": t1 - t0, "refinement cast": 0.0, "echoes": 0.0})
-        rays = np.flatnonzero(refine)
         first = self.first_pass_ids(pattern)
         # the refined beams' sub-rays the first cast has not cast, adjacent and in order
         others = rays[:, None] * s + np.arange(s)
         ids = others[others != first[rays][:, None]]
-        t2 = time.perf_counter()
-        recast = self._cast_sub_rays(pattern, ids, sensor_pose, cast_with) if len(ids) else None
-        t3 = time.perf_counter()
-        if recast is not None:
+        parts = [centre._replace(ray_index=first[centre.ray_index])]  # returns by sub-ray, each part in order
+        if len(ids):
+            recast = self._cast_sub_rays(pattern, ids, sensor_pose, cast_with)
             timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
+            parts.append(recast._replace(ray_index=ids[recast.ray_index]))
+        t2 = time.perf_counter()
+        self.last_refined = len(rays)
         self.last_rays_cast = len(pattern) + len(ids)
-        # one stream of every beam's returns in sub-ray order: the first cast's (weight 1 where the beam is not
-        # refined, else its sub-ray's) and the refined beams' other sub-rays'
-        _, weights = footprint_offsets(footprint)
-        centre_sub_ray = first[centre.ray_index]
-        centre_weight = np.where(refine[centre.ray_index], weights[centre_sub_ray % s], 1.0)
-        if recast is None:
-            stream, weight = centre._replace(ray_index=centre_sub_ray.astype(np.int32)), centre_weight
-        else:
-            recast_sub_ray = ids[recast.ray_index]
-            order = merge_order(centre_sub_ray, recast_sub_ray)
-            stream = take_returns(concatenate_returns([centre._replace(ray_index=centre_sub_ray.astype(np.int32)),
-                                                       recast._replace(ray_index=recast_sub_ray.astype(np.int32))]),
-                                  order)
-            weight = np.take(np.concatenate([centre_weight, weights[recast_sub_ray % s]]), order)
+        # one stream of every beam's returns, read in sub-ray order: a refined beam's weigh their sub-rays' weights,
+        # a beam cast as one ray's weighs 1
+        stream, order = sub_ray_stream(parts)
         echoes = form_echoes(stream, pattern, footprint, self.sensor.physics_range_limit, self.sensor.max_range_m,
-                             return_weight=weight)
-        timings.update({"refinement cast": t3 - t2, "echoes": t2 - t1 + time.perf_counter() - t3})
+                             one_ray=~refine, order=order)
+        timings.update({"refinement cast": t2 - t1, "echoes": time.perf_counter() - t2})
         return echoes
 
     def _cast_sub_rays(self, pattern: RayPattern, ids: np.ndarray, sensor_pose: np.ndarray,
