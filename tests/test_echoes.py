@@ -622,3 +622,21 @@ def test_refined_beams_echo_exactly_as_full_sampling_and_reuse_their_first_cast_
         assert np.array_equal(adaptive.points[name][mine], full.points[name][theirs]), name
     assert np.array_equal(adaptive.echo_pulse_width_m[mine], full.echo_pulse_width_m[theirs])
     assert adaptive.ground_truth[mine].tobytes() == full.ground_truth[theirs].tobytes()
+
+
+def test_sub_ray_stream_reads_parts_in_sub_ray_order_without_moving_them():
+    from lidar_fmu.physics.echoes import sub_ray_stream
+    from lidar_fmu.pointcloud import POINT_DTYPE, Returns
+
+    def part(sub_ray):
+        points = np.zeros(len(sub_ray), POINT_DTYPE)
+        points["range"] = np.asarray(sub_ray) + 0.5
+        return Returns(points, np.asarray(sub_ray, np.int64), np.zeros(len(sub_ray), np.float32))
+
+    # the first cast's sub-rays, a ray with two returns (glass) among them; then two casts of others
+    stream, order = sub_ray_stream([part([1, 6, 6, 11]), part([0, 2, 3, 12]), part([4, 5, 13])])
+    assert stream.ray_index.tolist() == [1, 6, 6, 11, 0, 2, 3, 12, 4, 5, 13]
+    assert stream.ray_index[order].tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 11, 12, 13]
+    assert np.array_equal(stream.points["range"][order], stream.ray_index[order] + 0.5)
+    assert order[6:8].tolist() == [1, 2]  # a ray's returns keep their order
+
