@@ -535,23 +535,29 @@ def test_adaptive_scan_times_its_parts():
     assert not set(ADAPTIVE_STAGES) & set(full.last_timings)
 
 
-def test_a_step_marks_the_footprints_beside_it_across_as_well():
-    """A thin object the first cast met in one cell of an OS1-like grid (beams and columns 6.1 mrad apart, footprints
-    narrower): the cells along both steps and, across them, the rows and columns beside (one with 4 sub-rays, two
-    with 16), where the same object or a slanted edge lies in footprints whose own first cast missed it."""
-    from lidar_fmu.physics.echoes import ScanGrid, across_reach, refine_mask
+def test_a_thin_objects_step_marks_the_footprints_beside_it_across_as_well():
+    """An OS1-like grid (beams and columns 6.1 mrad apart, footprints narrower). A thin object the first cast met in
+    one cell: the cells along both its steps and, across them, the two rows and columns beside, where it lies in
+    footprints whose own first cast missed it. A plate's straight edge: only the cells either side of it."""
+    from lidar_fmu.physics.echoes import THIN_ACROSS_REACH, ScanGrid, refine_mask
 
     index = np.arange(81).reshape(9, 9)
+    grid = ScanGrid(index, 6.1e-3, 6.1e-3)
     range_m = np.full(81, 20.0)
     range_m[index[4, 4]] = 12.0
-    grid = ScanGrid(index, 6.1e-3, 6.1e-3)
-    for samples, reach in ((4, 1), (16, 2)):
-        assert across_reach(samples) == reach
+    reach = THIN_ACROSS_REACH
+    for samples in (4, 16):
         mask = refine_mask(grid, range_m, Footprint((3e-3, 3e-3), samples)).reshape(9, 9)
         want = np.zeros((9, 9), bool)
         want[4 - reach:5 + reach, 3:6] = True  # the steps along the row, and the rows beside them
         want[3:6, 4 - reach:5 + reach] = True  # the steps along the column, and the columns beside them
         assert np.array_equal(mask, want), mask.astype(int)
+    plate = np.full((9, 9), 20.0)
+    plate[:, 5:] = 12.0
+    mask = refine_mask(grid, plate.ravel(), Footprint((3e-3, 3e-3), 16)).reshape(9, 9)
+    want = np.zeros((9, 9), bool)
+    want[:, 4:6] = True
+    assert np.array_equal(mask, want), mask.astype(int)
 
 
 @pytest.mark.parametrize("moving", [False, True])

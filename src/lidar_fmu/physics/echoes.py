@@ -65,7 +65,8 @@ one sub-ray per beam, sub-ray ``(beam + column) mod S`` (:func:`first_pass_sub_r
 footprint along every row and column, it meets in every S-th beam a pole or wire that centre rays would pass
 between; casters group its rays into packets by the beams' own directions (the centre rays' packet order), which
 keeps them as coherent as centre rays. Where two grid neighbours' ranges step by ``echo_separation_m`` or more,
-the beams whose footprint can reach the step, and across it the rows (columns) beside (:func:`across_reach`), have
+the beams whose footprint can reach the step, and across a thin object's step the rows (columns) beside
+(:data:`THIN_ACROSS_REACH`), have
 their other S − 1 sub-rays cast, and with the first cast's return formed into echoes exactly as full sampling
 forms them (same sub-rays, same order, same sums); every other beam is one echo, its first-cast sub-ray's return
 (weight 1). The selection is one compiled pass over the scan grid, after the backend, so every backend refines the
@@ -429,18 +430,18 @@ MAX_REFINE_REACH = 8
 #: neighbours are a discontinuity from this fraction of the echo separation on: a sub-ray may see the surface
 #: behind an edge farther than the neighbouring centre ray does (measured on the demo street, OS1-128, 4 sub-rays,
 #: no row marked across a step: 1.0 finds 94.2 % of full sampling's second echoes refining 23k beams, 0.5 finds
-#: 95.1 % refining 35k; :func:`across_reach`'s rows find more for fewer beams)
+#: 95.1 % refining 35k; the rows across a thin object's step, :data:`THIN_ACROSS_REACH`, find more for fewer beams)
 JUMP_FRACTION = 1.0
 
 
-def across_reach(samples: int) -> int:
-    """The least number of grid cells a step marks on each side across it (rows beside a step between columns,
-    columns beside a step between rows), with ``samples`` sub-rays per beam: an edge running on slantwise, or a thin
-    object (a pole, a wire) the first cast met in one row and not the next, reaches the footprints there too. Finer
-    footprints meet more thin objects, so more rows are marked. Measured on the demo street (OS1-128, adaptive
-    against full sampling's second echoes): 4 sub-rays find 94.2 % marking no row across and 97.2 % marking one
-    (23k → 31k beams refined); 16 sub-rays 93.3 % with one and 98.9 % with two (30k → 37k)."""
-    return 1 if samples <= 4 else 2
+#: grid cells a step marks on each side across it (rows beside a step between columns, columns beside a step between
+#: rows) where its nearer side is one cell wide along the step's axis: a thin object (a pole, a wire, a railing)
+#: that the first cast met in that cell and not in the next row, whose footprints there it still crosses. Measured
+#: on the demo street (OS1-128, adaptive against full sampling's second echoes; 4 / 16 sub-rays): no cells across
+#: any step find 94.2 % / 89.4 % refining 23k beams; 2 across thin steps 99.7 % / 97.6 % refining 30k; 1 across
+#: every step and 2 across thin ones 99.9 % / 97.8 % refining 34k / 33k; 2 across every step 100 % / 98.9 %
+#: refining 38k / 37k.
+THIN_ACROSS_REACH = 2
 
 
 @dataclass(frozen=True)
@@ -493,8 +494,7 @@ def refine_mask(grid: ScanGrid | None, range_m: np.ndarray, footprint: Footprint
     half_rad = np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2
     out = np.zeros(len(range_m), bool)
     _refine(grid_range, index, half_rad[0], half_rad[1], 0.5 * footprint.diameter_m, grid.pitch_h_rad,
-            grid.pitch_v_rad, JUMP_FRACTION * footprint.separation_m, MAX_REFINE_REACH,
-            across_reach(footprint.samples), out)
+            grid.pitch_v_rad, JUMP_FRACTION * footprint.separation_m, MAX_REFINE_REACH, THIN_ACROSS_REACH, out)
     return out
 
 
@@ -507,7 +507,7 @@ def _pitch(steps: np.ndarray) -> float:
 
 @njit(cache=True, nogil=True)
 def _refine(grid_range, index, half_h, half_v, aperture_radius_m, pitch_h, pitch_v, separation_m, max_reach,
-            min_across, out):
+            thin_reach, out):
     """:func:`refine_mask`'s pass over the grid: every discontinuity between grid neighbours marks the cells
     (``out[index[b, c]]``) whose footprints can reach it, the reach taken at the nearer side's range (a beam
     passing a near edge is widest there)."""
@@ -522,17 +522,25 @@ def _refine(grid_range, index, half_h, half_v, aperture_radius_m, pitch_h, pitch
                 near = min(r, grid_range[b2, c2])
                 spread = aperture_radius_m / near if near > 0.0 else 0.0
                 # along the pair: the cells within a footprint's reach of the step between them (at least the
-                # two); across it: one row (column) each side at least, more where footprints are wider than the
-                # pitch: an edge running on slantwise, or a thin object the first cast met in one row and not the
-                # next, puts the step into the footprints of the pair's neighbours across too
+                # two); across it: only where footprints are wider than the pitch (else that row's own step), or
+                # where the step is a thin object's
                 reach_h = int(math.floor((half_h + spread) / pitch_h))
                 reach_v = int(math.floor((half_v + spread) / pitch_v))
                 if dc == 1:
                     reach_h = int(math.ceil((half_h + spread) / pitch_h))
                 else:
                     reach_v = int(math.ceil((half_v + spread) / pitch_v))
-                reach_h = min(max_reach, max(dc, min_across * db, reach_h))
-                reach_v = min(max_reach, max(db, min_across * dc, reach_v))
+                # a thin object's step (its nearer side one cell wide along the axis): the rows (columns) beside
+                # across it too, where the first cast may have missed it (THIN_ACROSS_REACH)
+                if r < grid_range[b2, c2]:
+                    nb, nc, ob, oc = b, c, b - db, c - dc
+                else:
+                    nb, nc, ob, oc = b2, c2, b2 + db, c2 + dc
+                thin = (ob < 0 or oc < 0 or ob >= rows or oc >= columns
+                        or grid_range[ob, oc] - grid_range[nb, nc] >= separation_m)
+                across = thin_reach if thin else 0
+                reach_h = min(max_reach, max(dc, across * db, reach_h))
+                reach_v = min(max_reach, max(db, across * dc, reach_v))
                 for bb in range(max(0, b2 - reach_v), min(rows, b + reach_v + 1)):
                     for cc in range(max(0, c2 - reach_h), min(columns, c + reach_h + 1)):
                         i = index[bb, cc]
@@ -737,6 +745,6 @@ def second_echo_stats(cloud, rays=None) -> dict:
 
 
 __all__ = ["DEFAULT_DUAL_SAMPLES", "DEFAULT_ECHO_SEPARATION_M", "Footprint", "FootprintError", "OUSTER_RETURN_ORDERS",
-           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "across_reach", "first_pass_sub_rays", "footprint_offsets",
+           "RETURN_MODES", "RETURN_ORDERS", "ScanGrid", "first_pass_sub_rays", "footprint_offsets",
            "form_echoes", "merge_order", "nearest_range_m", "parse_footprint", "pulse_widths_after", "refine_mask",
            "scan_grid", "second_echo_stats", "sub_ray_pattern", "sub_ray_stream", "subset_pattern", "truth_per_echo"]
