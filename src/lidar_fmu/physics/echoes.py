@@ -66,12 +66,11 @@ footprint along every row and column, it meets in every S-th beam a pole or wire
 between; casters group its rays into packets by the beams' own directions (the centre rays' packet order), which
 keeps them as coherent as centre rays. Where two grid neighbours' ranges step by ``echo_separation_m`` or more,
 the beams whose footprint can reach the step, and across a thin object's step the rows (columns) beside
-(:data:`THIN_ACROSS_REACH`), have
-their other S − 1 sub-rays cast, and with the first cast's return formed into echoes exactly as full sampling
-forms them (same sub-rays, same order, same sums); every other beam is one echo, its first-cast sub-ray's return
-(weight 1). The selection is one compiled pass over the scan grid, after the backend, so every backend refines the
-same beams; the echoes of all beams are formed in one pass over the two casts' returns, read in sub-ray order
-(:func:`sub_ray_stream`).
+(:data:`THIN_ACROSS_REACH`), have their other S − 1 sub-rays cast, and with the first cast's return are formed
+into echoes exactly as full sampling forms them (same sub-rays, same order, same sums); every other beam is one
+echo, its first-cast sub-ray's return (weight 1). The selection is one compiled pass over the scan grid, after
+the backend, so every backend refines the same beams; the echoes of all beams are formed in one pass over the two
+casts' returns, read in sub-ray order (:func:`sub_ray_stream`).
 
 **Effects** (:mod:`lidar_fmu.physics.effects`) then act on each echo: its own range
 limit under weather extinction, detection probability, dropout and noise. The

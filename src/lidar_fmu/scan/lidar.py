@@ -60,8 +60,7 @@ if TYPE_CHECKING:
 
 
 #: the parts of adaptive sampling :attr:`Lidar.last_timings` times (s), besides its "cast" (both casts) and "points":
-#: the first cast, the step search, the refined beams' cast, and echo formation with the merge of single and refined
-#: beams
+#: the first cast, the step search, the refined beams' cast, and echo formation
 ADAPTIVE_STAGES = ("first cast", "steps", "refinement cast", "echoes")
 
 
