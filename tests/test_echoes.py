@@ -533,3 +533,116 @@ def test_adaptive_scan_times_its_parts():
     full = Lidar(pole_scene(), SPEC | {"returns": "dual", "divergence_sampling": "full"})
     full.scan(np.eye(4))
     assert not set(ADAPTIVE_STAGES) & set(full.last_timings)
+
+
+def test_a_thin_objects_step_marks_the_footprints_beside_it_across_as_well():
+    """An OS1-like grid (beams and columns 6.1 mrad apart, footprints narrower). A thin object the first cast met in
+    one cell: the cells along both its steps and, across them, the two rows and columns beside, where it lies in
+    footprints whose own first cast missed it. A plate's straight edge: only the cells either side of it."""
+    from lidar_fmu.physics.echoes import THIN_ACROSS_REACH, ScanGrid, refine_mask
+
+    index = np.arange(81).reshape(9, 9)
+    grid = ScanGrid(index, 6.1e-3, 6.1e-3)
+    range_m = np.full(81, 20.0)
+    range_m[index[4, 4]] = 12.0
+    reach = THIN_ACROSS_REACH
+    for samples in (4, 16):
+        mask = refine_mask(grid, range_m, Footprint((3e-3, 3e-3), samples)).reshape(9, 9)
+        want = np.zeros((9, 9), bool)
+        want[4 - reach:5 + reach, 3:6] = True  # the steps along the row, and the rows beside them
+        want[3:6, 4 - reach:5 + reach] = True  # the steps along the column, and the columns beside them
+        assert np.array_equal(mask, want), mask.astype(int)
+    plate = np.full((9, 9), 20.0)
+    plate[:, 5:] = 12.0
+    mask = refine_mask(grid, plate.ravel(), Footprint((3e-3, 3e-3), 16)).reshape(9, 9)
+    want = np.zeros((9, 9), bool)
+    want[:, 4:6] = True
+    assert np.array_equal(mask, want), mask.astype(int)
+
+
+@pytest.mark.parametrize("moving", [False, True])
+def test_adaptive_first_cast_is_grouped_into_packets_by_the_beams_own_directions(moving):
+    """The first cast's sub-rays are the beams turned a little each way: casters group them into packets as they do
+    the centre rays (the pattern's own directions, one packet order per pattern), with the same returns as without."""
+    lidar = Lidar(pole_scene(), SPEC | {"returns": "dual"})
+    pattern = lidar.sensor.pattern
+    motion = FrameMotion(0.0, 0.1, 0.0, pose_matrix((-0.5, 0.0, 0.0))) if moving else None
+    plan = lidar.plan_scan(np.eye(4), motion=motion)
+    assert plan.job.rays.coherence_key is not None and not plan.job.rays.in_packet_order
+    assert np.array_equal(plan.job.rays.coherence_key, pattern.directions)
+    grouped = lidar.backend.returns_together([plan.job])[0]
+    own = lidar.backend.returns_together([plan.job._replace(
+        rays=dataclasses.replace(plan.job.rays, coherence_key=None))])[0]
+    assert np.array_equal(grouped.ray_index, own.ray_index)
+    for name in set(grouped.points.dtype.names) - {"time"}:  # a return's time is set with the cloud
+        assert np.array_equal(grouped.points[name], own.points[name]), name
+
+
+def test_pulse_widths_after_effects_find_each_returns_echo_in_any_order():
+    """Effects drop returns, add weather echoes and may reorder: each kept return gets its own echo's pulse width
+    (same ray, same echo number), a weather echo or a return without an echo the bare pulse."""
+    from lidar_fmu.physics.echoes import pulse_widths_after
+    from lidar_fmu.physics.weather import WEATHER_OBJECT_ID
+    from lidar_fmu.pointcloud import POINT_DTYPE, Returns
+
+    def returns(ray, echo, object_id):
+        points = np.zeros(len(ray), POINT_DTYPE)
+        points["echo"], points["object_id"] = echo, object_id
+        return Returns(points, np.asarray(ray, np.int32), np.zeros(len(ray), np.float32))
+
+    echoes = returns([0, 0, 2, 5, 5, 9], [0, 1, 0, 0, 1, 0], 7)
+    pulse = np.array([1.1, 1.2, 1.3, 1.4, 1.5, 1.6])
+    kept = returns([5, 0, 2, 3, 5, 9, 0, 12], [1, 1, 0, 0, 0, 0, 0, 0],
+                   [7, 7, 7, WEATHER_OBJECT_ID, 7, WEATHER_OBJECT_ID, 7, 7])
+    assert pulse_widths_after(echoes, pulse, kept, 1.0).tolist() == [1.5, 1.2, 1.3, 1.0, 1.4, 1.0, 1.1, 1.0]
+    assert pulse_widths_after(returns([], [], 7), np.zeros(0), kept, 1.0).tolist() == [1.0] * 8
+
+
+def test_merge_order_sorts_two_ascending_key_arrays_first_before_second_on_ties():
+    from lidar_fmu.physics.echoes import merge_order
+
+    first, second = np.array([1, 4, 4, 9]), np.array([0, 4, 5, 10, 11])
+    order = merge_order(first, second)
+    assert np.concatenate([first, second])[order].tolist() == [0, 1, 4, 4, 4, 5, 9, 10, 11]
+    assert order.tolist() == [4, 0, 1, 2, 5, 6, 3, 7, 8]
+    assert merge_order(np.zeros(0, np.int64), second).tolist() == list(range(5))
+
+
+def test_refined_beams_echo_exactly_as_full_sampling_and_reuse_their_first_cast_sub_ray():
+    """A refined beam's echoes are full sampling's, to the bit (its first-cast sub-ray's return joins the S − 1
+    sub-rays cast again, in sub-ray order); a frame casts one ray per beam and S − 1 per refined beam."""
+    scene = pole_scene()
+    spec = SPEC | {"returns": "dual"}
+    full = Lidar(scene, spec | {"divergence_sampling": "full"}).scan(np.eye(4), frame=0, ground_truth=True)
+    lidar = Lidar(scene, spec)
+    adaptive = lidar.scan(np.eye(4), frame=0, ground_truth=True)
+    beams, samples = len(lidar.sensor.pattern), SPEC["divergence_samples"]
+    assert lidar.last_rays_cast == beams + lidar.last_refined * (samples - 1)
+    first = lidar.first_pass_ids(lidar.sensor.pattern)
+    assert np.array_equal(first % samples, (lidar.sensor.pattern.beam_id + lidar.sensor.pattern.column) % samples)
+    # the beams that give two echoes in the adaptive frame are refined ones: their echoes are full sampling's
+    two = np.unique(adaptive.ray_index[adaptive.points["echo"] == 1])
+    assert len(two) > 16 * 8
+    mine, theirs = np.isin(adaptive.ray_index, two), np.isin(full.ray_index, two)
+    for name in ("range", "reflectivity", "normal_x", "object_id", "echo"):
+        assert np.array_equal(adaptive.points[name][mine], full.points[name][theirs]), name
+    assert np.array_equal(adaptive.echo_pulse_width_m[mine], full.echo_pulse_width_m[theirs])
+    assert adaptive.ground_truth[mine].tobytes() == full.ground_truth[theirs].tobytes()
+
+
+def test_sub_ray_stream_reads_parts_in_sub_ray_order_without_moving_them():
+    from lidar_fmu.physics.echoes import sub_ray_stream
+    from lidar_fmu.pointcloud import POINT_DTYPE, Returns
+
+    def part(sub_ray):
+        points = np.zeros(len(sub_ray), POINT_DTYPE)
+        points["range"] = np.asarray(sub_ray) + 0.5
+        return Returns(points, np.asarray(sub_ray, np.int64), np.zeros(len(sub_ray), np.float32))
+
+    # the first cast's sub-rays, a ray with two returns (glass) among them; then two casts of others
+    stream, order = sub_ray_stream([part([1, 6, 6, 11]), part([0, 2, 3, 12]), part([4, 5, 13])])
+    assert stream.ray_index.tolist() == [1, 6, 6, 11, 0, 2, 3, 12, 4, 5, 13]
+    assert stream.ray_index[order].tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 11, 12, 13]
+    assert np.array_equal(stream.points["range"][order], stream.ray_index[order] + 0.5)
+    assert order[6:8].tolist() == [1, 2]  # a ray's returns keep their order
+

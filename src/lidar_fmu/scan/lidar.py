@@ -32,19 +32,19 @@ from ..geometry.transforms import check_pose
 from ..physics.echoes import (
     first_pass_sub_rays,
     form_echoes,
-    merge_refined,
     nearest_range_m,
     pulse_widths_after,
     refine_mask,
     scan_grid,
     sub_ray_pattern,
+    sub_ray_stream,
     subset_pattern,
     truth_per_echo,
 )
 from ..physics.effects import apply_effects
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
-from ..pointcloud import PointCloud, Returns, beam_rings, take_returns
+from ..pointcloud import PointCloud, Returns, beam_rings
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
@@ -60,8 +60,7 @@ if TYPE_CHECKING:
 
 
 #: the parts of adaptive sampling :attr:`Lidar.last_timings` times (s), besides its "cast" (both casts) and "points":
-#: the first cast, the step search, the refined beams' cast, and echo formation with the merge of single and refined
-#: beams
+#: the first cast, the step search, the refined beams' cast, and echo formation
 ADAPTIVE_STAGES = ("first cast", "steps", "refinement cast", "echoes")
 
 
@@ -91,9 +90,10 @@ class Lidar:
         #: scans so far: the frame counter that, with the noise seed, decides a frame's random numbers
         self.frames = 0
         self.last_refined = 0  # beams the last adaptive-sampling scan cast as all their sub-rays
+        self.last_rays_cast = 0  # rays the last adaptive-sampling scan cast: the first cast's and the refinement's
         # (a pattern, its sub-ray pattern): kept while the same pattern is cast
         self._sub_rays: tuple[RayPattern | None, RayPattern | None] = (None, None)
-        self._first_pass: tuple[RayPattern | None, RayPattern | None] = (None, None)
+        self._first_pass: tuple[RayPattern | None, RayPattern | None, np.ndarray | None] = (None, None, None)
         self._grid: tuple[RayPattern | None, ScanGrid | None] = (None, None)
         self._beam_rings: np.ndarray | None = None
 
@@ -124,9 +124,15 @@ class Lidar:
         """Adaptive sampling's first cast: one sub-ray per beam
         (:func:`~lidar_fmu.physics.echoes.first_pass_sub_rays`), kept while the same pattern is cast."""
         if self._first_pass[0] is not pattern:
-            self._first_pass = (pattern, subset_pattern(self.sub_rays(pattern),
-                                                        first_pass_sub_rays(pattern, self.sensor.footprint)))
+            ids = first_pass_sub_rays(pattern, self.sensor.footprint)
+            self._first_pass = (pattern, subset_pattern(self.sub_rays(pattern), ids), ids)
         return cast("RayPattern", self._first_pass[1])
+
+    def first_pass_ids(self, pattern: RayPattern) -> np.ndarray:
+        """(N,) int64: the sub-ray (index into :meth:`sub_rays`) adaptive sampling's first cast casts for each beam of
+        ``pattern`` (:func:`~lidar_fmu.physics.echoes.first_pass_sub_rays`)."""
+        self.first_pass_rays(pattern)
+        return cast("np.ndarray", self._first_pass[2])
 
     def return_model(self) -> ReturnModel:
         """This sensor's limits and the scene's current materials, as the physics passes read them."""
@@ -182,7 +188,10 @@ class Lidar:
         full = footprint.active and footprint.sampling == "full"
         rays, model = (self.sub_rays(pattern) if full else self.first_pass_rays(pattern), model.unlimited()) \
             if footprint.active else (pattern, model)
-        job, after = self._cast_job(rays, sensor_pose, motion, model, full)
+        # the first cast's rays are the beams turned a little each way: packets of the beams' own neighbours (the
+        # centre rays' packet order) keep them coherent, where the dithered directions alone scatter them
+        key = pattern.directions if footprint.active and not full else None
+        job, after = self._cast_job(rays, sensor_pose, motion, model, full, coherence_key=key)
         if first_firing_s is None and motion is not None:
             first_firing_s = motion.window_start_s
         stamps = (timestamp_s, first_firing_s)
@@ -190,15 +199,21 @@ class Lidar:
                                                frame, weather, ground_truth, (motion, model)))
 
     def _cast_job(self, rays: RayPattern, sensor_pose: np.ndarray, motion: FrameMotion | None, model: ReturnModel,
-                  keep_order: bool) -> tuple[CastJob, Callable[[Returns], Returns] | None]:
+                  keep_order: bool, coherence_key: np.ndarray | None = None
+                  ) -> tuple[CastJob, Callable[[Returns], Returns] | None]:
         """The cast of ``rays`` from ``sensor_pose`` (moving with ``motion`` where the sensor distorts) and what
-        takes its returns to the sensor frame (None: nothing); ``keep_order``: a beam's sub-rays stay adjacent."""
+        takes its returns to the sensor frame (None: nothing); ``keep_order``: a beam's sub-rays stay adjacent;
+        ``coherence_key``: directions (one per ray) the caster groups the rays into packets by, instead of their own
+        (:attr:`~lidar_fmu.raycast.RayBatch.coherence_key`)."""
         if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
             return plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
-                               self.sensor.motion_slices, keep_order=keep_order)
+                               self.sensor.motion_slices, keep_order=keep_order, coherence_key=coherence_key)
         batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
-        # a beam's sub-rays stay adjacent, so that packets hold whole footprints
-        return CastJob(dataclasses.replace(batch, in_packet_order=True) if keep_order else batch, model), None
+        if keep_order:  # a beam's sub-rays stay adjacent, so that packets hold whole footprints
+            batch = dataclasses.replace(batch, in_packet_order=True)
+        elif coherence_key is not None:
+            batch = dataclasses.replace(batch, coherence_key=np.ascontiguousarray(coherence_key, np.float32))
+        return CastJob(batch, model), None
 
     def _adaptive_echoes(self, centre: Returns, pattern: RayPattern, sensor_pose: np.ndarray, footprint: Footprint,
                          cast_with: tuple[FrameMotion | None, ReturnModel], timings: dict[str, float]
@@ -213,28 +228,28 @@ class Lidar:
         if self._grid[0] is not pattern:
             self._grid = (pattern, scan_grid(pattern))
         refine = refine_mask(self._grid[1], range_m, footprint)
-        self.last_refined = int(np.count_nonzero(refine))
+        rays = np.flatnonzero(refine)
         t1 = time.perf_counter()
         timings.update({"steps": t1 - t0, "refinement cast": 0.0, "echoes": 0.0})
-        limit, max_range_m = self.sensor.physics_range_limit, self.sensor.max_range_m
-        refined_return = refine[centre.ray_index]
-        single, single_pulse_m = form_echoes(take_returns(centre, np.flatnonzero(~refined_return)), pattern,
-                                             dataclasses.replace(footprint, samples=1), limit, max_range_m)
-        rays = np.flatnonzero(refine)
+        first = self.first_pass_ids(pattern)
+        # the refined beams' sub-rays the first cast has not cast, adjacent and in order
+        others = rays[:, None] * s + np.arange(s)
+        ids = others[others != first[rays][:, None]]
+        parts = [centre._replace(ray_index=first[centre.ray_index])]  # returns by sub-ray, each part in order
+        if len(ids):
+            recast = self._cast_sub_rays(pattern, ids, sensor_pose, cast_with)
+            timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
+            parts.append(recast._replace(ray_index=ids[recast.ray_index]))
         t2 = time.perf_counter()
-        if not len(rays):
-            timings["echoes"] = t2 - t1
-            return single, single_pulse_m
-        # every sub-ray of the refined beams (ray j·S + k of the subset: beam j's k-th): casting all S keeps a
-        # beam's sub-rays adjacent and their returns in order; casting only the S − 1 not cast yet and merging the
-        # first cast's return back in cost more than it saved (measured on the demo street, 4 and 16 sub-rays)
-        sub = self._cast_sub_rays(pattern, (rays[:, None] * s + np.arange(s)).ravel(), sensor_pose, cast_with)
-        t3 = time.perf_counter()
-        timings["cast"] = timings.get("cast", 0.0) + self.backend.last_timings.get("cast", 0.0)
-        refined, refined_pulse_m = form_echoes(sub, subset_pattern(pattern, rays), footprint, limit, max_range_m)
-        merged = merge_refined(single, single_pulse_m, refined, refined_pulse_m, rays)
-        timings.update({"refinement cast": t3 - t2, "echoes": t2 - t1 + time.perf_counter() - t3})
-        return merged
+        self.last_refined = len(rays)
+        self.last_rays_cast = len(pattern) + len(ids)
+        # one stream of every beam's returns, read in sub-ray order: a refined beam's weigh their sub-rays' weights,
+        # a beam cast as one ray's weighs 1
+        stream, order = sub_ray_stream(parts)
+        echoes = form_echoes(stream, pattern, footprint, self.sensor.physics_range_limit, self.sensor.max_range_m,
+                             one_ray=~refine, order=order)
+        timings.update({"refinement cast": t2 - t1, "echoes": time.perf_counter() - t2})
+        return echoes
 
     def _cast_sub_rays(self, pattern: RayPattern, ids: np.ndarray, sensor_pose: np.ndarray,
                        cast_with: tuple[FrameMotion | None, ReturnModel]) -> Returns:

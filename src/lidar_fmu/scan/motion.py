@@ -320,9 +320,10 @@ class ScenePose:
 
 
 def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
-                slices: int, keep_order: bool = False):
+                slices: int, keep_order: bool = False, coherence_key: np.ndarray | None = None):
     """:func:`cast_moving` up to the cast: (the :class:`~lidar_fmu.raycast.CastJob`, the function that takes its
-    returns to the sensor frame at each ray's own firing time, in ray order)."""
+    returns to the sensor frame at each ray's own firing time, in ray order). ``coherence_key``: the directions
+    casters group the rays into packets by (default: the pattern's own)."""
     fraction = motion.fraction(pattern.time_offset_s)
     # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
     # axis and a shift (f − 1)·Δ, with slerp's constant axis in the sensor frame
@@ -337,20 +338,21 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     moving = {i: p for i, p in motion.instance_start_poses.items() if i in scene}
     if not moving:
         slices = 1
+    key = pattern.directions if coherence_key is None else np.ascontiguousarray(coherence_key, np.float32)
     time_s = np.ascontiguousarray(pattern.time_offset_s, np.float32)
     beam_id = np.ascontiguousarray(pattern.beam_id, np.uint32)
     edges = np.linspace(float(fraction.min()), float(fraction.max()), slices + 1)
     bounds: list[int] | np.ndarray  # where each slice's run starts, and the end
     if slices == 1:  # the pattern's packet order (kept per pattern by the caster) still groups the turned rays
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
-                        coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
+                        coherence_key=None if keep_order else key, in_packet_order=keep_order)
         bounds, gather = [0, len(fraction)], None
     elif not np.any(fraction[1:] < fraction[:-1]):  # rays stored in firing order (a spinning lidar's columns):
         # each slice is already a contiguous run of the pattern, nothing to gather or put back (a ray at an edge
         # goes to the later slice, as below); casters keep the pattern's packet order within each run
         bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
-                        coherence_key=None if keep_order else pattern.directions, in_packet_order=keep_order)
+                        coherence_key=None if keep_order else key, in_packet_order=keep_order)
         gather = None
     else:  # rays gathered by slice once: each slice is a contiguous run, in firing order (neighbours together)
         slice_of = np.clip(np.searchsorted(edges, fraction, side="right") - 1, 0, slices - 1)

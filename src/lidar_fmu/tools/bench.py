@@ -295,7 +295,7 @@ def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
             plain_ms = median_ms(lambda: plain.scan(sensor_pose), repeat)
             second = _second_echoes(cloud)
             beams = len(lidar.sensor.pattern)
-            rays = beams * samples if sampling == "full" else beams + lidar.last_refined * samples
+            rays = beams * samples if sampling == "full" else lidar.last_rays_cast
             found: float | None = None if full_second is None else (
                 len(second & full_second) / len(full_second) if full_second else 1.0)
             full_second = second if full_second is None else full_second
