@@ -9,6 +9,10 @@ if TYPE_CHECKING:
     from ..geometry.scene import Scene
 
 
+#: what :func:`make_backend` takes as a name (``--backend`` of every command)
+BACKEND_NAMES = ("auto", "embree", "embreex", "cuda")
+
+
 def available_backends() -> list[str]:
     names = ["embree"]
     if _has_cuda_backend() and cuda_available():
@@ -60,7 +64,7 @@ def make_backend(name: str, scene: Scene) -> Backend:
         from .cuda import CudaBackend
 
         return CudaBackend(scene)
-    raise BackendError(f"unknown backend {name!r}; choose auto, embree, embreex or cuda")
+    raise BackendError(f"unknown backend {name!r}; choose {', '.join(BACKEND_NAMES[:-1])} or {BACKEND_NAMES[-1]}")
 
 
 def _cuda_driver_present() -> bool:

@@ -2,7 +2,7 @@
 only when the command runs: the CLI starts without Numba)."""
 from __future__ import annotations
 
-from .validate_command import _jump
+from .validate_command import add_recording_arguments
 
 
 def cmd_calibrate(args) -> None:
@@ -18,9 +18,6 @@ def add_calibrate(sub) -> None:
                     "signal), the range–reflectivity limit with a soft detection edge, its nearest and farthest "
                     "returns; write them as a sensor spec (the unit's metadata plus the fitted keys) that scan, "
                     "replay, validate --sensor and the FMU take. See docs/validation.md.")
-    p.add_argument("recording", nargs="+", help="the unit's .pcap (needs ouster-sdk) or extracted .npz")
-    p.add_argument("--metadata", required=True, help="the unit's metadata JSON")
+    add_recording_arguments(p, nargs="+")
     p.add_argument("-o", "--output", required=True, help="the sensor spec to write (YAML)")
-    p.add_argument("--max-jump", type=_jump, default=0.05,
-                   help="neighbours whose ranges differ by more than this fraction are not one surface")
     p.set_defaults(func=cmd_calibrate)

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
+from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
 from .validate_command import add_validate
 
@@ -424,8 +425,7 @@ def _attach_signed_values(argv: list[str]) -> list[str]:
     return out
 
 
-#: the ray casters ``--backend`` offers
-_BACKENDS = ["auto", "embree", "embreex", "cuda"]
+_BACKENDS = list(BACKEND_NAMES)  # the ray casters ``--backend`` offers
 
 
 def _add_scan(sub) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..raycast.factory import BACKEND_NAMES
+
 
 def _jump(text: str) -> float:
     try:
@@ -25,6 +27,16 @@ def _frames(text: str) -> int:
     return value
 
 
+def add_recording_arguments(p, nargs: str | None) -> None:
+    """The recording(s) (``nargs``: argparse's, None for one), ``--metadata`` and ``--max-jump`` that validate and
+    calibrate share."""
+    p.add_argument("recording", nargs=nargs, help="the unit's .pcap (needs ouster-sdk) or the .npz that "
+                                                  "scripts/extract_ouster_frames.py extracts from it")
+    p.add_argument("--metadata", required=True, help="the unit's metadata JSON (as the sensor or ouster-sdk wrote it)")
+    p.add_argument("--max-jump", type=_jump, default=0.05,
+                   help="neighbours whose ranges differ by more than this fraction are not one surface")
+
+
 def cmd_validate(args) -> None:
     from .validate import validate
 
@@ -40,9 +52,7 @@ def add_validate(sub) -> None:
                     "metadata, and compare on the odd columns: returns found, range difference and bias, noise per "
                     "range band, intensity ranks, second returns, real returns beyond our limits. Prints a table; "
                     "with -o writes validation.json and validation.png. See docs/validation.md.")
-    p.add_argument("recording", help="the unit's .pcap (needs ouster-sdk) or the .npz that "
-                                     "scripts/extract_ouster_frames.py extracts from it")
-    p.add_argument("--metadata", required=True, help="the unit's metadata JSON (as the sensor or ouster-sdk wrote it)")
+    add_recording_arguments(p, nargs=None)
     p.add_argument("-o", "--output", default=None, help="folder for validation.json and validation.png")
     p.add_argument("--sensor", default=None,
                    help="preset or sensor spec file to simulate, the unit's calibration as its geometry "
@@ -51,8 +61,6 @@ def add_validate(sub) -> None:
                    help="the unit's pose per frame (KITTI: a row-major 3×4 matrix per line), or 'icp' to register "
                         "the frames with KISS-ICP (needs kiss-icp): noise is then also measured from frame to frame")
     p.add_argument("--frames", type=_frames, default=None, help="compare only the first N frames")
-    p.add_argument("--max-jump", type=_jump, default=0.05,
-                   help="neighbours whose ranges differ by more than this fraction are not one surface")
-    p.add_argument("--backend", default="auto", choices=["auto", "embree", "embreex", "cuda"],
+    p.add_argument("--backend", default="auto", choices=BACKEND_NAMES,
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
     p.set_defaults(func=cmd_validate)
