@@ -1,6 +1,7 @@
 """The shipped Ouster figures on units nothing was fitted on (ouster-sdk's OS-0 and OS-2 test recordings in
 tests/data/ouster, NOTICE.md there): what holds on them stays holding. docs/validation.md has the whole table,
 what does not hold included."""
+import functools
 import os
 
 import pytest
@@ -16,6 +17,7 @@ UNITS = {
 }
 
 
+@functools.cache  # each unit's comparison once for the tests that read it
 def held_out(unit: str) -> dict:
     stem = UNITS[unit]
     return validate(os.path.join(DATA, stem + ".npz"), os.path.join(DATA, stem + ".json"), echo=lambda line: None)
