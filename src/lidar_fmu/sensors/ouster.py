@@ -286,10 +286,7 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
         "description": f"Ouster {cal.prod_line}, {unit.why}; {sheet.source}" + (f"; {sheet.assumed}" if sheet.assumed
                                                                                  else ""),
         "frame_rate_hz": cal.frame_rate_hz,
-        # the unit's own setting where its metadata has one (ouster-sdk sensor_config: "the minimum detection range
-        # of the lidar in cm"), else the datasheet's minimum range
-        "min_range_m": (sheet.min_range_m if cal.min_range_threshold_cm is None
-                        else cal.min_range_threshold_cm / 100.0),
+        "min_range_m": sheet.min_range_m,
         "max_range_m": sheet.max_range_m,
         "wavelength_nm": sheet.wavelength_nm,
         "range_accuracy_m": sheet.range_accuracy_m,
@@ -299,8 +296,10 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
     if fitted is not None:
         spec |= copy.deepcopy(fitted)
         spec["description"] += f"; {_FITTED_ON}"
-        if cal.min_range_threshold_cm is not None:  # the unit's own setting still wins
-            spec["min_range_m"] = cal.min_range_threshold_cm / 100.0
+    if cal.min_range_threshold_cm is not None:
+        # the unit's own setting wins over the datasheet's and the fitted minimum (ouster-sdk sensor_config: "the
+        # minimum detection range of the lidar in cm")
+        spec["min_range_m"] = cal.min_range_threshold_cm / 100.0
     if "intensity_law" not in spec:
         spec["intensity_law"] = intensity_law(unit)
     spec |= beam_footprint(unit.line, unit.channels)

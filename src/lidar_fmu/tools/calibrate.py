@@ -54,6 +54,7 @@ from ..physics.effects import (
     SHOT_NOISE_REFERENCE_RANGE_M,
 )
 from ..physics.range_limit import RangeReflectivityLimit
+from ..sensors import load_sensor
 from ..sensors.ouster import OusterCalibration, unit_figures, unit_spec
 from .recording import Recording, read_recording
 from .validate import (
@@ -63,6 +64,7 @@ from .validate import (
     REFLECTIVITY_BANDS,
     held_out_chord_residuals,
     pixel_rays,
+    ranges_agree,
     reflectivity_signal_rank,
     robust_sigma,
     sensor_spec,
@@ -103,10 +105,8 @@ def _returns(recordings: list[Recording]) -> tuple[np.ndarray, np.ndarray]:
     """(RANGE m, REFLECTIVITY %) of every first return of every sent pixel."""
     ranges, refls = [], []
     for recording in recordings:
-        sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
-        rng = recording.images["range_mm"].astype(np.float64) * 1e-3
-        valid = (rng > 0) & sent
-        ranges.append(rng[valid])
+        valid = recording.first_returns()
+        ranges.append(recording.images["range_mm"][valid] * 1e-3)
         refls.append(recording.images["reflectivity"].astype(np.float64)[valid])
     return np.concatenate(ranges), np.concatenate(refls)
 
@@ -143,11 +143,12 @@ def fit_noise(recordings: list[Recording], cal: OusterCalibration, metadata_path
     Per bin of x, σ_u of validate's chord residual of the unit's held-out pixels less that of the noise-free mesh
     on the same pixels (:data:`DIFFERENCE_VARIANCE_FACTOR`): what the mesh follows is surface shape, not noise."""
     rays = pixel_rays(cal)
-    spec = sensor_spec(metadata_path, cal, None, False)  # casts the geometry only: the unit's rays are what count
+    # casts the geometry only: the unit's rays are what count; loaded once for every frame
+    sensor = load_sensor(sensor_spec(metadata_path, cal, None, False))
     xs, unit, mesh = [], [], []
     for recording in recordings:
         for f in range(recording.frames):
-            residuals = held_out_chord_residuals(recording, f, cal, rays, spec, backend, max_jump)
+            residuals = held_out_chord_residuals(recording, f, cal, rays, sensor, backend, max_jump)
             if residuals is None:
                 continue
             ok, real, noise_free = residuals
@@ -197,8 +198,8 @@ def fit_detection_width(recordings: list[Recording], cal: OusterCalibration, lim
             refl = recording.images["reflectivity"][f].astype(np.float64)
             left, right = np.roll(image, 1, axis=1), np.roll(image, -1, axis=1)
             columns = np.arange(cal.columns)
-            target = ((columns % 2 == 1) & sent & np.roll(sent, 1) & np.roll(sent, -1))[None, :] & _agree_pair(
-                left, right, max_jump)
+            target = ((columns % 2 == 1) & sent & np.roll(sent, 1) & np.roll(sent, -1))[None, :] & ranges_agree(
+                left, right, max_jump=max_jump)
             range_m = 0.5 * (left + right)[target]
             rho = unit_reflectivity(0.5 * (np.roll(refl, 1, axis=1) + np.roll(refl, -1, axis=1))[target])
             r_l = limit.max_range_m_for(rho)
@@ -228,11 +229,9 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
     for recording in recordings:
         if "signal" not in recording.images:
             continue
-        sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
-        rng = recording.images["range_mm"].astype(np.float64) * 1e-3
         refl = recording.images["reflectivity"].astype(np.float64)
-        valid = (rng > 0) & sent & (refl <= 100)  # retroreflectors saturate SIGNAL
-        ranges.append(rng[valid])
+        valid = recording.first_returns() & (refl <= 100)  # retroreflectors saturate SIGNAL
+        ranges.append(recording.images["range_mm"][valid] * 1e-3)
         refls.append(unit_reflectivity(refl[valid]))
         signals.append(recording.images["signal"].astype(np.float64)[valid])
     if not ranges or sum(len(r) for r in ranges) < MIN_SAMPLES:
@@ -251,11 +250,6 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
                     best = (rank, {"reference_range_m": float(r0), "near_exponent": float(near),
                                    "far_exponent": float(far)})
     return best[1] | {"_spearman": best[0]}
-
-
-def _agree_pair(a: np.ndarray, b: np.ndarray, max_jump: float) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.isfinite(a) & np.isfinite(b) & (np.maximum(a, b) / np.minimum(a, b) - 1.0 < max_jump)
 
 
 def calibrated_spec(recordings: list[Recording], cal: OusterCalibration, metadata_path: str,

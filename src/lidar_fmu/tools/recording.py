@@ -57,6 +57,10 @@ class Recording:
         """(columns,) bool: the columns the unit sent in ``frame``."""
         return (self.status[frame] & 1).astype(bool)
 
+    def first_returns(self) -> np.ndarray:
+        """(F, beams, columns) bool: the pixels of the sent columns that hold a first return."""
+        return (self.images["range_mm"] > 0) & (self.status & 1).astype(bool)[:, None, :]
+
 
 def read_recording(path: str, cal: OusterCalibration, metadata_path: str) -> Recording:
     """The range images of ``path`` (``.pcap`` or ``.npz``), checked against the unit's calibration ``cal``

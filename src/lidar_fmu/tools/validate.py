@@ -57,7 +57,7 @@ from ..sensors.ouster import (
     read_ouster_metadata,
     unit_figures,
 )
-from ..sensors.spec import resolve_spec
+from ..sensors.spec import Sensor, resolve_spec
 from .recording import Recording, read_kitti_poses, read_recording
 from .registration import icp_poses
 
@@ -107,7 +107,9 @@ def unit_points(rays: PixelRays, range_m: np.ndarray) -> np.ndarray:
     return rays.origin + (range_m - rays.beam_origin_m)[..., None] * rays.direction
 
 
-def _agree(*ranges: np.ndarray, max_jump: float) -> np.ndarray:
+def ranges_agree(*ranges: np.ndarray, max_jump: float) -> np.ndarray:
+    """bool, elementwise: all ``ranges`` are finite and lie within ``max_jump`` (largest / smallest − 1) of one
+    another, so one surface."""
     stack = np.stack(ranges)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.all(np.isfinite(stack), axis=0) & (stack.max(axis=0) / stack.min(axis=0) - 1.0 < max_jump)
@@ -141,9 +143,9 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
     a, b = grid[:-1, :], np.roll(grid, -1, axis=1)[:-1, :]  # (beam, k), (beam, k+1)
     c, d = grid[1:, :], np.roll(grid, -1, axis=1)[1:, :]  # (beam+1, k), (beam+1, k+1)
     ra, rb, rc, rd = r[a], r[b], r[c], r[d]
-    abc, bdc = _agree(ra, rb, rc, max_jump=max_jump), _agree(rb, rd, rc, max_jump=max_jump)
+    abc, bdc = ranges_agree(ra, rb, rc, max_jump=max_jump), ranges_agree(rb, rd, rc, max_jump=max_jump)
     other = ~abc & ~bdc  # the other diagonal, only where the first split made nothing (no overlap)
-    abd, adc = other & _agree(ra, rb, rd, max_jump=max_jump), other & _agree(ra, rd, rc, max_jump=max_jump)
+    abd, adc = other & ranges_agree(ra, rb, rd, max_jump=max_jump), other & ranges_agree(ra, rd, rc, max_jump=max_jump)
     faces = np.concatenate([np.stack([a, b, c], -1)[abc], np.stack([b, d, c], -1)[bdc],
                             np.stack([a, b, d], -1)[abd], np.stack([a, d, c], -1)[adc]])
     if not len(faces):
@@ -236,7 +238,7 @@ def chord_residual_image(rays: PixelRays, range_m: np.ndarray, step: int,
     points = unit_points(rays, range_m)
     left, right = np.roll(points, step, axis=1), np.roll(points, -step, axis=1)
     r_left, r_right = np.roll(range_m, step, axis=1), np.roll(range_m, -step, axis=1)
-    ok = _agree(r_left, range_m, r_right, max_jump=max_jump)
+    ok = ranges_agree(r_left, range_m, r_right, max_jump=max_jump)
     residual = range_m - (_along_ray_m(rays, left, right) + rays.beam_origin_m)
     return residual, ok & np.isfinite(residual)
 
@@ -271,8 +273,8 @@ def reflectivity_signal_rank(recording: Recording) -> float | None:
     SIGNAL (below :data:`MIN_REFLECTIVITY_SIGNAL_RANK`) is no calibrated reflectivity."""
     if "signal" not in recording.images:
         return None
-    range_mm, refl = recording.images["range_mm"][0], recording.images["reflectivity"][0]
-    valid = (range_mm > 0) & (refl <= 100)  # retroreflectors saturate SIGNAL
+    refl = recording.images["reflectivity"][0]
+    valid = recording.first_returns()[0] & (refl <= 100)  # retroreflectors saturate SIGNAL
     return spearman(refl[valid].astype(np.float64), recording.images["signal"][0][valid].astype(np.float64))
 
 
@@ -325,7 +327,7 @@ def _edge_free(rays: PixelRays, range_m: np.ndarray, max_jump: float) -> np.ndar
     padded[1:-1, 0], padded[1:-1, -1] = grid[:, -1], grid[:, 0]  # the turn closes on itself
     B, W = grid.shape
     neighbours = [padded[1 + db:1 + db + B, 1 + dc:1 + dc + W] for db in (-1, 0, 1) for dc in (-1, 0, 1)]
-    ok_grid = _agree(*neighbours, max_jump=max_jump)
+    ok_grid = ranges_agree(*neighbours, max_jump=max_jump)
     return ok_grid[np.arange(B)[:, None], rays.grid_column]
 
 
@@ -342,9 +344,9 @@ def inside_mesh(rays: PixelRays, range_m: np.ndarray, use: np.ndarray, max_jump:
     grid = _destaggered(np.where(use, range_m, np.nan), rays)
     B, W = grid.shape
     left, right = np.roll(grid, 1, axis=1), np.roll(grid, -1, axis=1)  # the turn closes on itself
-    row = _agree(left, right, max_jump=max_jump)
+    row = ranges_agree(left, right, max_jump=max_jump)
     pair = np.zeros((B, W), bool)  # cell (b, b + 1) of the two rows' four corners
-    pair[:-1] = _agree(left[:-1], right[:-1], left[1:], right[1:], max_jump=max_jump)
+    pair[:-1] = ranges_agree(left[:-1], right[:-1], left[1:], right[1:], max_jump=max_jump)
     above = np.ones((B, W), bool)
     above[1:] = pair[:-1]
     below = np.ones((B, W), bool)
@@ -364,11 +366,12 @@ def _geometry_image(lidar: Lidar, rays: PixelRays, pose: np.ndarray) -> np.ndarr
     return image
 
 
-def _unit_lidar(mesh: Mesh, spec: dict, backend: str) -> Lidar:
+def _unit_lidar(mesh: Mesh, sensor: Sensor | dict, backend: str) -> Lidar:
+    """The unit over ``mesh``: ``sensor`` loaded once by the caller (:func:`validate`), or a spec loaded here."""
     scene = Scene()
     scene.add_instance(0, mesh, np.eye(4))
-    lidar = Lidar(scene, load_sensor(spec), backend=backend, warn=lambda message: None)
-    return lidar
+    return Lidar(scene, sensor if isinstance(sensor, Sensor) else load_sensor(sensor), backend=backend,
+                 warn=lambda message: None)
 
 
 def _frame_image(recording: Recording, frame: int, rays: PixelRays) -> np.ndarray:
@@ -380,7 +383,7 @@ def _frame_image(recording: Recording, frame: int, rays: PixelRays) -> np.ndarra
     return image
 
 
-def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: dict, poses: np.ndarray,
+def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | dict, poses: np.ndarray,
                          backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """Noise from frame to frame: each frame's pixels against the mesh of the frame before, after the poses
     (``poses[f]``: world_from_sensor of frame f, one per frame compared).
@@ -412,7 +415,7 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: dict, pose
             pairs.append(("sim", sim_after, _geometry_image(_unit_lidar(made_sim[0], spec, backend), rays, move)))
         for name, measured, mesh_range in pairs:
             ok = _edge_free(rays, measured, max_jump) & np.isfinite(mesh_range)
-            ok &= _agree(measured, mesh_range, max_jump=max_jump)  # what the mesh had not seen is no noise
+            ok &= ranges_agree(measured, mesh_range, max_jump=max_jump)  # what the mesh had not seen is no noise
             ranges[name].append(measured[ok])
             residuals[name].append((measured - mesh_range)[ok])
     bands = []
@@ -445,7 +448,7 @@ def frame_scene(recording: Recording, frame: int, cal: OusterCalibration, rays: 
 
 
 def held_out_chord_residuals(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays,
-                             spec: dict, backend: str = "auto", max_jump: float = MAX_JUMP
+                             spec: Sensor | dict, backend: str = "auto", max_jump: float = MAX_JUMP
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(ok, the unit's residual, the mesh's) images of validate's noise measure on one frame: every covered
     held-out pixel's chord residual (neighbours m ± 2) in the unit's RANGE and in the noise-free cast of the
@@ -460,7 +463,7 @@ def held_out_chord_residuals(recording: Recording, frame: int, cal: OusterCalibr
     return ok_real & ok_mesh, real, mesh
 
 
-def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: dict,
+def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: Sensor | dict,
                   backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
     images = recording.images
@@ -535,11 +538,9 @@ def unit_reflectivity(reflectivity_percent: np.ndarray) -> np.ndarray:
 def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
     """Real first returns beyond our r_L(ρ) per reflectivity band, and outside our min/max range (every sent
     pixel of every frame)."""
-    sent = np.stack([recording.sent(f) for f in range(recording.frames)])[:, None, :]
-    rng = recording.images["range_mm"].astype(np.float64) * 1e-3
-    refl = recording.images["reflectivity"].astype(np.float64)
-    valid = (rng > 0) & sent
-    rng, refl = rng[valid], refl[valid]
+    valid = recording.first_returns()
+    rng = recording.images["range_mm"][valid] * 1e-3
+    refl = recording.images["reflectivity"][valid].astype(np.float64)
     limit = sensor.range_limit
     r_l = limit.max_range_m_for(unit_reflectivity(refl)) if limit is not None else np.full(len(rng), np.inf)
     bands = []
@@ -652,7 +653,7 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
     elif poses_path is not None:
         poses = read_kitti_poses(poses_path, recording.frames)
     count = recording.frames if frames is None else min(frames, recording.frames)
-    per_frame = [compare_frame(recording, f, cal, rays, spec, backend, max_jump) for f in range(count)]
+    per_frame = [compare_frame(recording, f, cal, rays, unit, backend, max_jump) for f in range(count)]
     result = summarize(per_frame, recording, cal)
     result["frames"] = result["frames"][:count]
     result |= {"reflectivity_signal_rank": reflectivity_signal_rank(recording), "poses": poses_path,
@@ -661,7 +662,7 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
                "max_jump": max_jump, "range_limit": range_limit_table(recording, unit),
                "run_s": 0.0}
     if poses is not None and count > 1:
-        result["noise_frame_to_frame"] = frame_to_frame_noise(recording, rays, spec, poses[:count], backend, max_jump)
+        result["noise_frame_to_frame"] = frame_to_frame_noise(recording, rays, unit, poses[:count], backend, max_jump)
     result["run_s"] = time.perf_counter() - t0
     for line in table_lines(result):
         echo(line)
