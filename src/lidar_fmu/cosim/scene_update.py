@@ -237,11 +237,13 @@ class SensorViewScene:
                                     up_axis=parameters.get("up_axis", "") or "")
         self.default_mounting = mounting_of_parameters(parameters)
 
-    def update(self, sensor_view: bytes) -> np.ndarray:
-        """Apply one SensorView to :attr:`scene`; its world_from_sensor pose (identity if it has none)."""
+    def update(self, sensor_view: bytes, decoded=None) -> np.ndarray:
+        """Apply one SensorView to :attr:`scene`; its world_from_sensor pose (identity if it has none).
+        ``decoded``: the view already decoded (:func:`~lidar_fmu.osi.decode.decode_sensor_view`), not decoded
+        again."""
         if not sensor_view:
             return np.eye(4)
-        frame = decode_sensor_view(sensor_view)
+        frame = decode_sensor_view(sensor_view) if decoded is None else decoded
         self.updater.apply(frame)
         return sensor_pose_in(frame, self.default_mounting)
 

@@ -454,12 +454,13 @@ class RigOutputs:
         if not self.lidars:
             self._open_lidars([sensor_id for sensor_id, _ in split], frame.sensor_view)
         logged = []
+        view = frame.view if frame.sensor_view else None  # decoded once: every lidar's copy of the frame shares it
         for k, ((_, sensor_data), member, (_, folder, outputs)) in enumerate(zip(split, self.rig, self.lidars)):
             cloud = sensor_data_to_points(sensor_data)
             cloud.sensor_name, cloud.timestamp_s = member.sensor.name, frame.time_s
             if self.twin is not None:  # stepped on this frame's view by the stepping
                 cloud.ground_truth = self.twin.truth_for(cloud, k)
-            outputs.add(dataclasses.replace(frame, sensor_data=sensor_data, cloud=cloud))
+            outputs.add(dataclasses.replace(frame, sensor_data=sensor_data, cloud=cloud, decoded_view=view))
             logged.append((folder, cloud, sensor_data))
         if self.rerun is not None:
             self.rerun.log_rig(frame, logged)

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +58,17 @@ class ReplayedFrame:
     cloud: PointCloud  # decoded from ``sensor_data`` (with the twin's ground truth when asked)
     step_ms: float  # wall time of the FMU's doStep
     why_invalid: str | None = None  # the FMU's output 'valid' was false: what it logged in the step; None: valid
+    #: :attr:`view` once decoded (a field, so that a rig's per-lidar copies, ``dataclasses.replace``, keep it)
+    decoded_view: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def view(self):
+        """``sensor_view`` decoded (:func:`~lidar_fmu.osi.decode.decode_sensor_view`), once for every output."""
+        if self.decoded_view is None:
+            from ..osi.decode import decode_sensor_view
+
+            self.decoded_view = decode_sensor_view(self.sensor_view)
+        return self.decoded_view
 
 
 class SensorDataTrace:
@@ -156,7 +167,7 @@ class RerunLog:
         self.scene = SensorViewScene(parameters)  # the FMU keeps its scene to itself: rebuilt here for the viewer
 
     def log(self, frame: ReplayedFrame, cloud) -> None:
-        cloud.sensor_pose = self.scene.update(frame.sensor_view)
+        cloud.sensor_pose = self.scene.update(frame.sensor_view, frame.view if frame.sensor_view else None)
         self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
         self.recording.log_frame(cloud, frame.time_s, frame.index)
 
@@ -164,13 +175,10 @@ class RerunLog:
         """A rig's frame: the scene once, then each lidar's points (``lidars``: (entity name, cloud, that lidar's
         SensorData)) under ``world/<name>``, at the pose the FMU measured them from (the host's pose times the
         SensorData's mounting)."""
-        from ..osi.decode import decode_sensor_view
-
-        self.scene.update(frame.sensor_view)
+        self.scene.update(frame.sensor_view, frame.view if frame.sensor_view else None)
         self.recording.log_meshes(self.scene.scene, frame.time_s, frame.index)
-        view = decode_sensor_view(frame.sensor_view)
         for name, cloud, sensor_data in lidars:
-            pose = measured_sensor_pose(view, sensor_data, self.scene.default_mounting)
+            pose = measured_sensor_pose(frame.view, sensor_data, self.scene.default_mounting)
             self.recording.log_frame(cloud, frame.time_s, frame.index, pose, entity=f"world/{name}")
 
 
@@ -228,11 +236,9 @@ class RosbagLog:
     def log(self, frame: ReplayedFrame, cloud, fields) -> None:
         """The frame's ``fields`` of ``cloud`` (:meth:`FramePcds.fields_of`) and the sensor pose of its view:
         the host's pose times the mounting the FMU used (the SensorData's), else the view's or the parameters'."""
-        from ..osi.decode import decode_sensor_view
-
         writer = self.bag.writer
         assert writer is not None, "RosbagLog.open() first"
-        pose = measured_sensor_pose(decode_sensor_view(frame.sensor_view), frame.sensor_data, self.default_mounting)
+        pose = measured_sensor_pose(frame.view, frame.sensor_data, self.default_mounting)
         writer.write(self.frame_id, cloud, pose, fields=fields)
 
 
