@@ -58,7 +58,6 @@ from typing import Any
 
 import numpy as np
 
-from ..documents import strip_json_comments as strip_json_comments  # JSONC → JSON, where every reader finds it
 from .presets import PRESETS
 
 #: Every setting of a lidar entry the documentation lists (``vertical-fov-start/end-deg`` in its table, the sample
@@ -104,13 +103,13 @@ def robot_config_lidars(data: dict) -> list[dict] | None:
 def _entry(data: dict, error, select_id=None) -> dict:
     if "sensors" not in data:
         return data
-    if data["sensors"] and robot_config_lidars(data) is None:  # our rig (sensors/rig.py), not AirSim's
+    enabled = robot_config_lidars(data)  # AirSim runs only the enabled ones
+    if data["sensors"] and enabled is None:  # our rig (sensors/rig.py), not AirSim's
         raise error(f"a rig of {len(data['sensors'])} lidars ('sensors') where one lidar is expected")
-    lidars = [s for s in data["sensors"] if isinstance(s, dict) and s.get("type") == "lidar"]
     if select_id is not None:
-        lidars = [s for s in lidars if s.get("id") == select_id]
-    else:  # AirSim runs only the enabled ones
-        lidars = [s for s in lidars if s.get("enabled", True) is not False]
+        lidars = [s for s in data["sensors"] if s.get("type") == "lidar" and s.get("id") == select_id]
+    else:
+        lidars = enabled or []
     if not lidars:
         which = f" with id {select_id!r}" if select_id is not None else " that is enabled"
         raise error(f"AirSim config has no sensor of type 'lidar'{which}")

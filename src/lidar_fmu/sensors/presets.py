@@ -268,6 +268,15 @@ PRESETS: dict[str, dict] = {
 }
 
 
+def unknown_preset(name: str) -> str:
+    """The message for a preset name that is none: the presets it resembles, else every preset."""
+    from ..documents import shown
+
+    hint = close_names(name)
+    more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
+    return f"unknown sensor preset {shown(name)}{more}"
+
+
 def close_names(name: str, n: int = 3) -> list[str]:
     """Preset names resembling ``name`` (for 'did you mean' messages)."""
     import difflib

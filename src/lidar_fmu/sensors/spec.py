@@ -36,7 +36,7 @@ from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim
 from .ibeo import mirror_directions
 from .ouster import OusterMetadataError, ouster_rays, range_offset_m, read_ouster_metadata, unit_spec
-from .presets import PRESETS, close_names
+from .presets import PRESETS, unknown_preset
 from .rosette import MAX_POINTS_PER_SECOND, rosette_scan
 from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
 
@@ -195,9 +195,7 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         elif text.lower().endswith((".json", ".jsonc", ".yaml", ".yml")):
             raise SensorSpecError(f"sensor spec file not found: {text}")
         else:
-            hint = close_names(text)
-            more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
-            raise SensorSpecError(f"unknown sensor preset {shown(text)}{more}")
+            raise SensorSpecError(unknown_preset(text))
     if not isinstance(spec, dict):
         raise SensorSpecError(f"a sensor spec must be a preset name, file or mapping, got {type(spec).__name__}")
     if looks_like_airsim(spec):  # a Project AirSim lidar entry or robot config (airsim_id picks one of several)

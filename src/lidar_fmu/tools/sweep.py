@@ -147,11 +147,9 @@ def _scenario_axis(entries: list, base_dir: str) -> list[tuple[str, str]]:
 
 def _unknown_preset(name: str, where: str) -> UserError:
     """The error for a preset name that is none: with the presets it resembles, as ``scan --sensor`` gives it."""
-    from ..sensors.presets import PRESETS, close_names
+    from ..sensors.presets import unknown_preset
 
-    hint = close_names(name)
-    more = f"; did you mean {', '.join(hint)}?" if hint else f"; known presets: {', '.join(PRESETS)}"
-    return UserError(f"sweep: {where}: unknown sensor preset {name!r}{more}")
+    return UserError(f"sweep: {where}: {unknown_preset(name)}")
 
 
 def _is_spec_path(entry: str, base_dir: str) -> bool:
