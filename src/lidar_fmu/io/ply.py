@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import PointCloudFileError
+from ._common import PointCloudFileError, uint64_word
 from .pcd import _points_array, frame_stamp_lines
 
 #: our field names → the names point-cloud tools read as normals
@@ -79,8 +79,7 @@ def write_ply(path, cloud) -> None:
     for source, ply_name, dt, _, word in layout:
         values = points[source]
         if word >= 0:
-            values = (values.view(np.uint64) >> np.uint64(32 * word)) & np.uint64(0xFFFFFFFF)
-            values = values.astype(np.uint32).view(dt)
+            values = uint64_word(values, word).view(dt)
         out[ply_name] = values.astype(dt)
     comments = ["comment lidar_fmu point cloud: sensor frame (x forward, y left, z up), metres"]
     assert points.dtype.names is not None  # structured (_points_array)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import PointCloudFileError
+from ._common import PointCloudFileError, uint64_word
 from .pcd import _points_array, _select_fields
 
 #: the frame the lidars' poses are given in (REP 105's world-fixed frame)
@@ -50,9 +50,7 @@ def point_fields(points: np.ndarray) -> np.ndarray:
     for name in names:
         values = points[name]
         if values.dtype.kind in "ui" and values.dtype.itemsize == 8:
-            words = values.view(np.uint64)
-            columns[f"{name}_low"] = (words & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-            columns[f"{name}_high"] = (words >> np.uint64(32)).astype(np.uint32)
+            columns[f"{name}_low"], columns[f"{name}_high"] = uint64_word(values, 0), uint64_word(values, 1)
         elif values.dtype.kind == "b":
             columns[name] = values.astype(np.uint8)
         elif values.dtype.newbyteorder("<") in _DATATYPES and values.ndim == 1:
