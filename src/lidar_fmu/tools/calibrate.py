@@ -65,10 +65,11 @@ from .validate import (
     held_out_chord_residuals,
     pixel_rays,
     ranges_agree,
+    rank_correlation,
+    ranks,
     reflectivity_signal_rank,
     robust_sigma,
     sensor_spec,
-    spearman,
     unit_metadata,
     unit_reflectivity,
 )
@@ -240,12 +241,13 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
     if len(range_m) > INTENSITY_SAMPLES:
         pick = np.random.default_rng(0).choice(len(range_m), INTENSITY_SAMPLES, replace=False)
         range_m, rho, signal = range_m[pick], rho[pick], signal[pick]
+    signal_ranks = ranks(signal)  # ranked once for every candidate law
     best: tuple[float, dict[str, Any]] = (-np.inf, {})
     for r0 in INTENSITY_REFERENCE_RANGES_M:
         x = range_m / r0
         for near in INTENSITY_EXPONENTS_NEAR:
             for far in INTENSITY_EXPONENTS_FAR:
-                rank = spearman(rho * np.where(x < 1.0, x ** near, x ** -far), signal)
+                rank = rank_correlation(ranks(rho * np.where(x < 1.0, x ** near, x ** -far)), signal_ranks)
                 if rank > best[0]:
                     best = (rank, {"reference_range_m": float(r0), "near_exponent": float(near),
                                    "far_exponent": float(far)})

@@ -282,13 +282,18 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman's rank correlation (average ranks for ties); NaN for fewer than MIN_SAMPLES pairs."""
     if len(x) < MIN_SAMPLES:
         return float("nan")
+    return rank_correlation(ranks(x), ranks(y))
 
-    def ranks(v: np.ndarray) -> np.ndarray:
-        _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
-        first = np.cumsum(counts) - counts
-        return (first + (counts - 1) / 2.0)[inverse]
 
-    rx, ry = ranks(np.asarray(x, np.float64)), ranks(np.asarray(y, np.float64))
+def ranks(values: np.ndarray) -> np.ndarray:
+    """(N,) float64 ranks of ``values`` from 0, ties given their average rank."""
+    _, inverse, counts = np.unique(np.asarray(values, np.float64), return_inverse=True, return_counts=True)
+    first = np.cumsum(counts) - counts
+    return (first + (counts - 1) / 2.0)[inverse]
+
+
+def rank_correlation(rx: np.ndarray, ry: np.ndarray) -> float:
+    """Pearson's correlation of two rank arrays (:func:`ranks`): Spearman's; NaN where one is constant."""
     if rx.std() == 0 or ry.std() == 0:
         return float("nan")
     return float(np.corrcoef(rx, ry)[0, 1])
