@@ -88,12 +88,17 @@ def read_text(path: str | os.PathLike[str], what: str, error: type[Exception] = 
     except UnicodeDecodeError as exc:
         raise error(one_line(f"cannot read {where}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                              f"{exc.start})")) from None
+    _refuse_nul(text, where, error)
+    return text
+
+
+def _refuse_nul(text: str, where: str, error: type[Exception]) -> None:
+    """One line naming the first NUL character of ``text``, if it has one: a binary file, not text."""
     nul = text.find("\x00")
     if nul >= 0:
         line, column = _position(text, nul)
         raise error(one_line(f"cannot read {where}: a NUL byte at line {line}, column {column} (a binary file, "
                              "not text)"))
-    return text
 
 
 def read_document(path: str | os.PathLike[str], what: str, error: type[Exception] = LidarFmuError, *,
@@ -106,7 +111,8 @@ def read_document(path: str | os.PathLike[str], what: str, error: type[Exception
     path = os.fspath(path)
     syntax = syntax or syntax_of(path)
     limit = MAX_YAML_BYTES if syntax == "yaml" else MAX_JSON_BYTES
-    return parse_document(read_text(path, what, error, limit=limit), f"{what} {path}", error, syntax=syntax)
+    # read_text has bounded the size and refused NUL bytes
+    return _parse(read_text(path, what, error, limit=limit), f"{what} {path}", error, syntax)
 
 
 def parse_document(text: str, where: str, error: type[Exception] = LidarFmuError, *, syntax: str = "yaml") -> Any:
@@ -114,11 +120,13 @@ def parse_document(text: str, where: str, error: type[Exception] = LidarFmuError
     limit = MAX_YAML_BYTES if syntax == "yaml" else MAX_JSON_BYTES
     if len(text) > limit:
         raise error(one_line(f"cannot read {where}: longer than the limit of {limit // 2**20} MiB"))
-    nul = text.find("\x00")
-    if nul >= 0:
-        line, column = _position(text, nul)
-        raise error(one_line(f"cannot read {where}: a NUL byte at line {line}, column {column} (a binary file, "
-                             "not text)"))
+    _refuse_nul(text, where, error)
+    return _parse(text, where, error, syntax)
+
+
+def _parse(text: str, where: str, error: type[Exception], syntax: str) -> Any:
+    """:func:`parse_document` after its size and NUL checks: YAML, or JSON (``jsonc``: comments first) under
+    :data:`MAX_DEPTH`."""
     if syntax == "yaml":
         return _parse_yaml(text, where, error)
     if syntax == "jsonc":
