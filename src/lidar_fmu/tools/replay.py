@@ -314,11 +314,13 @@ def _started(fmu_path, params: dict, unzip_dir: str | None):
         yield fmu
 
 
-def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin | None):
+def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin | None, rig: bool = False):
     """Each (index, SensorView, timestamp) of ``views`` stepped through ``fmu`` as a master would (one step of
     ``step_s`` ending at the view's timestamp) → :class:`ReplayedFrame` with the decoded points (and, given a
-    ``twin``, their ground truth)."""
+    ``twin``, their ground truth). For a ``rig`` the points are left to :class:`RigOutputs`, which decodes each
+    lidar's own (the frame's ``cloud`` is then empty)."""
     from ..osi.detections import sensor_data_to_points
+    from ..pointcloud import POINT_DTYPE, PointCloud
 
     for index, view, time_s in views:
         t0 = time.perf_counter()
@@ -326,10 +328,12 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
         out = fmu.step(view, time_s - step_s, step_s)
         step_ms = (time.perf_counter() - t0) * 1e3
         why_invalid = None if out.valid else "; ".join(text for _, text in fmu.messages[logged:])
-        cloud = sensor_data_to_points(out.sensor_data)
-        cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
         if twin is not None:
             twin.step(view, time_s)
+        cloud = (PointCloud(np.empty(0, POINT_DTYPE), np.empty(0, np.int32), 0, 0) if rig
+                 else sensor_data_to_points(out.sensor_data))
+        cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
+        if twin is not None and not rig:
             cloud.ground_truth = twin.truth_for(cloud)
         yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms, why_invalid)
 
@@ -577,7 +581,7 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
                                 rosbag)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
-        for frame in _stepped(fmu, frames, step_s, rig[0].sensor.name, twin):
+        for frame in _stepped(fmu, frames, step_s, rig[0].sensor.name, twin, rig=len(rig) > 1):
             outputs.add(frame)
         messages = list(fmu.messages)
     if progress:
