@@ -98,7 +98,8 @@ class LidarSensor(Fmi2Slave):
         # Parameters (all optional; defaults make a working sensor)
         self.sensor = DEFAULT_SENSOR
         self.assets = ""
-        self.environment = ""
+        self.environment = "auto"  # a mesh file | "auto" (the ground truth's mesh, else its road) | "none"
+        self.objects = "auto"  # "auto" (an object without a model: its OSI class's mesh) | "boxes"
         self.materials = ""
         self.ir_database = ""
         self.backend = "auto"
@@ -129,7 +130,7 @@ class LidarSensor(Fmi2Slave):
                                        variability=Fmi2Variability.discrete, getter=lambda: self._call_status))
         assert self.vars[0].name == STATUS_VARIABLE
 
-        for name in ("sensor", "assets", "environment", "materials", "ir_database", "backend", "up_axis"):
+        for name in ("sensor", "assets", "environment", "objects", "materials", "ir_database", "backend", "up_axis"):
             self._register_parameter(String, name)
         for axis in "xyz":
             self._register_parameter(Real, f"mounting_position_{axis}")
@@ -329,6 +330,7 @@ class LidarSensor(Fmi2Slave):
                     materials=self.materials, ir_database=self.ir_database, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
                     warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
+                    objects=self.objects,
                 )
             except Exception as exc:
                 self._model_error = f"lidar-fmu cannot start: {_short(exc)}"

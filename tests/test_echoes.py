@@ -294,7 +294,7 @@ def test_dual_returns_through_the_fmu(tmp_path):
     for mode in ("dual", "strongest"):
         spec = tmp_path / f"{mode}.json"
         spec.write_text(json.dumps(SPEC | {"returns": mode, "frame_rate_hz": 10.0}))
-        with FmuInstance(DEFAULT_FMU, {"sensor": str(spec)}) as fmu:
+        with FmuInstance(DEFAULT_FMU, {"sensor": str(spec), "environment": "none"}) as fmu:  # the objects alone
             data = bytes(fmu.step(sensor_view(objects, time_s=0.1, host=host), 0.0, 0.1).sensor_data)
         message = SensorData()
         message.ParseFromString(data)

@@ -101,7 +101,7 @@ def test_one_fmu_carries_a_rig_of_lidars(fmu_path):
 
     front = SMALL_SENSOR | {"mounting": {"xyz_m": [3.0, 0.0, 1.0]}, "sensor_id": 21}
     rear = SMALL_SENSOR | {"mounting": {"xyz_m": [-1.0, 0.0, 1.0], "rpy_deg": [0, 0, 180]}, "sensor_id": 22}
-    with lidar(fmu_path, sensor=json.dumps([front, rear])) as fmu:
+    with lidar(fmu_path, sensor=json.dumps([front, rear]), environment="none") as fmu:  # objects alone
         config = SensorViewConfiguration.FromString(fmu.config_request())
         assert [v.sensor_id.value for v in config.lidar_sensor_view_configuration] == [21, 22]
         out = fmu.step(sensor_view([(10, (12.0, 0.0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "")], time_s=0.1), 0.0,
@@ -134,7 +134,7 @@ def test_config_request_describes_the_rays(fmu_path):
 # -- stepping ------------------------------------------------------------------------------
 def test_objects_are_added_moved_and_removed(fmu_path, small_sensor):
     car = (4.0, 1.8, 1.5)
-    with lidar(fmu_path, sensor=small_sensor) as fmu:
+    with lidar(fmu_path, sensor=small_sensor, environment="none") as fmu:  # objects alone, no ground plane
         first = fmu.step(sensor_view([(10, (12, 0, 0.75), (0, 0, 0), car, ""), (11, (0, -9, 0.75), (0, 0, 0), car, "")]), 0, 0.1)
         assert first.valid and first.count > 0
         ids = set(sensor_data_to_points(first.sensor_data).points["object_id"].tolist())

@@ -96,14 +96,21 @@ def other_traces(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, what", [("20240618T122540Z_sv_370_244_3_sensordata.osi", "a SensorData trace"),
-                                        ("groundtruth.osi", "a GroundTruth trace"),
                                         ("garbage.osi", "not an OSI trace")])
 def test_a_trace_of_other_messages_is_refused_naming_what_it_is(other_traces, name, what, tmp_path, capsys):
     (other_traces / "scenario.yaml").write_text(json.dumps({"trace": name, "sensor": "velodyne_vlp16"}))
     code, _, err = run(["replay", other_traces, "-o", tmp_path / "out", "-q"], capsys)
     line = _one_error_line(err)
-    assert code == 2 and what in line and "not a SensorView trace" in line and name in line
+    assert code == 2 and what in line and "not a SensorView or GroundTruth trace" in line and name in line
     assert not (tmp_path / "out").exists()
+
+
+def test_a_ground_truth_trace_replays_around_its_host(other_traces, tmp_path, capsys):
+    """A GroundTruth trace (what esmini writes) is replayed as SensorViews around its host_vehicle_id."""
+    (other_traces / "scenario.yaml").write_text(json.dumps({"trace": "groundtruth.osi", "sensor": "velodyne_vlp16"}))
+    code, _, err = run(["replay", other_traces, "-o", tmp_path / "out", "-q"], capsys)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert code == 0 and summary["frames"] == 3 and min(summary["returns_per_frame"]) > 0
 
 
 def test_a_sensordata_mcap_is_refused_by_its_schema(tmp_path, capsys):
@@ -204,8 +211,9 @@ def test_a_rig_replays_each_lidar_into_a_folder_of_its_own(fmu_path, tmp_path):
     write_trace(tmp_path / "views.osi", views)
     (tmp_path / "rig.json").write_text(json.dumps(RIG))
     summary = replay(tmp_path / "views.osi", tmp_path / "out", fmu_path=fmu_path, progress=False,
-                     overrides={"sensor": str(tmp_path / "rig.json")})
-    model = OsiSensorModel(sensor=RIG)  # the same steps in-process: each lidar's cloud, in its own frame
+                     overrides={"sensor": str(tmp_path / "rig.json"), "environment": "none"})
+    # the same steps in-process: each lidar's cloud, in its own frame (the cars alone: no ground plane)
+    model = OsiSensorModel(sensor=RIG, environment="none")
     for k, view in enumerate(views):
         assert model.step(view, 0.1 * (k + 1)).valid
     # the first lidar takes the SensorView's sensor_id (0) + its index, the second its own

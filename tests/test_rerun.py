@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from lidar_fmu import Lidar, Scene, box_mesh
-from lidar_fmu.cosim.scene_update import SensorViewScene
+from lidar_fmu.cosim.scene_update import GROUND_PLANE_ID, SensorViewScene
 from lidar_fmu.errors import LidarFmuError
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import RerunRecording
@@ -130,8 +130,11 @@ def test_sensor_view_scene_matches_the_sensor_model(tmp_path):
                        mounting=((1.0, 0.0, 1.2), (0.0, 0.0, 0.1)))
     model = OsiSensorModel("velodyne_vlp16", backend="embree")
     assert model.step(view, 0.1).valid
-    mirror = SensorViewScene({"disable_self_hits": True})
+    mirror = SensorViewScene({"disable_self_hits": True, "sensor": "velodyne_vlp16"})
     pose = mirror.update(view)
     assert np.allclose(pose, model.last_sensor_pose)
-    assert sorted(mirror.scene.instance_ids.tolist()) == sorted(model.scene.instance_ids.tolist()) == [42]
+    # the object and, the trace having no lanes, the ground plane under the host
+    assert sorted(mirror.scene.instance_ids.tolist()) == sorted(model.scene.instance_ids.tolist()) == [
+        42, GROUND_PLANE_ID]
+    assert np.allclose(mirror.scene.pose_of(GROUND_PLANE_ID), model.scene.pose_of(GROUND_PLANE_ID))
     assert np.allclose(mirror.scene.pose_of(42), model.scene.pose_of(42))

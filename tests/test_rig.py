@@ -47,7 +47,7 @@ def test_rig_specs_in_every_form_and_errors_that_name_the_entry(tmp_path):
 
 def test_two_lidars_each_see_what_a_lone_lidar_at_their_mounting_sees():
     view = sensor_view(OBJECTS, time_s=0.1, host=HOST)
-    rig = OsiSensorModel(sensor=RIG, sensor_id=3)
+    rig = OsiSensorModel(sensor=RIG, sensor_id=3, environment="none")  # the objects alone (no ground plane)
     result = rig.step(view, 0.1)
     assert result.valid, result.message
     data = SensorData.FromString(bytes(result.sensor_data))
@@ -61,7 +61,7 @@ def test_two_lidars_each_see_what_a_lone_lidar_at_their_mounting_sees():
     assert seen == [{10}, {11}]  # the front lidar sees the car ahead, the rear one the car behind
     for k, mounting in enumerate((FRONT, REAR)):
         alone = OsiSensorModel(sensor=SPEC, default_mounting_pose=pose_matrix(
-            mounting["xyz_m"], np.radians(mounting["rpy_deg"])), sensor_id=3)
+            mounting["xyz_m"], np.radians(mounting["rpy_deg"])), sensor_id=3, environment="none")
         reference = SensorData.FromString(bytes(alone.step(view, 0.1).sensor_data)).feature_data.lidar_sensor[0]
         assert [d.SerializeToString() for d in data.feature_data.lidar_sensor[k].detection] == \
                [d.SerializeToString() for d in reference.detection]
@@ -162,7 +162,8 @@ def test_a_project_airsim_robot_config_is_a_rig_of_its_lidars(tmp_path, suffix):
     path.write_text(json.dumps(robot_config(2)))
     rig = load_rig(str(path))
     assert [m.sensor.name for m in rig] == ["front", "rear"] and all(m.sensor_id is None for m in rig)
-    model = OsiSensorModel(sensor=str(path), sensor_id=3)  # what the FMU builds from its sensor parameter
+    # what the FMU builds from its sensor parameter (the objects alone: no ground plane)
+    model = OsiSensorModel(sensor=str(path), sensor_id=3, environment="none")
     result = model.step(sensor_view(OBJECTS, time_s=0.1, host=HOST), 0.1)
     assert result.valid, result.message
     front, rear = SensorData.FromString(bytes(result.sensor_data)).feature_data.lidar_sensor

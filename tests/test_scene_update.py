@@ -239,7 +239,7 @@ def test_unusable_objects_are_skipped_with_one_warning_each():
 
 def test_unusable_objects_in_a_sensor_view_keep_the_frame_valid():
     warnings = []
-    model = OsiSensorModel(sensor=SPEC, warn=warnings.append)
+    model = OsiSensorModel(sensor=SPEC, warn=warnings.append, environment="none")  # the objects alone
     reference = None
     for step in range(1, 4):
         objects = [GOOD + ("",)] + [BAD[i][0] + ("",) for i in IN_BYTES]

@@ -35,7 +35,8 @@ REAR = (-1.4, 0.0, -0.45)  # osi_views' bbcenter_to_rear of the host
 
 def model(**kwargs) -> OsiSensorModel:
     kwargs.setdefault("warn", lambda message: None)
-    return OsiSensorModel(sensor=SPEC, **kwargs)
+    # objects alone, as direct_scan places them: a trace without lanes would otherwise get a ground plane
+    return OsiSensorModel(sensor=SPEC, **({"environment": "none"} | kwargs))
 
 
 def expected_sensor_pose(host=HOST, mounting=MOUNTING) -> np.ndarray:

@@ -3,13 +3,20 @@
 Each step adds, moves and removes instances by OSI object id. An object's
 mesh comes from its ``model_reference`` (a mesh file resolved against the
 assets directory, authored with its origin at the bounding-box centre, x
-forward, y left, z up), else it is the one unit box every such object shares,
-stretched to its ``base.dimension`` by its instance pose (world pose ·
-diag(length, width, height, 1)): sizes that change every step (tracked
-objects) only change poses, never add meshes. Meshes are loaded once and
-shared by every object that uses them; a loaded mesh no object has used for a
-while is forgotten (a few stay, for objects that come back), so memory stays
-flat however many objects and files a run goes through.
+forward, y left, z up), else from what OSI says it is: its class's shared
+mesh (:mod:`lidar_fmu.world`: a car, a truck, a pedestrian, a tree…) or, for
+an unclassified object or with ``objects: boxes``, the one unit box every
+such object shares; both are stretched to its ``base.dimension`` by its
+instance pose (world pose · diag(length, width, height)): sizes that change
+every step (tracked objects) only change poses, never add meshes. Meshes are
+loaded once and shared by every object that uses them; a loaded mesh no object
+has used for a while is forgotten (a few stay, for objects that come back), so
+memory stays flat however many objects and files a run goes through.
+
+The environment is a mesh (a parameter, or the ground truth's own
+``model_reference``), else the road the ground truth describes (lanes,
+markings, signs, lights and the terrain beyond, built once per content by
+:mod:`lidar_fmu.world`), else, without lanes, a ground plane under the host.
 
 An object that cannot be placed is left out with one warning naming its id
 (once per id and reason); the rest of the frame goes on.
@@ -21,10 +28,11 @@ import os
 
 import numpy as np
 
+from ..errors import LidarFmuError
 from ..geometry.assets import AssetError, resolve_inside
 from ..geometry.scene import Mesh, MeshError, Scene, box_mesh, load_mesh, stood_up
 from ..geometry.transforms import PoseError, pose_matrices, pose_matrix, up_axis_of
-from ..osi.decode import MAX_POSITION_M, SensorViewFrame, decode_sensor_view
+from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view
 from ..pointcloud import ENVIRONMENT_ID_BASE
 
 #: Box sides (m) an object without a model may have. Below 5e-5 m a box is thinner than the spacing of
@@ -66,13 +74,42 @@ def _box_problem(dimension_m) -> str:
     return ""
 
 
+#: the ``environment`` setting that builds the static world from the ground truth (the default; "" means it too)
+AUTO = "auto"
+#: the ``environment`` setting for no environment at all: only what the objects give
+NO_ENVIRONMENT = "none"
+#: ``objects`` settings: "auto" (an object without a model of its own gets its OSI class's mesh) or "boxes" (its
+#: bounding box, as OSI gives it)
+OBJECT_MODES = ("auto", "boxes")
+#: instance id of the ground plane of a trace without lanes (the environment's own id is ENVIRONMENT_ID_BASE)
+GROUND_PLANE_ID = ENVIRONMENT_ID_BASE + 1
+
+
 class SceneUpdater:
+    """Keeps a scene in step with OSI ground truth: the environment, the stationary objects and the moving ones.
+
+    ``environment``: a mesh file (relative ones in the assets folder), ``"auto"`` (default, also ``""``): the mesh
+    the ground truth's ``model_reference`` names where it loads, else the road built from the ground truth's lanes,
+    markings, signs and lights (:mod:`lidar_fmu.world`), else, for a trace without lanes, a ground plane under the
+    host; ``"none"``: only what objects give. ``objects``: ``"auto"`` (default) gives an object without a usable
+    model its OSI class's mesh, ``"boxes"`` its bounding box. ``reach_m``: how far the terrain past the road goes
+    (the sensors' range).
+
+    The static part (road, stationary objects) is rebuilt only when its content changes (compared by its bytes,
+    not by ids); a message without any keeps the last one's (esmini sends the road once, in its first message).
+    Where the environment comes from a mesh, the static ground truth without models of its own is taken to be in
+    that mesh (the road and stationary objects are not built again over it).
+    """
+
     def __init__(self, scene: Scene, assets_dir: str = "", environment: str = "",
-                 disable_self_hits: bool = True, warn=None, up_axis: str = ""):
+                 disable_self_hits: bool = True, warn=None, up_axis: str = "", objects: str = "auto",
+                 reach_m: float = 200.0):
         self.scene = scene
         self.assets_dir = assets_dir or ""
         #: "y" or "z": the up axis of every mesh loaded; "" (default): by format, glTF/GLB Y-up, others Z-up
         self.up_axis = check_up_axis(up_axis)
+        self.objects = check_objects(objects)
+        self.reach_m = float(reach_m)
         self.disable_self_hits = disable_self_hits
         self.warn = warn or (lambda message: None)
         # model_reference → mesh (None: unusable), least recently used first (see _forget_unused_references)
@@ -82,27 +119,54 @@ class SceneUpdater:
         self.unit_box = box_mesh(1.0, 1.0, 1.0, material="osi_bounding_box", name="osi bounding box")
         self._warned: dict[tuple, None] = {}  # (object id, reason) already warned, oldest first
         self._environment_ref: str | None = None
-        self._fixed_environment = bool(environment)
-        if environment:
+        mode = (environment or AUTO).strip()
+        self._fixed_environment = mode.lower() not in (AUTO, NO_ENVIRONMENT)
+        self._no_environment = mode.lower() == NO_ENVIRONMENT
+        self._environment_mesh: Mesh | None = None  # the environment that came from a mesh file
+        self._road_part: bytes | None = None  # the road's bytes the road was built from
+        self._road_mesh: Mesh | None = None
+        self._stationary_part: bytes | None = None
+        self._stationary: dict[int, tuple[Mesh, np.ndarray]] = {}  # id → (mesh, pose) of the stationary objects
+        self._stationary_references: set[str] = set()  # their model references (their meshes stay loaded)
+        self._ground_plane: Mesh | None = None
+        if self._fixed_environment:
             # A configured environment (a parameter, not a SensorView string) may lie anywhere; a relative
             # one is taken in the assets folder. What it pulls in (MTL, buffers) stays in its own folder.
-            path = environment
+            path = mode
             if not os.path.isabs(path) and self.assets_dir:
                 path = os.path.join(self.assets_dir, path)
             mesh = self._load(path)  # MeshError naming the file and why
-            self._set_environment(environment, mesh)
+            self._set_environment(mode, mesh)
 
     def resolve(self, reference: str) -> str:
-        """The real path of a SensorView's model_reference, strictly inside the assets folder (else AssetError)."""
-        return resolve_inside(self.assets_dir, reference)
+        """The real path of a SensorView's model_reference inside the assets folder (else AssetError). An absolute
+        path (a file on the machine that wrote the trace) is looked for by its last parts in the assets folder:
+        "/home/me/assets/cars/car.glb" finds "cars/car.glb", else "car.glb" there (said once)."""
+        try:
+            return resolve_inside(self.assets_dir, reference)
+        except AssetError:
+            unix = reference.replace("\\", "/")
+            if not (self.assets_dir and (unix.startswith("/") or os.path.splitdrive(reference)[0])):
+                raise
+            parts = [p for p in unix.split("/") if p and p not in (".", "..") and not p.endswith(":")]
+            for k in range(1, len(parts)):
+                try:
+                    found = resolve_inside(self.assets_dir, "/".join(parts[k:]))
+                except AssetError:
+                    continue
+                self.warn(f"model_reference {reference!r} is another machine's path; using "
+                          f"{'/'.join(parts[k:])!r} of the assets folder")
+                return found
+            raise
 
-    def mesh_for_reference(self, reference: str) -> Mesh | None:
-        """The mesh a model_reference names, loaded once; ``None`` (warned once) if unusable."""
+    def mesh_for_reference(self, reference: str, fallback: str = "the bounding box") -> Mesh | None:
+        """The mesh a model_reference names, loaded once; ``None`` (warned once, naming ``fallback``) if
+        unusable."""
         if reference not in self._meshes:
             try:
                 self._meshes[reference] = self._load(self.resolve(reference))
             except (AssetError, MeshError) as exc:
-                self.warn(f"model_reference {reference!r}: {exc}; using the bounding box instead")
+                self.warn(f"model_reference {reference!r}: {exc}; using {fallback} instead")
                 self._meshes[reference] = None
         return self._meshes[reference]
 
@@ -134,6 +198,160 @@ class SceneUpdater:
     def _set_environment(self, reference: str, mesh: Mesh) -> None:
         self.scene.add_instance(ENVIRONMENT_ID_BASE, mesh)
         self._environment_ref = reference
+        self._environment_mesh = mesh
+
+    # -- the environment and the static ground truth -----------------------------------------------------------
+    def _update_environment(self, frame: SensorViewFrame) -> None:
+        """The environment mesh the ground truth names (in auto mode), else the road built from its ground truth."""
+        if self._fixed_environment or self._no_environment:
+            return
+        ref = frame.environment_reference
+        if ref and ref != self._environment_ref:
+            mesh = self.mesh_for_reference(ref, "the road built from the ground truth")
+            self._environment_ref = ref
+            if mesh is not None:
+                self._set_environment(ref, mesh)
+                self._drop_built_environment()
+            elif self._environment_mesh is not None:  # the mesh in use is no longer named: the road comes back
+                self._environment_mesh = None
+                self.scene.remove_instance(ENVIRONMENT_ID_BASE)
+                self._stationary_part = None
+        if self._environment_mesh is None:
+            self._update_road(frame)
+
+    def _drop_built_environment(self) -> None:
+        """The road and the ground plane built from ground truth give way to an environment mesh."""
+        self._road_mesh = None
+        self._road_part = None
+        if GROUND_PLANE_ID in self.scene:
+            self.scene.remove_instance(GROUND_PLANE_ID)
+        self._ground_plane = None
+        self._place_stationary({})
+
+    def _update_road(self, frame: SensorViewFrame) -> None:
+        from ..osi.ground_truth import decode_road
+        from ..world import build_road_world
+
+        part = frame.road_part
+        if part and part != self._road_part:
+            self._road_part = part
+            road = decode_road(part, frame.country_code)
+            built = build_road_world(road, self.reach_m, self._host_ground_z(frame))
+            for problem in built.problems:
+                self._warn_once(-1, problem, f"ground truth: {problem}")
+            self._road_mesh = built.mesh
+            if built.mesh is not None:
+                self.scene.add_instance(ENVIRONMENT_ID_BASE, built.mesh)
+                if GROUND_PLANE_ID in self.scene:
+                    self.scene.remove_instance(GROUND_PLANE_ID)
+            elif ENVIRONMENT_ID_BASE in self.scene:
+                self.scene.remove_instance(ENVIRONMENT_ID_BASE)
+        if self._road_mesh is None:
+            self._place_ground_plane(frame)
+
+    def _host_ground_z(self, frame: SensorViewFrame) -> float | None:
+        """The height of the host's wheels on the ground (the bottom of its box); None without a host."""
+        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+        if host is None or not all(math.isfinite(float(v)) for v in host.position_m + host.dimension_m):
+            return None
+        return float(host.position_m[2]) - 0.5 * float(host.dimension_m[2])
+
+    def _place_ground_plane(self, frame: SensorViewFrame) -> None:
+        """A trace without lanes: a ground plane under the host, at its wheels' height (none without a host)."""
+        ground = self._host_ground_z(frame)
+        if ground is None or abs(ground) > MAX_POSITION_M:
+            return
+        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+        assert host is not None  # (there is one: it gave the ground height)
+        if self._ground_plane is None:
+            from ..world import ground_plane_mesh
+
+            self._ground_plane = ground_plane_mesh(self.reach_m)
+            self.scene.add_instance(GROUND_PLANE_ID, self._ground_plane)
+        pose = pose_matrix((host.position_m[0], host.position_m[1], ground))
+        self.scene.set_pose(GROUND_PLANE_ID, pose)
+
+    def _update_stationary(self, frame: SensorViewFrame) -> None:
+        """The stationary objects, placed again when their content changed (kept when a message sends none)."""
+        part = frame.stationary_part
+        if not part or part == self._stationary_part:
+            return
+        from ..osi.ground_truth import decode_stationary
+
+        self._stationary_part = part
+        objects, problems = decode_stationary(part)
+        self._stationary_references = {o.model_reference for o in objects if o.model_reference}
+        for problem in problems:
+            self._warn_once(-1, problem, f"ground truth: {problem}")
+        placed: dict[int, tuple[Mesh, np.ndarray]] = {}
+        for obj in objects:
+            if obj.id in placed:
+                self._warn_once(obj.id, "duplicate", f"stationary_object {obj.id} appears more than once; the first "
+                                "one is used")
+                continue
+            entry = self._stationary_entry(obj)
+            if entry is not None:
+                placed[obj.id] = entry
+        self._place_stationary(placed)
+
+    def _stationary_entry(self, obj: ObjectState) -> tuple[Mesh, np.ndarray] | None:
+        """(mesh, instance pose) of a stationary object, or None (warned) when it is left out."""
+        if obj.id >= ENVIRONMENT_ID_BASE:
+            self._warn_once(obj.id, "id", f"object id {obj.id} is beyond the supported range; ignored")
+            return None
+        mesh = None
+        if obj.model_reference:
+            mesh = self.mesh_for_reference(obj.model_reference, self._fallback_name(obj))
+        if mesh is not None:
+            return mesh, obj.pose
+        if self._environment_mesh is not None:  # an environment mesh holds what stands in it
+            return None
+        problem = _box_problem(obj.dimension_m)
+        if problem:
+            self._warn_once(obj.id, problem, f"stationary_object {obj.id} has no usable model and {problem} "
+                            f"(dimension {list(obj.dimension_m)} m); ignored")
+            return None
+        pose = obj.pose
+        if self.objects == "boxes" or not obj.object_class:
+            mesh, scaled = self.unit_box, True
+        else:
+            from ..world import stationary_mesh
+
+            problems: list[str] = []
+            mesh, scaled = stationary_mesh(obj, problems)
+            for problem in problems:
+                self._warn_once(obj.id, problem, f"ground truth: {problem}")
+        if scaled:
+            pose[:3, :3] *= np.asarray(obj.dimension_m, float)[None, :]
+        return mesh, pose
+
+    def _place_stationary(self, placed: dict[int, tuple[Mesh, np.ndarray]]) -> None:
+        for gone in set(self._stationary) - set(placed):
+            if gone in self.scene and gone not in self._object_mesh:
+                self.scene.remove_instance(gone)
+        for object_id, (mesh, pose) in placed.items():
+            if object_id in self._object_mesh:  # a moving object holds that id: it keeps it
+                self._warn_once(object_id, "shared id", f"stationary_object {object_id} shares its id with a moving "
+                                "object; the moving object is placed")
+                continue
+            self.scene.add_instance(object_id, mesh, pose)
+        self._stationary = placed
+
+    # -- moving objects ---------------------------------------------------------------------------------------
+    def _fallback_name(self, obj: ObjectState) -> str:
+        if self.objects == "auto" and obj.object_class:
+            return f"the mesh of its class ({obj.object_class})"
+        return "the bounding box"
+
+    def _class_mesh(self, obj: ObjectState) -> Mesh | None:
+        """The shared mesh of a moving object's OSI class (None: it has none, or objects are boxes)."""
+        if self.objects != "auto" or not obj.object_class:
+            return None
+        from ..world import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
+
+        if obj.object_class not in ROAD_USER_CLASSES:
+            return None
+        return road_user_mesh(obj.object_class, paint_of(obj.id), float(obj.dimension_m[2]) >= RIDER_HEIGHT_M)
 
     def apply(self, frame: SensorViewFrame) -> None:
         """Bring the scene to ``frame``'s objects (poses in world, m/rad).
@@ -147,12 +365,8 @@ class SceneUpdater:
         its mesh and its pose.
         """
         scene = self.scene
-        ref = frame.environment_reference
-        if not self._fixed_environment and ref and ref != self._environment_ref:
-            mesh = self.mesh_for_reference(ref)
-            if mesh is not None:
-                self._set_environment(ref, mesh)
-            self._environment_ref = ref
+        self._update_environment(frame)
+        self._update_stationary(frame)
         claimed = set()
         placed, meshes, scales = [], [], []
         for obj in frame.objects:
@@ -171,7 +385,8 @@ class SceneUpdater:
                 self._warn_once(obj.id, problem, f"object {obj.id}: {problem} (position {list(obj.position_m)} m, "
                                 f"orientation {list(obj.orientation_rad)} rad); ignored")
                 continue
-            mesh = self.mesh_for_reference(obj.model_reference) if obj.model_reference else None
+            mesh = (self.mesh_for_reference(obj.model_reference, self._fallback_name(obj)) if obj.model_reference
+                    else None)
             scale = (1.0, 1.0, 1.0)
             if mesh is None:
                 problem = _box_problem(obj.dimension_m)
@@ -179,7 +394,7 @@ class SceneUpdater:
                     self._warn_once(obj.id, problem, f"object {obj.id} has no usable model and {problem} "
                                     f"(dimension {list(obj.dimension_m)} m); ignored")
                     continue
-                mesh, scale = self.unit_box, obj.dimension_m
+                mesh, scale = self._class_mesh(obj) or self.unit_box, obj.dimension_m
             placed.append(obj)
             meshes.append(mesh)
             scales.append(scale)
@@ -198,10 +413,27 @@ class SceneUpdater:
         if moved_ids:
             scene.set_poses(moved_ids, moved_poses)
         for gone in set(self._object_mesh) - {o.id for o in placed}:
-            scene.remove_instance(gone)
             del self._object_mesh[gone]
+            if gone in self._stationary:  # a stationary object of that id comes back
+                mesh, pose = self._stationary[gone]
+                scene.add_instance(gone, mesh, pose)
+            else:
+                scene.remove_instance(gone)
         self._forget_unused_references({o.model_reference for o in placed if o.model_reference}
-                                       | {self._environment_ref})
+                                       | self._stationary_references | {self._environment_ref})
+
+
+class SceneSettingError(LidarFmuError, ValueError):
+    """A scene setting (``objects``) the model does not know."""
+
+
+def check_objects(objects) -> str:
+    """``objects`` as "auto" or "boxes"; :class:`SceneSettingError` for anything else."""
+    value = (objects or "auto").strip().lower()
+    if value not in OBJECT_MODES:
+        raise SceneSettingError(f"objects must be 'auto' (an object without a model gets its OSI class's mesh) or "
+                                f"'boxes' (its bounding box), got {objects!r}")
+    return value
 
 
 def check_up_axis(up_axis) -> str:
@@ -228,13 +460,14 @@ class SensorViewScene:
     and parameters (those of :func:`lidar_fmu.tools.replay.fmu_parameters`).
     """
 
-    def __init__(self, parameters: dict):
+    def __init__(self, parameters: dict, reach_m: float = 200.0):
         self.scene = Scene()
         # warnings (unusable model references, …) are the FMU's to report: this copy stays silent
         self.updater = SceneUpdater(self.scene, assets_dir=parameters.get("assets", "") or "",
                                     environment=parameters.get("environment", "") or "",
                                     disable_self_hits=bool(parameters.get("disable_self_hits", True)),
-                                    up_axis=parameters.get("up_axis", "") or "")
+                                    up_axis=parameters.get("up_axis", "") or "",
+                                    objects=parameters.get("objects", "") or "auto", reach_m=reach_m)
         self.default_mounting = mounting_of_parameters(parameters)
 
     def update(self, sensor_view: bytes, decoded=None) -> np.ndarray:

@@ -69,10 +69,11 @@ class OsiSensorModel:
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None,
                  disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
-                 ground_truth: bool = False, ir_database: str = ""):
+                 ground_truth: bool = False, ir_database: str = "", objects: str = "auto"):
         """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
         several (:func:`~lidar_fmu.sensors.rig.load_rig`). ``materials``: a visual → IR material map file;
-        ``ir_database``: a user's IR material database file (both optional)."""
+        ``ir_database``: a user's IR material database file (both optional). ``environment`` (a mesh file,
+        "auto" or "none") and ``objects`` ("auto" or "boxes"): :class:`~.scene_update.SceneUpdater`."""
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():
@@ -92,7 +93,10 @@ class OsiSensorModel:
                       "numbers (give each its own seed)")
         if disable_self_hits is None:  # an AirSim lidar entry's own disable-self-hits, else the host is not seen
             disable_self_hits = bool(self.sensor.spec.get("airsim_disable_self_hits", True))
-        self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis)
+        # the terrain built from ground truth reaches as far as the farthest-reaching lidar
+        reach_m = max(float(mounted.sensor.max_range_m) for mounted in self.lidars)
+        self.updater = SceneUpdater(self.scene, assets_dir, environment, disable_self_hits, self.warn, up_axis,
+                                    objects, reach_m)
         self.sensor_id = sensor_id
         #: keep each point's ground truth in ``last_cloud`` (OSI carries none: for hosts that read it in-process)
         self.ground_truth = ground_truth

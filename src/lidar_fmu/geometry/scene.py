@@ -24,6 +24,9 @@ from .transforms import check_pose, up_axis_pose
 
 #: Material name given to triangles whose file names none (PLY, STL, bare OBJ).
 DEFAULT_MATERIAL = "default"
+#: :attr:`Mesh.face_object_id` of a triangle that carries no OSI id of its own: a return there takes its
+#: instance's id (the value is OSI's "no object", 2**64 − 1, which no OSI id may take)
+INSTANCE_ID = np.uint64(2**64 - 1)
 
 
 class MeshError(LidarFmuError, ValueError):
@@ -40,7 +43,10 @@ class Mesh:
     file gives one (a PLY face property ``reflectivity``), is triangle ``i``'s
     own Lambertian reflectance ρ0 (0–1) at the sensor's wavelength, which
     overrides its material's; NaN for triangles without one, ``None`` when no
-    triangle has one.
+    triangle has one. ``face_object_id[i]``, where given, is the OSI id a
+    return on triangle ``i`` reports (one mesh of a whole road labels each
+    lane, marking and sign with its own id); :data:`INSTANCE_ID` for
+    triangles that take their instance's id, ``None`` when no triangle has one.
     """
 
     vertices: np.ndarray  # (V, 3) float32, m
@@ -49,6 +55,7 @@ class Mesh:
     material_names: tuple[str, ...]
     name: str = "mesh"
     face_reflectance: np.ndarray | None = None  # (F,) float32 ρ0 0–1, NaN: the material's; None: none given
+    face_object_id: np.ndarray | None = None  # (F,) uint64 OSI id, INSTANCE_ID: the instance's; None: none given
 
     def __post_init__(self) -> None:
         v = np.ascontiguousarray(self.vertices, dtype=np.float32)
@@ -70,6 +77,11 @@ class Mesh:
             if given is None or given.min(initial=0.0) < 0 or given.max(initial=0.0) > 1:
                 raise MeshError(f"mesh {self.name!r}: face_reflectance must give every face a value in 0–1 or NaN")
             object.__setattr__(self, "face_reflectance", rho)
+        if self.face_object_id is not None:
+            ids = np.ascontiguousarray(self.face_object_id, dtype=np.uint64)
+            if ids.shape != (len(f),):
+                raise MeshError(f"mesh {self.name!r}: face_object_id must give every face an id")
+            object.__setattr__(self, "face_object_id", ids)
         object.__setattr__(self, "vertices", v)
         object.__setattr__(self, "faces", f)
         object.__setattr__(self, "face_material", m)
@@ -105,8 +117,12 @@ def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
     if any(mesh.face_reflectance is not None for mesh in meshes):
         reflectance = np.concatenate([np.full(mesh.triangle_count, np.nan, np.float32) if mesh.face_reflectance is None
                                       else mesh.face_reflectance for mesh in meshes])
+    object_id = None
+    if any(mesh.face_object_id is not None for mesh in meshes):
+        object_id = np.concatenate([np.full(mesh.triangle_count, INSTANCE_ID) if mesh.face_object_id is None
+                                    else mesh.face_object_id for mesh in meshes])
     return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name,
-                reflectance)
+                reflectance, object_id)
 
 
 def stood_up(mesh: Mesh, up: str) -> Mesh:
@@ -119,7 +135,8 @@ def stood_up(mesh: Mesh, up: str) -> Mesh:
     if np.array_equal(turn, np.eye(4)):
         return mesh
     vertices = mesh.vertices.astype(np.float64) @ turn[:3, :3].T
-    return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name, mesh.face_reflectance)
+    return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name, mesh.face_reflectance,
+                mesh.face_object_id)
 
 
 def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "box", name: str = "box") -> Mesh:

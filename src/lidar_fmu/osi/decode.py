@@ -48,6 +48,12 @@ class ObjectState:
     bbcenter_to_rear_m: tuple | None = None  # vehicles only
     velocity_m_s: tuple | None = None  # base.velocity (world), when the view sets it
     orientation_rate_rad_s: tuple | None = None  # base.orientation_rate (d/dt of roll, pitch, yaw)
+    #: what OSI says the object is (:func:`object_class`): "car", "heavy_truck", "pedestrian", "tree", …; "" unknown
+    object_class: str = ""
+    #: a stationary object's OSI classification material ("concrete", "metal", …; "" unknown)
+    material: str = ""
+    #: a stationary object's base polygon (P, 2) m in its own frame (x forward, y left, origin at the box centre)
+    base_polygon_m: np.ndarray | None = None
 
     @property
     def pose(self) -> np.ndarray:
@@ -65,6 +71,7 @@ class SensorViewFrame:
     timestamp_s: float
     sensor_id: int
     host_vehicle_id: int | None
+    #: the moving objects (stationary ones are part of :attr:`stationary_part`)
     objects: list[ObjectState] = field(default_factory=list)
     mounting_pose: np.ndarray | None = None  # vehicle_from_sensor, None when the view carries none
     #: per ``lidar_sensor_view[k]``, its view configuration's mounting (None where it has none; the error where
@@ -73,6 +80,12 @@ class SensorViewFrame:
     environment_reference: str = ""
     version: tuple[int, int, int] | None = None
     weather: Weather | None = None  # of GroundTruth.environmental_conditions, if set (from_osi_environment)
+    #: the ground truth's road (lanes, boundaries, markings, signs, lights, reference lines, logical lanes) and its
+    #: stationary objects, each as the bytes of a GroundTruth holding only those fields (b"" where the view sends
+    #: none): :func:`static_parts`, decoded by :mod:`lidar_fmu.osi.ground_truth` when they change
+    road_part: bytes = b""
+    stationary_part: bytes = b""
+    country_code: int = 0  # GroundTruth.country_code (ISO 3166-1 numeric), 0 unknown
 
     def object(self, object_id: int) -> ObjectState | None:
         return next((o for o in self.objects if o.id == object_id), None)
@@ -113,6 +126,34 @@ def _mounting_pose(mounting, what: str) -> np.ndarray:
     return pose_matrix(position, orientation)
 
 
+#: OSI 3.8 MovingObject.VehicleClassification.Type by number → the class name lidar-fmu uses. OSI's aliases share
+#: numbers (TYPE_CAR = TYPE_MEDIUM_CAR = 4, TYPE_VAN = TYPE_DELIVERY_VAN = 6, TYPE_MOTORCYCLE = TYPE_MOTORBIKE = 10):
+#: one name each. Numbers a newer OSI adds read as "vehicle".
+VEHICLE_CLASSES = {2: "small_car", 3: "compact_car", 4: "car", 5: "luxury_car", 6: "van", 7: "heavy_truck",
+                   8: "semitrailer", 9: "trailer", 10: "motorcycle", 11: "bicycle", 12: "bus", 13: "tram",
+                   14: "train", 15: "wheelchair", 16: "semitractor", 17: "standup_scooter",
+                   18: "micromobility_device", 19: "work_machine", 20: "watercraft", 21: "aircraft",
+                   22: "land_vehicle"}
+#: OSI MovingObject.Type → class (vehicles take their VehicleClassification)
+MOVING_CLASSES = {3: "pedestrian", 4: "animal"}
+#: OSI StationaryObject.Classification.Type (OSI 3.8) → class
+STATIONARY_CLASSES = {2: "bridge", 3: "building", 4: "pole", 5: "pylon", 6: "delineator", 7: "tree", 8: "barrier",
+                      9: "vegetation", 10: "curbstone", 11: "wall", 12: "vertical_structure",
+                      13: "rectangular_structure", 14: "overhead_structure", 15: "reflective_structure",
+                      16: "construction_site_element", 17: "speed_bump", 18: "emitting_structure"}
+#: OSI StationaryObject.Classification.Material → name
+STATIONARY_MATERIALS = {2: "wood", 3: "plastic", 4: "concrete", 5: "metal", 6: "stone", 7: "glass", 8: "mud"}
+
+
+def object_class(obj, moving: bool) -> str:
+    """What OSI says ``obj`` (a MovingObject or StationaryObject message) is; "" when it does not say."""
+    if not moving:
+        return STATIONARY_CLASSES.get(obj.classification.type, "")
+    if obj.type == 2:  # TYPE_VEHICLE
+        return VEHICLE_CLASSES.get(obj.vehicle_classification.type, "vehicle")
+    return MOVING_CLASSES.get(obj.type, "")
+
+
 def _object(obj, moving: bool) -> ObjectState:
     what = f"{'moving' if moving else 'stationary'}_object {obj.id.value}"
     base = obj.base
@@ -123,7 +164,10 @@ def _object(obj, moving: bool) -> ObjectState:
         dimension_m=_vector(base.dimension, ("length", "width", "height"), f"{what} dimension"),
         model_reference=obj.model_reference,
         moving=moving,
+        object_class=object_class(obj, moving),
     )
+    if not moving:  # (its base polygon, bounded: lidar_fmu.osi.ground_truth.decode_stationary)
+        state.material = STATIONARY_MATERIALS.get(obj.classification.material, "")
     if moving and base.HasField("velocity"):  # BaseStationary has neither
         state.velocity_m_s = _vector(base.velocity, "xyz", f"{what} velocity")
     if moving and base.HasField("orientation_rate"):
@@ -171,7 +215,8 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
     lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]
-    objects = [_object(o, True) for o in gt.moving_object] + [_object(o, False) for o in gt.stationary_object]
+    objects = [_object(o, True) for o in gt.moving_object]
+    road_part, stationary_part = static_parts(data)
     version = None
     if view.HasField("version"):
         version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
@@ -188,7 +233,78 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         lidar_mountings=lidar_mountings,
         environment_reference=gt.model_reference,
         version=version,
+        road_part=road_part,
+        stationary_part=stationary_part,
+        country_code=int(gt.country_code),
     )
+
+
+# ------------------------------------------------------------ the static part, found at the wire level
+
+#: SensorView.global_ground_truth
+_GROUND_TRUTH_FIELD = 7
+#: GroundTruth fields that make the road (OSI 3.8: traffic_sign 6, traffic_light 7, road_marking 8, lane_boundary 9,
+#: lane 10, reference_line 17, logical_lane_boundary 18, logical_lane 19) and its stationary objects (4)
+ROAD_FIELDS = frozenset({6, 7, 8, 9, 10, 17, 18, 19})
+STATIONARY_FIELD = 4
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise SensorViewError("malformed SensorView: a varint runs past its message")
+
+
+def _fields(buf, start: int, end: int):
+    """(field number, first byte of its tag, end) of every field of the message in ``buf[start:end]``."""
+    pos = start
+    while pos < end:
+        first = pos
+        key, pos = _varint(buf, pos, end)
+        wire = key & 7
+        if wire == 2:
+            length, pos = _varint(buf, pos, end)
+            pos += length
+        elif wire == 0:
+            _, pos = _varint(buf, pos, end)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:  # groups (deprecated, never in OSI)
+            raise SensorViewError(f"malformed SensorView: wire type {wire} of field {key >> 3}")
+        if pos > end:
+            raise SensorViewError("malformed SensorView: a field runs past its message")
+        yield key >> 3, first, pos
+
+
+def static_parts(sensor_view: bytes) -> tuple[bytes, bytes]:
+    """The road and the stationary objects of a SensorView's ground truth, each as the bytes of a GroundTruth holding
+    only those fields (b"" where it has none).
+
+    Found by walking the wire format (tags and lengths, nothing decoded): a step compares its static content with
+    the last one's by these bytes, and decodes them only when they change (esmini sends the road only in its first
+    message; other tools send it unchanged every step).
+    """
+    buf = memoryview(sensor_view)
+    road, stationary = [], []
+    for number, first, end in _fields(buf, 0, len(buf)):
+        if number != _GROUND_TRUTH_FIELD:
+            continue
+        _, value = _varint(buf, first, end)  # the tag
+        _, value = _varint(buf, value, end)  # the length: the ground truth's fields follow
+        for inner, start, stop in _fields(buf, value, end):
+            if inner in ROAD_FIELDS:
+                road.append(buf[start:stop])
+            elif inner == STATIONARY_FIELD:
+                stationary.append(buf[start:stop])
+    return b"".join(road), b"".join(stationary)
 
 
 # ------------------------------------------------------------ OSI environmental conditions

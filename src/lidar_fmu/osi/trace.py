@@ -250,37 +250,42 @@ def _mcap_message_types(path) -> list[str]:
     return list(dict.fromkeys(name.removeprefix("osi3.") for name in names))
 
 
-def check_message_type(path, expected: str = "SensorView") -> None:
-    """Refuse, in one line naming what it holds, a trace that does not hold ``expected`` messages.
+def check_message_type(path, expected: str | tuple[str, ...] = "SensorView") -> str:
+    """The message type of a trace, one of ``expected``; refused, in one line naming what it holds, otherwise.
 
-    An MCAP trace says so in its channels' schemas; a ``.osi`` or ``.osi.xz``
+    An MCAP trace says so in its channels' schemas (the first expected type it has wins); a ``.osi`` or ``.osi.xz``
     trace by its first message's content (:func:`identify_message`; the name's
     ``_sv_``/``_sd_``/``_gt_`` only breaks ties). A trace that cannot be told
-    (missing, empty, its first message damaged) passes: reading it names that.
+    (missing, empty, its first message damaged) passes as the first expected type: reading it names that.
     """
     path = os.fspath(path)
+    wanted = (expected,) if isinstance(expected, str) else tuple(expected)
+    wanted_text = " or ".join(wanted)
     if not os.path.isfile(path):
-        return
+        return wanted[0]
     if path.endswith(".mcap"):
         try:
             types = _mcap_message_types(path)
         except Exception:  # not an MCAP file, or a damaged one: the reader names it
-            return
-        if types and expected not in types:
-            raise TraceError(f"{path} is an MCAP trace of {' and '.join(types)}, not of {expected}: "
-                             f"give the {expected} trace it was made from")
-        return
+            return wanted[0]
+        found_types = [name for name in wanted if name in types]
+        if types and not found_types:
+            raise TraceError(f"{path} is an MCAP trace of {' and '.join(types)}, not of {wanted_text}: "
+                             f"give the {wanted[0]} trace it was made from")
+        return found_types[0] if found_types else wanted[0]
     try:
         first = next(iter(read_trace(path, _NO_CHECK)), None)
     except TraceError:
-        return
+        return wanted[0]
     if not first:
-        return
+        return wanted[0]
     found = identify_message(first, message_type_of(path))
-    if found != expected:
+    if found not in wanted:
         what = (f"a {found} trace" if found else
                 f"not an OSI trace (its first message, {len(first)} bytes, is no OSI message)")
-        raise TraceError(f"{path} is {what}, not a {expected} trace: give the {expected} trace it was made from")
+        raise TraceError(f"{path} is {what}, not a {wanted_text} trace: give the {wanted[0]} trace it was made "
+                         "from")
+    return str(found)
 
 
 def count_frames(path) -> int | None:

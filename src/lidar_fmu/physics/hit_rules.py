@@ -2,8 +2,8 @@
 """The per-hit rules every caster compiles in, and the integer codes they test.
 
 One Python body each (:func:`material_of_hit`, :func:`face_reflectance_of_hit`, :func:`segment_after`,
-:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`return_of_hit`), made callable from compiled
-code by ``register_jitable``: the CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and
+:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`object_id_of_hit`, :func:`return_of_hit`),
+made callable from compiled code by ``register_jitable``: the CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and
 the CUDA kernels compile them as device functions. :class:`Continuation` carries the tables these rules read while
 a ray goes on through glass or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
 
@@ -122,6 +122,20 @@ def unfold_after(m00, m01, m02, m10, m11, m12, m20, m21, m22, nx, ny, nz):
 def object_id_of(instance_id):
     """OSI object id of a scene instance id (environment geometry has none)."""
     return NO_OBJECT_ID if instance_id >= ENVIRONMENT_ID_BASE else np.uint64(instance_id)
+
+
+@per_hit
+def object_id_of_hit(instance_index, primitive_id, instance_id, triangle_object_id, first_triangle):
+    """OSI id a return on triangle ``primitive_id`` of the instance at ``instance_index`` (≥ 0, scene id
+    ``instance_id``) reports: the triangle's own (a lane, marking or sign of a road built from ground truth), else
+    the instance's (:func:`object_id_of`). ``triangle_object_id``: (T,) uint64 per triangle of every mesh,
+    concatenated as ``triangle_material`` is, NO_OBJECT_ID where a triangle has none; (1,) for a scene where no
+    mesh gives one."""
+    if triangle_object_id.shape[0] > 1:
+        own = triangle_object_id[first_triangle[instance_index] + primitive_id]
+        if own != NO_OBJECT_ID:
+            return own
+    return object_id_of(instance_id)
 
 
 @per_hit

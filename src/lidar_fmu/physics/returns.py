@@ -20,7 +20,7 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 from ..parallel import side_by_side
-from ..pointcloud import CAST_FIELDS, POINT_DTYPE, PointCloud, Returns
+from ..pointcloud import CAST_FIELDS, NO_OBJECT_ID, POINT_DTYPE, PointCloud, Returns
 from .hit_rules import (
     MATERIAL_CLASSES,
     MIRROR,
@@ -28,7 +28,7 @@ from .hit_rules import (
     Continuation,
     face_reflectance_of_hit,
     material_of_hit,
-    object_id_of,
+    object_id_of_hit,
     return_of_hit,
 )
 from .materials import (
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 #: the per-triangle reflectances of a scene where no mesh gives one (one NaN for all: the materials' own)
 NO_FACE_REFLECTANCE = np.full(1, np.nan, np.float32)
 NO_FACE_REFLECTANCE.setflags(write=False)
+#: the per-triangle OSI ids of a scene where no mesh gives one (every return takes its instance's id)
+NO_FACE_OBJECT_ID = np.full(1, NO_OBJECT_ID, np.uint64)
+NO_FACE_OBJECT_ID.setflags(write=False)
 
 
 # What this stage reads of a cast and of a sensor, as protocols: the casters (lidar_fmu.raycast) and sensors
@@ -139,6 +142,7 @@ class Materials:
         self._revision: int | None = None
         self._classes_present = np.zeros(len(MATERIAL_CLASSES), bool)
         self._triangle_reflectance = NO_FACE_REFLECTANCE
+        self._triangle_object_id = NO_FACE_OBJECT_ID
 
     def _triangle_ids(self, mesh: Mesh) -> np.ndarray:
         entry = self._mesh_ids.get(id(mesh))
@@ -156,10 +160,16 @@ class Materials:
         :meth:`per_instance`'s materials; (1,) NaN when no mesh of the scene gives one."""
         return self._triangle_reflectance
 
+    @property
+    def triangle_object_id(self) -> np.ndarray:
+        """(T,) uint64 the OSI id each triangle's mesh gives it (NO_OBJECT_ID: its instance's), concatenated as
+        :meth:`per_instance`'s materials; (1,) when no mesh of the scene gives one."""
+        return self._triangle_object_id
+
     def per_instance(self, scene: Scene) -> tuple[np.ndarray, np.ndarray]:
         """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle).
 
-        :attr:`triangle_reflectance` follows the same scene revision."""
+        :attr:`triangle_reflectance` and :attr:`triangle_object_id` follow the same scene revision."""
         if self._revision != scene.revision:
             # meshes that left the scene are forgotten but the few that left last (an object that comes back
             # is not resolved again): the cache stays about as small as the scene's mesh list
@@ -173,6 +183,11 @@ class Materials:
             given = [m.face_reflectance for m in scene.meshes]
             self._triangle_reflectance = NO_FACE_REFLECTANCE if all(g is None for g in given) else np.concatenate(
                 [np.full(m.triangle_count, np.nan, np.float32) if g is None else g for m, g in zip(scene.meshes, given)])
+            ids = [m.face_object_id for m in scene.meshes]
+            # (one NO_OBJECT_ID more at the end: a scene of one labelled triangle must not read as "none")
+            self._triangle_object_id = NO_FACE_OBJECT_ID if all(i is None for i in ids) else np.concatenate(
+                [np.full(m.triangle_count, NO_OBJECT_ID, np.uint64) if i is None else i
+                 for m, i in zip(scene.meshes, ids)] + [NO_FACE_OBJECT_ID])
             self._first_triangle = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
             # which classes the scene's triangles have, found once per scene revision (a frame without mirrors
             # then skips the bounce work entirely)
@@ -193,8 +208,8 @@ class Materials:
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,  # type: ignore[no-untyped-def]
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
-                  triangle_reflectance, path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity,
-                  keep_material, material_id):
+                  triangle_reflectance, triangle_object_id, path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj,
+                  saturated, ray_index, intensity, keep_material, material_id):
     shared_origin = origins.shape[0] == 1
     one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0
@@ -222,7 +237,7 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
         ny[count] = sy
         nz[count] = sz
         beam[count] = beam_id[i]
-        obj[count] = object_id_of(instance_id[i])
+        obj[count] = object_id_of_hit(k, primitive_id[i], instance_id[i], triangle_object_id, first_triangle)
         saturated[count] = 1 if is_saturated else 0
         ray_index[count] = i
         intensity[count] = percent
@@ -256,6 +271,9 @@ class ReturnModel:
     #: (T,) float32 ρ0 each triangle's mesh gives it, NaN: its material's; (1,) NaN: none does
     #: (:attr:`Materials.triangle_reflectance`)
     triangle_reflectance: np.ndarray = field(default_factory=lambda: NO_FACE_REFLECTANCE)
+    #: (T,) uint64 OSI id each triangle's mesh gives it, NO_OBJECT_ID: its instance's; (1,): none does
+    #: (:attr:`Materials.triangle_object_id`)
+    triangle_object_id: np.ndarray = field(default_factory=lambda: NO_FACE_OBJECT_ID)
 
     def limit_args(self) -> tuple:
         """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
@@ -298,7 +316,8 @@ def return_model(sensor: SensorLimits, materials: Materials, scene: Scene) -> Re
     return ReturnModel(float(sensor.min_range_m), float(sensor.max_range_m), limit_params(limit, sensor.max_range_m),
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
                        materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces,
-                       triangle_reflectance=materials.triangle_reflectance)
+                       triangle_reflectance=materials.triangle_reflectance,
+                       triangle_object_id=materials.triangle_object_id)
 
 
 def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Returns:
@@ -320,7 +339,7 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
             hits.range_m[per_ray], hits.normal[per_ray], hits.instance_id[per_ray], hits.instance_index[per_ray],
             rays.origins if rays.origins.shape[0] == 1 else rays.origins[per_ray], rays.directions[per_ray],
             rays.beam_id[per_ray], sensor_from_world, *model.limit_args(), model.triangle_material,
-            model.first_triangle, hits.primitive_id[per_ray], *model.material_args(),
+            model.first_triangle, hits.primitive_id[per_ray], *model.material_args(), model.triangle_object_id,
             gain if gain.shape[0] == 1 else gain[per_ray], *(points[name][per_ray] for name in CAST_FIELDS),
             ray_index[per_ray], intensity[per_ray], model.keep_material, material_id[per_ray] if model.keep_material
             else material_id)

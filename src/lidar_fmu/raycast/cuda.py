@@ -43,6 +43,7 @@ from ..physics.hit_rules import (
     face_reflectance_of_hit,
     material_of_hit,
     object_id_of,
+    object_id_of_hit,
     reflect,
     return_of_hit,
     segment_after,
@@ -67,7 +68,7 @@ _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)
 # the CPU pass's own per-hit functions, compiled into these kernels (numba-cuda keeps its own registry)
 for _per_hit in (material_of_hit, face_reflectance_of_hit, segment_after, reflect, unfold_after, object_id_of,
-                 return_of_hit):
+                 object_id_of_hit, return_of_hit):
     register_jitable(inline="always")(_per_hit)
 
 
@@ -168,7 +169,7 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
                     world_from_frame, origins, directions, tmax, max_surfaces, max_bounces, triangle_material,
                     first_triangle, class_code, specular, frame_from_world, beam_id, instance_ids, reflectance_table,
-                    lambertian_rho0, triangle_reflectance,
+                    lambertian_rho0, triangle_reflectance, triangle_object_id,
                     min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                     limit_floor_m, record, object_id, keep, block_count):
     """Ray ``i`` of a batch → its return, if any: the cast of :func:`_cast_kernel`, then :func:`return_of_hit`.
@@ -213,7 +214,8 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                 record[i, 10] = 1 if saturated else 0
                 record[i, 11] = i
                 record[i, 12] = material
-                object_id[i] = object_id_of(instance_ids[index])
+                object_id[i] = object_id_of_hit(index, tri_index[tri], instance_ids[index], triangle_object_id,
+                                                first_triangle)
         keep[i] = 1 if kept else 0
     count = cuda.syncthreads_count(1 if kept else 0)
     if cuda.threadIdx.x == 0:
@@ -293,9 +295,10 @@ def kernel_signatures() -> dict:
     instances = (i1, f3, f3, f2, f2, i1, i1, i1)
     # world_from_frame, origins, directions, tmax, then the Continuation
     rays = (f2, f2, f2, T.float32, T.int32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1], f1)
-    # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, triangle_reflectance, then
-    # ReturnModel.limit_args(): min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max range, limit_floor_m
-    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1], f1,
+    # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, triangle_reflectance,
+    # triangle_object_id, then ReturnModel.limit_args(): min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max
+    # range, limit_floor_m
+    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1], f1, T.uint64[::1],
                T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
     return {
         "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2, f1)),
@@ -473,6 +476,7 @@ class CudaBackend(Backend):
             self._on_device("reflectance_table", model.reflectance_table),
             self._on_device("lambertian_rho0", model.lambertian_rho0),
             self._on_device("triangle_reflectance", model.triangle_reflectance),
+            self._on_device("triangle_object_id", model.triangle_object_id),
             min_range_m, *limit, self._on_device("limit_floor_m", limit_floor_m),
             record, object_id, keep, block_count)
         _compact_kernel[blocks, THREADS_PER_BLOCK](record, object_id, keep[:n], block_count[:blocks],

@@ -189,6 +189,18 @@ def cmd_replay(args) -> None:
         if not os.path.isdir(args.assets):
             raise UserError(f"--assets {args.assets!r}: folder not found")
         overrides["assets"] = os.path.abspath(args.assets)
+    if args.environment:
+        mode = args.environment.strip().lower()
+        if mode in ("auto", "none"):
+            overrides["environment"] = mode
+        elif not os.path.isfile(args.environment):
+            raise UserError(f"--environment {args.environment!r}: no such mesh file (or say auto or none)")
+        else:
+            overrides["environment"] = os.path.abspath(args.environment)
+    if args.objects:
+        overrides["objects"] = args.objects
+    if args.host is not None:
+        overrides["host"] = args.host
     try:
         summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames,
                          progress=not args.quiet, write_pcd_every=args.pcd_every, trace_format=args.trace_format,
@@ -258,8 +270,10 @@ def cmd_demo(args) -> None:
 
         require_rerun()
     scenario_dir = os.path.join(args.output, "scenario")
-    print(f"demo scenario → {scenario_dir} (generated street, cars with model_references, SensorView trace)")
-    make_demo_scenario(scenario_dir, frames=args.frames)
+    what = ("its OSI ground truth alone: lanes, markings, signs, classified objects, no meshes"
+            if args.ground_truth_only else "generated street, cars with model_references")
+    print(f"demo scenario → {scenario_dir} ({what}, SensorView trace)")
+    make_demo_scenario(scenario_dir, frames=args.frames, ground_truth_only=args.ground_truth_only)
     summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet,
                      write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
     _print_summary(summary, os.path.join(args.output, "replay"))
@@ -458,13 +472,14 @@ def _add_scan(sub) -> None:
 
 
 def _add_replay(sub) -> None:
-    p = sub.add_parser("replay", help="replay an OSI scenario or SensorView trace through the FMU (via FMPy, real "
-                                      "OSMP pointers)",
-                       description="Replay a scenario (folder or scenario.yaml), or a bare SensorView trace with "
-                                   "--sensor, through the FMU into OUT. A rig writes each lidar's outputs into "
+    p = sub.add_parser("replay", help="replay an OSI scenario or SensorView/GroundTruth trace through the FMU (via "
+                                      "FMPy, real OSMP pointers)",
+                       description="Replay a scenario (folder or scenario.yaml), or a bare SensorView or GroundTruth "
+                                   "trace with --sensor, through the FMU into OUT. A rig writes each lidar's outputs into "
                                    "OUT/sensor_<id>/. The files a replay writes are listed in OUT/replay_files.txt; "
                                    "the next replay into OUT removes those first and leaves every other file there.")
-    p.add_argument("scenario", help="scenario folder, scenario.yaml, or a SensorView trace (.osi, .osi.xz, .mcap)")
+    p.add_argument("scenario", help="scenario folder, scenario.yaml, or a SensorView or GroundTruth trace (.osi, "
+                                    ".osi.xz, .mcap)")
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--sensor", default=None, metavar="NAME|FILE",
                    help="preset name or JSON/YAML sensor spec (or rig); needed for a bare trace, replaces a "
@@ -472,6 +487,16 @@ def _add_replay(sub) -> None:
     p.add_argument("--assets", default=None, metavar="DIR",
                    help="folder where the trace's model_reference strings resolve (without one, objects are their "
                         "OSI bounding boxes); replaces a scenario's")
+    p.add_argument("--environment", default=None, metavar="MESH|auto|none",
+                   help="the static world: a mesh file; auto (default): the mesh the ground truth names, else the "
+                        "road built from its lanes, markings, signs and lights, else a ground plane; none: only "
+                        "what objects give; replaces a scenario's")
+    p.add_argument("--objects", default=None, choices=["auto", "boxes"],
+                   help="objects without a usable model: auto (default) their OSI class's mesh, boxes their "
+                        "bounding box; replaces a scenario's")
+    p.add_argument("--host", type=_non_negative_int, default=None, metavar="ID",
+                   help="the host vehicle of a GroundTruth trace (esmini's --osi_file output; default: the trace's "
+                        "host_vehicle_id), which is replayed as SensorViews around it")
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
                                                 "else in the user cache; built if stale)")
     p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
@@ -516,6 +541,9 @@ def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="build what is missing and replay the generated demo street through the FMU")
     p.add_argument("-o", "--output", default="out/demo", help="output folder")
     p.add_argument("--frames", type=_positive_int, default=40, help="frames of the demo trace (10 Hz)")
+    p.add_argument("--ground-truth-only", action="store_true",
+                   help="the street from its OSI ground truth alone (its SensorViews name no mesh: the road, "
+                        "signs, buildings, trees and cars are built from lanes, markings and classes)")
     _add_output_options(p, trace_format="mcap")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_demo)

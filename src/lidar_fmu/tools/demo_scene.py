@@ -22,7 +22,6 @@ byte-identical files. :func:`load_street_scene` turns the files into a
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 from typing import Any
@@ -32,9 +31,24 @@ import numpy as np
 from ..geometry.scene import Mesh, Scene, load_mesh
 from ..geometry.transforms import pose_matrix
 from ..pointcloud import ENVIRONMENT_ID_BASE
+from ..world.road_users import car_parts
+from ..world.shapes import (
+    add,
+    box,
+    cylinder_between,
+    grid,
+    merge,
+    place,
+    quads,
+    rotation_z,
+    tile,
+    triangles,
+    unit_cylinder,
+    unit_icosphere,
+)
 
 #: Bump when the generated content changes so :func:`ensure_street` regenerates.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 STREET_FILE = "street.obj"
 LAYOUT_FILE = "layout.json"
@@ -122,151 +136,23 @@ Parts = dict
 
 
 # --------------------------------------------------------------------------
-# primitives (unit shapes are built once; callers scale/rotate/translate them)
+# street: ground, road and sidewalks
 # --------------------------------------------------------------------------
-def _frozen(*arrays):
-    for a in arrays:
-        a.flags.writeable = False
-    return arrays
-
-
-@functools.cache
-def _unit_box():
-    import trimesh
-
-    tm = trimesh.creation.box(extents=(1.0, 1.0, 1.0))
-    return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
-
-
-@functools.cache
-def _unit_cylinder(sections: int):
-    """Radius 1, height 1, axis z, centred at the origin."""
-    import trimesh
-
-    tm = trimesh.creation.cylinder(radius=1.0, height=1.0, sections=sections)
-    return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
-
-
-@functools.cache
-def _unit_annulus(inner_ratio: float, sections: int):
-    """Outer radius 1, height 1, axis z, centred at the origin."""
-    import trimesh
-
-    tm = trimesh.creation.annulus(r_min=inner_ratio, r_max=1.0, height=1.0, sections=sections)
-    return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
-
-
-@functools.cache
-def _unit_icosphere(subdivisions: int):
-    import trimesh
-
-    tm = trimesh.creation.icosphere(subdivisions=subdivisions, radius=1.0)
-    return _frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
-
-
-def _rotation_z(yaw_rad: float) -> np.ndarray:
-    c, s = np.cos(yaw_rad), np.sin(yaw_rad)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
-def _rotation_x(roll_rad: float) -> np.ndarray:
-    c, s = np.cos(roll_rad), np.sin(roll_rad)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
-
-
-def _place(vf, scale=1.0, rotation=None, translation=(0.0, 0.0, 0.0)):
-    """Scale (per axis, m), then rotate, then translate a unit shape."""
-    vertices, faces = vf
-    v = np.asarray(vertices, float) * np.asarray(scale, float)
-    if rotation is not None:
-        v = v @ np.asarray(rotation, float).T
-    return v + np.asarray(translation, float), faces
-
-
-def _box(centre_m, size_m, yaw_rad: float = 0.0):
-    return _place(_unit_box(), size_m, _rotation_z(yaw_rad) if yaw_rad else None, centre_m)
-
-
-def _cylinder_between(p0_m, p1_m, radius_m: float, sections: int = 16):
-    """Cylinder whose axis runs from ``p0_m`` to ``p1_m``."""
-    import trimesh
-
-    p0, p1 = np.asarray(p0_m, float), np.asarray(p1_m, float)
-    axis = p1 - p0
-    length = float(np.linalg.norm(axis))
-    rotation = trimesh.geometry.align_vectors([0.0, 0.0, 1.0], axis / length)[:3, :3]
-    return _place(_unit_cylinder(sections), (radius_m, radius_m, length), rotation, 0.5 * (p0 + p1))
-
-
-def _grid(x0, x1, y0, y1, z_m, nx: int, ny: int):
-    """Upward-facing flat grid of ``nx × ny`` quads at height ``z_m``."""
-    xs, ys = np.linspace(x0, x1, nx + 1), np.linspace(y0, y1, ny + 1)
-    gx, gy = np.meshgrid(xs, ys, indexing="ij")
-    vertices = np.column_stack([gx.ravel(), gy.ravel(), np.full(gx.size, float(z_m))])
-    i, j = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
-    a = (i * (ny + 1) + j).ravel()
-    b, c, d = a + ny + 1, a + ny + 2, a + 1  # (x+1,y), (x+1,y+1), (x,y+1): counter-clockwise from above
-    faces = np.concatenate([np.column_stack([a, b, c]), np.column_stack([a, c, d])])
-    return vertices, faces
-
-
-def _quads(corners_m):
-    """(N, 4, 3) corners, counter-clockwise seen from the front → (V, F)."""
-    corners = np.asarray(corners_m, float).reshape(-1, 4, 3)
-    base = 4 * np.arange(len(corners))[:, None]
-    faces = np.concatenate([base + [0, 1, 2], base + [0, 2, 3]])
-    return corners.reshape(-1, 3), faces
-
-
 def _slab(x0, x1, y0, y1, z_top_m, cell_m: float):
     """Raised slab from z = 0: tessellated top plus four side walls (no bottom)."""
     nx = max(1, int(round((x1 - x0) / cell_m)))
     ny = max(1, int(round((y1 - y0) / cell_m)))
-    top = _grid(x0, x1, y0, y1, z_top_m, nx, ny)
+    top = grid(x0, x1, y0, y1, z_top_m, nx, ny)
     z = z_top_m
-    sides = _quads([
+    sides = quads([
         [[x0, y0, 0], [x1, y0, 0], [x1, y0, z], [x0, y0, z]],  # faces -y
         [[x1, y0, 0], [x1, y1, 0], [x1, y1, z], [x1, y0, z]],  # faces +x
         [[x1, y1, 0], [x0, y1, 0], [x0, y1, z], [x1, y1, z]],  # faces +y
         [[x0, y1, 0], [x0, y0, 0], [x0, y0, z], [x0, y1, z]],  # faces -x
     ])
-    return _merge([top, sides])
+    return merge([top, sides])
 
 
-def _merge(vf_list):
-    """Concatenate (V, F) pairs into one, offsetting face indices."""
-    vertices = [np.asarray(v, float) for v, _ in vf_list]
-    offsets = np.cumsum([0] + [len(v) for v in vertices[:-1]])
-    faces = [np.asarray(f, np.int64) + o for (_, f), o in zip(vf_list, offsets)]
-    return np.concatenate(vertices), np.concatenate(faces)
-
-
-def _compact(vertices, faces):
-    """Drop vertices no face uses (keeps the faces' vertex order)."""
-    used, inverse = np.unique(np.asarray(faces).ravel(), return_inverse=True)
-    return np.asarray(vertices)[used], inverse.reshape(-1, 3)
-
-
-def _tile(vf, offsets_m):
-    """Copy a small (V, F) template at each offset (N, 3) without Python loops."""
-    vertices, faces = vf
-    offsets = np.asarray(offsets_m, float)
-    v = (vertices[None, :, :] + offsets[:, None, :]).reshape(-1, 3)
-    f = (faces[None, :, :] + (len(vertices) * np.arange(len(offsets)))[:, None, None]).reshape(-1, 3)
-    return v, f
-
-
-def _add(parts: Parts, material: str, vf) -> None:
-    parts.setdefault(material, []).append(vf)
-
-
-def _triangles(parts: Parts) -> int:
-    return int(sum(len(f) for vfs in parts.values() for _, f in vfs))
-
-
-# --------------------------------------------------------------------------
-# street: ground, road and sidewalks
-# --------------------------------------------------------------------------
 def _add_road(parts: Parts, min_triangles: int) -> None:
     """Asphalt as a fine grid (like a surveyed road mesh), at least ``min_triangles``.
 
@@ -277,7 +163,7 @@ def _add_road(parts: Parts, min_triangles: int) -> None:
     cells = max(min_triangles // 2, int(length) * int(round(width / 0.31)))
     n_y = int(np.ceil(np.sqrt(cells * width / (3.0 * length))))  # cells ~3× longer than wide
     n_x = int(np.ceil(cells / n_y))
-    _add(parts, "asphalt", _grid(-STREET_HALF_LENGTH_M, STREET_HALF_LENGTH_M,
+    add(parts, "asphalt", grid(-STREET_HALF_LENGTH_M, STREET_HALF_LENGTH_M,
                                   -ROAD_HALF_WIDTH_M, ROAD_HALF_WIDTH_M, 0.0, n_x, n_y))
 
 
@@ -293,14 +179,14 @@ def _stripes(x_starts_m, length_m, y_centre_m, width_m):
         np.column_stack([x1, np.full_like(x0, y1), z]),
         np.column_stack([x0, np.full_like(x0, y1), z]),
     ], axis=1)
-    return _quads(corners)
+    return quads(corners)
 
 
 def _solid_line(y_centre_m, width_m):
     """Solid line along the street, interrupted at the zebra crossing."""
     gap = CROSSING_HALF_LENGTH_M + 0.5
     length = STREET_HALF_LENGTH_M - gap
-    return _merge([_stripes([-STREET_HALF_LENGTH_M], length, y_centre_m, width_m),
+    return merge([_stripes([-STREET_HALF_LENGTH_M], length, y_centre_m, width_m),
                    _stripes([gap], length, y_centre_m, width_m)])
 
 
@@ -314,7 +200,7 @@ def _add_markings(parts: Parts) -> None:
     # Zebra crossing: 0.5 m bars along the driving direction, 1 m apart, kerb to kerb.
     bar_y = np.arange(-ROAD_HALF_WIDTH_M + 0.6, ROAD_HALF_WIDTH_M - 0.3, 1.0)
     lines += [_stripes([-CROSSING_HALF_LENGTH_M], 2 * CROSSING_HALF_LENGTH_M, y, 0.5) for y in bar_y]
-    _add(parts, "road_marking_white", _merge(lines))
+    add(parts, "road_marking_white", merge(lines))
 
 
 def _grass_intervals(rng):
@@ -340,11 +226,11 @@ def _add_sidewalks(parts: Parts, grass: dict) -> None:
         # Grass beds sit a little proud of the paving (soil), so they hide it.
         beds = [_slab(a, b, ROAD_HALF_WIDTH_M + CURB_WIDTH_M + 0.05, GRASS_OUTER_M, GRASS_TOP_M, 0.5)
                 for a, b in grass[side]]
-        yard = _grid(-STREET_HALF_LENGTH_M, STREET_HALF_LENGTH_M, SIDEWALK_SLAB_OUTER_M, BACKYARD_OUTER_M,
+        yard = grid(-STREET_HALF_LENGTH_M, STREET_HALF_LENGTH_M, SIDEWALK_SLAB_OUTER_M, BACKYARD_OUTER_M,
                      0.0, 100, 13)
         for material, vf in (("concrete_curb", curb), ("concrete_sidewalk", walk),
-                             ("grass", _merge(beds)), ("grass", yard)):
-            _add(parts, material, _mirror_y(vf, side))
+                             ("grass", merge(beds)), ("grass", yard)):
+            add(parts, material, _mirror_y(vf, side))
 
 
 def _mirror_y(vf, side: float):
@@ -376,10 +262,10 @@ def _window_cell(cell_w_m, cell_h_m, window, recess_m=0.2):
     ])
     glass_faces = np.array([[8, 9, 10], [8, 10, 11]])
     mid_u, bar = 0.5 * (a + b), 0.06
-    frame = _merge([
-        _box((mid_u, 0.5 * (c + d), r + 0.03), (bar, d - c, 0.06)),  # mullion
-        _box((mid_u, c + 0.7 * (d - c), r + 0.03), (b - a, bar, 0.06)),  # transom
-        _box((mid_u, c - 0.03, 0.02), (b - a + 0.1, 0.06, 0.12)),  # sill, proud of the wall
+    frame = merge([
+        box((mid_u, 0.5 * (c + d), r + 0.03), (bar, d - c, 0.06)),  # mullion
+        box((mid_u, c + 0.7 * (d - c), r + 0.03), (b - a, bar, 0.06)),  # transom
+        box((mid_u, c - 0.03, 0.02), (b - a + 0.1, 0.06, 0.12)),  # sill, proud of the wall
     ])
     return {"wall": (v, wall_faces), "glass": (v, glass_faces), "frame": frame}
 
@@ -390,7 +276,7 @@ def _balcony_cell(cell_w_m, depth_m=1.1, rail_h_m=1.0, bar_step_m=0.28):
     Returns ``{"slab", "rail"}`` → (V, F); the bars let rays pass between them.
     """
     u0, u1 = 0.1 * cell_w_m, 0.9 * cell_w_m
-    slab = _box((0.5 * (u0 + u1), 0.0, 0.5 * depth_m), (u1 - u0, 0.15, depth_m))
+    slab = box((0.5 * (u0 + u1), 0.0, 0.5 * depth_m), (u1 - u0, 0.15, depth_m))
     top = 0.075 + rail_h_m
     n_front = max(2, int(round((u1 - u0) / bar_step_m)))
     n_side = max(1, int(round(depth_m / bar_step_m)))
@@ -398,13 +284,13 @@ def _balcony_cell(cell_w_m, depth_m=1.1, rail_h_m=1.0, bar_step_m=0.28):
                              np.full(n_front, depth_m - 0.03)])
     side_w = np.linspace(0.1, depth_m - 0.03 - bar_step_m, n_side)
     sides = np.concatenate([np.column_stack([np.full(n_side, u), np.zeros(n_side), side_w]) for u in (u0 + 0.03, u1 - 0.03)])
-    bar = _box((0.0, 0.5 * (0.075 + top), 0.0), (0.025, rail_h_m, 0.025))
+    bar = box((0.0, 0.5 * (0.075 + top), 0.0), (0.025, rail_h_m, 0.025))
     rails = [
-        _box((0.5 * (u0 + u1), top, depth_m - 0.03), (u1 - u0, 0.05, 0.05)),
-        _box((u0 + 0.03, top, 0.5 * depth_m), (0.05, 0.05, depth_m)),
-        _box((u1 - 0.03, top, 0.5 * depth_m), (0.05, 0.05, depth_m)),
+        box((0.5 * (u0 + u1), top, depth_m - 0.03), (u1 - u0, 0.05, 0.05)),
+        box((u0 + 0.03, top, 0.5 * depth_m), (0.05, 0.05, depth_m)),
+        box((u1 - 0.03, top, 0.5 * depth_m), (0.05, 0.05, depth_m)),
     ]
-    return {"slab": slab, "rail": _merge([_tile(bar, np.concatenate([front, sides]))] + rails)}
+    return {"slab": slab, "rail": merge([tile(bar, np.concatenate([front, sides]))] + rails)}
 
 
 def _facade(parts: Parts, wall_material, origin_m, u_dir, n_dir, length_m, height_m, floor_m, pitch_m,
@@ -426,20 +312,22 @@ def _facade(parts: Parts, wall_material, origin_m, u_dir, n_dir, length_m, heigh
         gu, gv = np.meshgrid(cols, heights, indexing="ij")
         offsets = np.column_stack([gu.ravel(), gv.ravel(), np.zeros(gu.size)])
         for key, vf in cell.items():
-            v, f = _tile(vf, offsets)
-            _add(parts, names[key], (np.asarray(origin_m, float) + v @ basis, f))
+            v, f = tile(vf, offsets)
+            add(parts, names[key], (np.asarray(origin_m, float) + v @ basis, f))
 
 
 def _plain_wall(parts: Parts, material, origin_m, u_dir, length_m, height_m) -> None:
     o, u = np.asarray(origin_m, float), np.asarray(u_dir, float) * length_m
     up = np.array([0.0, 0.0, height_m])
-    _add(parts, material, _quads([[o, o + u, o + u + up, o + up]]))
+    add(parts, material, quads([[o, o + u, o + u + up, o + up]]))
 
 
 def _add_building(parts: Parts, rng, x0, x1, y0, y1, height_m, open_left: bool, open_right: bool,
-                  street_side: float) -> None:
+                  street_side: float, record: dict) -> None:
     """Box building on [x0,x1]×[y0,y1]; sides facing a narrow gap get no windows."""
     material = str(rng.choice(["facade_plaster", "facade_brick", "facade_concrete"]))
+    record.setdefault("buildings", []).append({"x_m": [x0, x1], "y_m": [y0, y1], "height_m": height_m + 0.8,
+                                               "facade": material})
     floor_m = float(rng.uniform(2.9, 3.4))
     pitch_m = float(rng.uniform(2.4, 3.4))
     balconies = bool(rng.random() < 0.85)  # mostly residential blocks with balconies onto the street
@@ -457,25 +345,25 @@ def _add_building(parts: Parts, rng, x0, x1, y0, y1, height_m, open_left: bool, 
                     balconies and bool(shop))
         else:
             _plain_wall(parts, material, origin, u_dir, length, height_m)
-    _add(parts, "roof_tar", _grid(x0, x1, y0, y1, height_m, 1, 1))
+    add(parts, "roof_tar", grid(x0, x1, y0, y1, height_m, 1, 1))
     # Parapet around the roof edge, then a few rooftop plant boxes.
     t, h = 0.25, 0.8
     cz = height_m + 0.5 * h
     parapet = [
-        _box((0.5 * (x0 + x1), y0 + 0.5 * t, cz), (x1 - x0, t, h)),
-        _box((0.5 * (x0 + x1), y1 - 0.5 * t, cz), (x1 - x0, t, h)),
-        _box((x0 + 0.5 * t, 0.5 * (y0 + y1), cz), (t, y1 - y0 - 2 * t, h)),
-        _box((x1 - 0.5 * t, 0.5 * (y0 + y1), cz), (t, y1 - y0 - 2 * t, h)),
+        box((0.5 * (x0 + x1), y0 + 0.5 * t, cz), (x1 - x0, t, h)),
+        box((0.5 * (x0 + x1), y1 - 0.5 * t, cz), (x1 - x0, t, h)),
+        box((x0 + 0.5 * t, 0.5 * (y0 + y1), cz), (t, y1 - y0 - 2 * t, h)),
+        box((x1 - 0.5 * t, 0.5 * (y0 + y1), cz), (t, y1 - y0 - 2 * t, h)),
     ]
-    _add(parts, material, _merge(parapet))
+    add(parts, material, merge(parapet))
     for _ in range(int(rng.integers(0, 4))):
         size = rng.uniform([1.0, 1.0, 0.8], [3.0, 3.0, 2.0])
         cx = rng.uniform(x0 + 1.0 + size[0] / 2, max(x0 + 1.0 + size[0] / 2, x1 - 1.0 - size[0] / 2))
         cy = rng.uniform(y0 + 1.0 + size[1] / 2, max(y0 + 1.0 + size[1] / 2, y1 - 1.0 - size[1] / 2))
-        _add(parts, "roof_unit_metal", _box((cx, cy, height_m + size[2] / 2), size))
+        add(parts, "roof_unit_metal", box((cx, cy, height_m + size[2] / 2), size))
 
 
-def _add_buildings(parts: Parts, rng) -> None:
+def _add_buildings(parts: Parts, rng, record: dict) -> None:
     for side in (-1.0, 1.0):
         x = -STREET_HALF_LENGTH_M + float(rng.uniform(0.0, 2.0))
         rows = []
@@ -491,18 +379,18 @@ def _add_buildings(parts: Parts, rng) -> None:
             gap_before = rows[i - 1][4] if i else 10.0
             near, far = SIDEWALK_OUTER_M, SIDEWALK_OUTER_M + depth
             y0, y1 = (near, far) if side > 0 else (-far, -near)
-            _add_building(parts, rng, x0, x1, y0, y1, height, gap_before >= 1.5, gap_after >= 1.5, side)
+            _add_building(parts, rng, x0, x1, y0, y1, height, gap_before >= 1.5, gap_after >= 1.5, side, record)
 
 
 # --------------------------------------------------------------------------
 # street: furniture and vegetation
 # --------------------------------------------------------------------------
-def _add_tree(parts: Parts, rng, x_m, y_m, ground_m) -> None:
+def _add_tree(parts: Parts, rng, x_m, y_m, ground_m, record: dict) -> None:
     trunk_h = float(rng.uniform(2.6, 3.8))
     trunk_r = float(rng.uniform(0.12, 0.22))
     top = np.array([x_m, y_m, ground_m + trunk_h])
-    _add(parts, "tree_bark", _cylinder_between((x_m, y_m, ground_m), top + (0, 0, 0.6), trunk_r, 12))
-    unit_v, unit_f = _unit_icosphere(3)
+    add(parts, "tree_bark", cylinder_between((x_m, y_m, ground_m), top + (0, 0, 0.6), trunk_r, 12))
+    unit_v, unit_f = unit_icosphere(3)
     lobes = []
     for _ in range(int(rng.integers(3, 6))):
         radius = float(rng.uniform(1.1, 1.9))
@@ -513,212 +401,84 @@ def _add_tree(parts: Parts, rng, x_m, y_m, ground_m) -> None:
         # Lift the lobe so foliage clears parked vans (≥ 2.4 m above ground).
         v[:, 2] += max(0.0, ground_m + 2.4 - v[:, 2].min())
         lobes.append((v, unit_f))
-    _add(parts, "tree_leaves", _merge(lobes))
+    add(parts, "tree_leaves", merge(lobes))
+    crown = np.concatenate([v for v, _ in lobes])
+    lo = np.minimum(crown.min(axis=0), (x_m - trunk_r, y_m - trunk_r, ground_m))
+    hi = np.maximum(crown.max(axis=0), (x_m + trunk_r, y_m + trunk_r, ground_m))
+    record.setdefault("trees", []).append({"box_m": [lo.round(3).tolist(), hi.round(3).tolist()]})
 
 
-def _add_street_light(parts: Parts, x_m, side: float) -> None:
+def _add_street_light(parts: Parts, x_m, side: float, record: dict) -> None:
     """8 m pole at the kerb-side edge of the footway with an arm over the road."""
     y = side * (ROAD_HALF_WIDTH_M + CURB_WIDTH_M + 0.45)
     z0 = CURB_HEIGHT_M
+    record.setdefault("poles", []).append({"position_m": [x_m, y, z0], "diameter_m": 0.18, "height_m": 8.0 - z0})
     arm_end = np.array([x_m, y - side * 1.9, 8.25])
-    _add(parts, "metal_pole", _merge([
-        _box((x_m, y, z0 + 0.3), (0.32, 0.32, 0.6)),  # base housing
-        _cylinder_between((x_m, y, z0), (x_m, y, 8.0), 0.09, 16),
-        _cylinder_between((x_m, y, 7.7), arm_end, 0.045, 12),
-        _box(arm_end + (0, -side * 0.25, 0), (0.35, 0.7, 0.14)),  # lamp head
+    add(parts, "metal_pole", merge([
+        box((x_m, y, z0 + 0.3), (0.32, 0.32, 0.6)),  # base housing
+        cylinder_between((x_m, y, z0), (x_m, y, 8.0), 0.09, 16),
+        cylinder_between((x_m, y, 7.7), arm_end, 0.045, 12),
+        box(arm_end + (0, -side * 0.25, 0), (0.35, 0.7, 0.14)),  # lamp head
     ]))
-    _add(parts, "lamp_glass", _box(arm_end + (0, -side * 0.25, -0.08), (0.28, 0.55, 0.03)))
+    add(parts, "lamp_glass", box(arm_end + (0, -side * 0.25, -0.08), (0.28, 0.55, 0.03)))
 
 
-def _add_sign(parts: Parts, rng, x_m, side: float) -> None:
+def _add_sign(parts: Parts, rng, x_m, side: float, record: dict) -> None:
     """Pole with a round, square or triangular plate facing oncoming traffic."""
     y = side * (ROAD_HALF_WIDTH_M + CURB_WIDTH_M + 0.35)
-    _add(parts, "metal_pole", _cylinder_between((x_m, y, CURB_HEIGHT_M), (x_m, y, 2.9), 0.035, 12))
+    add(parts, "metal_pole", cylinder_between((x_m, y, CURB_HEIGHT_M), (x_m, y, 2.9), 0.035, 12))
     centre = (x_m + side * 0.05, y, 2.5)  # plate on the pole side that oncoming traffic sees
     kind = int(rng.integers(0, 3))
+    size = (0.64, 0.64) if kind == 0 else ((0.6, 0.6) if kind == 1 else (0.73, 0.63))
+    record.setdefault("signs", []).append({"position_m": list(centre), "yaw_rad": 0.0 if side > 0 else np.pi,
+                                           "shape": ("round", "square", "triangle")[kind], "size_m": size})
     facing = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])  # axis z → x (plate normal)
     if kind == 0:
-        plate = _place(_unit_cylinder(32), (0.32, 0.32, 0.02), facing, centre)
+        plate = place(unit_cylinder(32), (0.32, 0.32, 0.02), facing, centre)
     elif kind == 1:
-        plate = _box(centre, (0.02, 0.6, 0.6))
+        plate = box(centre, (0.02, 0.6, 0.6))
     else:  # a 3-sided cylinder is a triangular plate; local -x ends up as +z: corner up
-        rot = facing @ _rotation_z(np.pi)
-        plate = _place(_unit_cylinder(3), (0.42, 0.42, 0.02), rot, centre)
-    _add(parts, "sign_face", plate)
+        rot = facing @ rotation_z(np.pi)
+        plate = place(unit_cylinder(3), (0.42, 0.42, 0.02), rot, centre)
+    add(parts, "sign_face", plate)
 
 
-def _add_furniture(parts: Parts, rng, grass: dict) -> None:
+def _add_furniture(parts: Parts, rng, grass: dict, record: dict) -> None:
     bed_y = 0.5 * (ROAD_HALF_WIDTH_M + CURB_WIDTH_M + GRASS_OUTER_M)
     for side in (-1.0, 1.0):
         beds = grass[side]
         for a, b in beds:
             if b - a >= 4.0:
                 x = 0.5 * (a + b) + float(rng.uniform(-1.0, 1.0))
-                _add_tree(parts, rng, x, side * (bed_y + float(rng.uniform(-0.15, 0.15))), GRASS_TOP_M)
+                _add_tree(parts, rng, x, side * (bed_y + float(rng.uniform(-0.15, 0.15))), GRASS_TOP_M, record)
         # Poles stand in the paved gaps between beds: lights at alternate gaps
         # (staggered between the sides), signs at a few of the others.
         gaps = [0.5 * (beds[i][1] + beds[i + 1][0]) for i in range(len(beds) - 1)
                 if beds[i + 1][0] - beds[i][1] >= 2.0]
         first = 0 if side < 0 else 1
         for x in gaps[first::2]:
-            _add_street_light(parts, x, side)
+            _add_street_light(parts, x, side, record)
         others = gaps[1 - first::2]
         for i in sorted(rng.choice(len(others), size=min(3, len(others)), replace=False)):
-            _add_sign(parts, rng, others[i], side)
+            _add_sign(parts, rng, others[i], side, record)
 
 
-def _street_parts(rng) -> Parts:
-    """The static world, by material; the road goes last so it can top up the triangle count."""
+def _street_parts(rng, record: dict) -> Parts:
+    """The static world, by material; the road goes last so it can top up the triangle count. ``record`` gets what
+    stands in it (buildings, trees, poles, signs) as plain data, for the street's OSI ground truth."""
     parts: Parts = {}
     grass = {side: _grass_intervals(rng) for side in (-1.0, 1.0)}
     _add_markings(parts)
     _add_sidewalks(parts, grass)
-    _add_buildings(parts, rng)
-    _add_furniture(parts, rng, grass)
-    _add_road(parts, STREET_MIN_TRIANGLES - _triangles(parts))
+    _add_buildings(parts, rng, record)
+    _add_furniture(parts, rng, grass, record)
+    _add_road(parts, STREET_MIN_TRIANGLES - triangles(parts))
     return parts
 
 
 # --------------------------------------------------------------------------
 # cars
 # --------------------------------------------------------------------------
-@functools.cache
-def _cube_surface(cells: int):
-    """Surface grid of the cube [-1, 1]^3 with ``cells × cells`` quads per side."""
-    t = np.linspace(-1.0, 1.0, cells + 1)
-    gu: np.ndarray  # the grid, then flat
-    gv: np.ndarray
-    gu, gv = np.meshgrid(t, t, indexing="ij")
-    gu, gv = gu.ravel(), gv.ravel()
-    i, j = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
-    a = (i * (cells + 1) + j).ravel()
-    quad = np.column_stack([a, a + cells + 1, a + cells + 2, a + 1])
-    tri = np.concatenate([quad[:, [0, 1, 2]], quad[:, [0, 2, 3]]])
-    vertices, faces = [], []
-    for axis in range(3):
-        b, c = (axis + 1) % 3, (axis + 2) % 3  # (b, c, axis) is right-handed: u × v = +axis
-        for sign in (1.0, -1.0):
-            v = np.empty((len(gu), 3))
-            v[:, axis], v[:, b], v[:, c] = sign, gu, gv
-            vertices.append(v)
-            faces.append((tri if sign > 0 else tri[:, ::-1]) + (cells + 1) ** 2 * (len(vertices) - 1))
-    return _frozen(np.concatenate(vertices), np.concatenate(faces))
-
-
-def _superellipsoid(t, half_extents_m, exponent: float):
-    """Push cube-surface points ``t`` radially onto |x/a|^k + |y/b|^k + |z/c|^k = 1."""
-    scale = np.sum(np.abs(t) ** exponent, axis=1, keepdims=True) ** (-1.0 / exponent)
-    return t * scale * np.asarray(half_extents_m, float)
-
-
-def _rounded_box(half_extents_m, cells: int, exponent: float = 8.0):
-    """Superellipsoid: a box with smoothly rounded edges, ``6·2·cells²`` triangles."""
-    t, faces = _cube_surface(cells)
-    return _superellipsoid(t, half_extents_m, exponent), faces
-
-
-def _superellipse_x(half_extents_m, y_m, z_m, exponent: float = 8.0) -> float:
-    """x of the rounded-box surface at (y, z) (used to seat lights on the body)."""
-    a, b, c = half_extents_m
-    rest = 1.0 - abs(y_m / b) ** exponent - abs(z_m / c) ** exponent
-    return a * max(rest, 0.0) ** (1.0 / exponent)
-
-
-def _car_body(spec):
-    """Lower body from the sill to the belt line, with the bonnet falling to the nose."""
-    half = np.array([spec["length_m"] / 2, spec["width_m"] / 2, (spec["belt_m"] - spec["clearance_m"]) / 2])
-    v, f = _rounded_box(half, spec["body_cells"])
-    # Bonnet and boot lids slope down towards the ends (quadratic in x, more on top).
-    ends = np.clip((np.abs(v[:, 0]) - 0.45 * half[0]) / (0.55 * half[0]), 0.0, 1.0) ** 2
-    top = np.clip(v[:, 2] / half[2], 0.0, 1.0)
-    v[:, 2] -= 0.35 * half[2] * ends * top
-    v[:, 2] += spec["clearance_m"] + half[2]
-    return (v, f), half
-
-
-def _car_cabin(spec):
-    """Greenhouse above the belt line; its surface is split into glass and paint.
-
-    Glass is chosen per quad in the undeformed cube parameters ``t`` so window
-    edges follow grid lines (straight) instead of zig-zagging across triangles.
-    """
-    z0 = spec["belt_m"] - 0.12  # overlap the body so there is no seam
-    half = np.array([spec["cabin_length_m"] / 2, 0.92 * spec["width_m"] / 2, (spec["height_m"] - z0) / 2])
-    t, f = _cube_surface(spec["cabin_cells"])
-    v = _superellipsoid(t, half, 6.0)
-    rise = np.clip((v[:, 2] + half[2]) / (2 * half[2]), 0.0, 1.0)  # 0 at the belt, 1 at the roof
-    taper = np.where(v[:, 0] > 0, spec["taper_front"], spec["taper_rear"])
-    v[:, 0] *= 1.0 - taper * rise ** 1.2
-    v[:, 1] *= 1.0 - 0.12 * rise  # tumblehome: side windows lean inwards
-    v += (spec["cabin_x_m"], 0.0, z0 + half[2])
-    corners = t[f]
-    quad = 0.5 * (corners.min(axis=1) + corners.max(axis=1))  # a half-quad triangle spans its whole quad
-    step = 2.0 / spec["cabin_cells"]
-    band = (quad[:, 2] > (spec["belt_m"] + 0.03 - z0) / half[2] - 1.0) & (quad[:, 2] < 0.75)
-    side = np.abs(quad[:, 1]) > 1.0 - 1e-9
-    ends = np.abs(quad[:, 0]) > 1.0 - 1e-9
-    side_glass = side & (np.abs(quad[:, 0]) < 0.82) & (np.abs(quad[:, 0] - 0.1) > 0.5 * step)  # A/C, B pillars
-    if spec["cargo_x_m"] is not None:  # panel van: no side glass behind the cab
-        side_glass &= quad[:, 0] > (spec["cargo_x_m"] - spec["cabin_x_m"]) / half[0]
-    glass = band & (side_glass | (ends & (np.abs(quad[:, 1]) < 0.8)))
-    return _compact(v, f[~glass]), _compact(v, f[glass])
-
-
-def _car_wheels(spec):
-    """Four tyres (annuli) with rims, axis along y, standing on z = 0."""
-    r = spec["wheel_radius_m"]
-    tyre_w = 0.22 if spec["width_m"] < 1.85 else 0.24
-    y = spec["width_m"] / 2 - tyre_w / 2 - 0.03
-    axle_x = spec["wheelbase_m"] / 2
-    to_y = _rotation_x(np.pi / 2)  # cylinder axis z → y
-    tyres, rims = [], []
-    for x in (-axle_x, axle_x):
-        for sy in (-y, y):
-            centre = (x, sy, r)
-            tyres.append(_place(_unit_annulus(0.62, 32), (r, r, tyre_w), to_y, centre))
-            rims.append(_place(_unit_cylinder(24), (0.63 * r, 0.63 * r, tyre_w - 0.02), to_y, centre))
-    return _merge(tyres), _merge(rims)
-
-
-def _car_lights_and_bumpers(spec, body_half):
-    """Head/tail lights seated into the body ends, bumpers below them."""
-    centre_z = spec["clearance_m"] + body_half[2]
-    light_z = spec["belt_m"] - 0.17
-    light_y = spec["width_m"] / 2 - 0.27
-    unit = _unit_icosphere(2)
-    lights: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"headlight_glass": [], "taillight_red": []}
-    for end, material in ((1.0, "headlight_glass"), (-1.0, "taillight_red")):
-        for sy in (-light_y, light_y):
-            surface_x = _superellipse_x(body_half, sy, light_z - centre_z)
-            centre = (end * (surface_x - 0.045), sy, light_z)
-            lights[material].append(_place(unit, (0.07, 0.22, 0.07), None, centre))
-    bumper_half = np.array([0.12, spec["width_m"] / 2 - 0.02, 0.1])
-    bumpers = []
-    for end in (1.0, -1.0):
-        x = end * (spec["length_m"] / 2 - 0.1)
-        v, f = _rounded_box(bumper_half, 6)
-        bumpers.append((v + (x, 0.0, spec["clearance_m"] + 0.16), f))
-    return {k: _merge(v) for k, v in lights.items()}, _merge(bumpers)
-
-
-def _car_parts(spec) -> Parts:
-    """A car in its own frame, not yet centred: ground at z = 0, x forward."""
-    parts: Parts = {}
-    body, body_half = _car_body(spec)
-    paint_cabin, glass = _car_cabin(spec)
-    _add(parts, spec["paint"], body)
-    _add(parts, spec["paint"], paint_cabin)
-    _add(parts, "car_glass", glass)
-    tyres, rims = _car_wheels(spec)
-    _add(parts, "tyre_rubber", tyres)
-    _add(parts, "wheel_rim", rims)
-    lights, bumpers = _car_lights_and_bumpers(spec, body_half)
-    for material, vf in lights.items():
-        _add(parts, material, vf)
-    _add(parts, "car_plastic_black", bumpers)
-    return parts
-
-
 def _centre_parts(parts: Parts):
     """Shift so the bounding box (of the written, rounded vertices) is centred; return dims (m)."""
     rounded = {m: [(np.round(v, 4), f) for v, f in vfs] for m, vfs in parts.items()}
@@ -734,7 +494,7 @@ def _centre_parts(parts: Parts):
 # --------------------------------------------------------------------------
 def _obj_text(parts: Parts, mtl_name: str, title: str) -> str:
     """OBJ text: all vertices, then one ``usemtl`` section per material (1-based faces)."""
-    merged = [(m, _merge(vfs)) for m, vfs in parts.items() if vfs]
+    merged = [(m, merge(vfs)) for m, vfs in parts.items() if vfs]
     # +0.0 turns -0.0 into 0.0 so no "-0.0000" appears.
     vertices = np.round(np.concatenate([v for _, (v, _) in merged]), 4) + 0.0
     # One %-format over a flat tuple formats every number in C; no per-vertex loop.
@@ -822,15 +582,16 @@ def generate_street(out_dir, seed: int = 0) -> dict:
     files: dict[str, Any] = {}
     models: dict[str, dict[str, Any]] = {}
     for name, spec in CAR_TYPES.items():
-        parts, dims = _centre_parts(_car_parts(spec))
+        parts, dims = _centre_parts(car_parts(spec))
         files.update(_write_mesh(out_dir, name, parts, f"lidar_fmu demo car {name}: bbox-centred, x forward, z up, m"))
-        models[name] = {"file": name + ".obj", "triangles": _triangles(parts),
+        models[name] = {"file": name + ".obj", "triangles": triangles(parts),
                         "dimension_m": [round(float(d), 4) for d in dims]}
-    street = _street_parts(rng)
+    standing: dict[str, list] = {}
+    street = _street_parts(rng, standing)
     files.update(_write_mesh(out_dir, "street", street, f"lidar_fmu demo street, seed {seed}: x along, z up, m"))
     cars = _park_side(rng, -1.0, models, 1)
     cars += _park_side(rng, 1.0, models, 1 + len(cars))
-    street_tris = _triangles(street)
+    street_tris = triangles(street)
     car_tris = sum(models[c["mesh"][:-4]]["triangles"] for c in cars)
     layout = {
         "generator_version": GENERATOR_VERSION,
@@ -839,12 +600,25 @@ def generate_street(out_dir, seed: int = 0) -> dict:
         "environment_id": ENVIRONMENT_ID_BASE,
         "car_models": models,
         "cars": cars,
+        # what stands in the street, for its OSI ground truth (lidar_fmu.tools.demo.street_ground_truth)
+        "standing": {key: _rounded(value) for key, value in standing.items()},
         "triangles": {"environment": street_tris, "cars": car_tris, "total": street_tris + car_tris},
         "files": files,
     }
     # layout.json goes last: its presence means every other file is complete.
     _write_text(os.path.join(out_dir, LAYOUT_FILE), json.dumps(layout, indent=1, sort_keys=True) + "\n")
     return layout
+
+
+def _rounded(value):
+    """Floats of a JSON-bound value rounded to 0.1 mm (numpy scalars as plain floats)."""
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return round(float(value), 4)
+    return value
 
 
 def _complete_layout(out_dir: str, seed: int):

@@ -50,7 +50,8 @@ from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog, RosbagLog
 from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials", "ir_database",
-                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis", "ground_truth"}
+                 "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis", "ground_truth",
+                 "objects", "host"}
 
 
 def load_scenario(path) -> dict:
@@ -73,8 +74,11 @@ def load_scenario(path) -> dict:
     for key in ("trace", "assets", "environment", "materials", "ir_database"):
         if scenario.get(key) and not isinstance(scenario[key], str):
             raise UserError(f"scenario {path}: {key} must be a file or folder name, got {shown(scenario[key])}")
-        if scenario.get(key):
+        if scenario.get(key) and not (key == "environment" and scenario[key].strip().lower() in ("auto", "none")):
             scenario[key] = os.path.join(folder, scenario[key])
+    host = scenario.get("host")
+    if host is not None and not (type(host) is int and 0 <= host < 2**64):
+        raise UserError(f"scenario {path}: host must be an OSI id (a whole number ≥ 0), got {shown(host)}")
     sensor = scenario.get("sensor", "ouster_os1_128")
     if isinstance(sensor, str) and os.path.isfile(os.path.join(folder, sensor)):
         sensor = os.path.join(folder, sensor)
@@ -84,10 +88,11 @@ def load_scenario(path) -> dict:
     step_s = scenario.get("step_size_s")
     if step_s is not None and not (type(step_s) in (int, float) and math.isfinite(step_s) and step_s > 0):
         raise UserError(f"scenario {path}: step_size_s must be a number of seconds > 0 (an FMI step), got {step_s!r}")
-    from ..cosim.scene_update import check_up_axis
+    from ..cosim.scene_update import check_objects, check_up_axis
 
     try:
         scenario["up_axis"] = check_up_axis(scenario.get("up_axis"))
+        check_objects(scenario.get("objects"))
     except ValueError as exc:
         raise UserError(f"scenario {path}: {exc}") from None
     return scenario
@@ -139,13 +144,32 @@ def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
               "environment": scenario.get("environment", "") or "", "materials": scenario.get("materials", "") or "",
               "ir_database": scenario.get("ir_database", "") or "",
               "backend": scenario.get("backend", "auto"), "disable_self_hits": scenario.get("disable_self_hits", True),
-              "up_axis": scenario.get("up_axis", "") or ""}
+              "up_axis": scenario.get("up_axis", "") or "", "objects": scenario.get("objects", "") or "auto"}
     mounting = scenario.get("mounting") or {}
     for axis, value in zip("xyz", mounting.get("position_m", (0, 0, 0))):
         params[f"mounting_position_{axis}"] = value
     for angle, value in zip(("roll", "pitch", "yaw"), mounting.get("orientation_rad", (0, 0, 0))):
         params[f"mounting_orientation_{angle}"] = value
     return params
+
+
+#: a roof lidar's optical centre above the roof (m): the height of a lidar's housing to its optical centre plus a
+#: roof mount (assumed: an OS1's centre is 3.6 cm above its base, roof racks and mounts add a few cm)
+ROOF_MOUNT_ABOVE_M = 0.1
+
+
+def roof_mounting(sensor_view: bytes, host_id: int | None) -> dict:
+    """The mounting (scenario ``mounting``: vehicle frame, rear-axle origin) of a lidar on the middle of the host's
+    roof, for traces that give none (a GroundTruth trace): the host's box centre, its top plus ROOF_MOUNT_ABOVE_M."""
+    from ..osi.decode import decode_sensor_view
+
+    frame = decode_sensor_view(sensor_view)
+    host = frame.object(host_id) if host_id is not None else None
+    if host is None:
+        return {}
+    rear = host.bbcenter_to_rear_m or (0.0, 0.0, 0.0)
+    return {"position_m": (-rear[0], -rear[1], -rear[2] + 0.5 * host.dimension_m[2] + ROOF_MOUNT_ABOVE_M),
+            "orientation_rad": (0.0, 0.0, 0.0)}
 
 
 def _timestamp_s(sensor_view: bytes) -> float:
@@ -170,7 +194,7 @@ def model_of(parameters: dict, sensor=None, **options):
         ir_database=parameters.get("ir_database", ""),
         backend=parameters.get("backend", "auto"), default_mounting_pose=mounting,
         disable_self_hits=bool(parameters.get("disable_self_hits", True)), up_axis=parameters.get("up_axis", ""),
-        **options)
+        objects=parameters.get("objects", "") or "auto", **options)
 
 
 class GroundTruthTwin:
@@ -224,13 +248,19 @@ class SensorViews:
     :class:`TraceError` is then in ``damage``; ``max_frames`` (if any): never read past them, so damage further
     on goes unseen.
 
+    A GroundTruth trace (``message_type``; what esmini writes) is read as SensorViews around the host ``host``
+    (an OSI id; ``None``: the trace's own ``host_vehicle_id``, else it is refused, naming its vehicles).
     A missing or unknown trace, or one that holds no intact view, fails here, before any work.
     """
 
-    def __init__(self, path: str, max_frames: int | None = None):
+    def __init__(self, path: str, max_frames: int | None = None, message_type: str = "SensorView",
+                 host: int | None = None):
         from ..osi.trace import read_trace
 
-        reader = read_trace(path, "SensorView")
+        reader = read_trace(path, message_type)
+        self.host = host
+        if message_type == "GroundTruth":
+            reader = self._views_of_ground_truth(reader, path)
         if max_frames:
             reader = itertools.islice(reader, max_frames)
         self.damage: list[TraceError] = []
@@ -241,6 +271,19 @@ class SensorViews:
                 raise self.damage[0]
             raise UserError(f"trace {path} holds no SensorView")
         self.head_times_s = [_timestamp_s(view) for view in self.head]
+
+    def _views_of_ground_truth(self, messages, path: str):
+        from ..osi.ground_truth import ground_truth_view, host_of_ground_truth
+
+        for message in messages:
+            if self.host is None:
+                named, vehicles = host_of_ground_truth(message)
+                if named is None:
+                    shown_ids = ", ".join(map(str, vehicles[:10])) + (", …" if len(vehicles) > 10 else "")
+                    raise UserError(f"{path} is a GroundTruth trace that names no host_vehicle_id: give the host "
+                                    f"with --host ID (scenario key host); its moving objects: {shown_ids or 'none'}")
+                self.host = named
+            yield ground_truth_view(message, self.host)
 
     def step_size_s(self, one_view_s: float) -> float:
         """The median timestamp spacing of the views read ahead (``one_view_s`` for a trace of one view, or of views
@@ -552,9 +595,11 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
         from ..io.rosbag import check_rosbag_output
 
         check_rosbag_output(rosbag_path)
-    check_message_type(scenario["trace"], "SensorView")
+    message_type = check_message_type(scenario["trace"], ("SensorView", "GroundTruth"))
     fmu_path = _current_fmu(fmu_path)
-    views = SensorViews(scenario["trace"], max_frames)
+    views = SensorViews(scenario["trace"], max_frames, message_type, scenario.get("host"))
+    if message_type == "GroundTruth" and not scenario.get("mounting"):
+        scenario = scenario | {"mounting": roof_mounting(views.head[0], views.host)}
     step_s = scenario.get("step_size_s") or views.step_size_s(rig[0].sensor.frame_period_s)
     os.makedirs(out_dir, exist_ok=True)
     clear_previous_replay(out_dir)

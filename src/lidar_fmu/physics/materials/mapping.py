@@ -7,7 +7,8 @@ A map file (YAML or JSON) or dict::
       asphalt: asphalt               # exact visual name → IR name
       car_paint_*: metal_painted     # keys with * ? [ are fnmatch globs, tried in file order
 
-Lookup order: exact name, then the first matching glob, then ``default``.
+Lookup order: exact name, then the first matching glob, then a name ``ir:<IR name>`` (which names its IR material
+itself), then ``default``.
 Matching is case-sensitive (mesh files keep their material names verbatim).
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ...geometry.scene import Mesh
 
 __all__ = ["MaterialMap", "load_material_map", "resolve_mesh_materials", "DEFAULT_MAP", "street_material_map",
-           "PACKAGED_MAPS", "packaged_map_path"]
+           "PACKAGED_MAPS", "packaged_map_path", "IR_NAME_PREFIX"]
 
 _GLOB_CHARS = set("*?[")
 _MAP_KEYS = {"default", "materials", "description"}
@@ -39,6 +40,9 @@ PACKAGED_MAPS = {"street": "street_map.yaml"}
 #: Visual names lidar-fmu itself gives triangles (OSI bounding boxes, files without materials): they take the
 #: map's default without a warning — a user's map cannot be expected to name them.
 BUILTIN_VISUAL_NAMES = frozenset({"osi_bounding_box", "default"})
+#: A visual name ``ir:<IR name>`` names its IR material itself (what lidar-fmu's geometry from OSI ground truth
+#: carries: ``ir:asphalt``): it takes that material unless a map names the visual name exactly or by a glob.
+IR_NAME_PREFIX = "ir:"
 # Visual names already reported as falling to a map's default: once per process, however many meshes
 # (and Lidar instances) use them; bounded, so hostile input naming endless materials cannot grow it.
 _reported_unmapped: set[str] = set()
@@ -170,6 +174,16 @@ def check_map(material_map: MaterialMap, database: MaterialDatabase) -> None:
                                 f"unknown IR material {ir!r}{hint}")
 
 
+def _named_ir(visual: str, database: MaterialDatabase) -> str:
+    """The IR material an ``ir:<name>`` visual name names (:class:`MaterialError` if the database has none)."""
+    ir = visual[len(IR_NAME_PREFIX):]
+    if ir not in database or ir == FACE_REFLECTIVITY:
+        close = database.close_names(ir)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise MaterialError(f"visual material {visual!r} names unknown IR material {ir!r}{hint}")
+    return ir
+
+
 def resolve_mesh_materials(mesh: Mesh, material_map: MaterialMapSource, database: MaterialDatabase,
                            warn: Callable[[str], object] | None = None) -> np.ndarray:
     """(F,) int16 IR material id of every triangle of ``mesh``.
@@ -191,6 +205,9 @@ def resolve_mesh_materials(mesh: Mesh, material_map: MaterialMapSource, database
     unmapped = []
     for i, visual in enumerate(names):
         ir, explicit = material_map.ir_name(visual)
+        if not explicit and visual.startswith(IR_NAME_PREFIX):
+            ir = _named_ir(visual, database)
+            explicit = True
         lut[i] = database.index(ir)
         if not explicit and used[i] and visual not in BUILTIN_VISUAL_NAMES and visual not in _reported_unmapped:
             unmapped.append(visual)

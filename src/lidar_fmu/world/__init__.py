@@ -1,0 +1,79 @@
+"""Ground truth becomes geometry: what OSI sends without meshes, made into meshes.
+
+Real scenario tools send ground truth, not meshes. This stage, between OSI decoding and the scene, turns it into
+triangles with infrared materials and OSI ids, in plain functions of decoded ground truth (no FMI, no scene):
+
+* :func:`build_road_world` — the static road of a :class:`~lidar_fmu.osi.ground_truth.RoadGroundTruth`: lane
+  surfaces, paint, kerbs, rails, walls, road markings (:mod:`.road`), signs and traffic lights
+  (:mod:`.roadside`), and the terrain past the road's edges out to the sensor's reach (:mod:`.terrain`), as one
+  mesh whose faces carry the OSI id they came from;
+* :func:`ground_plane_mesh` — the ground of a trace without lanes;
+* :func:`road_user_mesh` and :func:`stationary_mesh` — the shared meshes of road users and stationary objects by
+  their OSI class (:mod:`.road_users`, :mod:`.roadside`), for objects without a model of their own.
+
+Every material is named ``ir:<IR material>`` (:mod:`lidar_fmu.physics.materials`); docs/world.md shows what the
+road looks like and what is still approximate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..geometry.scene import Mesh
+from ..osi.ground_truth import RoadGroundTruth
+from .nearest import PointIndex
+from .road import build_road
+from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
+from .roadside import add_lights, add_signs, stationary_mesh
+from .shapes import MeshBuilder
+from .terrain import build_terrain, ground_plane
+
+#: the terrain reaches at most this far from the road (m), whatever the sensor's range: beyond, returns from
+#: level ground at grazing incidence are below every lidar's range limit
+MAX_REACH_M = 1000.0
+
+
+@dataclass(frozen=True)
+class RoadWorld:
+    """The static road built from ground truth: one mesh (None when nothing could be built) and the problems met
+    (each names its OSI element)."""
+
+    mesh: Mesh | None
+    problems: tuple[str, ...]
+
+
+def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | None = None) -> RoadWorld:
+    """The road of ``road`` with its signs, lights and terrain out to ``reach_m`` (at most MAX_REACH_M).
+
+    ``ground_z_m``: the ground height under signs and lights where no road point is near (a trace of signs without
+    lanes); ``None``: such signs get no post.
+    """
+    builder = MeshBuilder()
+    built = build_road(road, builder)
+    index = PointIndex(built.points)
+
+    def ground_z(xy: np.ndarray) -> np.ndarray:
+        if not len(index):
+            return np.full(len(xy), np.nan if ground_z_m is None else ground_z_m)
+        _, nearest = index.nearest(xy)
+        return built.points[nearest, 2]
+
+    add_signs(builder, road.signs, ground_z, built.problems)
+    add_lights(builder, road.lights, ground_z, built.problems)
+    build_terrain(builder, built, min(float(reach_m), MAX_REACH_M))
+    return RoadWorld(builder.mesh("road from OSI ground truth"), tuple(built.problems))
+
+
+def ground_plane_mesh(reach_m: float) -> Mesh:
+    """A square of asphalt 2·reach wide (at most MAX_REACH_M), centred on its origin: the ground of a trace
+    without lanes, placed under the host each step."""
+    builder = MeshBuilder()
+    builder.add(ground_plane(min(float(reach_m), MAX_REACH_M)), "ir:asphalt")
+    mesh = builder.mesh("ground plane")
+    assert mesh is not None
+    return mesh
+
+
+__all__ = ["RoadWorld", "build_road_world", "ground_plane_mesh", "road_user_mesh", "stationary_mesh", "paint_of",
+           "ROAD_USER_CLASSES", "RIDER_HEIGHT_M", "MAX_REACH_M"]

@@ -1,0 +1,554 @@
+"""Road users by what OSI says they are: parametric meshes of vehicles, riders, pedestrians and animals.
+
+Each class mesh is built once, in the OSI object frame (origin at the
+bounding-box centre, x forward, y left, z up) and normalised to the unit box
+[-0.5, 0.5]³, so an instance pose ``pose · diag(length, width, height, 1)``
+fits it into any object's ``base.dimension`` (as the unit box of an object
+without a model is). Parts carry visual names ``ir:<IR material>``
+(:mod:`lidar_fmu.physics.materials`): paint, glass, tyres, retroreflective
+licence plates and rear reflectors, lamps.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..geometry.scene import Mesh
+from .shapes import (
+    MeshBuilder,
+    add,
+    box,
+    compact,
+    cube_surface,
+    cylinder_between,
+    ellipsoid,
+    frustum,
+    merge,
+    normalised,
+    place,
+    rotation_x,
+    rounded_box,
+    superellipse_x,
+    superellipsoid,
+    unit_annulus,
+    unit_cylinder,
+    unit_icosphere,
+)
+
+
+def car_body(spec):
+    """Lower body from the sill to the belt line, with the bonnet falling to the nose."""
+    half = np.array([spec["length_m"] / 2, spec["width_m"] / 2, (spec["belt_m"] - spec["clearance_m"]) / 2])
+    v, f = rounded_box(half, spec["body_cells"])
+    # Bonnet and boot lids slope down towards the ends (quadratic in x, more on top).
+    ends = np.clip((np.abs(v[:, 0]) - 0.45 * half[0]) / (0.55 * half[0]), 0.0, 1.0) ** 2
+    top = np.clip(v[:, 2] / half[2], 0.0, 1.0)
+    v[:, 2] -= 0.35 * half[2] * ends * top
+    v[:, 2] += spec["clearance_m"] + half[2]
+    return (v, f), half
+
+
+def car_cabin(spec):
+    """Greenhouse above the belt line; its surface is split into glass and paint.
+
+    Glass is chosen per quad in the undeformed cube parameters ``t`` so window
+    edges follow grid lines (straight) instead of zig-zagging across triangles.
+    """
+    z0 = spec["belt_m"] - 0.12  # overlap the body so there is no seam
+    half = np.array([spec["cabin_length_m"] / 2, 0.92 * spec["width_m"] / 2, (spec["height_m"] - z0) / 2])
+    t, f = cube_surface(spec["cabin_cells"])
+    v = superellipsoid(t, half, 6.0)
+    rise = np.clip((v[:, 2] + half[2]) / (2 * half[2]), 0.0, 1.0)  # 0 at the belt, 1 at the roof
+    taper = np.where(v[:, 0] > 0, spec["taper_front"], spec["taper_rear"])
+    v[:, 0] *= 1.0 - taper * rise ** 1.2
+    v[:, 1] *= 1.0 - 0.12 * rise  # tumblehome: side windows lean inwards
+    v += (spec["cabin_x_m"], 0.0, z0 + half[2])
+    corners = t[f]
+    quad = 0.5 * (corners.min(axis=1) + corners.max(axis=1))  # a half-quad triangle spans its whole quad
+    step = 2.0 / spec["cabin_cells"]
+    band = (quad[:, 2] > (spec["belt_m"] + 0.03 - z0) / half[2] - 1.0) & (quad[:, 2] < 0.75)
+    side = np.abs(quad[:, 1]) > 1.0 - 1e-9
+    ends = np.abs(quad[:, 0]) > 1.0 - 1e-9
+    side_glass = side & (np.abs(quad[:, 0]) < 0.82) & (np.abs(quad[:, 0] - 0.1) > 0.5 * step)  # A/C, B pillars
+    if spec["cargo_x_m"] is not None:  # panel van: no side glass behind the cab
+        side_glass &= quad[:, 0] > (spec["cargo_x_m"] - spec["cabin_x_m"]) / half[0]
+    glass = band & (side_glass | (ends & (np.abs(quad[:, 1]) < 0.8)))
+    return compact(v, f[~glass]), compact(v, f[glass])
+
+
+def car_wheels(spec):
+    """Four tyres (annuli) with rims, axis along y, standing on z = 0."""
+    r = spec["wheel_radius_m"]
+    tyre_w = 0.22 if spec["width_m"] < 1.85 else 0.24
+    y = spec["width_m"] / 2 - tyre_w / 2 - 0.03
+    axle_x = spec["wheelbase_m"] / 2
+    to_y = rotation_x(np.pi / 2)  # cylinder axis z → y
+    tyres, rims = [], []
+    for x in (-axle_x, axle_x):
+        for sy in (-y, y):
+            centre = (x, sy, r)
+            tyres.append(place(unit_annulus(0.62, 32), (r, r, tyre_w), to_y, centre))
+            rims.append(place(unit_cylinder(24), (0.63 * r, 0.63 * r, tyre_w - 0.02), to_y, centre))
+    return merge(tyres), merge(rims)
+
+
+def car_lights_and_bumpers(spec, body_half):
+    """Head/tail lights seated into the body ends, bumpers below them."""
+    centre_z = spec["clearance_m"] + body_half[2]
+    light_z = spec["belt_m"] - 0.17
+    light_y = spec["width_m"] / 2 - 0.27
+    unit = unit_icosphere(2)
+    lights: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"headlight_glass": [], "taillight_red": []}
+    for end, material in ((1.0, "headlight_glass"), (-1.0, "taillight_red")):
+        for sy in (-light_y, light_y):
+            surface_x = superellipse_x(body_half, sy, light_z - centre_z)
+            centre = (end * (surface_x - 0.045), sy, light_z)
+            lights[material].append(place(unit, (0.07, 0.22, 0.07), None, centre))
+    bumper_half = np.array([0.12, spec["width_m"] / 2 - 0.02, 0.1])
+    bumpers = []
+    for end in (1.0, -1.0):
+        x = end * (spec["length_m"] / 2 - 0.1)
+        v, f = rounded_box(bumper_half, 6)
+        bumpers.append((v + (x, 0.0, spec["clearance_m"] + 0.16), f))
+    return {k: merge(v) for k, v in lights.items()}, merge(bumpers)
+
+
+def car_parts(spec) -> dict:
+    """A car in its own frame, not yet centred: ground at z = 0, x forward."""
+    parts: dict = {}
+    body, body_half = car_body(spec)
+    paint_cabin, glass = car_cabin(spec)
+    add(parts, spec["paint"], body)
+    add(parts, spec["paint"], paint_cabin)
+    add(parts, "car_glass", glass)
+    tyres, rims = car_wheels(spec)
+    add(parts, "tyre_rubber", tyres)
+    add(parts, "wheel_rim", rims)
+    lights, bumpers = car_lights_and_bumpers(spec, body_half)
+    for material, vf in lights.items():
+        add(parts, material, vf)
+    add(parts, "car_plastic_black", bumpers)
+    return parts
+
+
+# ------------------------------------------------------------------------------------------------ classes
+
+#: visual names of :func:`car_parts` (the demo's car models keep them, mapped by the street's material map) → the
+#: IR materials the class meshes name directly (the same as ``physics/materials/data/street_map.yaml``)
+CAR_PART_MATERIALS = {"car_glass": "glass_clear", "tyre_rubber": "rubber_tyre", "wheel_rim": "aluminum",
+                      "headlight_glass": "glass_clear", "taillight_red": "glass_clear",
+                      "car_plastic_black": "plastic_black"}
+
+#: body paint of road users whose OSI object says no colour: the world's car colours by share, Axalta Global
+#: Automotive Color Popularity Report 2023 (white 35 %, black 19 %, grey 18 %, silver 10 %, blue 7 %, red 6 %,
+#: others 5 %); grey, blue and the rest as a mid-tone paint
+PAINT_SHARES = (("car_paint_white", 0.35), ("car_paint_black", 0.19), ("metal_painted", 0.18),
+                ("car_paint_silver", 0.10), ("metal_painted", 0.07), ("car_paint_red", 0.06),
+                ("metal_painted", 0.05))
+PAINTS = tuple(sorted({name for name, _ in PAINT_SHARES}))
+
+#: car classes: the proportions of a typical model of each (the instance pose fits the mesh into the object's own
+#: box). Small: VW up! 3.60 × 1.64 × 1.50 m; compact: VW Golf 8 4.28 × 1.79 × 1.46 m; car (OSI's medium): VW Passat
+#: B8 4.77 × 1.83 × 1.46 m; luxury: Mercedes-Benz S-Class W223 5.18 × 1.95 × 1.50 m; van: VW Crafter 5.99 × 2.04 ×
+#: 2.36 m (manufacturers' data sheets)
+CAR_SPECS: dict[str, dict] = {
+    "small_car": dict(length_m=3.6, width_m=1.64, height_m=1.5, clearance_m=0.15, belt_m=0.92, cabin_length_m=2.3,
+                      cabin_x_m=-0.2, taper_front=0.45, taper_rear=0.12, wheel_radius_m=0.3, wheelbase_m=2.42,
+                      body_cells=14, cabin_cells=12, cargo_x_m=None),
+    "compact_car": dict(length_m=4.28, width_m=1.79, height_m=1.46, clearance_m=0.15, belt_m=0.92,
+                        cabin_length_m=2.6, cabin_x_m=-0.3, taper_front=0.48, taper_rear=0.15, wheel_radius_m=0.32,
+                        wheelbase_m=2.63, body_cells=14, cabin_cells=12, cargo_x_m=None),
+    "car": dict(length_m=4.77, width_m=1.83, height_m=1.46, clearance_m=0.15, belt_m=0.92, cabin_length_m=2.8,
+                cabin_x_m=-0.25, taper_front=0.5, taper_rear=0.42, wheel_radius_m=0.33, wheelbase_m=2.79,
+                body_cells=16, cabin_cells=14, cargo_x_m=None),
+    "luxury_car": dict(length_m=5.18, width_m=1.95, height_m=1.5, clearance_m=0.14, belt_m=0.95,
+                       cabin_length_m=3.1, cabin_x_m=-0.3, taper_front=0.5, taper_rear=0.45, wheel_radius_m=0.35,
+                       wheelbase_m=3.11, body_cells=16, cabin_cells=14, cargo_x_m=None),
+    "van": dict(length_m=5.99, width_m=2.04, height_m=2.36, clearance_m=0.2, belt_m=1.15, cabin_length_m=5.0,
+                cabin_x_m=-0.45, taper_front=0.2, taper_rear=0.02, wheel_radius_m=0.36, wheelbase_m=3.64,
+                body_cells=18, cabin_cells=16, cargo_x_m=0.6),
+}
+#: classes drawn as one of the cars above
+CAR_CLASSES = {"land_vehicle": "car", "vehicle": "car"}
+#: a rider (or a person on a wheelchair or scooter) is drawn where the object's box is at least this tall (m): OSI
+#: boxes of ridden two-wheelers include the rider
+RIDER_HEIGHT_M = 1.3
+#: licence plates (EU: 520 × 110 mm, retroreflective: DIN 74069 / ECE sheeting) and rear reflex reflectors (ECE R3
+#: class IA, red cube-corner prisms whose dye is transparent in the near infrared): retroreflective
+PLATE_SIZE_M = (0.52, 0.11)
+
+
+def paint_of(object_id: int) -> str:
+    """The body paint of an object that says no colour: drawn from :data:`PAINT_SHARES` by a hash of its id (the
+    same object keeps its colour, run after run)."""
+    u = ((int(object_id) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) / 2.0**64
+    total = 0.0
+    for name, share in PAINT_SHARES:
+        total += share
+        if u < total:
+            return name
+    return PAINT_SHARES[-1][0]
+
+
+def _ir_parts(parts: dict, paint: str) -> dict:
+    """``parts`` with their visual names turned into ``ir:`` names (``paint`` for the body)."""
+    out: dict = {}
+    for material, shapes in parts.items():
+        name = paint if material.startswith("car_paint") or material == "paint" else CAR_PART_MATERIALS.get(
+            material, material)
+        out.setdefault(name if name.startswith("ir:") else f"ir:{name}", []).extend(shapes)
+    return out
+
+
+def _plates_and_reflectors(parts: dict, length_m: float, width_m: float, plate_z_m: float, front: bool = True,
+                           reflector_z_m: float | None = None) -> None:
+    """Licence plates at the ends (front too unless ``front`` is False), two rear reflex reflectors."""
+    w, h = PLATE_SIZE_M
+    ends = (1.0, -1.0) if front else (-1.0,)
+    for end in ends:
+        add(parts, "ir:retroreflector", box((end * (0.5 * length_m + 0.005), 0.0, plate_z_m), (0.01, w, h)))
+    z = plate_z_m if reflector_z_m is None else reflector_z_m
+    for y in (-0.4 * width_m, 0.4 * width_m):
+        add(parts, "ir:retroreflector", box((-(0.5 * length_m + 0.005), y, z), (0.01, 0.08, 0.04)))
+
+
+def _car(spec: dict, paint: str) -> dict:
+    """A car with its interior (seats and dashboard behind the glass), plates and rear reflectors."""
+    parts = _ir_parts(car_parts({**spec, "paint": "paint"}), f"ir:{paint}")
+    length, width = spec["length_m"], spec["width_m"]
+    # the body spans −L/2…L/2 (car_body); seats and dashboard fill the cabin between belt line and roof
+    belt, cabin_x = spec["belt_m"], spec["cabin_x_m"]
+    seat_z = belt - 0.15
+    for x in (cabin_x + 0.25, cabin_x - 0.6):
+        add(parts, "ir:textile", box((x, 0.0, seat_z), (0.5, 0.8 * width, 0.45)))
+        add(parts, "ir:textile", box((x - 0.25, 0.0, seat_z + 0.35), (0.12, 0.8 * width, 0.6)))
+    add(parts, "ir:plastic_black", box((cabin_x + 0.5 * spec["cabin_length_m"] - 0.35, 0.0, belt),
+                                       (0.4, 0.85 * width, 0.25)))
+    _plates_and_reflectors(parts, length, width, spec["clearance_m"] + 0.3, reflector_z_m=spec["clearance_m"] + 0.35)
+    return parts
+
+
+def _wheels(parts: dict, xs, half_track_m: float, radius_m: float, width_m: float, inner: float = 0.62) -> None:
+    to_y = rotation_x(np.pi / 2)
+    for x in xs:
+        for y in (-half_track_m, half_track_m):
+            add(parts, "ir:rubber_tyre", place(unit_annulus(inner, 24), (radius_m, radius_m, width_m), to_y,
+                                                (x, y, radius_m)))
+            add(parts, "ir:aluminum", place(unit_cylinder(16), (inner * radius_m, inner * radius_m, width_m - 0.02),
+                                            to_y, (x, y, radius_m)))
+
+
+def _cab(parts: dict, front_x: float, length_m: float, width_m: float, bottom_m: float, top_m: float,
+         paint: str) -> None:
+    """A truck or bus cab: a rounded box with a windscreen and side windows in its upper third."""
+    half = np.array([0.5 * length_m, 0.5 * width_m, 0.5 * (top_m - bottom_m)])
+    centre = (front_x - half[0], 0.0, bottom_m + half[2])
+    v, f = rounded_box(half, 10, 6.0)
+    v = v + centre
+    tri = v[f].mean(axis=1)
+    window = (tri[:, 2] > bottom_m + 0.62 * (top_m - bottom_m)) & (tri[:, 2] < top_m - 0.15) & (
+        (tri[:, 0] > front_x - 0.08) | ((np.abs(tri[:, 1]) > 0.5 * width_m - 0.08) & (tri[:, 0] > front_x - 1.0)))
+    add(parts, f"ir:{paint}", compact(v, f[~window]))
+    add(parts, "ir:glass_clear", compact(v, f[window]))
+    add(parts, "ir:textile", box((front_x - 1.0, 0.0, bottom_m + 0.5 * (top_m - bottom_m)),
+                                 (0.6, 0.8 * width_m, 0.6)))
+
+
+def _heavy_truck(paint: str) -> dict:
+    """A rigid truck (MAN TGM-like, 9.4 × 2.55 × 3.6 m; EU limits: 2.55 m wide, 4 m high, Directive 96/53/EC): cab,
+    box body, three axles, side guards, plates and reflectors."""
+    parts: dict = {}
+    length, width = 9.4, 2.55
+    _cab(parts, 0.5 * length, 2.2, width, 0.6, 3.1, paint)
+    add(parts, "ir:plastic_white", box((-1.1, 0.0, 2.2), (length - 2.4, width, 2.8)))
+    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.75), (length - 0.4, 0.9, 0.3)))
+    add(parts, "ir:metal_painted_dark", box((-0.5, 0.5 * width - 0.05, 0.6), (3.0, 0.05, 0.25)))
+    add(parts, "ir:metal_painted_dark", box((-0.5, -0.5 * width + 0.05, 0.6), (3.0, 0.05, 0.25)))
+    _wheels(parts, (3.0, -2.2, -3.55), 0.5 * width - 0.25, 0.5, 0.4)
+    _plates_and_reflectors(parts, length, width, 0.6)
+    return parts
+
+
+def _semitractor(paint: str) -> dict:
+    """A semitrailer tractor (6.0 × 2.5 × 3.9 m): cab, chassis with the fifth wheel, two axles."""
+    parts: dict = {}
+    length, width = 6.0, 2.5
+    _cab(parts, 0.5 * length, 2.3, width, 0.6, 3.9, paint)
+    add(parts, "ir:metal_painted_dark", box((-0.6, 0.0, 0.9), (length - 1.2, 1.0, 0.3)))
+    add(parts, "ir:metal_painted_dark", box((-1.8, 0.0, 1.1), (1.0, 1.2, 0.12)))
+    _wheels(parts, (1.5, -2.2), 0.5 * width - 0.25, 0.5, 0.4)
+    _plates_and_reflectors(parts, length, width, 0.6)
+    return parts
+
+
+def _box_trailer(length_m: float, width_m: float, height_m: float, axles, floor_m: float, drawbar: bool) -> dict:
+    """A box body on axles: a semitrailer (landing legs at the front) or a drawbar trailer."""
+    parts: dict = {}
+    add(parts, "ir:plastic_white", box((0.0, 0.0, floor_m + 0.5 * (height_m - floor_m)),
+                                       (length_m, width_m, height_m - floor_m)))
+    _wheels(parts, axles, 0.5 * width_m - 0.25, 0.5, 0.4)
+    if drawbar:
+        add(parts, "ir:metal_painted_dark", frustum((0.5 * length_m, 0.0, floor_m - 0.1),
+                                                    (0.5 * length_m + 1.5, 0.0, 0.5), 0.05, 0.05, 8))
+    else:
+        for y in (-0.8, 0.8):
+            add(parts, "ir:metal_painted_dark", box((0.5 * length_m - 2.0, y, 0.5 * floor_m), (0.1, 0.1, floor_m)))
+    _plates_and_reflectors(parts, length_m, width_m, floor_m - 0.2, front=False)
+    return parts
+
+
+def _semitrailer(paint: str) -> dict:
+    """A box semitrailer (13.6 × 2.55 × 4.0 m, the EU standard length), three axles at the rear."""
+    return _box_trailer(13.6, 2.55, 4.0, (-3.8, -5.1, -6.4), 1.25, False)
+
+
+def _trailer(paint: str) -> dict:
+    """A drawbar box trailer (7.0 × 2.55 × 3.5 m), two axles in its middle."""
+    return _box_trailer(7.0, 2.55, 3.5, (0.7, -0.7), 1.1, True)
+
+
+def _bus(paint: str) -> dict:
+    """A city bus (Mercedes-Benz Citaro-like 12.1 × 2.55 × 3.1 m): body, window band, two axles."""
+    parts: dict = {}
+    length, width, height = 12.1, 2.55, 3.1
+    half = np.array([0.5 * length, 0.5 * width, 0.5 * (height - 0.3)])
+    v, f = rounded_box(half, 16, 10.0)
+    v = v + (0.0, 0.0, 0.3 + half[2])
+    tri = v[f].mean(axis=1)
+    window = (tri[:, 2] > 1.15) & (tri[:, 2] < 2.75) & (np.abs(tri[:, 0]) < 0.5 * length - 0.2)
+    window |= (tri[:, 0] > 0.5 * length - 0.1) & (tri[:, 2] > 0.9) & (tri[:, 2] < 2.8)
+    add(parts, f"ir:{paint}", compact(v, f[~window]))
+    add(parts, "ir:glass_clear", compact(v, f[window]))
+    for x in np.linspace(-0.5 * length + 1.5, 0.5 * length - 2.0, 8):  # seats behind the windows
+        add(parts, "ir:textile", box((x, 0.0, 1.0), (0.5, 2.0, 0.9)))
+    _wheels(parts, (0.5 * length - 2.7, -0.5 * length + 3.4), 0.5 * width - 0.3, 0.5, 0.35)
+    _plates_and_reflectors(parts, length, width, 0.5)
+    return parts
+
+
+def _railcar(length_m: float, width_m: float, height_m: float, floor_m: float, paint: str) -> dict:
+    """A tram or a coach: body with a window band, bogies under it."""
+    parts: dict = {}
+    half = np.array([0.5 * length_m, 0.5 * width_m, 0.5 * (height_m - floor_m)])
+    v, f = rounded_box(half, 20, 10.0)
+    v = v + (0.0, 0.0, floor_m + half[2])
+    tri = v[f].mean(axis=1)
+    window = (tri[:, 2] > floor_m + 0.9) & (tri[:, 2] < floor_m + 2.0)
+    add(parts, f"ir:{paint}", compact(v, f[~window]))
+    add(parts, "ir:glass_clear", compact(v, f[window]))
+    for x in np.linspace(-0.5 * length_m + 1.5, 0.5 * length_m - 1.5, 10):
+        add(parts, "ir:textile", box((x, 0.0, floor_m + 0.5), (0.5, width_m - 0.6, 0.9)))
+    for x in (-0.35 * length_m, 0.35 * length_m):
+        add(parts, "ir:metal_painted_dark", box((x, 0.0, 0.5 * floor_m), (2.5, width_m - 0.5, floor_m)))
+    return parts
+
+
+def _tram(paint: str) -> dict:
+    """A low-floor tram (Siemens Combino-like 30 × 2.65 × 3.4 m)."""
+    return _railcar(30.0, 2.65, 3.4, 0.35, paint)
+
+
+def _train(paint: str) -> dict:
+    """A passenger coach (UIC-X-like 26.4 × 2.83 × 4.05 m)."""
+    return _railcar(26.4, 2.83, 4.05, 1.2, paint)
+
+
+# ----------------------------------------------------------------------------- people, riders and animals
+
+#: body segment positions and lengths as shares of standing height (Drillis & Contini 1966, "Body segment
+#: parameters", NYU report 1166-03): shoulder 0.818, hip 0.530, knee 0.285, ankle 0.039, wrist 0.485 (standing);
+#: upper arm 0.186, forearm 0.146, thigh 0.245, shank 0.246, foot 0.152, head 0.130, shoulder width 0.259, hip width
+#: 0.191
+SHOULDER, HIP, KNEE, ANKLE = 0.818, 0.530, 0.285, 0.039
+UPPER_ARM, FOREARM, THIGH, SHANK, FOOT, HEAD = 0.186, 0.146, 0.245, 0.246, 0.152, 0.130
+SHOULDER_WIDTH, HIP_WIDTH = 0.259, 0.191
+
+
+def person_parts(height_m: float = 1.75, pose: str = "walk", seat_m: tuple = (0.0, 0.0, 0.0),
+                 hands_m: tuple | None = None) -> dict:
+    """A person ``height_m`` tall, facing +x: ``pose`` "walk" (feet at z = 0, mid-stride), "stand", "sit" (hips at
+    ``seat_m``, thighs forward), "ride" (hips at ``seat_m``, leaning to ``hands_m``). Clothes are textile, face and
+    hands skin, hair on the head, shoes dark."""
+    h = height_m
+    parts: dict = {}
+    limb = 0.028 * h
+
+    def segment(a, b, radius, material):
+        add(parts, material, frustum(a, b, radius, 0.85 * radius, 10))
+
+    if pose in ("walk", "stand"):
+        stride = 0.12 * h if pose == "walk" else 0.0
+        hip_z = HIP * h
+        for side, step in ((1.0, stride), (-1.0, -stride)):
+            y = side * 0.25 * HIP_WIDTH * h
+            hip = np.array([0.0, y, hip_z])
+            ankle = np.array([step, y, ANKLE * h])
+            knee = 0.5 * (hip + ankle) + (0.02 * h, 0.0, 0.0)
+            segment(hip, knee, 1.6 * limb, "ir:textile_dark")
+            segment(knee, ankle, 1.2 * limb, "ir:textile_dark")
+            add(parts, "ir:plastic_black", box((step + 0.3 * FOOT * h, y, 0.5 * ANKLE * h),
+                                               (FOOT * h, 0.055 * h, ANKLE * h)))
+        pelvis = np.array([0.0, 0.0, hip_z])
+        lean = np.zeros(3)
+    else:
+        pelvis = np.asarray(seat_m, float) + (0.0, 0.0, 0.06 * h)
+        lean = np.array([0.08 * h if pose == "ride" else 0.0, 0.0, 0.0])
+        for side in (1.0, -1.0):
+            y = side * 0.25 * HIP_WIDTH * h
+            hip = pelvis + (0.0, y, 0.0)
+            knee = hip + (THIGH * h * (0.95 if pose == "sit" else 0.7), 0.0, 0.0 if pose == "sit" else -0.1 * h)
+            ankle = np.array([knee[0] + 0.05 * h, y, max(knee[2] - SHANK * h, 0.05)])
+            segment(hip, knee, 1.6 * limb, "ir:textile_dark")
+            segment(knee, ankle, 1.2 * limb, "ir:textile_dark")
+            add(parts, "ir:plastic_black", box(ankle + (0.3 * FOOT * h, 0.0, -0.02 * h), (FOOT * h, 0.055 * h,
+                                                                                       0.04 * h)))
+    torso_height = (SHOULDER - HIP) * h
+    shoulder_z = pelvis[2] + torso_height
+    torso_centre = pelvis + lean * 0.5 + (0.0, 0.0, 0.5 * torso_height)
+    v, f = rounded_box((0.07 * h, 0.5 * (SHOULDER_WIDTH - 0.03) * h, 0.5 * torso_height), 6, 4.0)
+    add(parts, "ir:textile", (v + torso_centre, f))
+    neck = pelvis + lean + (0.0, 0.0, torso_height)
+    segment(neck, neck + (0.0, 0.0, 0.05 * h), 0.032 * h, "ir:skin")
+    head = neck + (0.01 * h, 0.0, 0.05 * h + 0.5 * HEAD * h)
+    add(parts, "ir:skin", ellipsoid(head, (0.058 * h, 0.05 * h, 0.5 * HEAD * h), 2))
+    add(parts, "ir:hair", ellipsoid(head + (-0.008 * h, 0.0, 0.018 * h), (0.057 * h, 0.051 * h, 0.05 * h), 2))
+    for side in (1.0, -1.0):
+        shoulder = np.array([neck[0], side * 0.5 * (SHOULDER_WIDTH - 0.02) * h, shoulder_z - 0.02 * h])
+        if hands_m is not None:
+            hand = np.asarray(hands_m, float) + (0.0, side * 0.2 * h, 0.0)
+            elbow = 0.5 * (shoulder + hand) + (0.0, side * 0.03 * h, -0.04 * h)
+        else:
+            swing = (0.06 * h if pose == "walk" else 0.0) * -side
+            elbow = shoulder + (swing, 0.0, -UPPER_ARM * h)
+            hand = elbow + (1.3 * swing, 0.0, -FOREARM * h)
+        segment(shoulder, elbow, 1.1 * limb, "ir:textile")
+        segment(elbow, hand, 0.9 * limb, "ir:skin")
+        add(parts, "ir:skin", ellipsoid(hand, (0.03 * h, 0.018 * h, 0.045 * h), 1))
+    return parts
+
+
+def _pedestrian(paint: str) -> dict:
+    return person_parts(1.75, "walk")
+
+
+def _two_wheel(radius_m: float, tyre_m: float, inner: float, wheelbase_m: float, parts: dict) -> None:
+    to_y = rotation_x(np.pi / 2)
+    for x in (-0.5 * wheelbase_m, 0.5 * wheelbase_m):
+        add(parts, "ir:rubber_tyre", place(unit_annulus(inner, 32), (radius_m, radius_m, tyre_m), to_y,
+                                            (x, 0.0, radius_m)))
+
+
+def _motorcycle(paint: str, rider: bool = True) -> dict:
+    """A motorcycle (2.1 m long, wheels 0.31 m), its rider where ``rider``."""
+    parts: dict = {}
+    _two_wheel(0.31, 0.13, 0.7, 1.42, parts)
+    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.45), (0.55, 0.3, 0.35)))  # engine
+    add(parts, f"ir:{paint}", ellipsoid((0.2, 0.0, 0.85), (0.3, 0.16, 0.13), 2))  # tank
+    add(parts, "ir:plastic_black", box((-0.35, 0.0, 0.83), (0.6, 0.25, 0.1)))  # seat
+    add(parts, f"ir:{paint}", box((-0.75, 0.0, 0.75), (0.45, 0.2, 0.15)))  # tail
+    add(parts, "ir:metal_painted_dark", frustum((0.71, 0.0, 0.31), (0.55, 0.0, 1.0), 0.03, 0.03, 8))  # fork
+    add(parts, "ir:metal_painted_dark", cylinder_between((0.5, -0.35, 1.02), (0.5, 0.35, 1.02), 0.015, 8))
+    add(parts, "ir:glass_clear", ellipsoid((0.68, 0.0, 0.9), (0.04, 0.09, 0.09), 1))  # headlamp
+    add(parts, "ir:retroreflector", box((-1.0, 0.0, 0.62), (0.01, 0.2, 0.13)))  # plate
+    if rider:
+        for material, shapes in person_parts(1.75, "ride", (-0.3, 0.0, 0.88), (0.5, 0.0, 1.02)).items():
+            parts.setdefault(material, []).extend(shapes)
+    return parts
+
+
+def _bicycle(paint: str, rider: bool = True) -> dict:
+    """A bicycle (wheels 0.35 m, thin: beams pass between its spokes), its rider where ``rider``."""
+    parts: dict = {}
+    _two_wheel(0.35, 0.035, 0.9, 1.05, parts)
+    frame = f"ir:{paint}"
+    bottom, seat, head = np.array([0.0, 0, 0.3]), np.array([-0.15, 0, 0.85]), np.array([0.4, 0, 0.85])
+    for a, b in ((bottom, seat), (bottom, head), (seat, head), (bottom, (-0.525, 0, 0.35)), (seat, (-0.525, 0, 0.35)),
+                 (head, (0.525, 0, 0.35))):
+        add(parts, frame, cylinder_between(a, b, 0.018, 8))
+    add(parts, "ir:plastic_black", box((-0.17, 0.0, 0.9), (0.25, 0.12, 0.06)))  # saddle
+    add(parts, frame, cylinder_between((0.42, -0.28, 1.0), (0.42, 0.28, 1.0), 0.012, 8))  # handlebar
+    add(parts, "ir:retroreflector", box((-0.55, 0.0, 0.75), (0.01, 0.06, 0.05)))  # rear reflector (StVZO §67)
+    if rider:
+        for material, shapes in person_parts(1.75, "ride", (-0.17, 0.0, 0.93), (0.42, 0.0, 1.0)).items():
+            parts.setdefault(material, []).extend(shapes)
+    return parts
+
+
+def _wheelchair(paint: str, rider: bool = True) -> dict:
+    """A manual wheelchair (1.1 × 0.65 m, wheels 0.3 m), its user seated where ``rider``."""
+    parts: dict = {}
+    to_y = rotation_x(np.pi / 2)
+    for y in (-0.3, 0.3):
+        add(parts, "ir:rubber_tyre", place(unit_annulus(0.9, 32), (0.3, 0.3, 0.03), to_y, (-0.15, y, 0.3)))
+        add(parts, "ir:rubber_tyre", place(unit_annulus(0.5, 12), (0.08, 0.08, 0.03), to_y, (0.35, y, 0.08)))
+    add(parts, "ir:textile", box((0.0, 0.0, 0.5), (0.45, 0.45, 0.05)))
+    add(parts, "ir:textile", box((-0.22, 0.0, 0.75), (0.04, 0.45, 0.45)))
+    if rider:
+        for material, shapes in person_parts(1.7, "sit", (-0.05, 0.0, 0.52)).items():
+            parts.setdefault(material, []).extend(shapes)
+    return parts
+
+
+def _scooter(paint: str, rider: bool = True) -> dict:
+    """A stand-up e-scooter (1.1 m, wheels 0.1 m), its rider standing where ``rider``."""
+    parts: dict = {}
+    _two_wheel(0.1, 0.05, 0.5, 0.85, parts)
+    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.14), (0.6, 0.15, 0.05)))
+    add(parts, "ir:metal_painted_dark", cylinder_between((0.42, 0.0, 0.12), (0.38, 0.0, 1.1), 0.02, 8))
+    add(parts, "ir:metal_painted_dark", cylinder_between((0.38, -0.25, 1.1), (0.38, 0.25, 1.1), 0.015, 8))
+    add(parts, "ir:retroreflector", box((-0.43, 0.0, 0.2), (0.01, 0.05, 0.04)))
+    if rider:
+        for material, shapes in person_parts(1.75, "stand").items():
+            parts.setdefault(material, []).extend([place(s, 1.0, None, (-0.05, 0.0, 0.17)) for s in shapes])
+    return parts
+
+
+def _animal(paint: str) -> dict:
+    """A deer-sized animal (1.6 m long, 1.3 m tall at the head): body, neck, head, four legs, fur."""
+    parts: dict = {}
+    fur = "ir:fur"
+    add(parts, fur, ellipsoid((0.0, 0.0, 0.95), (0.6, 0.2, 0.25), 2))
+    add(parts, fur, frustum((0.45, 0.0, 1.05), (0.62, 0.0, 1.35), 0.1, 0.07, 10))
+    add(parts, fur, ellipsoid((0.72, 0.0, 1.38), (0.14, 0.07, 0.08), 2))
+    for x in (-0.45, 0.4):
+        for y in (-0.1, 0.1):
+            add(parts, fur, frustum((x, y, 0.85), (x, y, 0.0), 0.045, 0.02, 8))
+    return parts
+
+
+def _vehicle(paint: str) -> dict:
+    """A vehicle OSI says no more of (a work machine, a watercraft on a trailer, …): a rounded body on wheels."""
+    parts: dict = {}
+    v, f = rounded_box((2.0, 1.0, 0.9), 10, 4.0)
+    add(parts, f"ir:{paint}", (v + (0.0, 0.0, 1.4), f))
+    _wheels(parts, (-1.3, 1.3), 0.75, 0.45, 0.35)
+    return parts
+
+
+_BUILDERS = {"heavy_truck": _heavy_truck, "semitractor": _semitractor, "semitrailer": _semitrailer,
+             "trailer": _trailer, "bus": _bus, "tram": _tram, "train": _train, "pedestrian": _pedestrian,
+             "animal": _animal, "work_machine": _vehicle, "watercraft": _vehicle, "aircraft": _vehicle}
+_RIDDEN = {"motorcycle": _motorcycle, "bicycle": _bicycle, "wheelchair": _wheelchair,
+           "standup_scooter": _scooter, "micromobility_device": _scooter}
+#: the classes that have a mesh of their own (others stay OSI's box)
+ROAD_USER_CLASSES = frozenset(CAR_SPECS) | frozenset(CAR_CLASSES) | frozenset(_BUILDERS) | frozenset(_RIDDEN)
+
+
+@functools.cache
+def road_user_mesh(object_class: str, paint: str = "car_paint_white", rider: bool = True) -> Mesh | None:
+    """The shared unit-box mesh of a road-user class (``None`` for a class without one): built once per class,
+    paint and rider."""
+    spec_name = CAR_CLASSES.get(object_class, object_class)
+    if spec_name in CAR_SPECS:
+        parts = _car(CAR_SPECS[spec_name], paint)
+    elif object_class in _RIDDEN:
+        parts = _RIDDEN[object_class](paint, rider)
+    elif object_class in _BUILDERS:
+        parts = _BUILDERS[object_class](paint)
+    else:
+        return None
+    unit, _ = normalised(parts)
+    builder = MeshBuilder()
+    builder.extend(unit)
+    return builder.mesh(f"osi {object_class}")

@@ -1,0 +1,294 @@
+"""Shapes every generated mesh is made of: unit primitives, placed by scale, rotation and translation.
+
+A shape is a pair ``(vertices (V, 3) float m, faces (F, 3) int)`` in a common
+frame (Z up); unit shapes are built once and shared (read-only), callers
+place copies. :class:`MeshBuilder` gathers shapes by visual material and OSI
+id into one :class:`~lidar_fmu.geometry.scene.Mesh`. Everything is plain numpy
+(trimesh builds the unit primitives), deterministic for its inputs.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..geometry.scene import INSTANCE_ID, Mesh
+from .lines import fill_polygon
+
+#: (vertices (V, 3) m, faces (F, 3)): one shape
+Shape = tuple
+
+
+def frozen(*arrays):
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+@functools.cache
+def unit_box():
+    import trimesh
+
+    tm = trimesh.creation.box(extents=(1.0, 1.0, 1.0))
+    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+
+
+@functools.cache
+def unit_cylinder(sections: int):
+    """Radius 1, height 1, axis z, centred at the origin."""
+    import trimesh
+
+    tm = trimesh.creation.cylinder(radius=1.0, height=1.0, sections=sections)
+    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+
+
+@functools.cache
+def unit_annulus(inner_ratio: float, sections: int):
+    """Outer radius 1, height 1, axis z, centred at the origin."""
+    import trimesh
+
+    tm = trimesh.creation.annulus(r_min=inner_ratio, r_max=1.0, height=1.0, sections=sections)
+    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+
+
+@functools.cache
+def unit_icosphere(subdivisions: int):
+    import trimesh
+
+    tm = trimesh.creation.icosphere(subdivisions=subdivisions, radius=1.0)
+    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+
+
+def rotation_z(yaw_rad: float) -> np.ndarray:
+    c, s = np.cos(yaw_rad), np.sin(yaw_rad)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def rotation_x(roll_rad: float) -> np.ndarray:
+    c, s = np.cos(roll_rad), np.sin(roll_rad)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+def place(vf, scale=1.0, rotation=None, translation=(0.0, 0.0, 0.0)):
+    """Scale (per axis, m), then rotate, then translate a unit shape."""
+    vertices, faces = vf
+    v = np.asarray(vertices, float) * np.asarray(scale, float)
+    if rotation is not None:
+        v = v @ np.asarray(rotation, float).T
+    return v + np.asarray(translation, float), faces
+
+
+def box(centre_m, size_m, yaw_rad: float = 0.0):
+    return place(unit_box(), size_m, rotation_z(yaw_rad) if yaw_rad else None, centre_m)
+
+
+def cylinder_between(p0_m, p1_m, radius_m: float, sections: int = 16):
+    """Cylinder whose axis runs from ``p0_m`` to ``p1_m``."""
+    import trimesh
+
+    p0, p1 = np.asarray(p0_m, float), np.asarray(p1_m, float)
+    axis = p1 - p0
+    length = float(np.linalg.norm(axis))
+    rotation = trimesh.geometry.align_vectors([0.0, 0.0, 1.0], axis / length)[:3, :3]
+    return place(unit_cylinder(sections), (radius_m, radius_m, length), rotation, 0.5 * (p0 + p1))
+
+
+def grid(x0, x1, y0, y1, z_m, nx: int, ny: int):
+    """Upward-facing flat grid of ``nx × ny`` quads at height ``z_m``."""
+    xs, ys = np.linspace(x0, x1, nx + 1), np.linspace(y0, y1, ny + 1)
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    vertices = np.column_stack([gx.ravel(), gy.ravel(), np.full(gx.size, float(z_m))])
+    i, j = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+    a = (i * (ny + 1) + j).ravel()
+    b, c, d = a + ny + 1, a + ny + 2, a + 1  # (x+1,y), (x+1,y+1), (x,y+1): counter-clockwise from above
+    faces = np.concatenate([np.column_stack([a, b, c]), np.column_stack([a, c, d])])
+    return vertices, faces
+
+
+def quads(corners_m):
+    """(N, 4, 3) corners, counter-clockwise seen from the front → (V, F)."""
+    corners = np.asarray(corners_m, float).reshape(-1, 4, 3)
+    base = 4 * np.arange(len(corners))[:, None]
+    faces = np.concatenate([base + [0, 1, 2], base + [0, 2, 3]])
+    return corners.reshape(-1, 3), faces
+
+
+def merge(vf_list):
+    """Concatenate (V, F) pairs into one, offsetting face indices."""
+    vertices = [np.asarray(v, float) for v, _ in vf_list]
+    offsets = np.cumsum([0] + [len(v) for v in vertices[:-1]])
+    faces = [np.asarray(f, np.int64) + o for (_, f), o in zip(vf_list, offsets)]
+    return np.concatenate(vertices), np.concatenate(faces)
+
+
+def compact(vertices, faces):
+    """Drop vertices no face uses (keeps the faces' vertex order)."""
+    used, inverse = np.unique(np.asarray(faces).ravel(), return_inverse=True)
+    return np.asarray(vertices)[used], inverse.reshape(-1, 3)
+
+
+def tile(vf, offsets_m):
+    """Copy a small (V, F) template at each offset (N, 3) without Python loops."""
+    vertices, faces = vf
+    offsets = np.asarray(offsets_m, float)
+    v = (vertices[None, :, :] + offsets[:, None, :]).reshape(-1, 3)
+    f = (faces[None, :, :] + (len(vertices) * np.arange(len(offsets)))[:, None, None]).reshape(-1, 3)
+    return v, f
+
+
+@functools.cache
+def cube_surface(cells: int):
+    """Surface grid of the cube [-1, 1]^3 with ``cells × cells`` quads per side."""
+    t = np.linspace(-1.0, 1.0, cells + 1)
+    gu: np.ndarray  # the grid, then flat
+    gv: np.ndarray
+    gu, gv = np.meshgrid(t, t, indexing="ij")
+    gu, gv = gu.ravel(), gv.ravel()
+    i, j = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
+    a = (i * (cells + 1) + j).ravel()
+    quad = np.column_stack([a, a + cells + 1, a + cells + 2, a + 1])
+    tri = np.concatenate([quad[:, [0, 1, 2]], quad[:, [0, 2, 3]]])
+    vertices, faces = [], []
+    for axis in range(3):
+        b, c = (axis + 1) % 3, (axis + 2) % 3  # (b, c, axis) is right-handed: u × v = +axis
+        for sign in (1.0, -1.0):
+            v = np.empty((len(gu), 3))
+            v[:, axis], v[:, b], v[:, c] = sign, gu, gv
+            vertices.append(v)
+            faces.append((tri if sign > 0 else tri[:, ::-1]) + (cells + 1) ** 2 * (len(vertices) - 1))
+    return frozen(np.concatenate(vertices), np.concatenate(faces))
+
+
+def superellipsoid(t, half_extents_m, exponent: float):
+    """Push cube-surface points ``t`` radially onto |x/a|^k + |y/b|^k + |z/c|^k = 1."""
+    scale = np.sum(np.abs(t) ** exponent, axis=1, keepdims=True) ** (-1.0 / exponent)
+    return t * scale * np.asarray(half_extents_m, float)
+
+
+def rounded_box(half_extents_m, cells: int, exponent: float = 8.0):
+    """Superellipsoid: a box with smoothly rounded edges, ``6·2·cells²`` triangles."""
+    t, faces = cube_surface(cells)
+    return superellipsoid(t, half_extents_m, exponent), faces
+
+
+def superellipse_x(half_extents_m, y_m, z_m, exponent: float = 8.0) -> float:
+    """x of the rounded-box surface at (y, z) (used to seat lights on the body)."""
+    a, b, c = half_extents_m
+    rest = 1.0 - abs(y_m / b) ** exponent - abs(z_m / c) ** exponent
+    return a * max(rest, 0.0) ** (1.0 / exponent)
+
+
+def frustum(p0_m, p1_m, radius0_m: float, radius1_m: float, sections: int = 16):
+    """A truncated cone from ``p0_m`` (radius ``radius0_m``) to ``p1_m`` (``radius1_m``), closed at both ends."""
+    vertices, faces = cylinder_between(p0_m, p1_m, 1.0, sections)
+    p0, p1 = np.asarray(p0_m, float), np.asarray(p1_m, float)
+    axis = (p1 - p0) / np.linalg.norm(p1 - p0)
+    along = (vertices - p0) @ axis  # 0 at p0, the length at p1
+    t = along / np.linalg.norm(p1 - p0)
+    radial = vertices - p0 - along[:, None] * axis
+    radius = radius0_m + (radius1_m - radius0_m) * t
+    return p0 + along[:, None] * axis + radial * radius[:, None], faces
+
+
+def ellipsoid(centre_m, radii_m, subdivisions: int = 2):
+    """An ellipsoid (an icosphere stretched) of semi-axes ``radii_m`` at ``centre_m``."""
+    return place(unit_icosphere(subdivisions), radii_m, None, centre_m)
+
+
+def prism(outline_yz, x0_m: float, x1_m: float):
+    """A flat outline (P, 2) in the (y, z) plane, counter-clockwise seen from +x, extruded from x0 to x1: a sign
+    plate. → (front face at x1, back face and rim): two shapes."""
+    outline = np.asarray(outline_yz, float)
+    n = len(outline)
+    caps = fill_polygon(outline)
+    front = (np.column_stack([np.full(n, x1_m), outline]), caps)
+    back_v = np.column_stack([np.full(n, x0_m), outline])
+    i = np.arange(n)
+    j = (i + 1) % n
+    rim_faces = np.concatenate([np.column_stack([i, j, n + j]), np.column_stack([i, n + j, n + i])])
+    rim = (np.concatenate([back_v, np.column_stack([np.full(n, x1_m), outline])]), rim_faces)
+    return front, merge([(back_v, caps[:, ::-1]), rim])
+
+
+def leaf_cloud(rng: np.random.Generator, centre_m, radii_m, count: int, size_m: float):
+    """``count`` small square facets of side ``size_m``, randomly turned, scattered through an ellipsoid: foliage a
+    beam partly passes through (the gaps between leaves), partly returns from at several depths."""
+    centre, radii = np.asarray(centre_m, float), np.asarray(radii_m, float)
+    # uniform in the ellipsoid: a direction, and a radius ∝ u^(1/3)
+    direction = rng.normal(size=(count, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    at = centre + direction * radii * rng.random((count, 1)) ** (1.0 / 3.0)
+    # each facet spans two random orthogonal unit vectors
+    u = rng.normal(size=(count, 3))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    w = np.cross(u, rng.normal(size=(count, 3)))
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    half = 0.5 * size_m
+    corners = np.stack([at - half * u - half * w, at + half * u - half * w, at + half * u + half * w,
+                        at - half * u + half * w], axis=1)
+    return quads(corners)
+
+
+def normalised(parts: dict) -> tuple[dict, np.ndarray]:
+    """``parts`` (material → shapes) moved to their bounding-box centre and scaled into the unit box
+    [-0.5, 0.5]³; and the size (length, width, height) m they had. An instance pose scaled by an OSI object's
+    ``base.dimension`` then fits them into its box."""
+    vertices = np.concatenate([v for shapes in parts.values() for v, _ in shapes])
+    lo, hi = vertices.min(axis=0), vertices.max(axis=0)
+    centre, size = 0.5 * (lo + hi), np.maximum(hi - lo, 1e-6)
+    return {m: [((np.asarray(v, float) - centre) / size, f) for v, f in shapes] for m, shapes in parts.items()}, size
+
+def add(parts: dict, material: str, vf) -> None:
+    """Append shape ``vf`` to ``parts`` (material → list of shapes)."""
+    parts.setdefault(material, []).append(vf)
+
+
+def triangles(parts: dict) -> int:
+    """Triangles in ``parts`` (material → list of shapes)."""
+    return int(sum(len(f) for vfs in parts.values() for _, f in vfs))
+
+
+class MeshBuilder:
+    """Shapes gathered by visual material and OSI id, made into one :class:`Mesh` at the end.
+
+    ``add(shape, material, osi_id)``: ``material`` is a visual material name
+    (``ir:<IR name>`` names its infrared material itself,
+    :mod:`lidar_fmu.physics.materials.mapping`); ``osi_id`` the OSI id the
+    triangles report, ``None`` for their instance's.
+    """
+
+    def __init__(self) -> None:
+        self._shapes: list[tuple[np.ndarray, np.ndarray, int, np.uint64]] = []
+        self._materials: dict[str, int] = {}
+
+    def add(self, shape, material: str, osi_id: int | None = None) -> None:
+        vertices, faces = shape
+        if len(faces) == 0:
+            return
+        index = self._materials.setdefault(material, len(self._materials))
+        label = INSTANCE_ID if osi_id is None else np.uint64(osi_id)
+        self._shapes.append((np.asarray(vertices, np.float64), np.asarray(faces, np.int64), index, label))
+
+    def extend(self, parts: dict, osi_id: int | None = None) -> None:
+        """Add every shape of ``parts`` (material → list of shapes) under ``osi_id``."""
+        for material, shapes in parts.items():
+            for shape in shapes:
+                self.add(shape, material, osi_id)
+
+    @property
+    def triangle_count(self) -> int:
+        return sum(len(f) for _, f, _, _ in self._shapes)
+
+    def mesh(self, name: str) -> Mesh | None:
+        """The gathered shapes as one mesh (``None`` when there is none); OSI ids only where some shape has one."""
+        if not self._shapes:
+            return None
+        sizes = np.array([len(v) for v, _, _, _ in self._shapes])
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        faces = np.concatenate([f + o for (_, f, _, _), o in zip(self._shapes, offsets)])
+        counts = [len(f) for _, f, _, _ in self._shapes]
+        material = np.repeat([m for _, _, m, _ in self._shapes], counts).astype(np.int32)
+        labels = np.repeat(np.array([i for _, _, _, i in self._shapes], np.uint64), counts)
+        ids = None if np.all(labels == INSTANCE_ID) else labels
+        return Mesh(np.concatenate([v for v, _, _, _ in self._shapes]), faces, material, tuple(self._materials),
+                    name, None, ids)

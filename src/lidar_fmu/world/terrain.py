@@ -1,0 +1,100 @@
+"""The ground goes on: terrain past the road's outer edges out to the sensor's reach, or a ground plane.
+
+From each outer edge (:class:`~.road.RoadEdge`) the ground runs outward in rings
+(:data:`RING_OFFSETS_M`), at the edge's height (plus a kerb's lift) and
+:data:`VERGE_DROP_M` below it past the first ring, as the material the edge
+names (grass where it names none). Rings are sampled more coarsely the
+farther out they lie. A ring point stops where it would come nearer to some
+road point than to its own edge (the inside of a bend, a second carriageway,
+another road): ground never runs over a road. A trace without lanes gets
+:func:`ground_plane` instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .lines import arc_length, loft
+from .nearest import PointIndex
+from .road import Road, RoadEdge, ir
+from .shapes import MeshBuilder, grid
+
+#: distances (m) of the terrain's rings from the road edge; the last ring lies at the reach
+RING_OFFSETS_M = (0.0, 0.5, 1.5, 3.0, 6.0, 12.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
+#: how far the ground beyond the first ring lies below the road edge (m): a small drop-off at the verge (assumed;
+#: real verges fall away for drainage). It also keeps ground that reaches under another road at the same height
+#: below that road's surface
+VERGE_DROP_M = 0.03
+#: a ring point stops when some road point is nearer than this share of its distance from its own edge (less
+#: STOP_SLACK_M): nearer than its own edge can be, so it has come onto a road
+STOP_SHARE, STOP_SLACK_M = 0.8, 0.25
+#: a side edge's end is open (the road ends there) when no road point lies within this of the point this far
+#: beyond it (m)
+OPEN_END_PROBE_M = 1.0
+
+
+def build_terrain(builder: MeshBuilder, road: Road, reach_m: float) -> None:
+    """Terrain past every outer edge of ``road`` out to ``reach_m``, on ``builder`` (the environment's: no OSI id)."""
+    if not road.edges:
+        return
+    index = PointIndex(road.points)
+    offsets = [d for d in RING_OFFSETS_M if d < reach_m] + [float(reach_m)]
+    for edge in road.edges:
+        if not edge.cap:
+            edge = _extended(edge, index, float(reach_m))
+        s = arc_length(edge.points)
+        if s[-1] <= 0:
+            continue
+        rings = []
+        for r, distance in enumerate(offsets):
+            spacing = float(np.clip(distance / 3.0, 1.0, 50.0))
+            stations = np.linspace(0.0, s[-1], max(2, int(np.ceil(s[-1] / spacing)) + 1))
+            base = np.column_stack([np.interp(stations, s, edge.points[:, k]) for k in range(3)])
+            out = np.column_stack([np.interp(stations, s, edge.outward[:, k]) for k in range(3)])
+            allowed = np.zeros(len(stations))
+            going = np.ones(len(stations), bool)
+            for d in offsets[1:r + 1]:
+                near, _ = index.nearest(base + out * d, d)
+                going &= near >= STOP_SHARE * d - STOP_SLACK_M
+                allowed = np.where(going, d, allowed)
+            drop = np.where(allowed > 0, VERGE_DROP_M, 0.0)
+            ring = base + out * allowed[:, None]
+            ring[:, 2] += edge.lift_m - drop
+            rings.append(ring)
+        for inner, outer in zip(rings[:-1], rings[1:]):
+            builder.add(loft(inner, outer), ir(edge.material))
+
+
+def _extended(edge: RoadEdge, index: PointIndex, reach_m: float) -> RoadEdge:
+    """A side edge whose end is open (no road goes on there: the road ends) carried on straight for ``reach_m``,
+    so the ground beside the road goes on past its end as the ground ahead of it (the lane's cap) does."""
+    points, outward = edge.points, edge.outward
+    for end, before in ((-1, -2), (0, 1)):
+        tangent = points[end] - points[before]
+        tangent[2] = 0.0
+        length = np.linalg.norm(tangent)
+        if length <= 0:
+            continue
+        tangent /= length
+        probe = points[end] + OPEN_END_PROBE_M * tangent
+        near, _ = index.nearest(probe[None, :], OPEN_END_PROBE_M)
+        if np.isfinite(near[0]):
+            continue  # another lane goes on from here
+        steps = np.linspace(0.0, reach_m, 9)[1:, None]
+        extra = points[end] + steps * tangent
+        extra_out = np.broadcast_to(outward[end], extra.shape)
+        if end == -1:
+            points, outward = np.concatenate([points, extra]), np.concatenate([outward, extra_out])
+        else:
+            points, outward = np.concatenate([extra[::-1], points]), np.concatenate([extra_out[::-1], outward])
+    return RoadEdge(points, outward, edge.lift_m, edge.material, edge.cap)
+
+
+def ground_plane(reach_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """A square of side 2·``reach_m`` at z = 0 centred on the origin, in 32 × 32 cells (a trace without lanes:
+    it is placed under the host each step; asphalt, for where a scenario gives no road its vehicles still drive
+    on one)."""
+    cells = 32
+    return grid(-reach_m, reach_m, -reach_m, reach_m, 0.0, cells, cells)
+
+
+__all__ = ["build_terrain", "ground_plane", "RING_OFFSETS_M", "VERGE_DROP_M"]
