@@ -235,6 +235,24 @@ def test_face_reflectances_on_the_gpu_equal_the_cpu_path(street):
 
 
 @needs_cuda
+def test_face_osi_ids_on_the_gpu_equal_the_cpu_path(street):
+    """A mesh whose triangles carry their own OSI ids (a road built from ground truth labels each lane and line) and
+    some that take their instance's: the GPU's returns kernel reports the same ids as the CPU pass."""
+    from lidar_fmu.geometry.scene import INSTANCE_ID
+
+    frames, sensor_pose = street
+    world = frames.mesh_of(2 ** 62)
+    ids = np.where(np.arange(world.triangle_count) % 3 == 0, INSTANCE_ID,
+                   np.arange(world.triangle_count, dtype=np.uint64) + np.uint64(1000))
+    frames.add_instance(2 ** 62, Mesh(world.vertices, world.faces, world.face_material, world.material_names, "road",
+                                      None, ids))
+    on_gpu = Lidar(frames, SENSOR, backend="cuda", materials=MATERIALS)
+    c = same_returns(on_gpu, Lidar(frames, SENSOR, backend="embree", materials=MATERIALS), sensor_pose, "ids")
+    labels = set(c.points["object_id"].tolist())
+    assert any(1000 <= i < 2000 for i in labels) and 2**64 - 1 in labels and 42 in labels
+
+
+@needs_cuda
 def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
     """A frame cast in time slices (Backend.returns_together: the car posed per slice, the GPU running each
     slice's physics with its hits) gives Embree's returns, and the car is back at its end pose after."""

@@ -267,8 +267,7 @@ def decode_road(road_part: bytes, country_code: int = 0) -> RoadGroundTruth:
     """The road of a ground truth (:attr:`~lidar_fmu.osi.decode.SensorViewFrame.road_part`) as plain data.
 
     Physical lanes are used where the source gives them; a source that gives only logical lanes (OSI 3.6's
-    reference lines with logical lanes and boundaries) gets its lanes from those. A lane naming a boundary the
-    ground truth does not have keeps its other boundaries (one problem line).
+    reference lines with logical lanes and boundaries) gets its lanes from those.
     """
     from osi3.osi_groundtruth_pb2 import GroundTruth
     from osi3.osi_roadmarking_pb2 import RoadMarking
@@ -286,12 +285,6 @@ def decode_road(road_part: bytes, country_code: int = 0) -> RoadGroundTruth:
                                    for m in _first(gt.logical_lane_boundary, "logical lane boundaries", problems))
                        if b is not None]
         lanes = [_logical_lane(m) for m in _first(gt.logical_lane, "logical lanes", problems)]
-    known = {b.id for b in boundaries}
-    for lane in lanes:
-        missing = [i for i in lane.left_boundary_ids + lane.right_boundary_ids if i not in known]
-        if missing:
-            problems.add(f"lane {lane.id} names boundaries the ground truth does not have (or that were left out): "
-                         f"{missing[:5]}")
     markings = []
     for m in _first(gt.road_marking, "road markings", problems):
         c = m.classification

@@ -132,18 +132,21 @@ def aligned(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 
 def chain(pieces: list[np.ndarray]) -> np.ndarray:
-    """Polylines that follow one another (a lane's boundaries on one side) joined into one: from the piece whose
-    start no other piece ends near, each next piece the one whose nearer end is closest, turned to continue."""
+    """Polylines that follow one another (a lane's boundaries on one side, each either way round) joined into one:
+    from the end of a piece that lies farthest from every other piece's ends (the chain's free end), each next
+    piece the one with an end nearest the chain's, turned to continue it."""
     pieces = [p for p in pieces if len(p) >= 2]
     if len(pieces) <= 1:
         return pieces[0] if pieces else np.zeros((0, 3))
-    ends = np.array([p[-1] for p in pieces])
-    starts = np.array([p[0] for p in pieces])
-    # the first piece: its start is farthest from every other piece's end
-    gap = np.linalg.norm(starts[:, None, :] - ends[None, :, :], axis=2)
-    np.fill_diagonal(gap, np.inf)
-    first = int(np.argmax(gap.min(axis=1)))
-    line, left = [pieces[first]], [p for k, p in enumerate(pieces) if k != first]
+    ends = np.array([[p[0], p[-1]] for p in pieces])  # (P, 2, 3)
+    flat = ends.reshape(-1, 3)
+    gap = np.linalg.norm(flat[:, None, :] - flat[None, :, :], axis=2)
+    owner = np.repeat(np.arange(len(pieces)), 2)
+    gap[owner[:, None] == owner[None, :]] = np.inf  # a piece's own ends do not count
+    free = int(np.argmax(gap.min(axis=1)))
+    first = free // 2
+    line = [pieces[first] if free % 2 == 0 else pieces[first][::-1]]
+    left = [p for k, p in enumerate(pieces) if k != first]
     while left:
         tail = line[-1][-1]
         to_start = [np.linalg.norm(p[0] - tail) for p in left]
@@ -189,10 +192,10 @@ def polygon_problem(xy: np.ndarray) -> str:
     that cross."""
     if len(xy) < 3:
         return "fewer than 3 vertices"
-    if abs(signed_area(xy)) < 1e-9:
-        return "no area"
     if _self_intersects(np.ascontiguousarray(xy, np.float64)):
         return "edges that cross each other"
+    if abs(signed_area(xy)) < 1e-9:
+        return "no area"
     return ""
 
 

@@ -248,6 +248,7 @@ def _sides(road: RoadGroundTruth, problems: list[str]) -> list[_LaneSides]:
     centerlines = {lane.id: clean(lane.centerline_m) for lane in road.lanes}
     out = []
     for lane in road.lanes:
+        missing = [i for i in lane.left_boundary_ids + lane.right_boundary_ids if i not in lines]
         left = chain([lines[i] for i in lane.left_boundary_ids if i in lines])
         right = chain([lines[i] for i in lane.right_boundary_ids if i in lines])
         centre = centerlines[lane.id]
@@ -259,10 +260,14 @@ def _sides(road: RoadGroundTruth, problems: list[str]) -> list[_LaneSides]:
             else:
                 half = 0.5 * _lane_width(lane, centerlines)
                 left, right = offset(centre, half), offset(centre, -half)
+        named = f" (it names boundaries the ground truth does not have, or that were left out: {missing[:5]})" \
+            if missing else ""
         if len(left) < 2 or len(right) < 2:
             problems.append(f"lane {lane.id}: no usable boundary or centerline on "
-                            f"{'both sides' if len(left) < 2 and len(right) < 2 else 'one side'}; no surface")
+                            f"{'both sides' if len(left) < 2 and len(right) < 2 else 'one side'}{named}; no surface")
             continue
+        if missing:
+            problems.append(f"lane {lane.id}{named}; built from the others")
         left = _densified(left)
         out.append(_LaneSides(lane, left, _densified(aligned(left, right))))
     return out
@@ -318,22 +323,22 @@ def _width(line: BoundaryLine, default: float) -> float:
 
 
 def _lift_lanes(road: RoadGroundTruth, sides: list[_LaneSides], beside) -> dict[int, float]:
-    """Kerbs lift the lanes on their high side (the non-driving one, which need not be a sidewalk) by their height,
-    and that lift carries on across other boundaries to the non-driving lanes beyond. → per kerb id, the side
-    that is high (+1 left, −1 right, 0 neither: a free-standing kerbstone)."""
+    """Kerbs lift what lies on their high side — the side away from the nearest driving lane — by their height:
+    the lanes there (a sidewalk, a verge, whatever their type) or, at the road's edge, the ground beyond; the lift
+    carries on across other boundaries to the non-driving lanes beyond. → per kerb id, the side that is high (+1
+    left, −1 right, 0 neither: a free-standing kerbstone, where no driving lane says which side is low)."""
     by_id = {b.id: b for b in road.boundaries}
+    carriageway = [_middle(ls.left, ls.right) for ls in sides if ls.lane.kind in CARRIAGEWAY]
+    carriageway_points = np.concatenate(carriageway) if carriageway else np.zeros((0, 3))
     high: dict[int, float] = {}
     for line_id, lanes in beside.items():
         line = by_id[line_id]
         if line.kind != "CURB":
             continue
-        low = {side: all(ls.lane.kind in CARRIAGEWAY for ls in lanes[side]) for side in (1.0, -1.0)}
         side = 0.0
-        if lanes[1.0] and lanes[-1.0]:
-            side = 1.0 if low[-1.0] and not low[1.0] else (-1.0 if low[1.0] and not low[-1.0] else 0.0)
-        elif lanes[1.0] or lanes[-1.0]:
-            inside = 1.0 if lanes[1.0] else -1.0
-            side = -inside if low[inside] else inside
+        points = clean(line.position_m)
+        if len(carriageway_points) and len(points) >= 2:
+            side = -_side_of(points, carriageway_points)
         high[line_id] = side
         if side:
             for ls in lanes[side]:
@@ -375,6 +380,7 @@ def build_road(road: RoadGroundTruth, builder: MeshBuilder | None = None) -> Roa
         points.append(vertices)
         middle = _middle(ls.left, ls.right) + (0.0, 0.0, ls.lift_m)
         points.append(middle)
+    _fill_gaps(builder, sides, edge_kinds, points)
     lifts = {line_id: _lifts(lanes) for line_id, lanes in beside.items()}
     for line in road.boundaries:
         line_points = clean(line.position_m)
@@ -387,6 +393,34 @@ def build_road(road: RoadGroundTruth, builder: MeshBuilder | None = None) -> Roa
         _marking(builder, marking, problems)
     all_points = np.concatenate(points) if points else np.zeros((0, 3))
     return Road(builder, all_points, _edges(road, sides, beside, kerb_high), problems)
+
+
+#: neighbouring lanes whose facing sides lie apart by more than GAP_MIN_M and less than GAP_MAX_M (m): the road
+#: between them is paved (a double line's two lines are each its own lane's boundary, 0.1–0.5 m apart)
+GAP_MIN_M, GAP_MAX_M = 0.02, 2.0
+
+
+def _fill_gaps(builder: MeshBuilder, sides: list[_LaneSides], edge_kinds, points: list) -> None:
+    """Pave the strip between a lane and its right-hand neighbour where their facing sides lie apart (labelled as
+    the lane on the strip's left)."""
+    by_id = {ls.lane.id: ls for ls in sides}
+    for ls in sides:
+        for neighbour_id in ls.lane.right_lane_ids:
+            other = by_id.get(neighbour_id)
+            if other is None:
+                continue
+            facing = other.left if ls.lane.id in other.lane.left_lane_ids or not other.lane.left_lane_ids else None
+            if facing is None:
+                continue
+            probe = ls.right[:: max(1, len(ls.right) // 8)]
+            gap = np.median(np.linalg.norm(probe[:, None, :2] - facing[None, :, :2], axis=2).min(axis=1))
+            if not GAP_MIN_M < gap < GAP_MAX_M:
+                continue
+            vertices, faces = loft(ls.right, aligned(ls.right, facing))
+            vertices = vertices + (0.0, 0.0, min(ls.lift_m, other.lift_m))
+            builder.add((vertices, faces), ir(_lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))),
+                        ls.lane.id)
+            points.append(vertices)
 
 
 def _kind(road: RoadGroundTruth, line_id: int) -> str:
@@ -512,9 +546,14 @@ def _edges(road: RoadGroundTruth, sides: list[_LaneSides], beside, kerb_high: di
     """Outer edges: boundaries with lanes on one side only (ground continues on the other), and lane sides built
     from a centerline where the lane has no neighbour on that side."""
     by_id = {b.id: b for b in road.boundaries}
+    known = {ls.lane.id for ls in sides}
+    # boundaries with a neighbour lane across them (a double line's two lines, each its own lane's): no edge
+    across = {i for ls in sides for ids, neighbours in ((ls.lane.left_boundary_ids, ls.lane.left_lane_ids),
+                                                        (ls.lane.right_boundary_ids, ls.lane.right_lane_ids))
+              if any(n in known for n in neighbours) for i in ids}
     edges = []
     for line_id, lanes in beside.items():
-        if bool(lanes[1.0]) == bool(lanes[-1.0]):
+        if bool(lanes[1.0]) == bool(lanes[-1.0]) or line_id in across:
             continue
         inside = 1.0 if lanes[1.0] else -1.0
         line = by_id[line_id]

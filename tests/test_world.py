@@ -1,0 +1,263 @@
+"""Ground truth becomes geometry (:mod:`lidar_fmu.world`), piece by piece, without a co-simulation.
+
+Lines made surfaces, dashes where the trace puts them, the road's lanes, paint, kerbs and rails labelled by OSI id,
+terrain that never runs onto a road, signs, and the class meshes of road users and stationary objects.
+"""
+import numpy as np
+import pytest
+
+from lidar_fmu.geometry.scene import INSTANCE_ID, Scene
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.osi.ground_truth import DASH_END, DASH_START, BoundaryLine, LaneStrip, PlacedThing, RoadGroundTruth
+from lidar_fmu.scan.lidar import Lidar
+from lidar_fmu.world import build_road_world, ground_plane_mesh, road_user_mesh
+from lidar_fmu.world.lines import (
+    chain,
+    convex_hull,
+    cut,
+    fill_polygon,
+    loft,
+    polygon_problem,
+    ribbon,
+    signed_area,
+)
+from lidar_fmu.world.road import DEFAULT_DASH_M, STANDARD_DASHES_M, build_road, dash_intervals
+from lidar_fmu.world.roadside import class_mesh, plate_outline
+
+
+def area(vertices, faces) -> float:
+    a, b, c = vertices[faces[:, 0]], vertices[faces[:, 1]], vertices[faces[:, 2]]
+    return float(0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1).sum())
+
+
+def line(y, x0=-50.0, x1=50.0, n=21, z=0.0):
+    x = np.linspace(x0, x1, n)
+    return np.column_stack([x, np.full(n, y), np.full(n, z)])
+
+
+# -- lines ----------------------------------------------------------------------------------------------------------
+def test_a_loft_between_two_sides_covers_the_lane_once_facing_up():
+    left, right = line(1.75, n=11), line(-1.75, n=37)  # different point counts
+    vertices, faces = loft(left, right)
+    assert area(vertices, faces) == pytest.approx(100.0 * 3.5, rel=1e-9)
+    a, b, c = vertices[faces[:, 0]], vertices[faces[:, 1]], vertices[faces[:, 2]]
+    assert np.all(np.cross(b - a, c - a)[:, 2] > 0)  # every triangle faces up
+    assert len(faces) == 11 + 37 - 2
+
+
+def test_a_ribbon_is_as_wide_as_its_line_and_follows_a_bend():
+    angle = np.linspace(0, np.pi / 2, 40)
+    arc = np.column_stack([20 * np.cos(angle), 20 * np.sin(angle), np.zeros(40)])
+    vertices, faces = ribbon(arc, 0.15)
+    assert area(vertices, faces) == pytest.approx(0.15 * 20 * np.pi / 2, rel=1e-3)
+
+
+def test_cut_and_chain_keep_arc_length():
+    points = line(0.0)
+    s = np.linspace(0, 100, 21)
+    piece = cut(points, s, 12.5, 20.0)
+    assert piece[0][0] == pytest.approx(-37.5) and piece[-1][0] == pytest.approx(-30.0)
+    joined = chain([line(0.0, 10, 20, 3), line(0.0, -10, 0, 3)[::-1], line(0.0, 0, 10, 3)])
+    if joined[0, 0] > joined[-1, 0]:  # (a chain runs either way: its caller aligns it with the lane's other side)
+        joined = joined[::-1]
+    assert np.all(np.diff(joined[:, 0]) > 0) and joined[0, 0] == -10 and joined[-1, 0] == 20
+
+
+def test_polygons_are_filled_in_either_orientation_and_bad_ones_named():
+    l_shape = np.array([[0, 0], [2, 0], [2, 1], [1, 1], [1, 2], [0, 2]], float)
+    for polygon in (l_shape, l_shape[::-1]):
+        faces = fill_polygon(polygon)
+        assert len(faces) == 4
+        flat = np.column_stack([polygon, np.zeros(len(polygon))])
+        assert area(flat, faces) == pytest.approx(3.0)
+    bow_tie = np.array([[0, 0], [1, 1], [1, 0], [0, 1]], float)
+    assert polygon_problem(bow_tie) == "edges that cross each other"
+    assert polygon_problem(l_shape) == "" and polygon_problem(l_shape[:2]) == "fewer than 3 vertices"
+    hull = convex_hull(bow_tie)
+    assert signed_area(bow_tie[hull]) == pytest.approx(1.0)
+
+
+# -- dashes ----------------------------------------------------------------------------------------------------------
+def boundary(points, kind="DASHED_LINE", dash=None, width=0.12, height=0.0, line_id=7, color="WHITE"):
+    n = len(points)
+    return BoundaryLine(line_id, kind, color, np.asarray(points, float), np.full(n, width), np.full(n, height),
+                        np.zeros(n, np.int8) if dash is None else np.asarray(dash, np.int8))
+
+
+def test_dashes_follow_the_points_dash_states():
+    xs = [0.0, 3.0, 3.0 + 1.0, 9.0, 12.0, 15.0]  # START END START (continue) END START END
+    dash = [DASH_START, DASH_END, DASH_START, 3, DASH_END, DASH_START]
+    b = boundary(np.column_stack([xs, np.zeros(6), np.zeros(6)]), dash=dash)
+    intervals = dash_intervals(b, np.array(xs), 0, problems := [])
+    assert intervals.tolist() == [[0.0, 3.0], [4.0, 12.0], [15.0, 15.0]] and problems == []
+
+
+def test_dashes_by_osi_point_rule_and_a_standard_pattern_for_evenly_sampled_lines():
+    # esmini's way: a point at each dash's start and end (4 m dashes, 8 m gaps)
+    xs = np.array([0.0, 4.0, 12.0, 16.0, 24.0, 28.0])
+    b = boundary(np.column_stack([xs, np.zeros(6), np.zeros(6)]))
+    assert dash_intervals(b, xs, 0, []).tolist() == [[0, 4], [12, 16], [24, 28]]
+    # OSI3Test's way: points every 5 m along a dashed line say nothing of its dashes: the country's standard
+    xs = np.arange(0.0, 101.0, 5.0)
+    b = boundary(np.column_stack([xs, np.zeros(len(xs)), np.zeros(len(xs))]))
+    dash, gap = DEFAULT_DASH_M
+    assert dash_intervals(b, xs, 276, [])[:2].tolist() == [[0, dash], [dash + gap, 2 * dash + gap]]
+    us_dash, us_gap = STANDARD_DASHES_M[840]
+    assert dash_intervals(b, xs, 840, [])[1, 0] == pytest.approx(us_dash + us_gap)  # MUTCD: 10 ft / 30 ft
+
+
+def test_dash_states_out_of_order_are_named_and_fall_back():
+    xs = np.array([0.0, 3.0, 9.0, 12.0])
+    b = boundary(np.column_stack([xs, np.zeros(4), np.zeros(4)]), dash=[DASH_END, DASH_START, DASH_END, DASH_START])
+    problems: list[str] = []
+    intervals = dash_intervals(b, xs, 0, problems)
+    assert len(problems) == 1 and "lane_boundary 7" in problems[0] and "out of order" in problems[0]
+    assert intervals.tolist() == [[0, 3], [9, 12]]  # OSI's point rule instead
+
+
+# -- the road --------------------------------------------------------------------------------------------------------
+def two_lane_road(extra_boundaries=(), lanes=None) -> RoadGroundTruth:
+    """Two driving lanes (ids 1, 2) between a solid edge (10), a dashed centre line (11) and a kerb (12) with a
+    sidewalk (3) up to a last line (13)."""
+    boundaries = [boundary(line(-3.5), "SOLID_LINE", line_id=10, width=0.15),
+                  boundary(line(0.0)[[0, -1]], "DASHED_LINE", line_id=11),
+                  boundary(line(3.5), "CURB", line_id=12, width=0.0, height=0.15),
+                  boundary(line(6.0), "NO_LINE", line_id=13, width=0.0)] + list(extra_boundaries)
+    lanes = lanes or [LaneStrip(1, "DRIVING", "NORMAL", np.zeros((0, 3)), (11,), (10,), (2,), ()),
+                      LaneStrip(2, "DRIVING", "NORMAL", np.zeros((0, 3)), (12,), (11,), (3,), (1,)),
+                      LaneStrip(3, "NONDRIVING", "SIDEWALK", np.zeros((0, 3)), (13,), (12,), (), (2,))]
+    return RoadGroundTruth(tuple(lanes), tuple(boundaries))
+
+
+def faces_of(mesh, osi_id):
+    ids = mesh.face_object_id
+    return mesh.faces[ids == np.uint64(osi_id)]
+
+
+def test_lanes_paint_and_kerbs_carry_their_osi_ids_and_materials():
+    road = build_road(two_lane_road())
+    mesh = road.builder.mesh("road")
+    names = np.array(mesh.material_names)[mesh.face_material]
+    for lane_id, material in ((1, "ir:asphalt"), (2, "ir:asphalt"), (3, "ir:concrete")):
+        faces = faces_of(mesh, lane_id)
+        assert area(mesh.vertices.astype(float), faces) == pytest.approx(100 * (2.5 if lane_id == 3 else 3.5))
+        assert set(names[mesh.face_object_id == np.uint64(lane_id)]) == {material}
+    edge = faces_of(mesh, 10)
+    assert area(mesh.vertices.astype(float), edge) == pytest.approx(100 * 0.15, rel=1e-6)
+    assert set(names[mesh.face_object_id == np.uint64(10)]) == {"ir:road_marking_white"}
+    # the sidewalk stands on the kerb's height; the kerb is its face
+    sidewalk = mesh.vertices[faces_of(mesh, 3).ravel()]
+    assert sidewalk[:, 2].min() == pytest.approx(0.15, abs=1e-6)
+    kerb = mesh.vertices[faces_of(mesh, 12).ravel()]
+    assert kerb[:, 2].min() == pytest.approx(0.0, abs=1e-6) and kerb[:, 2].max() == pytest.approx(0.15, abs=1e-6)
+    assert road.problems == []
+
+
+def test_the_road_ends_where_its_outer_edges_are_and_ground_goes_on_beyond():
+    road = build_road(two_lane_road())
+    outer = sorted(e.points[0, 1] for e in road.edges if not e.cap)
+    assert outer == [-3.5, 6.0]  # the edge line and the sidewalk's far line, not the centre line or the kerb
+    beyond = [e for e in road.edges if not e.cap and e.points[0, 1] == 6.0][0]
+    assert beyond.lift_m == pytest.approx(0.15)  # the ground past the sidewalk starts at its height
+    world = build_road_world(two_lane_road(), 120.0)
+    ground = world.mesh.face_object_id == INSTANCE_ID
+    vertices = world.mesh.vertices[world.mesh.faces[ground].ravel()]
+    assert vertices[:, 1].min() < -100 and vertices[:, 1].max() > 100  # out to the reach, both sides
+    assert vertices[:, 0].min() < -150 and vertices[:, 0].max() > 150  # and past the road's ends
+    # nowhere does ground come up through the road: under it, it lies below the surface
+    centroid = world.mesh.vertices[world.mesh.faces[ground]].mean(axis=1)
+    on_road = (np.abs(centroid[:, 0]) < 50) & (centroid[:, 1] > -3.5) & (centroid[:, 1] < 3.5)
+    assert not on_road.any() or centroid[on_road, 2].max() < 0.0
+
+
+def test_a_guard_rail_is_a_beam_on_posts_at_its_height_and_walls_stand_as_high_as_they_say():
+    rail = boundary(line(-5.0), "GUARD_RAIL", line_id=20, width=0.0, height=0.75)
+    wall = boundary(line(9.0), "SOUND_BARRIER", line_id=21, width=0.2, height=4.0)
+    lanes = [LaneStrip(1, "DRIVING", "", np.zeros((0, 3)), (11,), (20,), (), ()),
+             LaneStrip(2, "DRIVING", "", np.zeros((0, 3)), (21,), (11,), (), ())]
+    mesh = build_road(RoadGroundTruth(tuple(lanes), (rail, wall, boundary(line(0.0)[[0, -1]], line_id=11)))).builder.mesh("r")
+    beam = mesh.vertices[faces_of(mesh, 20).ravel()]
+    assert beam[:, 2].max() == pytest.approx(0.75, abs=1e-6) and beam[:, 2].min() == pytest.approx(0.0, abs=1e-6)
+    assert len(faces_of(mesh, 20)) > 50 * 12  # posts every 2 m and the beam's corrugations
+    sound = mesh.vertices[faces_of(mesh, 21).ravel()]
+    assert sound[:, 2].max() == pytest.approx(4.0, abs=1e-5) and np.ptp(sound[:, 1]) == pytest.approx(0.2, abs=1e-5)
+
+
+def test_lanes_from_centerlines_alone_take_their_width_from_their_neighbours():
+    lanes = [LaneStrip(1, "DRIVING", "", line(-1.6), (), (), (2,), ()),
+             LaneStrip(2, "DRIVING", "", line(1.6), (), (), (), (1,))]
+    mesh = build_road(RoadGroundTruth(tuple(lanes))).builder.mesh("r")
+    for lane_id in (1, 2):
+        assert area(mesh.vertices.astype(float), faces_of(mesh, lane_id)) == pytest.approx(100 * 3.2, rel=1e-6)
+
+
+def test_a_double_line_between_two_lanes_is_paved_not_ground():
+    lines = [boundary(line(-3.5), "SOLID_LINE", line_id=10), boundary(line(-0.15), "SOLID_LINE", line_id=11),
+             boundary(line(0.15), "SOLID_LINE", line_id=12), boundary(line(3.5), "SOLID_LINE", line_id=13)]
+    lanes = [LaneStrip(1, "DRIVING", "", np.zeros((0, 3)), (11,), (10,), (2,), ()),
+             LaneStrip(2, "DRIVING", "", np.zeros((0, 3)), (13,), (12,), (), (1,))]
+    road = build_road(RoadGroundTruth(tuple(lanes), tuple(lines)))
+    assert sorted(e.points[0, 1] for e in road.edges if not e.cap) == [-3.5, 3.5]
+    mesh = road.builder.mesh("r")
+    assert area(mesh.vertices.astype(float), faces_of(mesh, 1)) == pytest.approx(100 * 3.35, rel=1e-6)
+    # the strip between the two lines: paved, labelled as the lane on its left
+    assert area(mesh.vertices.astype(float), faces_of(mesh, 2)) == pytest.approx(100 * (3.35 + 0.3), rel=1e-6)
+
+
+def test_markings_signs_and_lights_from_their_boxes_and_polygons():
+    arrow = np.array([[-2, -0.2], [1, -0.2], [1, -0.5], [2, 0], [1, 0.5], [1, 0.2], [-2, 0.2]], float)
+    road = RoadGroundTruth(*two_lane_road().__dict__.values())
+    road = RoadGroundTruth(road.lanes, road.boundaries,
+                           markings=(PlacedThing(30, "GENERIC_SYMBOL", (10.0, -1.75, 0.0), (0, 0, 0), (4, 1, 0),
+                                                 arrow, "WHITE"),
+                                     PlacedThing(31, "GENERIC_LINE", (20.0, -1.75, 0.0), (0, 0, 0.1), (0.5, 3.0, 0))),
+                           signs=(PlacedThing(40, "main:STOP", (30.0, 7.0, 2.2), (0, 0, np.pi), (0.003, 0.6, 0.6)),),
+                           lights=(PlacedThing(50, "light", (40.0, -4.0, 5.0), (0, 0, np.pi), (0.1, 0.3, 0.3)),))
+    world = build_road_world(road, 120.0)
+    mesh = world.mesh
+    assert area(mesh.vertices.astype(float), faces_of(mesh, 30)) == pytest.approx(1.2 + 0.5, abs=1e-4)  # shaft, head
+    assert area(mesh.vertices.astype(float), faces_of(mesh, 31)) == pytest.approx(1.5, abs=1e-4)
+    names = np.array(mesh.material_names)[mesh.face_material]
+    sign = names[mesh.face_object_id == np.uint64(40)]
+    assert {"ir:retroreflector", "ir:aluminum"} <= set(sign)
+    post = mesh.vertices[faces_of(mesh, 40).ravel()]
+    assert post[:, 2].min() == pytest.approx(0.15, abs=1e-3)  # down to the ground under it (the sidewalk)
+    assert len(faces_of(mesh, 50)) > 12 and world.problems == ()
+
+
+def test_sign_plates_take_their_types_outline():
+    assert len(plate_outline("main:STOP", 0.6, 0.6)) == 8
+    assert len(plate_outline("main:DANGER_SPOT", 0.9, 0.8)) == 3
+    assert len(plate_outline("main:SPEED_LIMIT_BEGIN", 0.6, 0.6)) == 24
+    assert len(plate_outline("supplementary", 0.6, 0.3)) == 4
+
+
+# -- class meshes ----------------------------------------------------------------------------------------------------
+def test_class_meshes_fill_the_unit_box_and_are_built_once():
+    for mesh in (road_user_mesh("car", "car_paint_white"), road_user_mesh("pedestrian"),
+                 class_mesh("tree"), class_mesh("pylon")):
+        np.testing.assert_allclose(mesh.bounds, [[-0.5] * 3, [0.5] * 3], atol=1e-6)
+    assert road_user_mesh("car", "car_paint_white") is road_user_mesh("car", "car_paint_white")
+    assert road_user_mesh("rocket") is None
+    plates = set(np.array(road_user_mesh("car").material_names))
+    assert {"ir:retroreflector", "ir:glass_clear", "ir:rubber_tyre"} <= plates
+
+
+def test_a_tree_crown_lets_part_of_a_beam_through_and_gives_several_echoes():
+    scene = Scene()
+    scene.add_instance(7, class_mesh("tree"), pose_matrix((20.0, 0.0, 3.5)) @ np.diag([5.0, 5.0, 7.0, 1.0]))
+    spec = {"horizontal_fov_deg": [-8, 8], "horizontal_resolution_deg": 0.2, "vertical_fov_deg": [2, 12],
+            "channels": 40, "max_range_m": 100, "returns": "dual", "beam_divergence_mrad": 3.0}
+    cloud = Lidar(scene, spec).scan(pose_matrix((0.0, 0.0, 1.5)))
+    crown = cloud.points[cloud.points["z"] > 1.5]  # the crown lies above the trunk (rays from 1.5 m going up)
+    assert len(crown) > 200
+    second = crown["echo"] == 1
+    assert second.sum() > 0.1 * (~second).sum()  # beams split between leaves at different depths
+    rays = len(np.unique(cloud.ray_index)), len(cloud.pattern.directions)
+    assert rays[0] < rays[1]  # some rays passed through the crown and met nothing
+
+
+def test_the_ground_plane_is_asphalt_under_its_origin():
+    mesh = ground_plane_mesh(300.0)
+    np.testing.assert_allclose(mesh.bounds, [[-300, -300, 0], [300, 300, 0]])
+    assert mesh.material_names == ("ir:asphalt",)
