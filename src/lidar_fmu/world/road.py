@@ -548,12 +548,12 @@ def _edges(road: RoadGroundTruth, sides: list[_LaneSides], beside, kerb_high: di
     by_id = {b.id: b for b in road.boundaries}
     known = {ls.lane.id for ls in sides}
     # boundaries with a neighbour lane across them (a double line's two lines, each its own lane's): no edge
-    across = {i for ls in sides for ids, neighbours in ((ls.lane.left_boundary_ids, ls.lane.left_lane_ids),
+    facing = {i for ls in sides for ids, neighbours in ((ls.lane.left_boundary_ids, ls.lane.left_lane_ids),
                                                         (ls.lane.right_boundary_ids, ls.lane.right_lane_ids))
               if any(n in known for n in neighbours) for i in ids}
     edges = []
     for line_id, lanes in beside.items():
-        if bool(lanes[1.0]) == bool(lanes[-1.0]) or line_id in across:
+        if bool(lanes[1.0]) == bool(lanes[-1.0]) or line_id in facing:
             continue
         inside = 1.0 if lanes[1.0] else -1.0
         line = by_id[line_id]
