@@ -34,6 +34,22 @@ class MeshError(LidarFmuError, ValueError):
 
 
 @dataclass(frozen=True, eq=False)
+class SurfaceProperties:
+    """What an asset's own material files say of a visual material's surface at lidar wavelengths (an ASAM
+    OpenMATERIAL 3D material: :mod:`lidar_fmu.geometry.openmaterial`), as plain data; the IR materials are made of
+    it at the sensor's wavelength (:class:`lidar_fmu.physics.returns.Materials`).
+
+    ``brdf``: (N, 5) rows of (wavelength m, incident zenith rad, exit zenith rad, exit azimuth rad, BRDF 1/sr), or
+    None; ``retroreflection_cd_lx_m2``: a coefficient of retroreflection R_A, or None; ``source``: the file(s).
+    """
+
+    name: str
+    brdf: np.ndarray | None = None
+    retroreflection_cd_lx_m2: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, eq=False)
 class Mesh:
     """Triangle mesh in its own frame (metres).
 
@@ -56,6 +72,8 @@ class Mesh:
     name: str = "mesh"
     face_reflectance: np.ndarray | None = None  # (F,) float32 ρ0 0–1, NaN: the material's; None: none given
     face_object_id: np.ndarray | None = None  # (F,) uint64 OSI id, INSTANCE_ID: the instance's; None: none given
+    #: visual material name → what the asset's own material files say of it (None: nothing)
+    material_properties: dict[str, SurfaceProperties] | None = None
 
     def __post_init__(self) -> None:
         v = np.ascontiguousarray(self.vertices, dtype=np.float32)
@@ -121,8 +139,9 @@ def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
     if any(mesh.face_object_id is not None for mesh in meshes):
         object_id = np.concatenate([np.full(mesh.triangle_count, INSTANCE_ID) if mesh.face_object_id is None
                                     else mesh.face_object_id for mesh in meshes])
+    properties = {k: v for mesh in meshes for k, v in (mesh.material_properties or {}).items()} or None
     return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name,
-                reflectance, object_id)
+                reflectance, object_id, properties)
 
 
 def stood_up(mesh: Mesh, up: str) -> Mesh:
@@ -136,7 +155,7 @@ def stood_up(mesh: Mesh, up: str) -> Mesh:
         return mesh
     vertices = mesh.vertices.astype(np.float64) @ turn[:3, :3].T
     return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name, mesh.face_reflectance,
-                mesh.face_object_id)
+                mesh.face_object_id, mesh.material_properties)
 
 
 def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "box", name: str = "box") -> Mesh:
@@ -166,7 +185,19 @@ def _material_name(geometry: object) -> str:
 
 
 def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
-    """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame.
+    """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame (:func:`load_mesh_and_uv`),
+    or an ASAM OpenMATERIAL 3D asset (``.xoma``: its model, in the OSI object frame, with its own materials;
+    :mod:`lidar_fmu.geometry.openmaterial`)."""
+    if os.fspath(path).lower().endswith(".xoma"):
+        from .openmaterial import load_openmaterial_asset
+
+        return load_openmaterial_asset(path, max_bytes)
+    return load_mesh_and_uv(path, max_bytes)[0]
+
+
+def load_mesh_and_uv(path: str | os.PathLike, max_bytes: int | None = None) -> tuple[Mesh, np.ndarray]:
+    """Load OBJ(+MTL), glTF/GLB, PLY or STL into one :class:`Mesh` in the file's frame, and each triangle's texture
+    coordinates at its centroid ((F, 2), NaN where the file gives none: what an assignment texture is read at).
 
     Scene-graph files are flattened with their node transforms applied; every
     triangle keeps the name of the visual material it had in the file. A PLY
@@ -201,7 +232,7 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
                                                     force="scene", process=False, group_material=True))
     except Exception as exc:  # trimesh raises many types for bad files
         raise MeshError(f"cannot read mesh {path}: {exc}") from None
-    parts = []
+    parts, uvs = [], []
     try:
         for node in loaded.graph.nodes_geometry:
             transform, geometry_name = loaded.graph[node]
@@ -218,11 +249,15 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
             vertices = trimesh.transformations.transform_points(vertices, transform)
             parts.append(Mesh(vertices, np.asarray(faces), np.zeros(len(faces), np.int32),
                               (_material_name(geometry),), name, reflectance))
+            uv = getattr(getattr(geometry, "visual", None), "uv", None)
+            uvs.append(np.asarray(uv, np.float64)[np.asarray(faces)].mean(axis=1)
+                       if uv is not None and per_face is None and len(uv) == len(geometry.vertices)
+                       else np.full((len(faces), 2), np.nan))
     except (MeshError, AssetError) as exc:
         raise MeshError(f"cannot use mesh {path}: {exc}") from None
     if not parts:
         raise MeshError(f"mesh {path} contains no triangles")
-    return concatenate(parts, name=name)
+    return concatenate(parts, name=name), np.concatenate(uvs)
 
 
 def check_instance_pose(pose: ArrayLike, what: str = "pose") -> np.ndarray:

@@ -38,6 +38,7 @@ from .materials import (
     load_database,
     load_material_map,
     resolve_mesh_materials,
+    surface_material,
     with_face_reflectivity,
 )
 from .materials.database import MaterialDatabaseSource
@@ -46,7 +47,7 @@ from .range_limit import RangeReflectivityLimit, limit_params
 
 if TYPE_CHECKING:
     from ..geometry.pattern import RayPattern
-    from ..geometry.scene import Mesh, Scene
+    from ..geometry.scene import Mesh, Scene, SurfaceProperties
 
 #: the per-triangle reflectances of a scene where no mesh gives one (one NaN for all: the materials' own)
 NO_FACE_REFLECTANCE = np.full(1, np.nan, np.float32)
@@ -123,19 +124,16 @@ class Materials:
     def __init__(self, wavelength_nm: float, material_map: MaterialMapSource | None = None,
                  database: MaterialDatabaseSource | None = None,
                  warn: Callable[[str], object] | None = None) -> None:
-        self.database = with_face_reflectivity(
-            database if isinstance(database, MaterialDatabase) else load_database(wavelength_nm, database or ()))
+        given = database if isinstance(database, MaterialDatabase) else None
+        self.database = with_face_reflectivity(given or load_database(wavelength_nm, database or ()))
+        self._shared_database = self.database is given
         self.face_material = self.database.index(FACE_REFLECTIVITY)
         self.map = load_material_map(material_map) if material_map is not None else None
         if self.map is not None:
             check_map(self.map, self.database)  # a wrong IR name fails now, not at the first mesh
         # a library caller who gave a map and no callback hears of unmapped names the Python way
         self.warn = warn if warn is not None else (lambda message: warnings.warn(message, stacklevel=4))
-        self.class_code, self.reflectance_table = self.database.arrays()
-        # Lambertian materials get the exact ρ0·cos θ; NaN marks an angle table
-        self.lambertian_rho0 = np.array(
-            [m.reflectance if m.angle_table is None and m.reflectance is not None else np.nan
-             for m in self.database.materials], dtype=np.float64)
+        self._tables_of_database()
         # id(mesh) → (mesh, its triangles' IR ids): the mesh is kept to check identity (Python reuses the id
         # of a freed mesh); only the scene's current meshes and the last few that left are kept (per_instance)
         self._mesh_ids: dict[int, tuple] = {}
@@ -148,11 +146,38 @@ class Materials:
         entry = self._mesh_ids.get(id(mesh))
         if entry is None or entry[0] is not mesh:
             ids = resolve_mesh_materials(mesh, self.map or DEFAULT_MAP, self.database, self.warn).astype(np.int16)
+            for visual, properties in (mesh.material_properties or {}).items():
+                if visual in mesh.material_names:  # the asset's own surface, where it says what a lidar sees
+                    material = self._surface_material(properties)
+                    if material is not None:
+                        ids[np.asarray(mesh.material_names)[mesh.face_material] == visual] = material
             if mesh.face_reflectance is not None:  # the mesh's own reflectances override the map's materials
                 ids[~np.isnan(mesh.face_reflectance)] = self.face_material
             entry = (mesh, ids)
             self._mesh_ids[id(mesh)] = entry
         return entry[1]
+
+    def _surface_material(self, properties: SurfaceProperties) -> int | None:
+        """The id of the IR material an asset's own surface properties make (added to the database once)."""
+        retroreflector = self.database["retroreflector"] if "retroreflector" in self.database else None
+        material = surface_material(properties, self.database.wavelength_nm, retroreflector)
+        if material is None:
+            return None
+        if material.name not in self.database:
+            if self._shared_database:  # a database the caller gave: ours gets a copy before it grows
+                self.database = MaterialDatabase(self.database, self.database.wavelength_nm)
+                self._shared_database = False
+            self.database.add(material)
+            self._tables_of_database()
+        return self.database.index(material.name)
+
+    def _tables_of_database(self) -> None:
+        """The per-material arrays the kernels read, of the database as it is now."""
+        self.class_code, self.reflectance_table = self.database.arrays()
+        # Lambertian materials get the exact ρ0·cos θ; NaN marks an angle table
+        self.lambertian_rho0 = np.array(
+            [m.reflectance if m.angle_table is None and m.reflectance is not None else np.nan
+             for m in self.database.materials], dtype=np.float64)
 
     @property
     def triangle_reflectance(self) -> np.ndarray:

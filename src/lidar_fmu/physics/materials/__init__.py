@@ -17,6 +17,7 @@ from .database import (
     MaterialError,
     load_database,
     read_material_file,
+    surface_material,
     with_face_reflectivity,
 )
 from .mapping import (
@@ -33,8 +34,7 @@ from .spectra import read_angle_table_csv, read_aster_spectrum, spectrum_reflect
 
 __all__ = [
     "ANGLES_DEG", "FACE_REFLECTIVITY", "with_face_reflectivity", "MATERIAL_CLASSES", "TABLE_ANGLES_DEG", "IRMaterial",
-    "MaterialDatabase", "MaterialError",
-    "load_database", "read_material_file", "DEFAULT_MAP", "IR_NAME_PREFIX", "MaterialMap", "check_map", "load_material_map",
-    "packaged_map_path", "resolve_mesh_materials", "street_material_map", "read_angle_table_csv", "read_aster_spectrum",
-    "spectrum_reflectance",
+    "MaterialDatabase", "MaterialError", "load_database", "read_material_file", "DEFAULT_MAP", "IR_NAME_PREFIX",
+    "MaterialMap", "check_map", "load_material_map", "packaged_map_path", "resolve_mesh_materials",
+    "street_material_map", "read_angle_table_csv", "read_aster_spectrum", "spectrum_reflectance", "surface_material",
 ]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -48,7 +49,7 @@ from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_r
 __all__ = [
     "MATERIAL_CLASSES", "ANGLES_DEG", "MaterialError", "IRMaterial", "MaterialDatabase", "load_database",
     "read_material_file", "BUILTIN_MATERIALS_FILE", "FACE_REFLECTIVITY", "with_face_reflectivity",
-    "MaterialDatabaseSource",
+    "MaterialDatabaseSource", "surface_material",
 ]
 
 #: Material classes; the class code of a material is its position here.
@@ -366,3 +367,47 @@ def with_face_reflectivity(database: MaterialDatabase) -> MaterialDatabase:
     copy = MaterialDatabase(database, database.wavelength_nm)
     copy.add(next(m for m in _builtin_materials(database.wavelength_nm) if m.name == FACE_REFLECTIVITY))
     return copy
+
+
+# ---------------------------------------------------------------------------
+# an asset's own surfaces (ASAM OpenMATERIAL 3D)
+# ---------------------------------------------------------------------------
+#: R_A (cd·lx⁻¹·m⁻²) at 0° of the built-in ``retroreflector`` sheeting, whose angle table an asset's own coefficient
+#: of retroreflection scales (the falloff over angle is the sheeting's: an asset gives one value)
+RETROREFLECTOR_R_A = 70.0
+
+
+def surface_material(properties, wavelength_nm: float, retroreflector: IRMaterial | None = None) -> IRMaterial | None:
+    """The IR material of an asset's own surface (:class:`lidar_fmu.geometry.scene.SurfaceProperties`) at the
+    sensor's wavelength; None where it says nothing a lidar sees.
+
+    A lidar BRDF table f_r(λ, θ_i, θ_r, φ_r) becomes the Lambertian-equivalent ρ(θ) = π·f_r(θ, θ)·cos θ of the
+    backscatter direction (exit zenith = incident zenith, in the plane of incidence: a monostatic lidar), at the
+    table's wavelength nearest the sensor's and, per 10° step, its nearest angle (a Lambertian f_r = ρ0/π gives
+    ρ0·cos θ). A coefficient of retroreflection R_A makes it retroreflective: the built-in sheeting's angle
+    table scaled to ρ(0) = π·R_A (R_A measured in visible light, used as it is: bead and prism optics are
+    achromatic).
+    """
+    # one name per asset material (two assets may name different materials alike): a checksum of where it came from
+    name = f"{properties.name} [{zlib.crc32(properties.source.encode()):08x}]"
+    source = f"ASAM OpenMATERIAL 3D material {properties.source}"
+    if properties.retroreflection_cd_lx_m2 is not None and retroreflector is not None \
+            and retroreflector.angle_table is not None:
+        table = retroreflector.angle_table * (properties.retroreflection_cd_lx_m2 / RETROREFLECTOR_R_A)
+        return IRMaterial(name, "retroreflective", None, table, f"{source}: R_A {properties.retroreflection_cd_lx_m2:g}")
+    rows = properties.brdf
+    if rows is None or not len(rows):
+        return None
+    wavelengths = rows[:, 0] * 1e9
+    nearest = wavelengths[np.argmin(np.abs(wavelengths - wavelength_nm))]
+    rows = rows[wavelengths == nearest]
+    same_side = (np.sign(rows[:, 1]) == np.sign(rows[:, 2])) | (rows[:, 1] == 0)
+    in_plane = np.abs(np.sin(rows[:, 3])) < 1e-6
+    back = rows[same_side & in_plane] if (same_side & in_plane).any() else rows
+    incidence, mismatch = np.abs(back[:, 1]), np.abs(np.abs(back[:, 1]) - np.abs(back[:, 2]))
+    table = []
+    for angle in np.radians(ANGLES_DEG):
+        row = back[np.argmin(np.abs(incidence - angle) + mismatch)]
+        table.append(np.pi * row[4] * np.cos(angle))
+    return IRMaterial(name, "general", None, np.array(table),
+                      f"{source}: lidar BRDF at {nearest:g} nm (sensor {wavelength_nm:g} nm), backscatter direction")

@@ -35,7 +35,7 @@ _MAP_KEYS = {"default", "materials", "description"}
 #: IR material of the default map (a neutral grey, see ``data/ir_materials.yaml``).
 DEFAULT_IR_MATERIAL = "default_grey"
 #: Map names that ``load_material_map`` accepts instead of a path → packaged file.
-PACKAGED_MAPS = {"street": "street_map.yaml"}
+PACKAGED_MAPS = {"street": "street_map.yaml", "openmaterial": "openmaterial_map.yaml"}
 
 #: Visual names lidar-fmu itself gives triangles (OSI bounding boxes, files without materials): they take the
 #: map's default without a warning — a user's map cannot be expected to name them.
@@ -209,7 +209,9 @@ def resolve_mesh_materials(mesh: Mesh, material_map: MaterialMapSource, database
             ir = _named_ir(visual, database)
             explicit = True
         lut[i] = database.index(ir)
-        if not explicit and used[i] and visual not in BUILTIN_VISUAL_NAMES and visual not in _reported_unmapped:
+        own = mesh.material_properties is not None and visual in mesh.material_properties  # (its asset's own)
+        if not explicit and used[i] and not own and visual not in BUILTIN_VISUAL_NAMES \
+                and visual not in _reported_unmapped:
             unmapped.append(visual)
     if unmapped and warn is not None and material_map is not DEFAULT_MAP:
         if len(_reported_unmapped) + len(unmapped) > _MAX_REPORTED:
