@@ -58,12 +58,13 @@ def test_a_scan_reads_the_assets_own_materials():
     assert cloud.points["reflectivity"].max() < 0.01
 
 
-def _write_asset(folder, name, box_z, model_turn=np.eye(3), extra=None):
+def _write_asset(folder, name, box_z, model_turn=None, extra=None):
     """A 4 × 2 × 1.5 m box model (front +x, z up in the standard's frame) exported as Blender does (Y up)."""
     box = trimesh.creation.box(extents=(4.0, 2.0, 1.5))
     box.apply_translation((0.0, 0.0, 0.75))  # the reference frame: the bottom centre
     blender = np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]])  # our (x, y, z) → glTF (X, Y, Z) = (x, z, −y)
-    box.vertices = box.vertices @ (model_turn @ blender).T
+    turn = np.eye(3) if model_turn is None else model_turn
+    box.vertices = box.vertices @ (turn @ blender).T
     box.export(folder / f"{name}.glb")
     asset = {"metadata": {"name": name, "assetType": "object", "objectClass": "vehicle",
                           "boundingBox": {"x": [-2, 2], "y": [-1, 1], "z": [0, box_z]}}} | (extra or {})
