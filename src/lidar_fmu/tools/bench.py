@@ -357,17 +357,19 @@ def print_motion_table(preset: str, rows) -> None:
                      f"{r['frame_ms'] / r['still_ms']:.2f}×"] for r in rows])
 
 
-def demo_views(work_dir: str | None, frames: int):
-    """(the demo scenario, its first ``frames`` SensorViews), generating the scenario in the cache if needed."""
+def demo_views(work_dir: str | None, frames: int, ground_truth_only: bool = False):
+    """(the demo scenario, its first ``frames`` SensorViews), generating the scenario in the cache if needed
+    (``ground_truth_only``: the street from its ground truth alone, :func:`~.demo.make_demo_scenario`)."""
     import glob
 
     from ..osi.trace import read_trace
     from .demo import make_demo_scenario
     from .replay import load_scenario
 
-    folder = os.path.join(work_dir or cache_dir(), "demo_scenario")
-    if not glob.glob(os.path.join(folder, "*_sv_*_demo.osi")):
-        make_demo_scenario(folder, frames=frames)
+    folder = os.path.join(work_dir or cache_dir(), "demo_scenario_gt" if ground_truth_only else "demo_scenario")
+    traces = glob.glob(os.path.join(folder, "*_sv_*_demo.osi"))
+    if not traces or len(list(read_trace(traces[0]))) < frames:
+        make_demo_scenario(folder, frames=frames, ground_truth_only=ground_truth_only)
     scenario = load_scenario(folder)
     return scenario, list(read_trace(scenario["trace"]))[:frames]
 
@@ -447,6 +449,94 @@ def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lid
     return {"lidars": lidars, "one_ms": one_ms, "rig_ms": rig_ms, "ratio": rig_ms / one_ms, "frames": len(views)}
 
 
+def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "auto",
+                       road_km: float = 10.0) -> dict:
+    """The demo street from its meshes against the same street from its OSI ground truth alone (the road, signs,
+    buildings, trees and cars built by :mod:`lidar_fmu.world`): each model's first step and its later steps
+    (in-process, views interleaved); and the first step of a ``road_km`` long winding four-lane road with trees
+    (:func:`long_road_view`), which builds the road, its terrain and the trees' instances."""
+    from .replay import fmu_parameters, model_of
+
+    models, views, first = {}, {}, {}
+    for name, only in (("meshes", False), ("ground truth", True)):
+        scenario, views[name] = demo_views(work_dir, frames, ground_truth_only=only)
+        scenario["backend"] = backend
+        models[name] = model_of(fmu_parameters(scenario, os.path.dirname(scenario["trace"])))
+        t0 = time.perf_counter()
+        models[name].step(views[name][0], 0.0)
+        first[name] = time.perf_counter() - t0
+    times: dict[str, list[float]] = {name: [] for name in models}
+    counts: dict[str, int] = {}
+    for k in range(1, frames):
+        for name, model in models.items():
+            t0 = time.perf_counter()
+            result = model.step(views[name][k], 0.1 * k)
+            times[name].append(time.perf_counter() - t0)
+            counts[name] = result.count
+    road = long_road_view(road_km * 1000.0)
+    model = model_of({"sensor": "ouster_os1_128", "backend": backend})
+    t0 = time.perf_counter()
+    result = model.step(road, 0.1)
+    road_s = time.perf_counter() - t0
+    step_ms = {name: float(np.median(v) * 1e3) for name, v in times.items()}
+    return {"step_ms": step_ms, "first_step_s": first, "returns": counts,
+            "ratio": step_ms["ground truth"] / step_ms["meshes"], "frames": frames - 1,
+            "road_km": road_km, "road_first_step_s": road_s, "road_triangles": model.scene.triangle_count,
+            "road_returns": result.count}
+
+
+def long_road_view(length_m: float = 10_000.0, spacing_m: float = 1.0, lanes: int = 4, lane_width_m: float = 3.5,
+                   tree_every_m: float = 40.0) -> bytes:
+    """A SensorView of a long winding road from ground truth alone: ``lanes`` lanes between solid edges and dashed
+    lines sampled every ``spacing_m`` (a 50 m swing every 1.9 km, 5 m up and down every 6.3 km), trees on both
+    sides every ``tree_every_m``, the host at its start."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    view = SensorView()
+    view.host_vehicle_id.value = 1
+    view.mounting_position.position.z = 1.3
+    gt = view.global_ground_truth
+    s = np.arange(0.0, length_m + spacing_m, spacing_m)
+    x, y, z = s, 50.0 * np.sin(s / 300.0), 5.0 * np.sin(s / 1000.0)
+    tangent = np.column_stack([np.ones_like(s), np.gradient(y, s)])
+    tangent /= np.linalg.norm(tangent, axis=1, keepdims=True)
+    normal = np.column_stack([-tangent[:, 1], tangent[:, 0]])
+    for k in range(lanes + 1):
+        offset = (k - lanes / 2) * lane_width_m
+        line = gt.lane_boundary.add()
+        line.id.value = 100 + k
+        line.classification.type = (line.classification.TYPE_SOLID_LINE if k in (0, lanes)
+                                    else line.classification.TYPE_DASHED_LINE)
+        for px, py, pz in zip(x + offset * normal[:, 0], y + offset * normal[:, 1], z):
+            point = line.boundary_line.add()
+            point.position.x, point.position.y, point.position.z = px, py, pz
+        line.boundary_line[0].width = 0.15
+    for k in range(lanes):
+        lane = gt.lane.add()
+        lane.id.value = 10 + k
+        lane.classification.type = lane.classification.TYPE_DRIVING
+        lane.classification.right_lane_boundary_id.add().value = 100 + k
+        lane.classification.left_lane_boundary_id.add().value = 101 + k
+    host = gt.moving_object.add()
+    host.id.value = 1
+    host.type = host.TYPE_VEHICLE
+    host.base.position.x, host.base.position.y, host.base.position.z = 0.0, y[0] - 0.5 * lane_width_m, z[0] + 0.75
+    host.base.dimension.length, host.base.dimension.width, host.base.dimension.height = 4.5, 1.8, 1.5
+    step = max(1, int(round(tree_every_m / spacing_m)))
+    aside = lanes / 2 * lane_width_m + 6.0
+    for j in range(0, len(s), step):
+        for side in (-1.0, 1.0):
+            tree = gt.stationary_object.add()
+            tree.id.value = 100_000 + 2 * j + (side > 0)
+            tree.classification.type = tree.classification.TYPE_TREE
+            tree.base.position.x = x[j] + side * aside * normal[j, 0]
+            tree.base.position.y = y[j] + side * aside * normal[j, 1]
+            tree.base.position.z = z[j] + 3.5
+            tree.base.dimension.length = tree.base.dimension.width = 4.0
+            tree.base.dimension.height = 7.0
+    return view.SerializeToString()
+
+
 def run_bench(args) -> list[dict]:
     import platform
 
@@ -504,4 +594,13 @@ def run_bench(args) -> list[dict]:
                         "× one"],
                        [[f"median over {rig['frames'] - 1} frames", f"{rig['one_ms']:.2f}", f"{rig['rig_ms']:.2f}",
                          f"{rig['ratio']:.2f}×"]])
+        gt = bench_ground_truth(args.work_dir, backend=args.backend)
+        print_markdown(["demo doStep (model), OS1-128×1024", "first step s", "step ms (median)", "returns",
+                        "× meshes"],
+                       [[f"street from {name}", f"{gt['first_step_s'][name]:.2f}", f"{gt['step_ms'][name]:.2f}",
+                         f"{gt['returns'][name]:,}", f"{gt['step_ms'][name] / gt['step_ms']['meshes']:.2f}×"]
+                        for name in gt["step_ms"]])
+        print(f"\nfirst step of a {gt['road_km']:g} km road from ground truth alone (road, terrain, trees built): "
+              f"{gt['road_first_step_s']:.2f} s, {gt['road_triangles']:,} triangles placed, "
+              f"{gt['road_returns']:,} returns")
     return rows
