@@ -261,3 +261,35 @@ def test_the_ground_plane_is_asphalt_under_its_origin():
     mesh = ground_plane_mesh(300.0)
     np.testing.assert_allclose(mesh.bounds, [[-300, -300, 0], [300, 300, 0]])
     assert mesh.material_names == ("ir:asphalt",)
+
+
+def test_a_source_with_only_logical_lanes_gets_its_lanes_from_them():
+    """OSI 3.6's reference lines with logical lanes and logical boundaries (points with world positions), no
+    physical lanes: the road is built from the logical ones."""
+    from osi3.osi_groundtruth_pb2 import GroundTruth
+
+    from lidar_fmu.osi.ground_truth import decode_road
+
+    gt = GroundTruth()
+    line = gt.reference_line.add()
+    line.id.value = 1
+    for y, boundary_id in ((-3.5, 20), (0.0, 21), (3.5, 22)):
+        boundary = gt.logical_lane_boundary.add()
+        boundary.id.value = boundary_id
+        boundary.reference_line_id.value = 1
+        for x in (-50.0, 0.0, 50.0):
+            point = boundary.boundary_line.add()
+            point.position.x, point.position.y = x, y
+            point.s_position, point.t_position = x + 50.0, y
+    for lane_id, right, left in ((30, 20, 21), (31, 21, 22)):
+        lane = gt.logical_lane.add()
+        lane.id.value = lane_id
+        lane.type = lane.TYPE_NORMAL
+        lane.reference_line_id.value = 1
+        lane.right_boundary_id.add().value = right
+        lane.left_boundary_id.add().value = left
+    road = decode_road(gt.SerializeToString())
+    assert road.logical and [lane.id for lane in road.lanes] == [30, 31] and road.problems == ()
+    mesh = build_road(road).builder.mesh("r")
+    for lane_id in (30, 31):
+        assert area(mesh.vertices.astype(float), faces_of(mesh, lane_id)) == pytest.approx(100 * 3.5, rel=1e-6)

@@ -460,7 +460,13 @@ class SensorViewScene:
     and parameters (those of :func:`lidar_fmu.tools.replay.fmu_parameters`).
     """
 
-    def __init__(self, parameters: dict, reach_m: float = 200.0):
+    def __init__(self, parameters: dict, reach_m: float | None = None):
+        if reach_m is None:  # as far as the model's terrain reaches: its farthest-reaching lidar
+            reach_m = 200.0
+            if parameters.get("sensor"):
+                from ..sensors.rig import load_rig
+
+                reach_m = max(float(member.sensor.max_range_m) for member in load_rig(parameters["sensor"]))
         self.scene = Scene()
         # warnings (unusable model references, …) are the FMU's to report: this copy stays silent
         self.updater = SceneUpdater(self.scene, assets_dir=parameters.get("assets", "") or "",

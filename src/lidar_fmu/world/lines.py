@@ -276,6 +276,23 @@ def _ear_clip(xy):
     return out[:count]
 
 
+def footprint(polygon: np.ndarray | None, length_m: float, width_m: float, what: str,
+              problems: list[str]) -> np.ndarray | None:
+    """A base polygon to fill, counter-clockwise: the one OSI gives (its convex hull where its edges cross, said in
+    ``problems`` naming ``what``), else the rectangle of the box's length and width (None: neither is usable)."""
+    if polygon is not None:
+        problem = polygon_problem(polygon)
+        if problem:
+            problems.append(f"{what}: base polygon has {problem}; its convex hull is used")
+            polygon = polygon[convex_hull(polygon)]
+    if polygon is None or len(polygon) < 3:
+        if not (length_m > 0 and width_m > 0):
+            return None
+        polygon = np.array([[-length_m, -width_m], [length_m, -width_m], [length_m, width_m],
+                            [-length_m, width_m]]) / 2
+    return polygon if signed_area(polygon) > 0 else polygon[::-1]
+
+
 def fill_polygon(xy: np.ndarray) -> np.ndarray:
     """Triangles (index triples into ``xy``) filling a simple polygon given in either orientation, counter-clockwise
     seen from above; the convex hull's when the polygon is not simple (its caller says so)."""

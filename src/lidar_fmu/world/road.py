@@ -45,13 +45,12 @@ from .lines import (
     arc_length,
     chain,
     clean,
-    convex_hull,
     cut,
     fill_polygon,
+    footprint,
     left_normals,
     loft,
     offset,
-    polygon_problem,
     ribbon,
     sweep,
 )
@@ -521,17 +520,10 @@ def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, la
 def _marking(builder: MeshBuilder, marking: PlacedThing, problems: list[str]) -> None:
     """A road marking's base polygon (else its box's footprint) as paint on the road."""
     length, width, height = marking.dimension_m
-    polygon = marking.polygon_m
-    if polygon is not None:
-        problem = polygon_problem(polygon)
-        if problem:
-            problems.append(f"road_marking {marking.id}: base polygon has {problem}; its convex hull is painted")
-            polygon = polygon[convex_hull(polygon)]
-    if polygon is None or len(polygon) < 3:
-        if not (length > 0 and width > 0):
-            problems.append(f"road_marking {marking.id}: neither a base polygon nor a size; left out")
-            return
-        polygon = np.array([[-length, -width], [length, -width], [length, width], [-length, width]]) / 2
+    polygon = footprint(marking.polygon_m, length, width, f"road_marking {marking.id}", problems)
+    if polygon is None:
+        problems.append(f"road_marking {marking.id}: neither a base polygon nor a size; left out")
+        return
     faces = fill_polygon(polygon)
     local = np.column_stack([polygon, np.full(len(polygon), -0.5 * height + PAINT_LIFT_M)])
     pose = pose_matrix(marking.position_m, marking.orientation_rad)

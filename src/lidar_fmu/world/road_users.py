@@ -428,6 +428,13 @@ def person_parts(height_m: float = 1.75, pose: str = "walk", seat_m: tuple = (0.
     return parts
 
 
+def _with(parts: dict, more: dict) -> dict:
+    """``parts`` with ``more``'s shapes added (a rider to a vehicle)."""
+    for material, shapes in more.items():
+        parts.setdefault(material, []).extend(shapes)
+    return parts
+
+
 def _pedestrian(paint: str) -> dict:
     return person_parts(1.75, "walk")
 
@@ -451,10 +458,7 @@ def _motorcycle(paint: str, rider: bool = True) -> dict:
     add(parts, "ir:metal_painted_dark", cylinder_between((0.5, -0.35, 1.02), (0.5, 0.35, 1.02), 0.015, 8))
     add(parts, "ir:glass_clear", ellipsoid((0.68, 0.0, 0.9), (0.04, 0.09, 0.09), 1))  # headlamp
     add(parts, "ir:retroreflector", box((-1.0, 0.0, 0.62), (0.01, 0.2, 0.13)))  # plate
-    if rider:
-        for material, shapes in person_parts(1.75, "ride", (-0.3, 0.0, 0.88), (0.5, 0.0, 1.02)).items():
-            parts.setdefault(material, []).extend(shapes)
-    return parts
+    return _with(parts, person_parts(1.75, "ride", (-0.3, 0.0, 0.88), (0.5, 0.0, 1.02)) if rider else {})
 
 
 def _bicycle(paint: str, rider: bool = True) -> dict:
@@ -469,10 +473,7 @@ def _bicycle(paint: str, rider: bool = True) -> dict:
     add(parts, "ir:plastic_black", box((-0.17, 0.0, 0.9), (0.25, 0.12, 0.06)))  # saddle
     add(parts, frame, cylinder_between((0.42, -0.28, 1.0), (0.42, 0.28, 1.0), 0.012, 8))  # handlebar
     add(parts, "ir:retroreflector", box((-0.55, 0.0, 0.75), (0.01, 0.06, 0.05)))  # rear reflector (StVZO §67)
-    if rider:
-        for material, shapes in person_parts(1.75, "ride", (-0.17, 0.0, 0.93), (0.42, 0.0, 1.0)).items():
-            parts.setdefault(material, []).extend(shapes)
-    return parts
+    return _with(parts, person_parts(1.75, "ride", (-0.17, 0.0, 0.93), (0.42, 0.0, 1.0)) if rider else {})
 
 
 def _wheelchair(paint: str, rider: bool = True) -> dict:
@@ -484,10 +485,7 @@ def _wheelchair(paint: str, rider: bool = True) -> dict:
         add(parts, "ir:rubber_tyre", place(unit_annulus(0.5, 12), (0.08, 0.08, 0.03), to_y, (0.35, y, 0.08)))
     add(parts, "ir:textile", box((0.0, 0.0, 0.5), (0.45, 0.45, 0.05)))
     add(parts, "ir:textile", box((-0.22, 0.0, 0.75), (0.04, 0.45, 0.45)))
-    if rider:
-        for material, shapes in person_parts(1.7, "sit", (-0.05, 0.0, 0.52)).items():
-            parts.setdefault(material, []).extend(shapes)
-    return parts
+    return _with(parts, person_parts(1.7, "sit", (-0.05, 0.0, 0.52)) if rider else {})
 
 
 def _scooter(paint: str, rider: bool = True) -> dict:
@@ -498,10 +496,9 @@ def _scooter(paint: str, rider: bool = True) -> dict:
     add(parts, "ir:metal_painted_dark", cylinder_between((0.42, 0.0, 0.12), (0.38, 0.0, 1.1), 0.02, 8))
     add(parts, "ir:metal_painted_dark", cylinder_between((0.38, -0.25, 1.1), (0.38, 0.25, 1.1), 0.015, 8))
     add(parts, "ir:retroreflector", box((-0.43, 0.0, 0.2), (0.01, 0.05, 0.04)))
-    if rider:
-        for material, shapes in person_parts(1.75, "stand").items():
-            parts.setdefault(material, []).extend([place(s, 1.0, None, (-0.05, 0.0, 0.17)) for s in shapes])
-    return parts
+    standing = {m: [place(s, 1.0, None, (-0.05, 0.0, 0.17)) for s in shapes]  # on the deck
+                for m, shapes in person_parts(1.75, "stand").items()} if rider else {}
+    return _with(parts, standing)
 
 
 def _animal(paint: str) -> dict:

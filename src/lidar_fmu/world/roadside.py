@@ -25,7 +25,7 @@ import numpy as np
 from ..geometry.scene import Mesh
 from ..geometry.transforms import pose_matrix
 from ..osi.decode import ObjectState
-from .lines import convex_hull, fill_polygon, polygon_problem, sweep
+from .lines import fill_polygon, footprint, sweep
 from .road import JERSEY_PROFILE_M, ir
 from .shapes import (
     MeshBuilder,
@@ -156,16 +156,8 @@ def building_mesh(state: ObjectState, problems: list[str]) -> Mesh:
     """Walls up from the base polygon (else the box footprint) to the box's height, a flat roof; glass buildings
     get a concrete core 1 m inside their glazing (the return comes from behind the glass)."""
     length, width, height = state.dimension_m
-    polygon = state.base_polygon_m
-    if polygon is not None:
-        problem = polygon_problem(polygon)
-        if problem:
-            problems.append(f"stationary_object {state.id}: base polygon has {problem}; its convex hull is used")
-            polygon = polygon[convex_hull(polygon)]
-    if polygon is None or len(polygon) < 3:
-        polygon = np.array([[length, -width], [length, width], [-length, width], [-length, -width]]) / 2
-    if (polygon[:, 0] * np.roll(polygon[:, 1], -1) - np.roll(polygon[:, 0], -1) * polygon[:, 1]).sum() < 0:
-        polygon = polygon[::-1]  # counter-clockwise
+    polygon = footprint(state.base_polygon_m, length, width, f"stationary_object {state.id}", problems)
+    assert polygon is not None  # (the scene updater places only boxes of positive size)
     material = OSI_MATERIALS.get(state.material, "concrete")
     builder = MeshBuilder()
     lo, hi = -0.5 * height, 0.5 * height
