@@ -12,11 +12,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from helpers.road_views import ROAD_USERS, SIGN, road_view  # noqa: E402
-from test_ground_truth_scenes import ROOF, expected_ids, scan  # noqa: E402
-
 from lidar_fmu.osi.ground_truth import ground_truth_view  # noqa: E402
 from lidar_fmu.osi.trace import read_trace  # noqa: E402
 from lidar_fmu.pointcloud import NO_OBJECT_ID  # noqa: E402
+from test_ground_truth_scenes import ROOF, expected_ids, scan  # noqa: E402
 
 _, cloud, world, _ = scan(road_view(with_objects=False, mounting_z=ROOF))
 ids, intensity = cloud.points["object_id"], cloud.intensity_percent

@@ -304,8 +304,9 @@ def test_unknown_preset_is_reported_not_crashed(fmu_path):
 # -- a trace nobody here wrote ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_shared_trace_car_250_lies_on_its_box(fmu_path):
-    """Every point of car 250 lies on its box, seen from where the host was when its ray fired (motion distortion:
-    the host and the car move between views; before the first view, back along their OSI velocities)."""
+    """Every point of car 250 lies on its box (objects as OSI's boxes), seen from where the host was when its ray
+    fired (motion distortion: the host and the car move between views; before the first view, back along their OSI
+    velocities)."""
     from lidar_fmu.osi.decode import decode_sensor_view
     from lidar_fmu.osi.trace import read_trace
     from lidar_fmu.scan.motion import interpolate_pose
@@ -315,7 +316,7 @@ def test_shared_trace_car_250_lies_on_its_box(fmu_path):
     assert len(frames) == 20
     pattern = load_sensor("ouster_os1_128").pattern
     previous = None
-    with lidar(fmu_path, sensor="ouster_os1_128") as fmu:
+    with lidar(fmu_path, sensor="ouster_os1_128", objects="boxes") as fmu:
         for k, data in enumerate(frames):
             out = fmu.step(data, 0.1 * k, 0.1)
             frame = decode_sensor_view(data)

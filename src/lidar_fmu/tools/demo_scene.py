@@ -48,7 +48,7 @@ from ..world.shapes import (
 )
 
 #: Bump when the generated content changes so :func:`ensure_street` regenerates.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 STREET_FILE = "street.obj"
 LAYOUT_FILE = "layout.json"

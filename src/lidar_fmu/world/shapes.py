@@ -4,7 +4,7 @@ A shape is a pair ``(vertices (V, 3) float m, faces (F, 3) int)`` in a common
 frame (Z up); unit shapes are built once and shared (read-only), callers
 place copies. :class:`MeshBuilder` gathers shapes by visual material and OSI
 id into one :class:`~lidar_fmu.geometry.scene.Mesh`. Everything is plain numpy
-(trimesh builds the unit primitives), deterministic for its inputs.
+(the unit primitives too, so building a scene never imports trimesh), deterministic for its inputs.
 """
 from __future__ import annotations
 
@@ -27,36 +27,106 @@ def frozen(*arrays):
 
 @functools.cache
 def unit_box():
-    import trimesh
+    """Side 1, centred at the origin: 8 corners, 12 outward triangles."""
+    corners = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.5, 0.5)])
+    # corner index = 4·(x > 0) + 2·(y > 0) + (z > 0); each side two triangles, counter-clockwise seen from outside
+    faces = np.array(
+        [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5],  # -x, +x
+         [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],  # -y, +y
+         [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]],  # -z, +z
+        np.int64,
+    )
+    return frozen(corners, faces)
 
-    tm = trimesh.creation.box(extents=(1.0, 1.0, 1.0))
-    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+
+def _ring(sections: int) -> np.ndarray:
+    angle = np.linspace(0.0, 2.0 * np.pi, sections, endpoint=False)
+    return np.column_stack([np.cos(angle), np.sin(angle)])
+
+
+def _walls(lower: np.ndarray, upper: np.ndarray, outward: bool) -> np.ndarray:
+    """Quads between two rings of vertex indices (same length), two triangles each, facing out (or in)."""
+    nxt = np.roll(lower, -1), np.roll(upper, -1)
+    a = np.column_stack([lower, nxt[0], nxt[1]])
+    b = np.column_stack([lower, nxt[1], upper])
+    faces = np.concatenate([a, b])
+    return faces if outward else faces[:, ::-1]
 
 
 @functools.cache
 def unit_cylinder(sections: int):
-    """Radius 1, height 1, axis z, centred at the origin."""
-    import trimesh
-
-    tm = trimesh.creation.cylinder(radius=1.0, height=1.0, sections=sections)
-    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+    """Radius 1, height 1, axis z, centred at the origin, closed by two fans."""
+    ring = _ring(sections)
+    n = sections
+    vertices = np.concatenate([
+        np.column_stack([ring, np.full(n, -0.5)]),
+        np.column_stack([ring, np.full(n, 0.5)]),
+        [[0.0, 0.0, -0.5], [0.0, 0.0, 0.5]],
+    ])
+    i = np.arange(n)
+    j = (i + 1) % n
+    bottom = np.column_stack([np.full(n, 2 * n), j, i])
+    top = np.column_stack([np.full(n, 2 * n + 1), n + i, n + j])
+    return frozen(vertices, np.concatenate([_walls(i, n + i, True), bottom, top]).astype(np.int64))
 
 
 @functools.cache
 def unit_annulus(inner_ratio: float, sections: int):
-    """Outer radius 1, height 1, axis z, centred at the origin."""
-    import trimesh
-
-    tm = trimesh.creation.annulus(r_min=inner_ratio, r_max=1.0, height=1.0, sections=sections)
-    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+    """Outer radius 1, inner radius ``inner_ratio``, height 1, axis z, centred at the origin."""
+    ring = _ring(sections)
+    n = sections
+    vertices = np.concatenate([
+        np.column_stack([ring, np.full(n, -0.5)]),  # outer bottom 0..n
+        np.column_stack([ring, np.full(n, 0.5)]),  # outer top n..2n
+        np.column_stack([inner_ratio * ring, np.full(n, -0.5)]),  # inner bottom 2n..3n
+        np.column_stack([inner_ratio * ring, np.full(n, 0.5)]),  # inner top 3n..4n
+    ])
+    i = np.arange(n)
+    faces = np.concatenate([
+        _walls(i, n + i, True),  # outer wall, facing out
+        _walls(2 * n + i, 3 * n + i, False),  # inner wall, facing the hole
+        _walls(n + i, 3 * n + i, True),  # top ring, facing up
+        _walls(i, 2 * n + i, False),  # bottom ring, facing down
+    ])
+    return frozen(vertices, faces.astype(np.int64))
 
 
 @functools.cache
 def unit_icosphere(subdivisions: int):
-    import trimesh
+    """Radius 1: an icosahedron whose triangles are split in four ``subdivisions`` times, pushed onto the sphere."""
+    t = (1.0 + 5.0**0.5) / 2.0
+    vertices = np.array([
+        [-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t],
+        [0, -1, -t], [0, 1, -t], [t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1],
+    ], float)
+    faces = np.array([
+        [0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2],
+        [10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5],
+        [2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1],
+    ], np.int64)
+    for _ in range(subdivisions):
+        edges = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
+        unique, inverse = np.unique(edges, axis=0, return_inverse=True)
+        mid = len(vertices) + inverse.reshape(3, -1).T  # (F, 3): midpoints of edges 01, 12, 20
+        vertices = np.concatenate([vertices, 0.5 * (vertices[unique[:, 0]] + vertices[unique[:, 1]])])
+        a, b, c = faces.T
+        ab, bc, ca = mid.T
+        faces = np.concatenate([
+            np.column_stack([a, ab, ca]), np.column_stack([ab, b, bc]),
+            np.column_stack([ca, bc, c]), np.column_stack([ab, bc, ca]),
+        ])
+    vertices = vertices / np.linalg.norm(vertices, axis=1, keepdims=True)
+    return frozen(vertices, faces)
 
-    tm = trimesh.creation.icosphere(subdivisions=subdivisions, radius=1.0)
-    return frozen(np.asarray(tm.vertices, float), np.asarray(tm.faces, np.int64))
+
+def rotation_onto(direction) -> np.ndarray:
+    """The rotation turning +z onto the unit vector ``direction`` (Rodrigues; a half turn about x for -z)."""
+    d = np.asarray(direction, float)
+    c = float(d[2])
+    if c < -1.0 + 1e-12:
+        return np.diag([1.0, -1.0, -1.0])
+    k = np.array([[0.0, 0.0, d[0]], [0.0, 0.0, d[1]], [-d[0], -d[1], 0.0]])  # cross(z, d) as a matrix
+    return np.eye(3) + k + k @ k / (1.0 + c)
 
 
 def rotation_z(yaw_rad: float) -> np.ndarray:
@@ -84,12 +154,10 @@ def box(centre_m, size_m, yaw_rad: float = 0.0):
 
 def cylinder_between(p0_m, p1_m, radius_m: float, sections: int = 16):
     """Cylinder whose axis runs from ``p0_m`` to ``p1_m``."""
-    import trimesh
-
     p0, p1 = np.asarray(p0_m, float), np.asarray(p1_m, float)
     axis = p1 - p0
     length = float(np.linalg.norm(axis))
-    rotation = trimesh.geometry.align_vectors([0.0, 0.0, 1.0], axis / length)[:3, :3]
+    rotation = rotation_onto(axis / length)
     return place(unit_cylinder(sections), (radius_m, radius_m, length), rotation, 0.5 * (p0 + p1))
 
 
