@@ -37,6 +37,7 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -257,7 +258,7 @@ def plan_runs(sweep: dict, base_dir: str) -> list[Run]:
 
 
 # -- one run, wherever it executes ----------------------------------------------------------------
-_worker_fmus: dict[str, tuple[str, str]] = {}  # per process: requested FMU → (its path, where it is extracted)
+_worker_fmus: dict[str, str] = {}  # per process: requested FMU → its path (built or found once)
 
 
 def _where() -> str:
@@ -274,18 +275,18 @@ def _unseen(paths) -> list[str]:
     return [p for p in paths if p and not os.path.exists(p)]
 
 
-def worker_fmu(requested: str | None) -> tuple[str, str]:
-    """(FMU path, extracted folder) for this process: built or found once, extracted once, reused by its runs."""
+def worker_fmu(requested: str | None) -> str:
+    """The FMU path for this process's runs: built or found once. Each run unpacks it and removes its copy when
+    its replay ends (:class:`~lidar_fmu.cosim.fmu_host.FmuInstance`): a worker ended by its cluster leaves
+    nothing in the temporary folder."""
     key = requested or ""
     if key not in _worker_fmus:
-        from fmpy import extract
-
         from ..cosim.fmu_package import cached_fmu
 
         path = requested or str(cached_fmu())
         if not os.path.isfile(path):
             raise UserError(f"{_where()} cannot see the FMU {path}: every worker must see the sweep's paths")
-        _worker_fmus[key] = (path, extract(path))
+        _worker_fmus[key] = path
     return _worker_fmus[key]
 
 
@@ -327,7 +328,7 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
     row: dict[str, Any] = {"run": run.name, "status": "failed", "error": "", "worker": _where()}
     folder = os.path.join(out_dir, run.name)
     try:
-        fmu_path, unzipped = worker_fmu(options.fmu)
+        fmu_path = worker_fmu(options.fmu)
         with contextlib.suppress(FileNotFoundError):  # complete again only when this replay succeeds
             os.remove(_marker_path(out_dir, run.name))
         if os.path.isdir(folder):  # a rerun starts clean: no frames of an earlier, longer replay left behind
@@ -335,7 +336,7 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
         try:
             summary = replay(run.scenario, folder, fmu_path=fmu_path, max_frames=run.frames, progress=False,
                              write_pcd_every=options.pcd_every, trace_format=options.trace_format,
-                             overrides=run.overrides(), fmu_unzip_dir=unzipped)
+                             overrides=run.overrides())
         except DamagedTraceError as exc:  # the intact frames were replayed: report them, still a failure
             row |= _figures(exc.summary)
             raise
@@ -409,9 +410,10 @@ def _numba_threads_for_workers(threads: int):
             os.environ.pop("NUMBA_NUM_THREADS", None)
 
 
-def _local_cluster(workers: int, dashboard: str | None):
+def _local_cluster(workers: int, dashboard: str | None, scratch: str):
     """A LocalCluster of ``workers`` processes, one Dask thread each; Dask's dashboard at ``dashboard`` (an
-    address) if given, else no pages served (Dask's HTTP server on a free port of 127.0.0.1, without routes)."""
+    address) if given, else no pages served (Dask's HTTP server on a free port of 127.0.0.1, without routes);
+    Dask's scratch space in the folder ``scratch``."""
     import logging
 
     import dask
@@ -430,7 +432,7 @@ def _local_cluster(workers: int, dashboard: str | None):
     # Dask's scheduler always starts an HTTP server (port 8787 by default, with info and metrics pages even
     # when dashboard_address is None): without a dashboard asked for, on a free port and serving nothing.
     config: dict[str, Any] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                              "distributed.worker.profile.enabled": False}
+                              "distributed.worker.profile.enabled": False, "temporary-directory": scratch}
     scheduler: dict[str, Any] = {"allowed_failures": 0}
     if dashboard is None:
         config["distributed.scheduler.http.routes"] = []
@@ -666,7 +668,9 @@ def _distributed(todo, out_dir, options, task, progress: Progress, cluster_optio
             workers = workers or _cores()
             stack.enter_context(_workers_import_this_package())
             stack.enter_context(_numba_threads_for_workers(max(1, _cores() // workers)))
-            cluster = stack.enter_context(_local_cluster(workers, dashboard))
+            # Dask's scratch folders (locks, spill) in one of ours, removed once the cluster has closed
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="lidar_fmu_dask_"))
+            cluster = stack.enter_context(_local_cluster(workers, dashboard, scratch))
             client = stack.enter_context(Client(cluster))
             where = "LocalCluster"
             if dashboard is not None:
