@@ -285,7 +285,8 @@ def _print_disk_use(folder: str) -> None:
 
 
 def cmd_build(args) -> None:
-    from ..cosim.fmu_package import build_fmu, validate
+    from ..cosim.fmu_package import build_fmu, validate, warm_kernel_cache
+    from ..scan.kernels import FIRST_COMPILE_S
 
     path = build_fmu(args.output) if args.output else build_fmu()
     problems = validate(path)
@@ -294,6 +295,10 @@ def cmd_build(args) -> None:
     if problems:
         raise UserError(f"{path} has {len(problems)} validation problem(s)")
     print(f"built {path} (FMPy validation: no problems)")
+    # a master's first initialization on this machine then loads the kernels instead of compiling them
+    print(f"initializing it once as a master does (a machine's first run compiles its kernels, ~{FIRST_COMPILE_S} s)",
+          flush=True)
+    print(f"  FMU: {warm_kernel_cache(path)}")
 
 
 def cmd_figures(args) -> None:
@@ -371,6 +376,11 @@ def cmd_figures(args) -> None:
 
 
 def cmd_bench(args) -> None:
+    if args.first_step:
+        from .bench_first_step import bench_first_step, print_first_step
+
+        print_first_step(bench_first_step(args.work_dir))
+        return
     if args.scaling:
         from .bench_scaling import run_scaling
 
@@ -553,6 +563,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--scaling", action="store_true",
                    help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
                         "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
+    p.add_argument("--first-step", action="store_true",
+                   help="instead: a fresh clone's FMU initialization (compiling the kernels), first doStep and later "
+                        "doSteps, each in a Python with empty Numba and lidar-fmu caches")
     p.add_argument("--max-triangles", type=_positive_int, default=10_000_000, help="--scaling: largest scene")
     p.add_argument("--max-instances", type=_positive_int, default=10_000, help="--scaling: most moving instances")
     p.add_argument("-o", "--output", default="bench",

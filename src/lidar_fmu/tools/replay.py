@@ -529,8 +529,8 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     recommendation since 3.7). ``write_pcd_every``: a PCD of every N-th frame
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
     recording of the replay. ``rosbag_path``: also a ROS 2 bag (a new folder, MCAP storage) of
-    every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the model) is reported
-    apart as ``first_step_ms``, not in the step percentiles.
+    every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the meshes its
+    SensorView names) is reported apart as ``first_step_ms``, not in the step percentiles.
 
     ``overrides``: scenario keys laid over the file's (``lidar-fmu sweep``
     gives each run its ``sensor`` and ``mounting`` so; paths in them
@@ -567,7 +567,13 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
                  fmu_unzip_dir, max_frames, progress: bool, write_pcd_every: int, trace_format: str,
                  rerun_path, rosbag_path) -> dict:
     """:func:`replay`'s stepping and writing, once every input has been checked."""
+    from ..scan.kernels import FIRST_COMPILE_S, kernels_cached
+
     frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
+    # a first run on this machine compiles the kernels in the FMU's initialization: the bar says so meanwhile
+    compiling = progress and not kernels_cached()
+    if compiling:
+        frames.set_description(f"replay {scenario['name']}: compiling kernels once (~{FIRST_COMPILE_S} s)")
     params = fmu_parameters(scenario, out_dir)
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
     rosbag = RosbagLog(rosbag_path, params) if rosbag_path else None
@@ -581,6 +587,10 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
                                 rosbag)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
+        if progress:  # its clock from the first step: the initialization is no frame's
+            frames.reset()
+            if compiling:
+                frames.set_description(f"replay {scenario['name']}")
         for frame in _stepped(fmu, frames, step_s, rig[0].sensor.name, twin, rig=len(rig) > 1):
             outputs.add(frame)
         messages = list(fmu.messages)
