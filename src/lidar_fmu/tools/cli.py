@@ -168,11 +168,14 @@ def _print_summary(summary: dict, out_dir: str) -> None:
     for lidar in summary.get("lidars", [summary]):
         returns = lidar["returns_per_frame"]
         step = lidar["step_ms"]
+        folder = os.path.join(out_dir, lidar["folder"]) if "folder" in lidar else out_dir
         print(
             f"{lidar['scenario']}: {lidar['frames']} frames of {lidar['sensor']} through the FMU, "
             f"{int(np.mean(returns)):,} returns/frame, step p50 {step['p50']:.1f} ms, p90 {step['p90']:.1f} ms "
-            f"→ {os.path.join(out_dir, lidar['folder']) if 'folder' in lidar else out_dir}"
+            f"→ {folder}"
         )
+        print(f"  SensorData trace: {os.path.join(folder, lidar['sensordata_trace'])} "
+              f"({lidar['sensordata_trace_bytes'] / 1e6:,.1f} MB)")
     for line in summary["fmu_messages"][:10]:
         print(f"  FMU: {line.splitlines()[0]}")
 
@@ -270,9 +273,9 @@ def cmd_demo(args) -> None:
 
 
 def _add_output_options(p, trace_format: str, rerun: bool = True) -> None:
-    p.add_argument("--trace-format", choices=["osi", "mcap"], default=trace_format,
-                   help="SensorData trace: osi (length-prefixed, read by openMSL's trace-file player) or mcap "
-                        "(zstd-compressed, OSI's recommendation since 3.7)")
+    p.add_argument("--trace-format", choices=["mcap", "osi"], default=trace_format,
+                   help="SensorData trace: mcap (zstd-compressed, OSI's recommendation since 3.7, about a third of "
+                        "the size) or osi (length-prefixed, read by openMSL's trace-file player)")
     p.add_argument("--pcd-every", type=_non_negative_int, default=1, metavar="N",
                    help="write a PCD of every N-th frame (compressed; 0: none)")
     if rerun:
@@ -489,7 +492,7 @@ def _add_replay(sub) -> None:
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
                                                 "else in the user cache; built if stale)")
     p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
-    _add_output_options(p, trace_format="osi")
+    _add_output_options(p, trace_format="mcap")
     p.add_argument("--rosbag", metavar="DIR", help="also write a ROS 2 bag (MCAP storage) into the new folder DIR: "
                                                    "PointCloud2 on /lidar/points, the sensor pose on /tf")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

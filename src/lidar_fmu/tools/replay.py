@@ -498,18 +498,20 @@ def _rig_figures(lidars: list[dict]) -> dict:
     and the objects any lidar hit per frame; one FMU step serves every lidar, so its times and its validity are
     the rig's; each lidar's SensorData trace (relative to the rig's folder)."""
     if not lidars:
-        return {"returns_per_frame": [], "objects_per_frame": [], "invalid_frames": [], "sensordata_trace": []}
+        return {"returns_per_frame": [], "objects_per_frame": [], "invalid_frames": [], "sensordata_trace": [],
+                "sensordata_trace_bytes": []}
     first = lidars[0]
     return {"returns_per_frame": [sum(n) for n in zip(*(lidar["returns_per_frame"] for lidar in lidars))],
             "objects_per_frame": [sorted(set().union(*ids)) for ids in zip(*(lidar["objects_per_frame"]
                                                                               for lidar in lidars))],
             "first_step_ms": first["first_step_ms"], "step_ms": first["step_ms"],
             "invalid_frames": first["invalid_frames"],
-            "sensordata_trace": [os.path.join(lidar["folder"], lidar["sensordata_trace"]) for lidar in lidars]}
+            "sensordata_trace": [os.path.join(lidar["folder"], lidar["sensordata_trace"]) for lidar in lidars],
+            "sensordata_trace_bytes": [lidar["sensordata_trace_bytes"] for lidar in lidars]}
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
-           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
+           write_pcd_every: int = 1, trace_format: str = "mcap", rerun_path: str | None = None,
            overrides: dict | None = None, fmu_unzip_dir: str | None = None, rosbag_path: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario (or of a bare trace: ``overrides`` gives its
     ``sensor`` and ``assets``); write outputs into ``out_dir``.
@@ -524,9 +526,10 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     (its :data:`MANIFEST`) are removed first, once every input has been
     checked; nothing else in ``out_dir`` is touched.
 
-    ``trace_format``: the SensorData trace as ``osi`` (length-prefixed, what
-    openMSL's trace-file player reads) or ``mcap`` (zstd-compressed, OSI's
-    recommendation since 3.7). ``write_pcd_every``: a PCD of every N-th frame
+    ``trace_format``: the SensorData trace as ``mcap`` (zstd-compressed, OSI's
+    recommendation since 3.7, about a third of the size) or ``osi``
+    (length-prefixed, what openMSL's trace-file player reads); the summary
+    names it and its size. ``write_pcd_every``: a PCD of every N-th frame
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
     recording of the replay. ``rosbag_path``: also a ROS 2 bag (a new folder, MCAP storage) of
     every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the meshes its

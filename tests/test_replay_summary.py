@@ -1,0 +1,49 @@
+"""What a replay says about itself: its SensorData trace (zstd MCAP unless asked otherwise) named with its size, and
+``summary.json`` holding times as a person reads them."""
+import json
+import re
+
+import pytest
+
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from lidar_fmu.cosim.fmu_package import build_fmu
+from lidar_fmu.tools.cli import main
+
+
+@pytest.fixture(scope="module")
+def fmu_path(tmp_path_factory):
+    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
+
+
+def test_the_trace_is_mcap_by_default_and_the_summary_says_where_and_how_big(fmu_path, tmp_path, capsys):
+    spec = tmp_path / "small.json"
+    spec.write_text(json.dumps(SMALL_SENSOR))
+    out = tmp_path / "out"
+    argv = ["replay", str(SHARED_TRACE), "--sensor", str(spec), "--fmu", str(fmu_path), "-q", "--frames", "3"]
+    assert main([*argv, "-o", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    trace = out / summary["sensordata_trace"]
+    assert trace.suffix == ".mcap" and trace.read_bytes()[:8] == b"\x89MCAP0\r\n"
+    assert summary["sensordata_trace_bytes"] == trace.stat().st_size
+    assert f"SensorData trace: {trace} ({trace.stat().st_size / 1e6:,.1f} MB)" in stdout
+    assert main([*argv, "-o", str(tmp_path / "osi"), "--trace-format", "osi"]) == 0  # asked for: OSI's own format
+    assert json.loads((tmp_path / "osi" / "summary.json").read_text())["sensordata_trace"].endswith(".osi")
+
+
+def test_summary_times_are_rounded_as_people_read_them(fmu_path, tmp_path, capsys):
+    """The views' times are whole tenths of a second; their sums in binary floating point are not
+    (0.1 + 0.2 = 0.30000000000000004): summary.json keeps seconds to the nanosecond and milliseconds to the
+    microsecond."""
+    spec = tmp_path / "small.json"
+    spec.write_text(json.dumps(SMALL_SENSOR))
+    out = tmp_path / "out"
+    assert main(["replay", str(SHARED_TRACE), "--sensor", str(spec), "--fmu", str(fmu_path), "-q", "--frames", "6",
+                 "-o", str(out)]) == 0
+    text = (out / "summary.json").read_text()
+    assert not re.search(r"\d\.\d*(0000000|9999999)\d", text), text  # no float artifacts anywhere
+    summary = json.loads(text)
+    for times in (summary["frame_end_s"], summary["frame_first_firing_s"]):
+        assert all(t == round(t, 9) for t in times)
+    assert all(v == round(v, 3) for v in [summary["first_step_ms"], *summary["step_ms"].values()])
+
