@@ -47,3 +47,26 @@ def test_summary_times_are_rounded_as_people_read_them(fmu_path, tmp_path, capsy
         assert all(t == round(t, 9) for t in times)
     assert all(v == round(v, 3) for v in [summary["first_step_ms"], *summary["step_ms"].values()])
 
+
+def test_the_preview_gif_has_axes_and_each_frames_time(fmu_path, tmp_path):
+    """Each GIF frame is the bird's-eye view (600 px for 60 m each way at 0.2 m) framed by axes in metres and a
+    title with the frame's time: frames of the same points still differ where their times are written."""
+    import numpy as np
+    from PIL import Image, ImageSequence
+
+    from lidar_fmu.io.preview import FRAME_MARGINS_PX
+    from lidar_fmu.tools.replay import replay
+
+    spec = tmp_path / "small.json"
+    spec.write_text(json.dumps(SMALL_SENSOR))
+    out = tmp_path / "out"
+    replay(SHARED_TRACE, out, fmu_path=fmu_path, max_frames=3, progress=False, overrides={"sensor": str(spec)})
+    with Image.open(out / "preview.gif") as gif:
+        frames = [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(gif)]
+    left, top, right, bottom = FRAME_MARGINS_PX
+    assert len(frames) == 3 and frames[0].shape == (top + 600 + bottom, left + 600 + right, 3)
+    for frame in frames:  # tick labels and axis titles: light pixels in the margins
+        assert (frame[top + 600:, :, 0] > 150).sum() > 100 and (frame[:, :left, 0] > 150).sum() > 100
+    titles = [frame[:top] for frame in frames]
+    assert not np.array_equal(titles[0], titles[1]) and not np.array_equal(titles[1], titles[2])
+

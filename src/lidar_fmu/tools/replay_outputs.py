@@ -243,7 +243,8 @@ class RosbagLog:
 
 
 class Previews:
-    """``preview.gif``: every frame's returns from above; ``preview.png``: the last frame's, with its range image."""
+    """``preview.gif``: every frame's returns from above, with axes (m) and the frame's time; ``preview.png``: the
+    last frame's, with its range image."""
 
     def __init__(self, out_dir: str, sensor, echoes: int):
         self.out_dir, self.pattern, self.echoes = out_dir, sensor.pattern, echoes
@@ -251,12 +252,14 @@ class Previews:
         self.gif_frames: list[Image.Image] = []
         self.last_cloud: PointCloud | None = None
 
-    def add(self, cloud) -> None:
-        from PIL import Image
-
+    def add(self, cloud, index: int) -> None:
+        """Frame ``index`` (from 0) of the replay: the GIF's frame with its axes and its end time."""
         from ..io import bev_image
+        from ..io.preview import framed_bev
 
-        self.gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=self.extent_m, resolution_m=0.2)))
+        image = bev_image(cloud.points, extent_m=self.extent_m, resolution_m=0.2)
+        title = f"frame {index}, t = {cloud.timestamp_s:.3f} s, {len(cloud):,} returns"
+        self.gif_frames.append(framed_bev(image, self.extent_m, title))
         self.last_cloud = cloud
 
     def finish(self, frame_step_s: float) -> str | None:
@@ -359,7 +362,7 @@ class ReplayOutputs:
                 self.rosbag.log(frame, cloud, fields)
         if self.rerun is not None:
             self.rerun.log(frame, cloud)
-        self.previews.add(cloud)
+        self.previews.add(cloud, frame.index)
 
     def finish(self, fmu_messages: list, damage) -> dict:
         """The trace named, both previews and ``summary.json`` written → the summary. ``damage``: the
