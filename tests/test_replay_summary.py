@@ -70,3 +70,13 @@ def test_the_preview_gif_has_axes_and_each_frames_time(fmu_path, tmp_path):
     titles = [frame[:top] for frame in frames]
     assert not np.array_equal(titles[0], titles[1]) and not np.array_equal(titles[1], titles[2])
 
+
+def test_the_demo_says_what_is_on_and_how_to_turn_the_noise_on():
+    from lidar_fmu.sensors import load_sensor
+    from lidar_fmu.tools.demo import effects_line
+
+    line = effects_line(load_sensor("ouster_os1_128"))
+    assert "on: range–reflectivity limit, motion distortion;" in line and "off: noise" in line
+    assert "Ranges are exact" in line and "`preset: ouster_os1_128` and `noise: true`" in line
+    noisy = effects_line(load_sensor({"preset": "ouster_os1_128", "noise": True}))
+    assert "noise;" not in noisy.split("off:")[1] and "Ranges are exact" not in noisy

@@ -255,8 +255,9 @@ def _positive_seconds(text: str) -> float:
 def cmd_demo(args) -> None:
     import os
 
-    from .demo import make_demo_scenario
-    from .replay import replay
+    from ..sensors import load_sensor
+    from .demo import effects_line, make_demo_scenario
+    from .replay import load_scenario, replay
 
     if args.rerun:  # before the scenario is written
         from ..io.rerun import require_rerun
@@ -265,6 +266,7 @@ def cmd_demo(args) -> None:
     scenario_dir = os.path.join(args.output, "scenario")
     print(f"demo scenario → {scenario_dir} (generated street, cars with model_references, SensorView trace)")
     make_demo_scenario(scenario_dir, frames=args.frames)
+    print(f"  {effects_line(load_sensor(load_scenario(scenario_dir)['sensor']))}")
     summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet,
                      write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
     _print_summary(summary, os.path.join(args.output, "replay"))
