@@ -78,3 +78,23 @@ def test_replay_demo_and_sweep_leave_the_temporary_folder_empty(fmu_path, tmp_pa
     sweep.write_text(yaml.safe_dump({"scenarios": [str(SHARED_TRACE.parent)], "sensors": [str(spec)], "frames": 2}))
     run = ["sweep", sweep, "-o", tmp_path / "sweep", "--workers", 1, "-q", "--fmu", fmu_path]
     assert _leaves_in_tmpdir(run, tmp_path, "sweep") == []  # the workers' unpacked FMUs and Dask's scratch space
+
+
+def test_the_test_command_is_one_and_removes_its_temporary_folder():
+    """README's test command is CONTRIBUTING's and .ci/run's; it runs the tests with their temporary folder in its
+    own, which it removes at the end with the wheel, the venv and the demo (and the wheel's build folder)."""
+    root = os.path.join(os.path.dirname(__file__), os.pardir)
+
+    def command(name):
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            lines = [line for line in f.read().splitlines() if line.startswith("apt-get update")]
+        assert len(lines) == 1, name
+        return lines[0]
+
+    readme = command("README.md")
+    assert command("CONTRIBUTING.md") == readme == command(os.path.join(".ci", "run"))
+    steps = readme.split(" && ")
+    assert steps[-1] == 'rm -rf "$W" build'
+    tests = next(step for step in steps if "pytest" in step)
+    assert steps.index('W="$(mktemp -d)"') < steps.index(tests)
+    assert tests.startswith('TMPDIR="$W/tmp" ') and "-p no:cacheprovider" in tests
