@@ -26,6 +26,7 @@ def measure(fmu_path: str, trace: str, parameters: dict, frames: int) -> dict:
     """In this process: the FMU initialized with ``parameters``, then stepped through ``frames`` views of ``trace``
     (0.1 s steps) → seconds of initialization, first step and the median later step."""
     from ..cosim.fmu_host import FmuInstance
+    from ..cosim.warm_up import prepare
     from ..osi.trace import read_trace
     from .replay import model_of
 
@@ -42,8 +43,11 @@ def measure(fmu_path: str, trace: str, parameters: dict, frames: int) -> dict:
             if not out.valid:
                 raise RuntimeError(f"step {k} is invalid: {fmu.messages[-1:]}")
         said = [text for _, text in fmu.messages if "kernels" in text]
-    # the model the FMU runs, in this process (its kernels loaded by now): where its first step's time goes
-    first = model_of(parameters).step(views[0], 0.1)
+    # the model the FMU runs, made ready as the FMU's initialization makes it (its kernels are loaded in this process
+    # by now): where the first step's time goes
+    model = model_of(parameters)
+    prepare(model)
+    first = model.step(views[0], 0.1)
     return {"init_s": init_s, "first_step_s": step_s[0], "warm_step_s": float(np.median(step_s[1:])),
             "steps": len(step_s), "fmu_said": said[0] if said else "", "first_step_stages_s": first.timings_s}
 
