@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..geometry.transforms import pose_matrix
+from ..parallel import serial
 from ..physics.returns import Materials
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from ..scan.kernels import WARM_UP_MAP, WARM_UP_PARTS, compile_timer, warm_up_radius_m, warm_up_scene
@@ -78,8 +79,9 @@ def prepare(model: OsiSensorModel) -> None:
     box_id = ENVIRONMENT_ID_BASE + 1  # an id no OSI object has; the environment's is ENVIRONMENT_ID_BASE
     model.scene.add_instance(box_id, model.updater.unit_box, pose_matrix((0.0, 0.0, -100.0)))
     try:
-        for mounted in model.lidars:
-            mounted.lidar.scan(mounted.default_mounting_pose)
+        with serial():  # as a step scans: in turn with other models' scans where the threading layer needs it
+            for mounted in model.lidars:
+                mounted.lidar.scan(mounted.default_mounting_pose)
     finally:
         model.scene.remove_instance(box_id)
 
