@@ -125,7 +125,8 @@ def _serial_replay(scenario_dir, out, sensor, **keys):
     spec = yaml.safe_load((scenario_dir / "scenario.yaml").read_text())
     folder = out.parent / f"{out.name}.scenario"
     _scenario(folder, spec.pop("trace"), sensor, name=scenario_dir.name, **(spec | keys))
-    assert main(["replay", str(folder), "-o", str(out), "--frames", str(FRAMES), "-q"]) == 0
+    assert main(["replay", str(folder), "-o", str(out), "--frames", str(FRAMES), "-q",
+                 "--trace-format", "osi"]) == 0  # a sweep's trace format
     return out
 
 
