@@ -96,6 +96,9 @@ class RunOptions:
     fmu: str | None = None  # FMU path every worker must see; None: each worker's content-hashed cached build
     trace_format: str = "osi"
     pcd_every: int = 1
+    #: where a run unpacks the FMU: a folder of the sweep's own (its LocalCluster's workers are on this machine), which
+    #: goes when the sweep ends, so a worker killed mid-run leaves no copy behind; None: the temporary folder
+    unpack_in: str | None = None
 
 
 # -- the crossing ---------------------------------------------------------------------------------
@@ -333,13 +336,21 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
             os.remove(_marker_path(out_dir, run.name))
         if os.path.isdir(folder):  # a rerun starts clean: no frames of an earlier, longer replay left behind
             shutil.rmtree(folder)
+        unpacked = tempfile.mkdtemp(prefix="fmu_", dir=options.unpack_in) if options.unpack_in else None
         try:
+            if unpacked:
+                from fmpy import extract
+
+                extract(fmu_path, unpacked)
             summary = replay(run.scenario, folder, fmu_path=fmu_path, max_frames=run.frames, progress=False,
                              write_pcd_every=options.pcd_every, trace_format=options.trace_format,
-                             overrides=run.overrides())
+                             overrides=run.overrides(), fmu_unzip_dir=unpacked)
         except DamagedTraceError as exc:  # the intact frames were replayed: report them, still a failure
             row |= _figures(exc.summary)
             raise
+        finally:
+            if unpacked:
+                shutil.rmtree(unpacked, ignore_errors=True)
         traces = summary["sensordata_trace"]  # a rig's: one per lidar
         row |= _figures(summary) | {"sensordata_trace": traces if isinstance(traces, str) else " ".join(traces)}
         invalid = invalid_frames_message(summary)
@@ -668,8 +679,10 @@ def _distributed(todo, out_dir, options, task, progress: Progress, cluster_optio
             workers = workers or _cores()
             stack.enter_context(_workers_import_this_package())
             stack.enter_context(_numba_threads_for_workers(max(1, _cores() // workers)))
-            # Dask's scratch folders (locks, spill) in one of ours, removed once the cluster has closed
+            # Dask's scratch folders (locks, spill) and the runs' unpacked FMUs in one of ours, removed once the
+            # cluster has closed, whatever became of its workers
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="lidar_fmu_dask_"))
+            options = dataclasses.replace(options, unpack_in=scratch)
             cluster = stack.enter_context(_local_cluster(workers, dashboard, scratch))
             client = stack.enter_context(Client(cluster))
             where = "LocalCluster"
