@@ -234,7 +234,8 @@ def _wait_for(path, process, timeout_s):
 @pytest.mark.slow
 def test_sweep_on_an_external_dask_scheduler(scenarios, reference, tmp_path):
     """`dask scheduler` and `dask worker` started here on 127.0.0.1; the sweep sends its runs there."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")])}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")]),
+                        "DASK_TEMPORARY_DIRECTORY": str(tmp_path / "dask")}  # their scratch space: not in $TMPDIR
     scheduler_file = tmp_path / "scheduler.json"
     dask = [sys.executable, "-m", "dask"]
     log = open(tmp_path / "dask.log", "w")  # noqa: SIM115  (closed in finally)
