@@ -6,10 +6,12 @@ tens of seconds with nothing logged, and a master with a step timeout gives
 up. :func:`warm_up` steps a twin of the model — the same lidars, backend,
 effects and IR materials, built with the same options — on a few SensorViews
 of its own through :meth:`OsiSensorModel.step`, the path every step takes:
-the host and a box drive through a room with glass, a mirror, a
+the host and a car drive through a room of grey walls with glass, mirrors, a
 retroreflector and a thin pole (:func:`~lidar_fmu.scan.kernels.warm_up_scene`),
-clear, then in fog and rain, then in snow. The twin is thrown away; the model
-itself is untouched (its frame counter, clock and scene stay as built).
+clear, in fog and rain, in snow, with and without glass and mirrors. The twin
+is thrown away. Then each of the model's own lidars scans once
+(:func:`prepare`), for what a lidar computes once per pattern; the model's
+output stays what it would have been.
 """
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ CAR_SPEED_M_S = 8.0
 
 @dataclass(frozen=True)
 class WarmUp:
+    """What a warm-up took; :meth:`message` is the line the FMU logs."""
+
     seconds: float  # the whole warm-up
     compile_seconds: float  # of which compiling (0: every kernel came from Numba's cache)
     problem: str = ""  # why a warm-up step was invalid ('' : none was): the first step may then compile
@@ -90,9 +94,13 @@ def prepare(model: OsiSensorModel) -> None:
 STEPS = tuple(zip(("clear", "fog and rain", "snow", "clear"), WARM_UP_PARTS))
 
 
+#: the model's options its twin takes: what decides which kernels run (its scene is the warm-up's own: no assets,
+#: environment or material map; and it stays silent)
+TWIN_OPTIONS = ("sensor", "backend", "ir_database", "default_mounting_pose", "disable_self_hits", "ground_truth")
+
+
 def _step_twin(options: dict) -> None:
-    twin_options = {k: v for k, v in options.items() if k not in ("assets_dir", "environment", "warn", "materials")}
-    twin = OsiSensorModel(**twin_options)  # boxes and panes only, silent
+    twin = OsiSensorModel(**{k: v for k, v in options.items() if k in TWIN_OPTIONS})
     for mounted in twin.lidars:  # the IR materials of the user's database, named as the warm-up scene names them
         lidar = mounted.lidar
         lidar.materials = Materials(lidar.sensor.wavelength_nm, WARM_UP_MAP, options.get("ir_database") or None)

@@ -5,11 +5,12 @@ on-disk cache (``__pycache__`` beside the sources, or ``$NUMBA_CACHE_DIR``):
 on a machine that has never run lidar-fmu the first scan compiles every
 kernel it needs (tens of seconds), later processes load them (well under a
 second). Whoever runs that first scan says so beforehand
-(:func:`kernels_cached`) and times it apart (:func:`compile_seconds`), and a
-co-simulation compiles before its first step by scanning
-:func:`warm_up_scene`: a small scene with every material class a kernel
-branches on (glass, mirror, retroreflector, grey boxes, a thin pole), all
-around the sensor, so that one frame runs every kernel a real frame runs.
+(:func:`kernels_cached`) and times it apart (:func:`compile_timer`); both a
+co-simulation (:mod:`lidar_fmu.cosim.warm_up`) and ``scan`` compile before
+they time a frame by scanning :func:`warm_up_scene`: a small scene with every
+material class a kernel branches on (glass, mirror, retroreflector, grey
+walls and boxes, a thin pole), all around the sensor, cast with and without
+glass and mirrors, so that it runs every kernel a real frame runs.
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ import numpy as np
 from ..geometry.scene import Mesh, box_mesh
 from ..geometry.transforms import pose_matrix
 
-#: what compiling every kernel of the OS1-128 frame with every effect took on a fresh cache, for the message that
-#: announces it (2-core x86-64 VM, 2026-11-27: 24–45 s; docs/benchmarks.md, "First step")
+#: what a machine's first warm-up takes, rounded up, for the messages that announce it: measured 26–37 s on an empty
+#: cache (the OS1-128 and a small sensor; 2-core x86-64 VM, 2026-11-27; docs/benchmarks.md, "A machine's first run")
 FIRST_COMPILE_S = 40
 
 #: visual material names of the warm-up scene's panes and the IR material each stands for (built-in materials of
@@ -67,8 +68,10 @@ def compile_timer() -> Iterator[list[float]]:
 
     seconds: list[float] = []
     with event.install_recorder("numba:compile") as recorder:
-        yield seconds
-    seconds.append(compile_seconds(recorder))
+        try:
+            yield seconds
+        finally:  # (a block that raised has its compile time too)
+            seconds.append(compile_seconds(recorder))
 
 
 def compile_seconds(recorder) -> float:
