@@ -325,16 +325,28 @@ class LidarSensor(Fmi2Slave):
                     # relative asset folders may also live inside the FMU's resources
                     inside = os.path.join(self.resources, assets)
                     assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
-                self._model = OsiSensorModel(
+                options = dict(
                     sensor=self._rig(), assets_dir=assets, environment=self.environment,
                     materials=self.materials, ir_database=self.ir_database, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
                     warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
                     objects=self.objects,
                 )
+                self._model = OsiSensorModel(**options)
             except Exception as exc:
                 self._model_error = f"lidar-fmu cannot start: {_short(exc)}"
+            else:
+                self._warm_up(options)
         return self._model
+
+    def _warm_up(self, options):
+        """Compile (or load from Numba's cache) every kernel a step runs now, in fmi2ExitInitializationMode, and
+        say how long it took: a machine's first step would otherwise compile them, silently, for tens of seconds,
+        inside fmi2DoStep, where a master with a step timeout gives up (lidar_fmu.cosim.warm_up)."""
+        from lidar_fmu.cosim.warm_up import warm_up
+
+        done = warm_up(self._model, options)
+        self._log(done.message(), Fmi2Status.warning if done.problem else Fmi2Status.ok)
 
     def _publish_config_request(self):
         """(Re)compute the SensorViewConfiguration from the parameters it depends on, when they changed.

@@ -71,9 +71,9 @@ def _check_partial(out: pathlib.Path, code, stdout, err, clean, bad: int):
     assert summary["frames"] == bad and len(summary["returns_per_frame"]) == bad
     assert summary["damaged_frame"]["index"] == bad and f"frame {bad} " in summary["damaged_frame"]["error"]
     sd_trace = out / summary["sensordata_trace"]
-    assert f"_{bad}_damaged.osi" in sd_trace.name and len(list(read_trace(sd_trace, "SensorData"))) == bad
+    assert f"_{bad}_damaged.mcap" in sd_trace.name and len(list(read_trace(sd_trace, "SensorData"))) == bad
     assert (out / "preview.png").is_file() and (out / "preview.gif").is_file()
-    assert not (out / "sensordata.osi.tmp").exists()
+    assert not (out / "sensordata.tmp.mcap").exists()
     return summary
 
 

@@ -22,10 +22,12 @@ def _scenario(tmp_path):
 def test_mcap_trace_pcd_cadence_rerun_and_first_step(tmp_path):
     scenario = _scenario(tmp_path)
     osi_out, mcap_out = tmp_path / "osi", tmp_path / "mcap"
-    plain = replay(scenario, osi_out, max_frames=6, progress=False)
-    packed = replay(scenario, mcap_out, max_frames=6, progress=False, trace_format="mcap", write_pcd_every=4,
+    plain = replay(scenario, osi_out, max_frames=6, progress=False, trace_format="osi")
+    packed = replay(scenario, mcap_out, max_frames=6, progress=False, write_pcd_every=4,  # MCAP: the default
                     rerun_path=str(tmp_path / "replay.rrd"))
     assert plain["sensordata_trace"].endswith(".osi") and packed["sensordata_trace"].endswith(".mcap")
+    for summary, out in ((plain, osi_out), (packed, mcap_out)):  # the summary says how big its trace is
+        assert summary["sensordata_trace_bytes"] == (out / summary["sensordata_trace"]).stat().st_size
     # the same SensorData in both containers (timestamps aside, the FMU is deterministic)
     a = list(read_trace(osi_out / plain["sensordata_trace"], "SensorData"))
     b = list(read_trace(mcap_out / packed["sensordata_trace"], "SensorData"))

@@ -125,7 +125,8 @@ def _serial_replay(scenario_dir, out, sensor, **keys):
     spec = yaml.safe_load((scenario_dir / "scenario.yaml").read_text())
     folder = out.parent / f"{out.name}.scenario"
     _scenario(folder, spec.pop("trace"), sensor, name=scenario_dir.name, **(spec | keys))
-    assert main(["replay", str(folder), "-o", str(out), "--frames", str(FRAMES), "-q"]) == 0
+    assert main(["replay", str(folder), "-o", str(out), "--frames", str(FRAMES), "-q",
+                 "--trace-format", "osi"]) == 0  # a sweep's trace format
     return out
 
 
@@ -233,7 +234,8 @@ def _wait_for(path, process, timeout_s):
 @pytest.mark.slow
 def test_sweep_on_an_external_dask_scheduler(scenarios, reference, tmp_path):
     """`dask scheduler` and `dask worker` started here on 127.0.0.1; the sweep sends its runs there."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")])}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")]),
+                        "DASK_TEMPORARY_DIRECTORY": str(tmp_path / "dask")}  # their scratch space: not in $TMPDIR
     scheduler_file = tmp_path / "scheduler.json"
     dask = [sys.executable, "-m", "dask"]
     log = open(tmp_path / "dask.log", "w")  # noqa: SIM115  (closed in finally)

@@ -49,14 +49,16 @@ SCRIPT = textwrap.dedent('''
                 out.append((result.valid, result.count, bytes(result.sensor_data)))
             return out
     else:
-        import json, os, tempfile
+        import atexit, json, os, shutil, tempfile
         from fmpy import extract
         from lidar_fmu.cosim.fmu_host import FmuInstance
 
-        spec = os.path.join(tempfile.mkdtemp(), "spec.json")
+        folder = tempfile.mkdtemp()
+        atexit.register(shutil.rmtree, folder, True)  # the spec and the unpacked FMU go with the process
+        spec = os.path.join(folder, "spec.json")
         with open(spec, "w") as f:
             json.dump(SPEC, f)
-        unzipped = extract(sys.argv[4])  # one FMU, two instances, as a master loads it
+        unzipped = extract(sys.argv[4], os.path.join(folder, "fmu"))  # one FMU, two instances, as a master loads it
 
         def run(k):
             with FmuInstance(sys.argv[4], {"sensor": spec}, instance_name=f"lidar{k}", unzip_dir=unzipped) as fmu:

@@ -9,7 +9,10 @@ before the next step.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import shutil
+import weakref
 from dataclasses import dataclass
 
 from .osmp import join_address, split_address
@@ -39,23 +42,36 @@ class FmuInstance:
 
         self.messages: list[tuple[str, str]] = []  # (status, message) from the FMI logger
         self._echo = echo_log
+        self._terminated = True  # nothing to terminate until instantiated
+        self._input: ctypes.Array[ctypes.c_char] | None = None
         self.description = read_model_description(str(fmu_path))
         self.vr = {v.name: v for v in self.description.modelVariables}
-        self.unzip_dir = unzip_dir or extract(str(fmu_path))
-        self.fmu = FMU2Slave(
-            guid=self.description.guid, unzipDirectory=self.unzip_dir,
-            modelIdentifier=self.description.coSimulation.modelIdentifier, instanceName=instance_name,
-        )
-        self._callbacks = fmi2CallbackFunctions()
-        self._logger = fmi2CallbackLoggerTYPE(self._log)  # keep a reference: C holds the pointer
-        self._callbacks.logger = self._logger
-        self._callbacks.allocateMemory = defaultCallbacks.allocateMemory
-        self._callbacks.freeMemory = defaultCallbacks.freeMemory
-        self.fmu.instantiate(callbacks=self._callbacks, loggingOn=logging_on)
-        self._terminated = False
-        self._input: ctypes.Array[ctypes.c_char] | None = None
-        if initialize:
-            self.initialize(parameters)
+        #: removes the folder this instance unpacked the FMU into (none when ``unzip_dir`` was given: the caller's)
+        #: at close(), or when the instance is collected or the interpreter exits, whichever comes first
+        self._unpacked = None
+        if unzip_dir:
+            self.unzip_dir = unzip_dir
+        else:
+            self.unzip_dir = extract(str(fmu_path))
+            self._unpacked = weakref.finalize(self, shutil.rmtree, self.unzip_dir, ignore_errors=True)
+        try:
+            self.fmu = FMU2Slave(
+                guid=self.description.guid, unzipDirectory=self.unzip_dir,
+                modelIdentifier=self.description.coSimulation.modelIdentifier, instanceName=instance_name,
+            )
+            self._callbacks = fmi2CallbackFunctions()
+            self._logger = fmi2CallbackLoggerTYPE(self._log)  # keep a reference: C holds the pointer
+            self._callbacks.logger = self._logger
+            self._callbacks.allocateMemory = defaultCallbacks.allocateMemory
+            self._callbacks.freeMemory = defaultCallbacks.freeMemory
+            self.fmu.instantiate(callbacks=self._callbacks, loggingOn=logging_on)
+            self._terminated = False
+            if initialize:
+                self.initialize(parameters)
+        except BaseException:  # a refused instantiation or initialization, Ctrl-C: nothing stays behind
+            with contextlib.suppress(Exception):  # the error that got here is the one to see
+                self.close()
+            raise
 
     def initialize(self, parameters: dict | None = None) -> None:
         """setupExperiment, enterInitializationMode, set ``parameters``, exitInitializationMode."""
@@ -123,10 +139,17 @@ class FmuInstance:
         return FMUOutput(self.get_binary("OSMPSensorDataOut"), valid, count)
 
     def close(self) -> None:
-        if not self._terminated:
-            self._terminated = True
-            self.fmu.terminate()
-            self.fmu.freeInstance()
+        """Terminate and free the instance, and remove the folder it unpacked the FMU into; idempotent."""
+        try:
+            if not self._terminated:
+                self._terminated = True
+                try:
+                    self.fmu.terminate()
+                finally:
+                    self.fmu.freeInstance()
+        finally:
+            if self._unpacked is not None:
+                self._unpacked()  # (the library stays mapped: removing its file does not unload it)
 
     def __enter__(self):
         return self

@@ -188,3 +188,51 @@ def validate(fmu_path) -> list[str]:
     from fmpy.validation import validate_fmu
 
     return list(validate_fmu(str(fmu_path)))
+
+
+# Run in a Python of its own that has not imported lidar_fmu, so that the FMU imports its per-user package copy as
+# a master's process does (fmu/lidar_sensor_package.py) and its kernels compile into that copy's cache.
+_LOAD_AS_A_MASTER = r"""
+import shutil, sys, tempfile
+from fmpy import extract, read_model_description
+from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
+
+path = sys.argv[1]
+folder = tempfile.mkdtemp(prefix="lidar_fmu_warm_")
+try:
+    extract(path, unzipdir=folder)
+    description = read_model_description(path)
+    slave = FMU2Slave(guid=description.guid, unzipDirectory=folder, instanceName="warm-up",
+                      modelIdentifier=description.coSimulation.modelIdentifier)
+    def log(component, instance, status, category, message):
+        print(f"{status} {message.decode('utf-8', 'replace')}", flush=True)
+    logger = fmi2CallbackLoggerTYPE(log)
+    callbacks = fmi2CallbackFunctions()
+    callbacks.logger = logger
+    callbacks.allocateMemory, callbacks.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    slave.instantiate(callbacks=callbacks, loggingOn=True)
+    slave.setupExperiment(startTime=0.0)
+    slave.enterInitializationMode()
+    slave.exitInitializationMode()
+    slave.terminate()
+    slave.freeInstance()
+finally:
+    shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
+def warm_kernel_cache(fmu_path) -> str:
+    """Initialize the FMU once as a master does, in a fresh Python, so that a machine's first master run finds its
+    kernels in Numba's cache (the initialization compiles them: lidar_fmu.cosim.warm_up) → the FMU's line saying
+    what that took. :class:`~lidar_fmu.errors.UserError` with what the FMU logged when it cannot start."""
+    import sys
+
+    from ..errors import UserError
+
+    run = subprocess.run([sys.executable, "-c", _LOAD_AS_A_MASTER, str(fmu_path)], capture_output=True, text=True)
+    lines = [line.split(" ", 1)[-1] for line in run.stdout.splitlines()]
+    said = [line for line in lines if "kernels" in line]
+    if run.returncode != 0 or not said:
+        why = " ".join((run.stderr.strip().splitlines() or lines or ["no output"])[-1:])
+        raise UserError(f"{fmu_path}: its first initialization failed: {why}")
+    return said[-1]

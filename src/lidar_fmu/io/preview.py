@@ -144,6 +144,46 @@ def bev_image(
     return image
 
 
+#: margins (px) of a framed bird's-eye view: left (x labels), top (title), right, bottom (y labels)
+FRAME_MARGINS_PX = (44, 22, 12, 34)
+
+
+def _nice_step_m(extent_m: float) -> float:
+    """A tick spacing (m) giving about 3–6 ticks on each side of the sensor."""
+    for step in (1, 2, 5, 10, 20, 25, 50, 100, 200, 500):
+        if extent_m / step <= 6:
+            return float(step)
+    return 10.0 ** math.ceil(math.log10(extent_m / 5))
+
+
+def framed_bev(image: np.ndarray, extent_m: float, title: str):
+    """A :func:`bev_image` of a square ``extent_m`` around the sensor (its default orientation) as a PIL image with
+    its axes — ticks in metres, x (forward) up and y (left) across — and ``title`` (the frame's time) above: a
+    frame of an animation that says where and when it is."""
+    from PIL import Image, ImageDraw
+
+    height, width = image.shape[:2]
+    left, top, right, bottom = FRAME_MARGINS_PX
+    framed = Image.new("RGB", (left + width + right, top + height + bottom), (24, 24, 28))
+    framed.paste(Image.fromarray(np.ascontiguousarray(image)), (left, top))
+    draw = ImageDraw.Draw(framed)
+    ink, faint = (220, 220, 220), (80, 80, 88)
+    draw.rectangle((left - 1, top - 1, left + width, top + height), outline=faint)
+    step = _nice_step_m(extent_m)
+    for k in range(-int(extent_m // step), int(extent_m // step) + 1):
+        value = k * step
+        row = top + (extent_m - value) / (2 * extent_m) * height  # x: forward up
+        col = left + (extent_m - value) / (2 * extent_m) * width  # y: left to the left
+        draw.line((left - 5, row, left - 1, row), fill=ink)
+        draw.text((left - 7, row), f"{value:g}", fill=ink, anchor="rm")
+        draw.line((col, top + height, col, top + height + 4), fill=ink)
+        draw.text((col, top + height + 6), f"{value:g}", fill=ink, anchor="mt")
+    draw.text((left, top + height + 20), "y (m), left positive", fill=ink, anchor="lt")
+    draw.text((4, top - 4), "x (m), forward", fill=ink, anchor="ls")
+    draw.text((left + width, top - 4), title, fill=ink, anchor="rs")
+    return framed
+
+
 def range_grid(cloud, pattern=None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, columns) range (m, NaN for misses) with rows sorted top = highest elevation, and their elevations (rad).
 

@@ -177,6 +177,33 @@ def _is_ouster_metadata(data: dict[str, Any]) -> bool:
     return "beam_altitude_angles" in data or "beam_altitude_angles" in (data.get("beam_intrinsics") or {})
 
 
+#: spec keys that name a file: in a spec file, a relative name is the file beside it (if one is there), so that the
+#: spec moves with its files
+FILE_KEYS = ("ouster_metadata", "calibration")
+
+
+def _beside(spec: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``spec`` (read from a file in ``folder``) with each relative file name of :data:`FILE_KEYS` that names a file
+    in ``folder`` made that file's path; other names stay (a packaged calibration, a path from here)."""
+    for key in FILE_KEYS:
+        name = spec.get(key)
+        if isinstance(name, str) and name and not os.path.isabs(name) and os.path.isfile(os.path.join(folder, name)):
+            spec[key] = os.path.join(folder, name)
+    return spec
+
+
+def _unknown_keys(unknown: set) -> str:
+    """The message for spec keys that are none: each with the known key it resembles, if one does."""
+    import difflib
+
+    keys, named = sorted(map(str, unknown)), []
+    for key in keys[:5]:  # (a hostile spec's thousands of keys are not each compared)
+        close = difflib.get_close_matches(key.lower(), sorted(KNOWN_KEYS), n=1, cutoff=0.6)
+        named.append(f"{shown(key)} (did you mean {close[0]!r}?)" if close else shown(key))
+    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+    return f"unknown sensor spec key(s): {', '.join(named)}{more}"
+
+
 def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
     """Turn a preset name, spec file path or dict into one flat spec dict."""
     file_name = None  # a spec file's name: the sensor's name unless the spec gives one
@@ -185,7 +212,7 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         if text in PRESETS:
             spec = {"preset": text}
         elif os.path.isfile(text):
-            spec = _read_spec_file(text)
+            spec = _beside(_read_spec_file(text), os.path.dirname(text))
             if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, its line's datasheet
                 try:
                     spec = unit_spec(read_ouster_metadata(spec, os.path.splitext(os.path.basename(text))[0]), text)
@@ -205,7 +232,7 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         spec.setdefault("name", file_name)
     unknown = set(spec) - KNOWN_KEYS
     if unknown:
-        raise SensorSpecError(f"unknown sensor spec key(s): {', '.join(sorted(unknown))}")
+        raise SensorSpecError(_unknown_keys(unknown))
     preset = spec.get("preset")
     if preset is not None:
         if not isinstance(preset, str):

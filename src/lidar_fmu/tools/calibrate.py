@@ -40,6 +40,7 @@ asked to be as noisy as the real one.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any
@@ -320,6 +321,9 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
                             "the noise's signal term and the intensity law cannot be fitted from it")
     spec = calibrated_spec(recordings, cal, metadata_path, max_jump)
     fitted = spec.pop("_fit")
+    # the metadata named from the spec's folder (load_sensor reads it from there): the two move together
+    with contextlib.suppress(ValueError):  # (no relative path between two Windows drives: it stays absolute)
+        spec["ouster_metadata"] = os.path.relpath(spec["ouster_metadata"], folder)
     with open(output, "w", encoding="utf-8") as f:
         yaml.safe_dump(spec, f, sort_keys=False, allow_unicode=True)
     noise = spec["range_noise"]

@@ -58,39 +58,38 @@ def _check_output_folder(path: str, what: str) -> None:
         raise UserError(f"{what} {path!r} is a folder; give a file name")
 
 
-def _check_mesh_paths(paths) -> None:
+def _mesh_placements(arguments) -> list[tuple[str, np.ndarray]]:
+    """``--mesh FILE[@x,y,z[,roll,pitch,yaw]]`` → (file, world pose of the mesh: m and degrees, as ``--pose``),
+    checked before any work. A file whose own name holds an ``@`` is taken whole when it exists."""
     import os
 
-    for path in paths:
+    from ..geometry.transforms import PoseError, parse_pose_deg, pose_matrix
+
+    placed = []
+    for argument in arguments:
+        path, at, placement = (argument, "", "") if os.path.exists(argument) else argument.rpartition("@")
+        if not at:
+            path = argument
         if os.path.isdir(path):
             raise UserError(f"--mesh {path!r} is a folder; give a mesh file (OBJ, glTF/GLB, PLY, STL)")
         if not os.path.exists(path):
             raise UserError(f"mesh file not found: {path}")
-
-
-def _compile_seconds(recorder) -> float:
-    """Seconds Numba spent compiling (outermost compile events only) in a recorded span."""
-    depth, start, total = 0, 0.0, 0.0
-    for timestamp, event in recorder.buffer:
-        if event.is_start:
-            if depth == 0:
-                start = timestamp
-            depth += 1
-        elif event.is_end and depth:
-            depth -= 1
-            if depth == 0:
-                total += timestamp - start
-    return total
+        try:
+            pose = parse_pose_deg(placement) if at else pose_matrix()
+        except PoseError as exc:
+            raise UserError(f"--mesh {argument!r}: the placement after '@' must be x,y,z[,roll,pitch,yaw] in m and "
+                            f"degrees: {exc}") from None
+        placed.append((path, pose))
+    return placed
 
 
 def cmd_scan(args) -> None:
     import os
 
-    from numba.core import event
-
     from ..geometry.scene import Scene, load_mesh
     from ..geometry.transforms import parse_pose_deg, up_axis_of, up_axis_pose
     from ..io import write_point_cloud, write_preview
+    from ..scan.kernels import FIRST_COMPILE_S, compile_timer, kernels_cached, warm_up_scans
     from ..scan.lidar import Lidar
 
     if not args.output.lower().endswith((".pcd", ".ply", ".ptx", ".las", ".laz")):
@@ -106,21 +105,27 @@ def cmd_scan(args) -> None:
     if args.preview:
         _check_preview_path(args.preview)
         _check_output_folder(args.preview, "preview")
-    _check_mesh_paths(args.mesh)
+    placements = _mesh_placements(args.mesh)
     pose = parse_pose_deg(args.pose)
     scene = Scene()
-    for i, path in enumerate(args.mesh):
-        scene.add_instance(i, load_mesh(path), up_axis_pose(up_axis_of(path, args.up)))
+    for i, (path, placement) in enumerate(placements):  # stood up in the Z-up world, then placed
+        scene.add_instance(i, load_mesh(path), placement @ up_axis_pose(up_axis_of(path, args.up)))
     lidar = Lidar(scene, args.sensor, backend=args.backend, materials=args.materials, ir_database=args.ir_database,
                   warn=lambda message: print(f"lidar-fmu: warning: {message}", file=sys.stderr))
-    pattern = lidar.sensor.pattern
+    pattern, fired_s = lidar.sensor.pattern, lidar.sensor.frame_period_s
     if args.duration is not None:  # what the sensor fires in that long (a still scene: a repeating frame repeats)
         fired = lidar.sensor.rays_between(0.0, args.duration)
         if fired is None:
             raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
-        pattern = fired
-    with event.install_recorder("numba:compile") as compiling:
-        cloud = lidar.scan(pose, pattern=pattern, ground_truth=args.ground_truth)
+        pattern, fired_s = fired, args.duration
+    if not kernels_cached():  # a first run on this machine: say why nothing seems to happen
+        print(f"lidar-fmu: compiling kernels once (~{FIRST_COMPILE_S} s; later runs load them from the cache)",
+              file=sys.stderr, flush=True)
+    # every kernel compiled (or loaded) by scans of a small scene first: the scan's own timings are then its own
+    with compile_timer() as compiling:
+        warm_up_scans(lidar.sensor, pose, lidar.backend.name, args.ir_database, pattern, args.ground_truth)
+    # the sensor fires from its start (0 s, what the points' time counts from) until the frame ends
+    cloud = lidar.scan(pose, fired_s, pattern=pattern, ground_truth=args.ground_truth, first_firing_s=0.0)
     written = []
     try:  # all or nothing: no point cloud left behind when the preview cannot be written
         write_point_cloud(args.output, cloud)
@@ -139,12 +144,9 @@ def cmd_scan(args) -> None:
             if os.path.exists(path):
                 os.remove(path)
         raise
-    compile_s = _compile_seconds(compiling)
-    timings = dict(lidar.last_timings)
-    timings["cast"] = max(timings.get("cast", 0.0) - compile_s, 0.0)  # the compile happened inside the first cast
-    text = " ".join(f"{k}={v * 1e3:.1f}ms" for k, v in timings.items())
-    if compile_s > 0.05:
-        text += f" (+{compile_s:.1f} s compiling once; cached for the next run)"
+    text = " ".join(f"{k}={v * 1e3:.1f}ms" for k, v in lidar.last_timings.items())
+    if compiling[0] >= 0.05:
+        text += f" (before them: {compiling[0]:.1f} s compiling kernels once; later runs load them from the cache)"
     print(
         f"{lidar.sensor.name}: {len(cloud)} returns of {len(pattern)} rays "
         f"on {scene.triangle_count} triangles [{lidar.backend.name}] {text} → {args.output}"
@@ -166,11 +168,14 @@ def _print_summary(summary: dict, out_dir: str) -> None:
     for lidar in summary.get("lidars", [summary]):
         returns = lidar["returns_per_frame"]
         step = lidar["step_ms"]
+        folder = os.path.join(out_dir, lidar["folder"]) if "folder" in lidar else out_dir
         print(
             f"{lidar['scenario']}: {lidar['frames']} frames of {lidar['sensor']} through the FMU, "
             f"{int(np.mean(returns)):,} returns/frame, step p50 {step['p50']:.1f} ms, p90 {step['p90']:.1f} ms "
-            f"→ {os.path.join(out_dir, lidar['folder']) if 'folder' in lidar else out_dir}"
+            f"→ {folder}"
         )
+        print(f"  SensorData trace: {os.path.join(folder, lidar['sensordata_trace'])} "
+              f"({lidar['sensordata_trace_bytes'] / 1e6:,.1f} MB)")
     for line in summary["fmu_messages"][:10]:
         print(f"  FMU: {line.splitlines()[0]}")
 
@@ -262,8 +267,9 @@ def _positive_seconds(text: str) -> float:
 def cmd_demo(args) -> None:
     import os
 
-    from .demo import make_demo_scenario
-    from .replay import replay
+    from ..sensors import load_sensor
+    from .demo import effects_line, make_demo_scenario
+    from .replay import load_scenario, replay
 
     if args.rerun:  # before the scenario is written
         from ..io.rerun import require_rerun
@@ -274,6 +280,7 @@ def cmd_demo(args) -> None:
             if args.ground_truth_only else "generated street, cars with model_references")
     print(f"demo scenario → {scenario_dir} ({what}, SensorView trace)")
     make_demo_scenario(scenario_dir, frames=args.frames, ground_truth_only=args.ground_truth_only)
+    print(f"  {effects_line(load_sensor(load_scenario(scenario_dir)['sensor']))}")
     summary = replay(scenario_dir, os.path.join(args.output, "replay"), progress=not args.quiet,
                      write_pcd_every=args.pcd_every, trace_format=args.trace_format, rerun_path=args.rerun)
     _print_summary(summary, os.path.join(args.output, "replay"))
@@ -282,9 +289,9 @@ def cmd_demo(args) -> None:
 
 
 def _add_output_options(p, trace_format: str, rerun: bool = True) -> None:
-    p.add_argument("--trace-format", choices=["osi", "mcap"], default=trace_format,
-                   help="SensorData trace: osi (length-prefixed, read by openMSL's trace-file player) or mcap "
-                        "(zstd-compressed, OSI's recommendation since 3.7)")
+    p.add_argument("--trace-format", choices=["mcap", "osi"], default=trace_format,
+                   help="SensorData trace: mcap (zstd-compressed, OSI's recommendation since 3.7, about a third of "
+                        "the size) or osi (length-prefixed, read by openMSL's trace-file player)")
     p.add_argument("--pcd-every", type=_non_negative_int, default=1, metavar="N",
                    help="write a PCD of every N-th frame (compressed; 0: none)")
     if rerun:
@@ -299,7 +306,8 @@ def _print_disk_use(folder: str) -> None:
 
 
 def cmd_build(args) -> None:
-    from ..cosim.fmu_package import build_fmu, validate
+    from ..cosim.fmu_package import build_fmu, validate, warm_kernel_cache
+    from ..scan.kernels import FIRST_COMPILE_S
 
     path = build_fmu(args.output) if args.output else build_fmu()
     problems = validate(path)
@@ -308,6 +316,10 @@ def cmd_build(args) -> None:
     if problems:
         raise UserError(f"{path} has {len(problems)} validation problem(s)")
     print(f"built {path} (FMPy validation: no problems)")
+    # a master's first initialization on this machine then loads the kernels instead of compiling them
+    print(f"initializing it once as a master does (a machine's first run compiles its kernels, ~{FIRST_COMPILE_S} s)",
+          flush=True)
+    print(f"  FMU: {warm_kernel_cache(path)}")
 
 
 def cmd_figures(args) -> None:
@@ -385,6 +397,11 @@ def cmd_figures(args) -> None:
 
 
 def cmd_bench(args) -> None:
+    if args.first_step:
+        from .bench_first_step import bench_first_step, print_first_step
+
+        print_first_step(bench_first_step(args.work_dir))
+        return
     if args.scaling:
         from .bench_scaling import run_scaling
 
@@ -444,7 +461,9 @@ _BACKENDS = list(BACKEND_NAMES)  # the ray casters ``--backend`` offers
 
 def _add_scan(sub) -> None:
     p = sub.add_parser("scan", help="cast one frame of a sensor into meshes and write a point cloud")
-    p.add_argument("--mesh", action="append", required=True, help="mesh file (OBJ, glTF/GLB, PLY, STL); repeatable")
+    p.add_argument("--mesh", action="append", required=True, metavar="FILE[@x,y,z[,roll,pitch,yaw]]",
+                   help="mesh file (OBJ, glTF/GLB, PLY, STL), placed at x,y,z (m) turned by roll,pitch,yaw (degrees) "
+                        "in the world (default: as authored); repeatable")
     p.add_argument("--sensor", required=True, help="preset name or JSON/YAML sensor spec")
     p.add_argument("--pose", default="0,0,0",
                    help="sensor pose x,y,z[,roll,pitch,yaw] in m and degrees, in the Z-up world the meshes stand in")
@@ -500,7 +519,7 @@ def _add_replay(sub) -> None:
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
                                                 "else in the user cache; built if stale)")
     p.add_argument("--frames", type=_positive_int, default=None, help="replay only the first N frames")
-    _add_output_options(p, trace_format="osi")
+    _add_output_options(p, trace_format="mcap")
     p.add_argument("--rosbag", metavar="DIR", help="also write a ROS 2 bag (MCAP storage) into the new folder DIR: "
                                                    "PointCloud2 on /lidar/points, the sensor pose on /tf")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -581,6 +600,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--scaling", action="store_true",
                    help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
                         "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
+    p.add_argument("--first-step", action="store_true",
+                   help="instead: a fresh clone's FMU initialization (compiling the kernels), first doStep and later "
+                        "doSteps, each in a Python with empty Numba and lidar-fmu caches")
     p.add_argument("--max-triangles", type=_positive_int, default=10_000_000, help="--scaling: largest scene")
     p.add_argument("--max-instances", type=_positive_int, default=10_000, help="--scaling: most moving instances")
     p.add_argument("-o", "--output", default="bench",

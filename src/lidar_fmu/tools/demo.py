@@ -321,3 +321,23 @@ def make_demo_scenario(out_dir, frames: int = 40, step_s: float = 0.1, seed: int
     with open(os.path.join(out_dir, SCENARIO_FILE), "w", encoding="utf-8") as f:
         yaml.safe_dump(scenario, f, sort_keys=False)
     return out_dir
+
+
+def effects_line(sensor) -> str:
+    """One line saying which of a sensor's effects are on and which off, and how to turn its noise on (ranges are
+    exact unless a spec asks for noise: docs/physics.md)."""
+    effects = sensor.effects
+    on: list[str] = []
+    off: list[str] = []
+    (on if sensor.range_limit is not None else off).append("range–reflectivity limit")
+    (on if sensor.motion_distortion else off).append("motion distortion")
+    (on if effects.noise is not None else off).append("noise")
+    (on if effects.detection != "threshold" else off).append("soft detection edge")
+    (on if sensor.footprint.active else off).append("beam divergence and echoes")
+    weather = "the spec's" if effects.weather is not None else "the SensorView's"
+    text = f"{sensor.name}: on: {', '.join(on) or 'nothing'}; off: {', '.join(off) or 'nothing'}; weather: {weather}"
+    if effects.noise is None:
+        preset = sensor.spec.get("preset") or sensor.name
+        text += (f". Ranges are exact; for the unit's noise give a spec file with `preset: {preset}` and "
+                 "`noise: true` (docs/physics.md)")
+    return text

@@ -541,18 +541,20 @@ def _rig_figures(lidars: list[dict]) -> dict:
     and the objects any lidar hit per frame; one FMU step serves every lidar, so its times and its validity are
     the rig's; each lidar's SensorData trace (relative to the rig's folder)."""
     if not lidars:
-        return {"returns_per_frame": [], "objects_per_frame": [], "invalid_frames": [], "sensordata_trace": []}
+        return {"returns_per_frame": [], "objects_per_frame": [], "invalid_frames": [], "sensordata_trace": [],
+                "sensordata_trace_bytes": []}
     first = lidars[0]
     return {"returns_per_frame": [sum(n) for n in zip(*(lidar["returns_per_frame"] for lidar in lidars))],
             "objects_per_frame": [sorted(set().union(*ids)) for ids in zip(*(lidar["objects_per_frame"]
                                                                               for lidar in lidars))],
             "first_step_ms": first["first_step_ms"], "step_ms": first["step_ms"],
             "invalid_frames": first["invalid_frames"],
-            "sensordata_trace": [os.path.join(lidar["folder"], lidar["sensordata_trace"]) for lidar in lidars]}
+            "sensordata_trace": [os.path.join(lidar["folder"], lidar["sensordata_trace"]) for lidar in lidars],
+            "sensordata_trace_bytes": [lidar["sensordata_trace_bytes"] for lidar in lidars]}
 
 
 def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None, progress: bool = True,
-           write_pcd_every: int = 1, trace_format: str = "osi", rerun_path: str | None = None,
+           write_pcd_every: int = 1, trace_format: str = "mcap", rerun_path: str | None = None,
            overrides: dict | None = None, fmu_unzip_dir: str | None = None, rosbag_path: str | None = None) -> dict:
     """Drive the FMU through every SensorView of a scenario (or of a bare trace: ``overrides`` gives its
     ``sensor`` and ``assets``); write outputs into ``out_dir``.
@@ -567,13 +569,14 @@ def replay(scenario_path, out_dir, fmu_path=None, max_frames: int | None = None,
     (its :data:`MANIFEST`) are removed first, once every input has been
     checked; nothing else in ``out_dir`` is touched.
 
-    ``trace_format``: the SensorData trace as ``osi`` (length-prefixed, what
-    openMSL's trace-file player reads) or ``mcap`` (zstd-compressed, OSI's
-    recommendation since 3.7). ``write_pcd_every``: a PCD of every N-th frame
+    ``trace_format``: the SensorData trace as ``mcap`` (zstd-compressed, OSI's
+    recommendation since 3.7, about a third of the size) or ``osi``
+    (length-prefixed, what openMSL's trace-file player reads); the summary
+    names it and its size. ``write_pcd_every``: a PCD of every N-th frame
     (compressed, the fields OSI carries). ``rerun_path``: also a Rerun
     recording of the replay. ``rosbag_path``: also a ROS 2 bag (a new folder, MCAP storage) of
-    every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the model) is reported
-    apart as ``first_step_ms``, not in the step percentiles.
+    every frame's points and the sensor's pose (:class:`RosbagLog`). The first step (it loads the meshes its
+    SensorView names) is reported apart as ``first_step_ms``, not in the step percentiles.
 
     ``overrides``: scenario keys laid over the file's (``lidar-fmu sweep``
     gives each run its ``sensor`` and ``mounting`` so; paths in them
@@ -612,7 +615,13 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
                  fmu_unzip_dir, max_frames, progress: bool, write_pcd_every: int, trace_format: str,
                  rerun_path, rosbag_path) -> dict:
     """:func:`replay`'s stepping and writing, once every input has been checked."""
+    from ..scan.kernels import FIRST_COMPILE_S, kernels_cached
+
     frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
+    # a first run on this machine compiles the kernels in the FMU's initialization: the bar says so meanwhile
+    compiling = progress and not kernels_cached()
+    if compiling:
+        frames.set_description(f"replay {scenario['name']}: compiling kernels once (~{FIRST_COMPILE_S} s)")
     params = fmu_parameters(scenario, out_dir)
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
     rosbag = RosbagLog(rosbag_path, params) if rosbag_path else None
@@ -626,6 +635,10 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
                                 rosbag)
     # stepping and writing: each frame's outputs are on disk before the next frame is read
     with _started(fmu_path, params, fmu_unzip_dir) as fmu, outputs:
+        if progress:  # its clock from the first step: the initialization is no frame's
+            frames.reset()
+            if compiling:
+                frames.set_description(f"replay {scenario['name']}")
         for frame in _stepped(fmu, frames, step_s, rig[0].sensor.name, twin, rig=len(rig) > 1):
             outputs.add(frame)
         messages = list(fmu.messages)

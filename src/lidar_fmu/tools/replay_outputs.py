@@ -243,7 +243,8 @@ class RosbagLog:
 
 
 class Previews:
-    """``preview.gif``: every frame's returns from above; ``preview.png``: the last frame's, with its range image."""
+    """``preview.gif``: every frame's returns from above, with axes (m) and the frame's time; ``preview.png``: the
+    last frame's, with its range image."""
 
     def __init__(self, out_dir: str, sensor, echoes: int):
         self.out_dir, self.pattern, self.echoes = out_dir, sensor.pattern, echoes
@@ -251,12 +252,14 @@ class Previews:
         self.gif_frames: list[Image.Image] = []
         self.last_cloud: PointCloud | None = None
 
-    def add(self, cloud) -> None:
-        from PIL import Image
-
+    def add(self, cloud, index: int) -> None:
+        """Frame ``index`` (from 0) of the replay: the GIF's frame with its axes and its end time."""
         from ..io import bev_image
+        from ..io.preview import framed_bev
 
-        self.gif_frames.append(Image.fromarray(bev_image(cloud.points, extent_m=self.extent_m, resolution_m=0.2)))
+        image = bev_image(cloud.points, extent_m=self.extent_m, resolution_m=0.2)
+        title = f"frame {index}, t = {cloud.timestamp_s:.3f} s, {len(cloud):,} returns"
+        self.gif_frames.append(framed_bev(image, self.extent_m, title))
         self.last_cloud = cloud
 
     def finish(self, frame_step_s: float) -> str | None:
@@ -290,12 +293,23 @@ class FrameTally:
         self.step_ms.append(frame.step_ms)
         self.times_s.append(frame.time_s)
         if frame.why_invalid is not None:
-            self.invalid.append({"index": frame.index, "time_s": frame.time_s, "why": frame.why_invalid})
+            self.invalid.append({"index": frame.index, "time_s": seconds(frame.time_s), "why": frame.why_invalid})
         self.first_firings_s.append(frame.cloud.first_firing_s)
 
 
+def seconds(value: float | None) -> float | None:
+    """A time (s) as ``summary.json`` keeps it: to the nanosecond, OSI's resolution (0.30000000000000004 → 0.3)."""
+    return None if value is None else round(float(value), 9)
+
+
+def milliseconds(value: float) -> float:
+    """A duration (ms) as ``summary.json`` keeps it: to the microsecond, finer than any step time is steady."""
+    return round(float(value), 3)
+
+
 def _percentiles(values_ms) -> dict:
-    return {p: float(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")} | {"max": max(values_ms)}
+    return ({p: milliseconds(np.percentile(values_ms, int(p[1:]))) for p in ("p50", "p90", "p99")}
+            | {"max": milliseconds(max(values_ms))})
 
 
 class ReplayOutputs:
@@ -348,7 +362,7 @@ class ReplayOutputs:
                 self.rosbag.log(frame, cloud, fields)
         if self.rerun is not None:
             self.rerun.log(frame, cloud)
-        self.previews.add(cloud)
+        self.previews.add(cloud, frame.index)
 
     def finish(self, fmu_messages: list, damage) -> dict:
         """The trace named, both previews and ``summary.json`` written → the summary. ``damage``: the
@@ -365,13 +379,14 @@ class ReplayOutputs:
             "rays_per_frame": len(self.sensor.pattern),
             "returns_per_frame": tally.returns,
             # scenario time (s) each frame ends at (its SensorView's) and its first ray fired at
-            "frame_end_s": tally.times_s,
-            "frame_first_firing_s": tally.first_firings_s,
+            "frame_end_s": [seconds(t) for t in tally.times_s],
+            "frame_first_firing_s": [seconds(t) for t in tally.first_firings_s],
             "objects_per_frame": tally.object_ids,
-            # the first step loads the model (and compiles what the cache lacks): apart from the steady state
-            "first_step_ms": tally.step_ms[0],
+            # the first step loads the meshes its SensorView names: apart from the steady state
+            "first_step_ms": milliseconds(tally.step_ms[0]),
             "step_ms": _percentiles(tally.step_ms[1:] or tally.step_ms),
             "sensordata_trace": trace_file,
+            "sensordata_trace_bytes": os.path.getsize(os.path.join(self.out_dir, trace_file)),
             "fmu_messages": [f"[{status}] {text}" for status, text in fmu_messages],
             # frames whose step the FMU flagged invalid (its output 'valid' false), with what it logged then
             "invalid_frames": tally.invalid,

@@ -37,6 +37,7 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -95,6 +96,9 @@ class RunOptions:
     fmu: str | None = None  # FMU path every worker must see; None: each worker's content-hashed cached build
     trace_format: str = "osi"
     pcd_every: int = 1
+    #: where a run unpacks the FMU: a folder of the sweep's own (its LocalCluster's workers are on this machine), which
+    #: goes when the sweep ends, so a worker killed mid-run leaves no copy behind; None: the temporary folder
+    unpack_in: str | None = None
 
 
 # -- the crossing ---------------------------------------------------------------------------------
@@ -257,7 +261,7 @@ def plan_runs(sweep: dict, base_dir: str) -> list[Run]:
 
 
 # -- one run, wherever it executes ----------------------------------------------------------------
-_worker_fmus: dict[str, tuple[str, str]] = {}  # per process: requested FMU → (its path, where it is extracted)
+_worker_fmus: dict[str, str] = {}  # per process: requested FMU → its path (built or found once)
 
 
 def _where() -> str:
@@ -274,18 +278,18 @@ def _unseen(paths) -> list[str]:
     return [p for p in paths if p and not os.path.exists(p)]
 
 
-def worker_fmu(requested: str | None) -> tuple[str, str]:
-    """(FMU path, extracted folder) for this process: built or found once, extracted once, reused by its runs."""
+def worker_fmu(requested: str | None) -> str:
+    """The FMU path for this process's runs: built or found once. Each run unpacks it and removes its copy when
+    its replay ends (:class:`~lidar_fmu.cosim.fmu_host.FmuInstance`): a worker ended by its cluster leaves
+    nothing in the temporary folder."""
     key = requested or ""
     if key not in _worker_fmus:
-        from fmpy import extract
-
         from ..cosim.fmu_package import cached_fmu
 
         path = requested or str(cached_fmu())
         if not os.path.isfile(path):
             raise UserError(f"{_where()} cannot see the FMU {path}: every worker must see the sweep's paths")
-        _worker_fmus[key] = (path, extract(path))
+        _worker_fmus[key] = path
     return _worker_fmus[key]
 
 
@@ -327,18 +331,26 @@ def run_one(run: Run, out_dir: str, options: RunOptions) -> dict:
     row: dict[str, Any] = {"run": run.name, "status": "failed", "error": "", "worker": _where()}
     folder = os.path.join(out_dir, run.name)
     try:
-        fmu_path, unzipped = worker_fmu(options.fmu)
+        fmu_path = worker_fmu(options.fmu)
         with contextlib.suppress(FileNotFoundError):  # complete again only when this replay succeeds
             os.remove(_marker_path(out_dir, run.name))
         if os.path.isdir(folder):  # a rerun starts clean: no frames of an earlier, longer replay left behind
             shutil.rmtree(folder)
+        unpacked = tempfile.mkdtemp(prefix="fmu_", dir=options.unpack_in) if options.unpack_in else None
         try:
+            if unpacked:
+                from fmpy import extract
+
+                extract(fmu_path, unpacked)
             summary = replay(run.scenario, folder, fmu_path=fmu_path, max_frames=run.frames, progress=False,
                              write_pcd_every=options.pcd_every, trace_format=options.trace_format,
-                             overrides=run.overrides(), fmu_unzip_dir=unzipped)
+                             overrides=run.overrides(), fmu_unzip_dir=unpacked)
         except DamagedTraceError as exc:  # the intact frames were replayed: report them, still a failure
             row |= _figures(exc.summary)
             raise
+        finally:
+            if unpacked:
+                shutil.rmtree(unpacked, ignore_errors=True)
         traces = summary["sensordata_trace"]  # a rig's: one per lidar
         row |= _figures(summary) | {"sensordata_trace": traces if isinstance(traces, str) else " ".join(traces)}
         invalid = invalid_frames_message(summary)
@@ -409,9 +421,10 @@ def _numba_threads_for_workers(threads: int):
             os.environ.pop("NUMBA_NUM_THREADS", None)
 
 
-def _local_cluster(workers: int, dashboard: str | None):
+def _local_cluster(workers: int, dashboard: str | None, scratch: str):
     """A LocalCluster of ``workers`` processes, one Dask thread each; Dask's dashboard at ``dashboard`` (an
-    address) if given, else no pages served (Dask's HTTP server on a free port of 127.0.0.1, without routes)."""
+    address) if given, else no pages served (Dask's HTTP server on a free port of 127.0.0.1, without routes);
+    Dask's scratch space in the folder ``scratch``."""
     import logging
 
     import dask
@@ -430,7 +443,7 @@ def _local_cluster(workers: int, dashboard: str | None):
     # Dask's scheduler always starts an HTTP server (port 8787 by default, with info and metrics pages even
     # when dashboard_address is None): without a dashboard asked for, on a free port and serving nothing.
     config: dict[str, Any] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                              "distributed.worker.profile.enabled": False}
+                              "distributed.worker.profile.enabled": False, "temporary-directory": scratch}
     scheduler: dict[str, Any] = {"allowed_failures": 0}
     if dashboard is None:
         config["distributed.scheduler.http.routes"] = []
@@ -666,7 +679,11 @@ def _distributed(todo, out_dir, options, task, progress: Progress, cluster_optio
             workers = workers or _cores()
             stack.enter_context(_workers_import_this_package())
             stack.enter_context(_numba_threads_for_workers(max(1, _cores() // workers)))
-            cluster = stack.enter_context(_local_cluster(workers, dashboard))
+            # Dask's scratch folders (locks, spill) and the runs' unpacked FMUs in one of ours, removed once the
+            # cluster has closed, whatever became of its workers
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="lidar_fmu_dask_"))
+            options = dataclasses.replace(options, unpack_in=scratch)
+            cluster = stack.enter_context(_local_cluster(workers, dashboard, scratch))
             client = stack.enter_context(Client(cluster))
             where = "LocalCluster"
             if dashboard is not None:
