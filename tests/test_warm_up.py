@@ -61,8 +61,12 @@ def _python(script, *argv, env=None):
     return done
 
 
-def test_initialization_says_it_readied_the_kernels_and_the_first_steps_compile_nothing(fmu_path, tmp_path):
-    folder = make_demo_scenario(tmp_path / "demo", frames=3)
+@pytest.mark.parametrize("ground_truth_only", [False, True], ids=["meshes", "ground-truth-only"])
+def test_initialization_says_it_readied_the_kernels_and_the_first_steps_compile_nothing(fmu_path, tmp_path,
+                                                                                        ground_truth_only):
+    """The demo street as meshes, and as its ground truth alone (the road, signs and class meshes built in the
+    first step: the world's kernels too were ready)."""
+    folder = make_demo_scenario(tmp_path / "demo", frames=3, ground_truth_only=ground_truth_only)
     result = json.loads(_python(["-c", STEPS_COMPILE_NOTHING], fmu_path, folder).stdout.splitlines()[-1])
     assert result["new"] == []  # every kernel of the street, its glass and the moving cars was ready
     said = [text for status, text in result["messages"] if KERNEL_LINE.match(text)]

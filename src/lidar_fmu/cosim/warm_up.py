@@ -128,7 +128,8 @@ def _step_twin(options: dict) -> None:
 
 def warm_up_view(time_s: float, radius_m: float, weather: str = "clear") -> bytes:
     """A SensorView at ``time_s``: the host driving along x and a car crossing ahead of it along y (both with OSI
-    velocities, so that the frame's motion is taken into account), and a box standing beside; ``weather``:
+    velocities, so that the frame's motion is taken into account), a box standing beside, and a road with a
+    building (:func:`_road`); ``weather``:
     ``clear``, ``fog and rain`` or ``snow`` (OSI environmental conditions)."""
     from osi3.osi_sensorview_pb2 import SensorView
 
@@ -153,6 +154,7 @@ def warm_up_view(time_s: float, radius_m: float, weather: str = "clear") -> byte
         obj.base.position.x, obj.base.position.y, obj.base.position.z = position
         obj.base.dimension.length, obj.base.dimension.width, obj.base.dimension.height = size
         obj.base.velocity.x, obj.base.velocity.y = velocity
+    _road(gt, radius_m)
     conditions = gt.environmental_conditions
     if weather == "fog and rain":
         conditions.fog = conditions.FOG_LIGHT
@@ -161,3 +163,30 @@ def warm_up_view(time_s: float, radius_m: float, weather: str = "clear") -> byte
         conditions.precipitation = conditions.PRECIPITATION_LIGHT
         conditions.temperature = 263.15  # K: below freezing, so the precipitation is snow
     return view.SerializeToString()
+
+
+def _road(gt, radius_m: float) -> None:
+    """A lane the host drives in, between a painted line and a kerb, and an L-shaped building: the static ground
+    truth the scene update builds its road, terrain and footprints from (:mod:`lidar_fmu.world`)."""
+    for boundary_id, y_m, kind in ((10, 2.0, "TYPE_SOLID_LINE"), (11, -2.0, "TYPE_CURB")):
+        boundary = gt.lane_boundary.add()
+        boundary.id.value = boundary_id
+        boundary.classification.type = boundary.classification.Type.Value(kind)
+        for x_m in np.linspace(-0.8 * radius_m, 0.8 * radius_m, 9):
+            point = boundary.boundary_line.add()
+            point.position.x, point.position.y = float(x_m), y_m
+            point.width, point.height = 0.15, 0.12
+    lane = gt.lane.add()
+    lane.id.value = 20
+    lane.classification.type = lane.classification.TYPE_DRIVING
+    lane.classification.left_lane_boundary_id.add().value = 10
+    lane.classification.right_lane_boundary_id.add().value = 11
+    building = gt.stationary_object.add()
+    building.id.value = 30
+    building.classification.type = building.classification.TYPE_BUILDING
+    base = building.base
+    base.position.x, base.position.y, base.position.z = -0.3 * radius_m, -0.3 * radius_m, 2.0
+    base.dimension.length, base.dimension.width, base.dimension.height = 4.0, 4.0, 4.0
+    for x_m, y_m in ((-2, -2), (2, -2), (2, 0), (0, 0), (0, 2), (-2, 2)):
+        corner = base.base_polygon.add()
+        corner.x, corner.y = x_m, y_m

@@ -226,6 +226,13 @@ class Materials:
         return bool(self._classes_present[class_code])
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array`` (the array itself stays as it was)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 # _nrt=False: the loop allocates nothing, and without Numba's reference counting the arrays passed
 # into the inlined return_of_hit cost no atomic incref/decref per hit (measured: with them the loop
 # took 1.2–1.6× as long; as a call that is not inlined, 8×). See docs/architecture.md, "The casting contract".
@@ -358,13 +365,22 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
     gain = _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain
     runs = [(a, min(a + _FILL_RAYS, n)) for a in range(0, n, _FILL_RAYS)]
 
+    # The inputs the loop only reads go in read-only, every one of them: Numba types a read-only array apart from
+    # a writable one, so inputs that come cached (read-only) in one scene and fresh in another would otherwise
+    # compile one more signature per combination — in a co-simulation's first steps, after its warm-up.
+    origins, directions = _read_only(rays.origins), _read_only(rays.directions)
+    scene_args = tuple(map(_read_only, (model.triangle_material, model.first_triangle, *model.material_args(),
+                                        model.triangle_object_id)))
+    gain, sensor_from_world = _read_only(gain), _read_only(sensor_from_world)
+    limit_args = tuple(_read_only(a) if isinstance(a, np.ndarray) else a for a in model.limit_args())
+
     def fill(a: int, b: int) -> int:
         per_ray = slice(a, b)
         return _fill_returns(
             hits.range_m[per_ray], hits.normal[per_ray], hits.instance_id[per_ray], hits.instance_index[per_ray],
-            rays.origins if rays.origins.shape[0] == 1 else rays.origins[per_ray], rays.directions[per_ray],
-            rays.beam_id[per_ray], sensor_from_world, *model.limit_args(), model.triangle_material,
-            model.first_triangle, hits.primitive_id[per_ray], *model.material_args(), model.triangle_object_id,
+            origins if origins.shape[0] == 1 else origins[per_ray], directions[per_ray],
+            rays.beam_id[per_ray], sensor_from_world, *limit_args, *scene_args[:2],
+            hits.primitive_id[per_ray], *scene_args[2:],
             gain if gain.shape[0] == 1 else gain[per_ray], *(points[name][per_ray] for name in CAST_FIELDS),
             ray_index[per_ray], intensity[per_ray], model.keep_material, material_id[per_ray] if model.keep_material
             else material_id)
