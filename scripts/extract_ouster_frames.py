@@ -4,7 +4,7 @@
     .venv-ouster/bin/python scripts/extract_ouster_frames.py [SOURCE_DIR [OUT_DIR [SDK_PCAPS_DIR]]]
 
 ouster-sdk pins ``psutil<6``, ``rosbags==0.9.23`` and ``click<8.1.8``, so it lives in its own venv and
-``lidar-fmu`` reads what this script writes instead (``lidar_fmu.tools.recording``). For every recording of
+``lidar-fmu`` reads what this script writes instead (``lidar_fmu.recordings.recording``). For every recording of
 ``SOURCE_DIR`` (default ``../shared/data/ouster``; ouster-sdk's ``tests/pcaps``, BSD-3-Clause) it writes
 ``OUT_DIR/<recording>.npz`` (default ``tests/data/ouster``), compressed, holding per frame ``f``:
 

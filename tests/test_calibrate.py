@@ -9,11 +9,11 @@ import yaml
 from helpers.recordings import DATA, corrugated_wall_scene, simulated_recording
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.physics.range_limit import fit_range_limit as datasheet_fit
+from lidar_fmu.recordings.calibrate import calibrated_spec, fit_detection_width, fit_noise, fit_range_limit
+from lidar_fmu.recordings.validate import sensor_spec
 from lidar_fmu.sensors import load_sensor
 from lidar_fmu.sensors.ouster import read_ouster_metadata
-from lidar_fmu.tools.calibrate import calibrated_spec, fit_detection_width, fit_noise, fit_range_limit
 from lidar_fmu.tools.cli import main
-from lidar_fmu.tools.validate import sensor_spec
 
 OS1_32 = os.path.join(DATA, "OS-1-32-G_v2.1.1_1024x10")
 
@@ -135,8 +135,8 @@ def test_calibrate_finds_the_intensity_law_a_units_signal_follows():
     """SIGNAL made by a known law (r0 8 m, rising as r^1 inside, falling as r^-2.5 beyond) from random ranges and
     REFLECTIVITY: the fit names that law; a recording without SIGNAL gets none."""
     from lidar_fmu.physics.range_limit import intensity_law_percent
-    from lidar_fmu.tools.calibrate import fit_intensity_law
-    from lidar_fmu.tools.recording import Recording
+    from lidar_fmu.recordings.calibrate import fit_intensity_law
+    from lidar_fmu.recordings.recording import Recording
 
     rng = np.random.default_rng(2)
     shape = (1, 32, 1024)

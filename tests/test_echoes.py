@@ -472,7 +472,7 @@ def test_validate_second_return_rate_on_the_dual_recording_is_the_units():
     """The shared dual-return OS-1-128 recording as `lidar-fmu validate` compares it (the scene rebuilt from even
     columns, both returns; the unit from its metadata): our second-return fraction on the covered held-out pixels
     within ±30 % of the unit's, and on the same pixels for many of them."""
-    from lidar_fmu.tools.validate import validate
+    from lidar_fmu.recordings.validate import validate
 
     base = DATA / "ouster" / "OS-1-128_767798045_1024x10_20230712_120049"
     second = validate(str(base) + ".npz", str(base) + ".json", echo=lambda line: None)["second_return"]

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from helpers.recordings import DATA
-from lidar_fmu.tools.validate import validate
+from lidar_fmu.recordings.validate import validate
 
 UNITS = {
     "OS-0-128": "OS-0-128-U1_v2.3.0_1024x10",

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from helpers.recordings import DATA
-from lidar_fmu.tools.recording import read_kitti_poses, read_recording
-from lidar_fmu.tools.registration import RegistrationError, icp_poses
-from lidar_fmu.tools.validate import pixel_rays, unit_metadata, unit_points
+from lidar_fmu.recordings.recording import read_kitti_poses, read_recording
+from lidar_fmu.recordings.registration import RegistrationError, icp_poses
+from lidar_fmu.recordings.validate import pixel_rays, unit_metadata, unit_points
 
 LB_N3 = "OS-1-128_v2.3.0_1024x10_lb_n3"
 METADATA = os.path.join(DATA, "OS-1-128_v2.3.0_1024x10.json")
@@ -55,7 +55,7 @@ def test_validate_with_icp_poses_measures_the_noise_the_shared_poses_show():
     """lb_n3 frame to frame, the unit's σ per band with KISS-ICP's poses against the shared poses': within 20 %
     (measured: 2.36/2.41/4.62/5.98 cm against 2.36/2.11/4.19/5.59 cm)."""
     pytest.importorskip("kiss_icp")
-    from lidar_fmu.tools.validate import validate
+    from lidar_fmu.recordings.validate import validate
 
     npz = os.path.join(DATA, LB_N3 + ".npz")
     shared = validate(npz, METADATA, poses_path=os.path.join(DATA, LB_N3 + "_poses_kitti.txt"), echo=lambda _: None)

@@ -9,11 +9,8 @@ import pytest
 from helpers.recordings import DATA, simulated_recording
 from lidar_fmu.geometry.scene import Scene
 from lidar_fmu.geometry.transforms import pose_matrix
-from lidar_fmu.scan.lidar import Lidar
-from lidar_fmu.sensors.ouster import read_ouster_metadata
-from lidar_fmu.tools.cli import main
-from lidar_fmu.tools.recording import Recording, RecordingError, read_kitti_poses, read_recording
-from lidar_fmu.tools.validate import (
+from lidar_fmu.recordings.recording import Recording, RecordingError, read_kitti_poses, read_recording
+from lidar_fmu.recordings.validate import (
     compare_frame,
     frame_to_frame_noise,
     mesh_from_pixels,
@@ -23,6 +20,9 @@ from lidar_fmu.tools.validate import (
     summarize,
     unit_points,
 )
+from lidar_fmu.scan.lidar import Lidar
+from lidar_fmu.sensors.ouster import read_ouster_metadata
+from lidar_fmu.tools.cli import main
 
 RECORDINGS = {  # extracted recording → its metadata
     "OS-1-128_v2.3.0_1024x10_lb_n3": "OS-1-128_v2.3.0_1024x10",

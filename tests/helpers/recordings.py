@@ -6,9 +6,9 @@ import numpy as np
 import trimesh
 
 from lidar_fmu.geometry.scene import Mesh, Scene
+from lidar_fmu.recordings.recording import Recording
+from lidar_fmu.recordings.validate import sensor_spec
 from lidar_fmu.scan.lidar import Lidar
-from lidar_fmu.tools.recording import Recording
-from lidar_fmu.tools.validate import sensor_spec
 
 DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "ouster")
 

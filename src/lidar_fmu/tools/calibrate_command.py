@@ -1,4 +1,4 @@
-"""The ``lidar-fmu calibrate`` sub-command's options (the work is in :mod:`lidar_fmu.tools.calibrate`, imported
+"""The ``lidar-fmu calibrate`` sub-command's options (the work is in :mod:`lidar_fmu.recordings.calibrate`, imported
 only when the command runs: the CLI starts without Numba)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from .validate_command import add_recording_arguments
 
 
 def cmd_calibrate(args) -> None:
-    from .calibrate import calibrate
+    from ..recordings.calibrate import calibrate
 
     calibrate(args.recording, args.metadata, args.output, max_jump=args.max_jump)
 

@@ -1,4 +1,4 @@
-"""The ``lidar-fmu validate`` sub-command's options (the work is in :mod:`lidar_fmu.tools.validate`, imported
+"""The ``lidar-fmu validate`` sub-command's options (the work is in :mod:`lidar_fmu.recordings.validate`, imported
 only when the command runs: the CLI starts without Numba)."""
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def add_recording_arguments(p, nargs: str | None) -> None:
 
 
 def cmd_validate(args) -> None:
-    from .validate import validate
+    from ..recordings.validate import validate
 
     validate(args.recording, args.metadata, args.output, sensor=args.sensor, backend=args.backend,
              frames=args.frames, max_jump=args.max_jump, poses_path=args.poses)

@@ -4,7 +4,7 @@
 with poses (ouster-sdk's lb_n3 test recording does, from its SLAM); without them the frames are registered here
 with KISS-ICP (Vizzo et al. 2023, "KISS-ICP: In Defense of Point-to-Point ICP", RA-L; the ``kiss-icp``
 package, optional: the command says so in one line where it is missing). Each frame's returns are placed in
-the unit's convention (:func:`lidar_fmu.tools.validate.unit_points`) and registered in order; deskewing is off,
+the unit's convention (:func:`lidar_fmu.recordings.validate.unit_points`) and registered in order; deskewing is off,
 because ``validate`` compares frames swept alike (at one azimuth the motion within the sweep cancels between two
 frames, docs/validation.md). On the lb_n3 recording the frame-to-frame steps come within 8–17 mm and 0.02–0.04°
 of the shared poses (``tests/test_registration.py``).

@@ -1,6 +1,6 @@
 """``lidar-fmu calibrate``: what a unit's datasheet does not say, fitted from its own recording(s).
 
-From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``.pcap`` or its extracted
+From the same inputs :mod:`lidar_fmu.recordings.validate` takes (range images of a ``.pcap`` or its extracted
 ``.npz``, and the unit's metadata JSON) it fits, over every sent pixel of every frame:
 
 - **min / max range**: the unit's nearest and farthest real return (RANGE, the unit's convention), widened by
@@ -21,9 +21,9 @@ From the same inputs :mod:`lidar_fmu.tools.validate` takes (range images of a ``
   RANGE ranks its SIGNAL best (Spearman), on a grid.
 - **range noise** σ(r, ρ)² = σ0² + (σ_shot · (r / 10 m) / √ρ)² (``range_noise``, the shot-noise model of
   :func:`lidar_fmu.physics.effects.range_sigma_m`), on validate's own measure: every frame's scene rebuilt from
-  its even columns (:func:`lidar_fmu.tools.validate.frame_scene`), and on each held-out pixel the chord residual
+  its even columns (:func:`lidar_fmu.recordings.validate.frame_scene`), and on each held-out pixel the chord residual
   (its range against the line through its same-beam held-out neighbours m ± 2) of the unit's RANGE *less* that
-  of the noise-free mesh cast on the same ray (:func:`~lidar_fmu.tools.validate.held_out_chord_residuals`). The
+  of the noise-free mesh cast on the same ray (:func:`~lidar_fmu.recordings.validate.held_out_chord_residuals`). The
   surface shape the mesh follows cancels pixel by pixel; what is left is the unit's noise (of the pixel, its
   neighbours and the mesh's corners, :data:`DIFFERENCE_VARIANCE_FACTOR`). σ per bin of the signal proxy
   x = (r / 10 m)² / ρ, and σ² = σ0² + σ_shot²·x fitted to the bins by least squares, both ≥ 0. Shape between

@@ -1,6 +1,6 @@
 """``lidar-fmu validate``: a real recording against our simulation of the same unit, pixel by pixel.
 
-For each frame of the recording (:mod:`lidar_fmu.tools.recording`; staggered range images, the unit's own
+For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; staggered range images, the unit's own
 pixel order):
 
 1. **Scene from the even columns.** Every valid pixel of an even measurement column becomes a vertex at the
@@ -263,7 +263,7 @@ def robust_sigma(residual: np.ndarray, variance_factor: float = 1.5) -> float:
 MIN_REFLECTIVITY_SIGNAL_RANK = 0.3
 
 
-#: ``--poses`` value that registers the frames instead of reading a pose file (:mod:`lidar_fmu.tools.registration`)
+#: ``--poses`` value that registers the frames instead of reading a pose file (:mod:`lidar_fmu.recordings.registration`)
 ICP_POSES = "icp"
 
 

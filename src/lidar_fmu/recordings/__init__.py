@@ -1,0 +1,11 @@
+"""Real lidar recordings: their readers, and the model held against them.
+
+- :mod:`.recording`: a unit's frames as range images in its own pixel order (Ouster ``.pcap`` through
+  ouster-sdk's extracted ``.npz``), and KITTI-style pose files;
+- :mod:`.registration`: frame poses by registering a recording's own frames (point-to-plane ICP);
+- :mod:`.validate`: ``lidar-fmu validate``: a scene made from half of a recording's columns, scanned with the
+  unit's model, compared pixel by pixel on the other half;
+- :mod:`.calibrate`: ``lidar-fmu calibrate``: the same figures fitted into a sensor spec.
+
+The CLI's options for these commands stay in :mod:`lidar_fmu.tools`; the work is here.
+"""
