@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .hesai import HESAI_PRESETS
 from .ouster import OS1_16_64_DIVERGENCE_MRAD as _OS1_16_64_DIVERGENCE_MRAD
 from .ouster import OS1_128_DIVERGENCE_MRAD as _OS1_128_DIVERGENCE_MRAD
 from .ouster import OS1_BEAM_DIAMETER_M as _OS1_BEAM_DIAMETER_M
@@ -266,6 +267,8 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 50.0]], "fit": "root2"},
     },
 }
+# Hesai units: their module holds the presets with their sources (sensors/hesai.py)
+PRESETS |= HESAI_PRESETS
 
 
 def unknown_preset(name: str) -> str:
