@@ -168,7 +168,10 @@ def decode_hesai(packets: Packets) -> HesaiScan:
                              f"({', '.join(HESAI_MODELS)}); packet sizes {sizes[:6]}")
     model = HESAI_MODELS[layout.model]
     first = next(p for p in packets.payloads if packet_layout(p) is not None)
-    keep = np.array([len(p) == len(first) and p[:4] == first[:4] for p in packets.payloads])
+    # the same size and the same leading bytes: the header's marker and protocol (the Pandar40P has no header: its
+    # first block's marker)
+    lead = 2 if layout.model == "Pandar40P" else 4
+    keep = np.array([len(p) == len(first) and p[:lead] == first[:lead] for p in packets.payloads])
     n = layout.dtype.itemsize
     data = np.frombuffer(b"".join(p[:n] for p, k in zip(packets.payloads, keep) if k), layout.dtype)
     tail = data["tail"]

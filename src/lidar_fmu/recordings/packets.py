@@ -184,7 +184,11 @@ def _read_bag(path: str) -> Packets:
         except PacketSourceError:
             raise
         except Exception as exc:  # rosbags' own errors on a damaged bag (ReaderError and kin)
-            raise PacketSourceError(f"cannot read bag {path}: {exc}") from None
+            files = sorted(f for f in os.listdir(folder) if f.lower().endswith(".db3"))
+            if not files:
+                raise PacketSourceError(f"cannot read bag {path}: {exc}") from None
+            # metadata rosbags does not take (an early rosbag2's, storage left blank): the SQLite files alone
+            messages = [m for name in files for m in _sqlite_messages(os.path.join(folder, name))]
     elif path.lower().endswith(".db3"):
         messages = _sqlite_messages(path)
     else:

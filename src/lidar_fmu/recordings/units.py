@@ -49,6 +49,8 @@ class UnitGeometry:
     columns: int
     beam_origin_mm: float
     metadata_path: str
+    #: the reflectivity (percent) a returning pixel that reported 0 is taken to have (:data:`REFLECTIVITY_FLOOR_PERCENT`)
+    reflectivity_floor_percent: float = 0.0
 
     def rays(self, recording: Recording, frame: int) -> PixelRays:
         """The pixels' rays in ``frame``."""
@@ -78,6 +80,15 @@ class UnitGeometry:
         return None if figures is None else parse_range_reflectivity(figures, max_range_m)
 
 
+#: Velodyne and Hesai units report reflectivity in whole percent, and a pixel that returned reflected light: a
+#: reported 0 is below 0.5 % (the rounding), not a surface that reflects nothing, and the scene's triangles there
+#: get 0.5 % (as :func:`lidar_fmu.recordings.validate.unit_reflectivity` takes it for the r_L table). The Hesai
+#: recordings report 0 on 40 % of their returns nearer than 1 m (the near field, where their reflectivity
+#: calibration does not hold): taken literally, none of those pixels could return. Ouster recordings keep the
+#: value as the unit wrote it (their validated figures; docs/validation.md says what the floor would change).
+REFLECTIVITY_FLOOR_PERCENT = 0.5
+
+
 class BinnedGeometry(UnitGeometry):
     """A unit recorded as rings × azimuth bins (:func:`~lidar_fmu.recordings.recording.binned_recording`): each
     pixel's ray at its row's elevation and the recording's own azimuth for it, from the row's beam origin."""
@@ -92,6 +103,7 @@ class BinnedGeometry(UnitGeometry):
         self.beams = len(self.elevation_rad)
         self.columns = int(columns)
         self.beam_origin_mm = 0.0
+        self.reflectivity_floor_percent = REFLECTIVITY_FLOOR_PERCENT
         #: origin(channel (N,), azimuth (N,)) → (N, 3) m: where each ray leaves the unit; None: its origin
         self._origin = origin
 

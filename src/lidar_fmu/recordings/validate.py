@@ -93,12 +93,15 @@ def _destaggered(image: np.ndarray, rays: PixelRays) -> np.ndarray:
 
 
 def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndarray, use: np.ndarray,
-                     max_jump: float = MAX_JUMP, column_step: int = 2) -> tuple[Mesh, np.ndarray] | None:
+                     max_jump: float = MAX_JUMP, column_step: int = 2,
+                     reflectivity_floor: float = 0.0) -> tuple[Mesh, np.ndarray] | None:
     """A mesh of the pixels ``use`` (B, W bool) whose ``range_m`` (unit convention, NaN: none) is valid.
 
     ``use`` must pick every ``column_step``-th column of the destaggered grid (2: e.g. the even measurement
-    columns when the beams' column shifts are even; 1: every pixel). Returns (mesh, each face's Lambertian ρ0 in
-    0–1), or None when no triangle is made. See the module's doc for the agreement rule.
+    columns when the beams' column shifts are even; 1: every pixel). ``reflectivity_floor`` (percent): what a
+    returning pixel's reported 0 is taken as (:data:`lidar_fmu.recordings.units.REFLECTIVITY_FLOOR_PERCENT`).
+    Returns (mesh, each face's Lambertian ρ0 in 0–1), or None when no triangle is made. See the module's doc for
+    the agreement rule.
     """
     B, W = range_m.shape
     valid = use & np.isfinite(range_m) & (range_m > 0)
@@ -121,7 +124,7 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
                             np.stack([a, b, d], -1)[abd], np.stack([a, d, c], -1)[adc]])
     if not len(faces):
         return None
-    refl = np.minimum(reflectivity[beam, column].astype(np.float64), 100.0) / 100.0
+    refl = np.clip(reflectivity[beam, column].astype(np.float64), reflectivity_floor, 100.0) / 100.0
     corners = points[faces]
     normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
     centroid = corners.mean(axis=1)
@@ -134,7 +137,8 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
 
 
 def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recording: Recording, frame: int,
-                         range_m: np.ndarray, use: np.ndarray, max_jump: float) -> tuple[Mesh, np.ndarray]:
+                         range_m: np.ndarray, use: np.ndarray, max_jump: float,
+                         reflectivity_floor: float = 0.0) -> tuple[Mesh, np.ndarray]:
     """A dual-return recording's mesh plus a layer from each mesh pixel's other return (RANGE2 where it has one,
     else RANGE; only the triangles that touch a RANGE2 pixel): first returns leave every depth edge open, the
     surface behind ending where they stop seeing it, so a footprint across the edge met one surface where the
@@ -144,7 +148,8 @@ def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recordi
     has = (second > 0) & np.isfinite(range_m)
     layer_range = np.where(has, second, range_m)
     layer = mesh_from_pixels(rays, layer_range, np.where(has, images["reflectivity2"][frame],
-                                                         images["reflectivity"][frame]), use, max_jump)
+                                                         images["reflectivity"][frame]), use, max_jump,
+                             reflectivity_floor=reflectivity_floor)
     if layer is None:
         return made
     valid = use & np.isfinite(layer_range) & (layer_range > 0)  # the layer's vertices, as mesh_from_pixels numbers them
@@ -349,6 +354,7 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
     residuals: dict[str, list] = {"real": [], "sim": []}
     ranges: dict[str, list] = {"real": [], "sim": []}
     sensor = spec if isinstance(spec, Sensor) or geometry is None else load_sensor(spec)
+    floor = 0.0 if geometry is None else geometry.reflectivity_floor_percent
 
     def frame_rays(frame: int) -> tuple[PixelRays, Sensor | dict]:
         if geometry is None:
@@ -361,7 +367,8 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
         (rays_f, spec_f), (rays_g, spec_g) = frame_rays(f), frame_rays(f + 1)
         before, after = _frame_image(recording, f, rays_f), _frame_image(recording, f + 1, rays_g)
         reflectivity = recording.images["reflectivity"][f]
-        made = mesh_from_pixels(rays_f, before, reflectivity, np.isfinite(before), max_jump, column_step=1)
+        made = mesh_from_pixels(rays_f, before, reflectivity, np.isfinite(before), max_jump, column_step=1,
+                                reflectivity_floor=floor)
         if made is None:
             continue
         lidar = _unit_lidar(made[0], spec_f, backend)
@@ -371,7 +378,7 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
         sim_after = _sim_images(lidar_g.scan(move, frame=2 * f + 1), rays_g, shape)["range_m"]
         pairs = [("real", after, _geometry_image(lidar_g, rays_g, move))]
         made_sim = mesh_from_pixels(rays_f, sim_before, reflectivity, np.isfinite(sim_before), max_jump,
-                                    column_step=1)
+                                    column_step=1, reflectivity_floor=floor)
         if made_sim is not None:
             pairs.append(("sim", sim_after, _geometry_image(_unit_lidar(made_sim[0], spec_g, backend), rays_g, move)))
         for name, measured, mesh_range in pairs:
@@ -402,9 +409,11 @@ def frame_scene(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
     measurement = np.arange(cal.columns)[None, :]
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
-    made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump)
+    floor = float(getattr(cal, "reflectivity_floor_percent", 0.0))  # an Ouster calibration: none
+    made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump,
+                            reflectivity_floor=floor)
     if made is not None and recording.dual:
-        made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump)
+        made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump, floor)
     return real_range, mesh_pixels, held_out, made
 
 
