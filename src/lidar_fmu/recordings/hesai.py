@@ -310,12 +310,12 @@ def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeo
     except PacketSourceError as exc:
         raise RecordingError(str(exc)) from None
     model = scan.model
-    if cal.channels != model.channels:
-        raise RecordingError(f"recording {recording_path} is a {model.name} ({model.channels} channels), but "
-                             f"{os.path.basename(cal_path)} calibrates {cal.channels} channels")
     if preset is not None and HESAI_PRESETS[preset]["hesai_model"] != model.name:
         raise RecordingError(f"recording {recording_path} is a {model.name}, not the preset {preset}'s "
                              f"{HESAI_PRESETS[preset]['hesai_model']}")
+    if cal.channels != model.channels:
+        raise RecordingError(f"recording {recording_path} is a {model.name} ({model.channels} channels), but "
+                             f"{os.path.basename(cal_path)} calibrates {cal.channels} channels")
     preset = preset or next(name for name, spec in HESAI_PRESETS.items() if spec["hesai_model"] == model.name)
     spec = {"preset": preset, "calibration": os.path.abspath(cal_path)}
     fires = None

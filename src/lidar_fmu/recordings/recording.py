@@ -208,7 +208,7 @@ def binned_recording(name: str, profile: str, firings: Firings, row_of_channel: 
     time_image = np.full(shape, np.iinfo(np.int64).max, np.int64)
     time_image[f, r, c] = firings.time_ns[pick]
     column_time = time_image.min(axis=1)
-    sent: np.ndarray = fired.any(axis=1)
+    sent = np.asarray(fired.any(axis=1))
     keep: np.ndarray = fired.reshape(frames, -1).mean(axis=1) >= MIN_FRAME_COVERAGE
     if collided:
         notes.append(f"{collided:,} of {len(pixel):,} firings fell into a bin already holding one of their channel "
