@@ -20,6 +20,7 @@ interpolating it differently (nebula to the next block, velodyne-decoder over th
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -44,6 +45,10 @@ SEQUENCE_S = {"VLP16": 55.296e-6, "PuckLite": 55.296e-6, "PuckHiRes": 55.296e-6,
               "HDL64E_S2": 48e-6, "HDL64E_S3": 48e-6}
 #: the packet size velodyne-decoder decodes (1206-byte data packets; 512-byte position packets are skipped)
 PACKET_BYTES = 1206
+#: a data packet's model byte (its last, the user manuals' "factory bytes") → the model's distance unit (m): VLP-16,
+#: Puck Hi-Res and HDL-32E 2 mm, VLP-32C and VLS-128 4 mm (the manuals' data packet chapters, as velodyne-decoder's
+#: ``calib_db.cpp`` lists them)
+DISTANCE_UNIT_M = {0x22: 0.002, 0x24: 0.002, 0x21: 0.002, 0x28: 0.004, 0xA1: 0.004}
 
 
 def _calibration_of(metadata: str) -> tuple[str, VelodyneCalibration, str | None]:
@@ -60,8 +65,12 @@ def _calibration_of(metadata: str) -> tuple[str, VelodyneCalibration, str | None
 
 
 def decode_velodyne(recording_path: str, cal_path: str, lasers: int):
-    """(model name, return mode name, points, stamp s) of every data packet of the recording, decoded as one
-    sequence by velodyne-decoder with the calibration at ``cal_path``."""
+    """(model name, return mode name, points, stamp s, notes) of every data packet of the recording, decoded as one
+    sequence by velodyne-decoder with the calibration at ``cal_path``.
+
+    The calibration's ``distance_resolution`` scales every range velodyne-decoder reports; where it is not the
+    model's own unit (the packets' model byte, :data:`DISTANCE_UNIT_M`) the model's is used and a note says so
+    (nebula's ``VLS128.yaml`` says 7 mm, which nebula's VLS-128 decoder ignores for the 4 mm of the manual)."""
     import velodyne_decoder as vd
 
     try:
@@ -71,8 +80,19 @@ def decode_velodyne(recording_path: str, cal_path: str, lasers: int):
     data = [(stamp, payload) for stamp, payload in zip(packets.stamp_s, packets.payloads) if len(payload) == PACKET_BYTES]
     if not data:
         raise RecordingError(f"recording {recording_path} holds no Velodyne data packet ({PACKET_BYTES} bytes)")
+    notes = []
     try:
         calibration = vd.Calibration.read(cal_path)
+        unit_m = DISTANCE_UNIT_M.get(data[0][1][-1])
+        text = calibration.to_string()
+        stated = next((float(line.split(":")[1]) for line in text.splitlines()
+                       if line.startswith("distance_resolution:")), None)
+        if unit_m is not None and stated is not None and abs(stated - unit_m) > 1e-6:
+            notes.append(f"{os.path.basename(cal_path)} gives a distance resolution of {stated * 1000:g} mm; the "
+                         f"packets' model measures in {unit_m * 1000:g} mm, which is used")
+            calibration = vd.Calibration.from_string("\n".join(
+                f"distance_resolution: {unit_m}" if line.startswith("distance_resolution:") else line
+                for line in text.splitlines()))
         config = vd.Config(calibration=calibration, min_range=0.0, max_range=1e4)
         if lasers == 64:  # an HDL-64E: its packets carry no model id
             config.model = vd.Model.HDL64E_S3 if "S3" in os.path.basename(cal_path).upper() else vd.Model.HDL64E_S2
@@ -84,7 +104,7 @@ def decode_velodyne(recording_path: str, cal_path: str, lasers: int):
                              f"{exc}") from None
     model = decoder.model_id.name if decoder.model_id is not None else "unknown"
     mode = decoder.return_mode.name if decoder.return_mode is not None else "unknown"
-    return model, mode, points, float(stamp.device)
+    return model, mode, points, float(stamp.device), notes
 
 
 def velodyne_firings(points: np.ndarray, cal: VelodyneCalibration, stamp_s: float) -> tuple[Firings, np.ndarray]:
@@ -125,7 +145,7 @@ def open_velodyne(recording_path: str, metadata: str) -> tuple[Recording, Binned
         raise UserError(f"recording {recording_path}: a Velodyne unit's recording is a .pcap/.pcapng capture or a ROS "
                         "2 bag (folder, .db3 or .mcap) of its packets")
     cal_path, cal, preset = _calibration_of(metadata)
-    model, mode, points, stamp_s = decode_velodyne(recording_path, cal_path, cal.lasers)
+    model, mode, points, stamp_s, notes = decode_velodyne(recording_path, cal_path, cal.lasers)
     if not len(points):
         raise RecordingError(f"recording {recording_path} holds no return")
     if model not in MODEL_PRESETS:
@@ -145,6 +165,8 @@ def open_velodyne(recording_path: str, metadata: str) -> tuple[Recording, Binned
     recording = binned_recording(name, profile, firings, row_of_channel, step, empty_firings_known=False)
     if not recording.frames:
         raise RecordingError(f"recording {recording_path} holds no complete turn of its unit")
+    if notes:
+        recording = dataclasses.replace(recording, notes=(*notes, *recording.notes))
     spec = {"preset": preset or MODEL_PRESETS[model], "calibration": os.path.abspath(cal_path)}
     channel_of_row = by_elevation[::-1]
 

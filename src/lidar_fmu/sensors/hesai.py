@@ -356,11 +356,15 @@ def hesai_pattern(cal: HesaiCalibration, model: HesaiModel, firetimes: HesaiFire
 _ASSUMED_DIVERGENCE_MRAD = [3.0, 1.5]
 
 
-def _preset(model: str, description: str, **figures) -> dict:
-    spec = {"description": description, "hesai_model": model, "calibration": HESAI_MODELS[model].angle_file,
-            "firetime_correction": HESAI_MODELS[model].firetime_file, "frame_rate_hz": 10.0,
-            "wavelength_nm": 905.0, "beam_divergence_mrad": _ASSUMED_DIVERGENCE_MRAD}
-    return spec | figures
+def _preset(model: str, description: str, range_m: tuple[float, float], reach_at_10_percent_m: float,
+            range_accuracy_m: float) -> dict:
+    """A Hesai preset: the model's packaged angle and firetime files, 10 Hz, 905 nm, the assumed divergence, its
+    min/max range, the range at 10 % reflectivity (one pair: a root-2 fit, extended targets) and accuracy."""
+    return {"description": description, "hesai_model": model, "calibration": HESAI_MODELS[model].angle_file,
+            "firetime_correction": HESAI_MODELS[model].firetime_file, "frame_rate_hz": 10.0, "wavelength_nm": 905.0,
+            "beam_divergence_mrad": _ASSUMED_DIVERGENCE_MRAD, "min_range_m": range_m[0], "max_range_m": range_m[1],
+            "range_reflectivity": {"pairs": [[0.10, reach_at_10_percent_m]], "fit": "root2"},
+            "range_accuracy_m": range_accuracy_m}
 
 
 #: Hesai presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`). Figures from each model's user manual
@@ -373,51 +377,42 @@ HESAI_PRESETS: dict[str, dict] = {
         "Pandar40P", "Hesai Pandar40P, 40 channels −25…+15°, 0.2° at 10 Hz",
         # Pandar40 user manual, Appendix I "Channel Distribution": 200 m at 10 % for the central channels,
         # 200 m at 20 % for the outer ones (the preset takes the central figure); 0.3 m minimum (§1.4)
-        min_range_m=0.3, max_range_m=200.0, range_reflectivity={"pairs": [[0.10, 200.0]], "fit": "root2"},
-        range_accuracy_m=0.02),  # Pandar40P datasheet: ±2 cm (0.5–200 m), ±5 cm (0.3–0.5 m)
+        (0.3, 200.0), 200.0, 0.02),  # Pandar40P datasheet: ±2 cm (0.5–200 m), ±5 cm (0.3–0.5 m)
     "hesai_pandar64": _preset(
         "Pandar64", "Hesai Pandar64, 64 channels −25…+15°, 0.2° at 10 Hz",
         # Pandar64 user manual (640-en) §1.4: measurement range 0.3–200 m, 200 m at 10 % reflectivity (the
         # central channels, as the Pandar40's appendix; not re-read here: assumed the same split)
-        min_range_m=0.3, max_range_m=200.0, range_reflectivity={"pairs": [[0.10, 200.0]], "fit": "root2"},
-        range_accuracy_m=0.02),  # Pandar64 datasheet: ±2 cm (0.5–200 m), ±5 cm (0.3–0.5 m)
+        (0.3, 200.0), 200.0, 0.02),  # Pandar64 datasheet: ±2 cm (0.5–200 m), ±5 cm (0.3–0.5 m)
     "hesai_xt16": _preset(
         "PandarXT16", "Hesai PandarXT-16, 16 channels −15…+15° (2°), 0.18° at 10 Hz",
         # PandarXT-16 user manual, Appendix I: instrument range 120 m; 80 m at 10 % (channels 5–12), 50 m at
         # 10 % (1–4, 13–16); the preset takes the central channels' 80 m. 0.05 m minimum (nebula PandarXT16)
-        min_range_m=0.05, max_range_m=120.0, range_reflectivity={"pairs": [[0.10, 80.0]], "fit": "root2"},
-        range_accuracy_m=0.01),  # PandarXT-16 datasheet: accuracy ±1 cm
+        (0.05, 120.0), 80.0, 0.01),  # PandarXT-16 datasheet: accuracy ±1 cm
     "hesai_xt32": _preset(
         "PandarXT32", "Hesai PandarXT-32, 32 channels −16…+15° (1°), 0.18° at 10 Hz",
         # PandarXT user manual §1.4: 0.05–120 m, 80 m at 10 % (the XT-16's appendix figure for the central
         # channels; assumed the same for the XT-32, whose appendix was not read here)
-        min_range_m=0.05, max_range_m=120.0, range_reflectivity={"pairs": [[0.10, 80.0]], "fit": "root2"},
-        range_accuracy_m=0.01),  # PandarXT datasheet: accuracy ±1 cm, precision 0.5 cm (1σ)
+        (0.05, 120.0), 80.0, 0.01),  # PandarXT datasheet: accuracy ±1 cm, precision 0.5 cm (1σ)
     "hesai_xt32m": _preset(
         "PandarXT32M", "Hesai XT32M2X, 32 channels −20.8…+19.5° (1.3°), 0.18° at 10 Hz",
         # XT32M2X user manual, Appendix I: elevations 19.5° … −20.8° in 1.3° steps; instrument range 0.5–300 m
         # (nebula PandarXT32M); 80 m at 10 % assumed as the XT-32 (not read here)
-        min_range_m=0.5, max_range_m=300.0, range_reflectivity={"pairs": [[0.10, 80.0]], "fit": "root2"},
-        range_accuracy_m=0.01),  # XT32M2X datasheet: accuracy ±1 cm (assumed as the XT-32: not read here)
+        (0.5, 300.0), 80.0, 0.01),  # XT32M2X datasheet: accuracy ±1 cm (assumed as the XT-32: not read here)
     "hesai_qt64": _preset(
         "PandarQT64", "Hesai PandarQT64, 64 channels −52.1…+52.1°, 0.6° at 10 Hz",
         # PandarQT user manual (Q01-en) §1.4: 0.1–60 m, 20 m at 10 % reflectivity
-        min_range_m=0.1, max_range_m=60.0, range_reflectivity={"pairs": [[0.10, 20.0]], "fit": "root2"},
-        range_accuracy_m=0.03),  # PandarQT datasheet: accuracy ±3 cm
+        (0.1, 60.0), 20.0, 0.03),  # PandarQT datasheet: accuracy ±3 cm
     "hesai_qt128": _preset(
         "PandarQT128", "Hesai QT128C2X, 128 channels −52.6…+52.6°, 0.4° blocks (0.8° per loop) at 10 Hz",
         # QT128C2X user manual §1.4: 0.05–50 m, 20 m at 10 % (as the QT64; assumed: not read here)
-        min_range_m=0.05, max_range_m=50.0, range_reflectivity={"pairs": [[0.10, 20.0]], "fit": "root2"},
-        range_accuracy_m=0.03),  # QT128C2X datasheet: accuracy ±3 cm (assumed as the QT64)
+        (0.05, 50.0), 20.0, 0.03),  # QT128C2X datasheet: accuracy ±3 cm (assumed as the QT64)
     "hesai_pandar128e3x": _preset(
         "Pandar128E3X", "Hesai Pandar128E3X, 128 channels −25…+14.4°, 0.2° (standard mode) at 10 Hz",
         # Pandar128E3X user manual (128-en) §1.4: 0.3–200 m at 10 % reflectivity; nebula's decoder 0.1–230 m
-        min_range_m=0.3, max_range_m=230.0, range_reflectivity={"pairs": [[0.10, 200.0]], "fit": "root2"},
-        range_accuracy_m=0.02),  # Pandar128E3X datasheet: ±8 cm (0.3–0.5 m), ±2 cm (0.5–200 m)
+        (0.3, 230.0), 200.0, 0.02),  # Pandar128E3X datasheet: ±8 cm (0.3–0.5 m), ±2 cm (0.5–200 m)
     "hesai_ot128": _preset(
         "OT128", "Hesai OT128, 128 channels −25…+14.4°, 0.2° at 10 Hz",
         # OT128 datasheet: 0.3–200 m at 10 % reflectivity (as the Pandar128E3X it replaces; assumed: not read
         # here); nebula's Pandar128E4X decoder 0.1–230 m
-        min_range_m=0.3, max_range_m=230.0, range_reflectivity={"pairs": [[0.10, 200.0]], "fit": "root2"},
-        range_accuracy_m=0.03),  # OT128 datasheet: accuracy ±3 cm (assumed: not read here)
+        (0.3, 230.0), 200.0, 0.03),  # OT128 datasheet: accuracy ±3 cm (assumed: not read here)
 }
