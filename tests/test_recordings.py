@@ -158,3 +158,42 @@ def test_validate_refuses_a_recording_that_does_not_fit_in_one_line(recording, m
     assert main(["validate", path, "--metadata", meta]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err, err
+
+
+def _db_xml(yaml_path, xml_path, resolution_cm=0.2):
+    """The calibration YAML written as VeloView's db.xml (degrees, centimetres), as Velodyne ships it."""
+    import yaml
+
+    lasers = yaml.safe_load(open(yaml_path))["lasers"]
+    items = "".join(
+        f"<item><px><id_>{laser['laser_id']}</id_><rotCorrection_>{float(np.degrees(laser['rot_correction']))!r}"
+        f"</rotCorrection_><vertCorrection_>{float(np.degrees(laser['vert_correction']))!r}</vertCorrection_>"
+        f"<distCorrection_>{100 * laser['dist_correction']!r}</distCorrection_><vertOffsetCorrection_>"
+        f"{100 * laser['vert_offset_correction']!r}</vertOffsetCorrection_><horizOffsetCorrection_>"
+        f"{100 * laser['horiz_offset_correction']!r}</horizOffsetCorrection_></px></item>" for laser in lasers)
+    enabled = "".join("<item>1</item>" for _ in lasers)
+    xml_path.write_text(f"<?xml version='1.0'?><boost_serialization><DB><distLSB_>{resolution_cm}</distLSB_>"
+                        f"<enabled_><count>{len(lasers)}</count>{enabled}</enabled_><points_>"
+                        f"<count>{len(lasers)}</count>{items}</points_></DB></boost_serialization>")
+
+
+def test_a_velodyne_db_xml_is_the_same_calibration_as_its_yaml(tmp_path):
+    from lidar_fmu.sensors import load_sensor
+    from lidar_fmu.sensors.velodyne import VelodyneCalibrationError, read_velodyne_calibration
+
+    capture, calibration = _paths("velodyne-vlp16-nebula")
+    _db_xml(calibration, tmp_path / "db.xml")
+    from_yaml, from_xml = read_velodyne_calibration(calibration), read_velodyne_calibration(tmp_path / "db.xml")
+    np.testing.assert_allclose(from_xml.vert_correction_rad, from_yaml.vert_correction_rad, atol=1e-12)
+    np.testing.assert_allclose(from_xml.rot_correction_rad, from_yaml.rot_correction_rad, atol=1e-12)
+    spec = {"preset": "velodyne_vlp16", "calibration": str(tmp_path / "db.xml")}
+    np.testing.assert_allclose(load_sensor(spec).pattern.directions, load_sensor("velodyne_vlp16").pattern.directions,
+                               atol=1e-6)
+    recording, _ = open_recording(capture, str(tmp_path / "db.xml"))
+    np.testing.assert_array_equal(recording.images["range_mm"], open_recording(capture, calibration)[0].images["range_mm"])
+    (tmp_path / "bomb.xml").write_text('<!DOCTYPE x [<!ENTITY a "aaaa">]><DB>&a;</DB>')
+    with pytest.raises(VelodyneCalibrationError, match="entity declaration is not read"):
+        read_velodyne_calibration(tmp_path / "bomb.xml")
+    (tmp_path / "other.xml").write_text("<root><thing/></root>")
+    with pytest.raises(VelodyneCalibrationError, match="no DB/points_"):
+        read_velodyne_calibration(tmp_path / "other.xml")

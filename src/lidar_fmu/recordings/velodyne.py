@@ -28,7 +28,13 @@ import numpy as np
 from ..errors import UserError
 from ..sensors.presets import PRESETS
 from ..sensors.spec import SensorSpecError, data_file
-from ..sensors.velodyne import VelodyneCalibration, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration
+from ..sensors.velodyne import (
+    VelodyneCalibration,
+    VelodyneCalibrationError,
+    beam_geometry,
+    read_velodyne_calibration,
+    velodyne_xml,
+)
 from .packets import PacketSourceError, is_packet_source, read_packets
 from .recording import Firings, Recording, RecordingError, binned_recording, sweep_rate_deg_per_s
 from .units import BinnedGeometry
@@ -55,9 +61,6 @@ def _calibration_of(metadata: str) -> tuple[str, VelodyneCalibration, str | None
     """(the calibration file, its corrections, the preset named or None)."""
     preset = metadata if metadata in PRESETS else None
     path = data_file(PRESETS[metadata]["calibration"]) if preset else metadata
-    if path.lower().endswith(".xml"):
-        raise UserError(f"--metadata {metadata}: a Velodyne db.xml is read once converted to the calibration YAML "
-                        "(ros-drivers/velodyne's gen_calibration.py writes it)")
     try:
         return path, read_velodyne_calibration(path), preset
     except (VelodyneCalibrationError, SensorSpecError) as exc:
@@ -82,7 +85,12 @@ def decode_velodyne(recording_path: str, cal_path: str, lasers: int):
         raise RecordingError(f"recording {recording_path} holds no Velodyne data packet ({PACKET_BYTES} bytes)")
     notes = []
     try:
-        calibration = vd.Calibration.read(cal_path)
+        if cal_path.lower().endswith(".xml"):  # a db.xml: velodyne-decoder reads the YAML it converts to
+            import yaml
+
+            calibration = vd.Calibration.from_string(yaml.safe_dump(velodyne_xml(cal_path)))
+        else:
+            calibration = vd.Calibration.read(cal_path)
         unit_m = DISTANCE_UNIT_M.get(data[0][1][-1])
         text = calibration.to_string()
         stated = next((float(line.split(":")[1]) for line in text.splitlines()

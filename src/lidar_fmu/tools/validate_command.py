@@ -36,7 +36,7 @@ def add_recording_arguments(p, nargs: str | None) -> None:
                         "scripts/extract_ouster_frames.py extracts from it")
     p.add_argument("--metadata", required=True,
                    help="the unit's calibration, which also says which reader the recording needs: a Velodyne "
-                        "calibration .yaml, a Hesai angle-correction .csv, an Ouster metadata .json, or a preset "
+                        "calibration .yaml or db.xml, a Hesai angle-correction .csv, an Ouster metadata .json, or a preset "
                         "of the unit's model (velodyne_*, hesai_*, ouster_os1_128_cal)")
     p.add_argument("--max-jump", type=_jump, default=0.05,
                    help="neighbours whose ranges differ by more than this fraction are not one surface")
