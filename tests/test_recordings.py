@@ -197,3 +197,28 @@ def test_a_velodyne_db_xml_is_the_same_calibration_as_its_yaml(tmp_path):
     (tmp_path / "other.xml").write_text("<root><thing/></root>")
     with pytest.raises(VelodyneCalibrationError, match="no DB/points_"):
         read_velodyne_calibration(tmp_path / "other.xml")
+
+
+def test_a_pcapng_capture_and_an_mcap_bag_read_as_their_classic_kin(tmp_path):
+    """The same packets as a pcapng capture (dpkt's writer) and as an MCAP bag (rosbags' writer) read as the pcap
+    and the sqlite3 bag do."""
+    import dpkt
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+
+    capture, _ = _paths("hesai-qt64-nebula")
+    packets = read_packets(capture)
+    with open(capture, "rb") as source, open(tmp_path / "unit.pcapng", "wb") as target:
+        writer = dpkt.pcapng.Writer(target, snaplen=65535)
+        for stamp, frame in dpkt.pcap.Reader(source):
+            writer.writepkt(frame, ts=stamp)
+    again = read_packets(str(tmp_path / "unit.pcapng"))
+    assert again.payloads == packets.payloads and again.port.tolist() == packets.port.tolist()
+    np.testing.assert_allclose(again.stamp_s, packets.stamp_s, atol=1e-6)
+    sqlite = os.path.join(DATA, "hesai-qt64-nebula", "bag_qt64_50")
+    with Reader(sqlite) as reader, Writer(tmp_path / "mcap", version=8, storage_plugin=StoragePlugin.MCAP) as writer:
+        for connection in reader.connections:
+            out = writer.add_connection(connection.topic, connection.msgtype, msgdef=connection.msgdef.data,
+                                        rihs01=connection.digest)
+            for _, stamp, raw in reader.messages(connections=[connection]):
+                writer.write(out, stamp, raw)
+    assert read_packets(str(tmp_path / "mcap")).payloads == read_packets(sqlite).payloads
