@@ -167,11 +167,13 @@ def decode_hesai(packets: Packets) -> HesaiScan:
         raise RecordingError(f"recording {packets.source}: no Hesai point-cloud packet of a model read here "
                              f"({', '.join(HESAI_MODELS)}); packet sizes {sizes[:6]}")
     model = HESAI_MODELS[layout.model]
-    first = next(p for p in packets.payloads if packet_layout(p) is not None)
+    index = next(i for i, p in enumerate(packets.payloads) if packet_layout(p) is not None)
+    first = packets.payloads[index]
     # the same size and the same leading bytes: the header's marker and protocol (the Pandar40P has no header: its
-    # first block's marker)
+    # first block's marker); from the same UDP port (a capture of two units keeps the first's)
     lead = 2 if layout.model == "Pandar40P" else 4
     keep = np.array([len(p) == len(first) and p[:lead] == first[:lead] for p in packets.payloads])
+    keep &= packets.port == packets.port[index]
     n = layout.dtype.itemsize
     data = np.frombuffer(b"".join(p[:n] for p, k in zip(packets.payloads, keep) if k), layout.dtype)
     tail = data["tail"]

@@ -80,7 +80,10 @@ def decode_velodyne(recording_path: str, cal_path: str, lasers: int):
         packets = read_packets(recording_path)
     except PacketSourceError as exc:
         raise RecordingError(str(exc)) from None
-    data = [(stamp, payload) for stamp, payload in zip(packets.stamp_s, packets.payloads) if len(payload) == PACKET_BYTES]
+    sizes = np.array([len(payload) for payload in packets.payloads])
+    port = packets.port[np.argmax(sizes == PACKET_BYTES)]  # a capture of two units keeps the first's port
+    data = [(stamp, payload) for stamp, payload, size, at in zip(packets.stamp_s, packets.payloads, sizes, packets.port)
+            if size == PACKET_BYTES and at == port]
     if not data:
         raise RecordingError(f"recording {recording_path} holds no Velodyne data packet ({PACKET_BYTES} bytes)")
     notes = []
