@@ -1,7 +1,7 @@
 """``lidar-fmu calibrate``: what a unit's datasheet does not say, fitted from its own recording(s).
 
-From the same inputs :mod:`lidar_fmu.recordings.validate` takes (range images of a ``.pcap`` or its extracted
-``.npz``, and the unit's metadata JSON) it fits, over every sent pixel of every frame:
+From the same inputs :mod:`lidar_fmu.recordings.validate` takes (a recording and the unit's calibration: an
+Ouster's metadata JSON, a Hesai CSV, a Velodyne YAML, or a preset) it fits, over every sent pixel of every frame:
 
 - **min / max range**: the unit's nearest and farthest real return (RANGE, the unit's convention), widened by
   :data:`RANGE_MARGIN` so that the returns themselves lie inside.
@@ -34,9 +34,11 @@ Pixels: the fits use every frame's pixels (the edge and noise: odd columns; rang
 compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
 10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
 
-The spec written is the unit's own resolution (:func:`lidar_fmu.sensors.ouster.unit_spec`: its rays from the
-metadata) with the fitted keys in place of the datasheet's, and ``noise: physical``: a calibrated unit is
-asked to be as noisy as the real one.
+The spec written is the unit's own resolution (an Ouster's :func:`lidar_fmu.sensors.ouster.unit_spec`: its rays
+from the metadata; a Velodyne's or Hesai's model preset with its calibration file) with the fitted keys in place
+of the datasheet's, and ``noise: physical``: a calibrated unit is asked to be as noisy as the real one. A
+datasheet without a range–reflectivity figure (the VLP-16's) keeps the range limit off unless the fitted law
+reaches the unit's maximum range at 10 %.
 """
 from __future__ import annotations
 

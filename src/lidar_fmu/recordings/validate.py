@@ -1,7 +1,9 @@
 """``lidar-fmu validate``: a real recording against our simulation of the same unit, pixel by pixel.
 
-For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; staggered range images, the unit's own
-pixel order):
+For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; an Ouster's staggered range images, the
+unit's own pixel order, or the rings × azimuth bins of a unit that does not fire on a fixed grid, whose columns
+are already destaggered and whose pixels carry their own azimuths: :mod:`lidar_fmu.recordings.units`, below
+written for the Ouster):
 
 1. **Scene from the even columns.** Every valid pixel of an even measurement column becomes a vertex at the
    unit's own point (``beam origin + (RANGE − n) · direction``, :func:`pixel_rays`). Vertices are joined on
