@@ -49,6 +49,7 @@ from ..sensors.hesai import (
     HesaiCalibration,
     HesaiCalibrationError,
     HesaiModel,
+    preset_of,
     read_hesai_calibration,
     read_hesai_firetimes,
 )
@@ -318,7 +319,7 @@ def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeo
     if cal.channels != model.channels:
         raise RecordingError(f"recording {recording_path} is a {model.name} ({model.channels} channels), but "
                              f"{os.path.basename(cal_path)} calibrates {cal.channels} channels")
-    preset = preset or next(name for name, spec in HESAI_PRESETS.items() if spec["hesai_model"] == model.name)
+    preset = preset or preset_of(model.name)
     spec = {"preset": preset, "calibration": os.path.abspath(cal_path)}
     fires = None
     if model.name == "PandarQT128":

@@ -416,3 +416,8 @@ HESAI_PRESETS: dict[str, dict] = {
         # here); nebula's Pandar128E4X decoder 0.1–230 m
         (0.3, 230.0), 200.0, 0.03),  # OT128 datasheet: accuracy ±3 cm (assumed: not read here)
 }
+
+
+def preset_of(model: str) -> str:
+    """The name of the Hesai preset of ``model`` (a :data:`HESAI_MODELS` name)."""
+    return next(name for name, spec in HESAI_PRESETS.items() if spec["hesai_model"] == model)

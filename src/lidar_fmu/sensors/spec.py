@@ -35,11 +35,11 @@ from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivi
 from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim
 from .hesai import (
-    HESAI_PRESETS,
     HesaiCalibrationError,
     guess_model,
     hesai_pattern,
     model_of,
+    preset_of,
     read_hesai_calibration,
     read_hesai_firetimes,
 )
@@ -355,7 +355,7 @@ def hesai_spec(path: str) -> dict[str, Any]:
         model = guess_model(read_hesai_calibration(path))
     except HesaiCalibrationError as exc:
         raise SensorSpecError(str(exc)) from None
-    preset = next(name for name, spec in HESAI_PRESETS.items() if spec["hesai_model"] == model.name)
+    preset = preset_of(model.name)
     return {"preset": preset, "calibration": os.path.abspath(path)}
 
 
