@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 # the slave's helpers: beside this script in fmu/ and in the FMU's resources/ (which pythonfmu puts on sys.path)
 from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, ROLES, annotate_fmi2
-from lidar_sensor_slave import CONFIG_REQUEST, PARAMETERS, OsmpLidarSlave, osi_version
+from lidar_sensor_slave import CONFIG_REQUEST, OUTPUTS, PARAMETERS, OsmpLidarSlave, accessors, osi_version
 from pythonfmu import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Variability
@@ -17,7 +17,7 @@ from pythonfmu.variables import Boolean, Integer, Real, String
 
 #: value reference 0: the status of the last FMI call, for the FMU's status shim (fmu/status_shim.c)
 STATUS_VARIABLE = "fmi2_status_of_last_call"
-KINDS = {"string": String, "real": Real, "boolean": Boolean}
+KINDS = {"string": String, "real": Real, "boolean": Boolean, "integer": Integer}
 
 
 class LidarSensor(OsmpLidarSlave, Fmi2Slave):
@@ -42,10 +42,10 @@ class LidarSensor(OsmpLidarSlave, Fmi2Slave):
             for role in ROLES:
                 self._register_binary(f"{prefix}.{role}", Fmi2Causality[causality], Fmi2Variability[variability],
                                       Fmi2Initial[initial] if initial else None)
-        self.register_variable(Boolean("valid", causality=Fmi2Causality.output, variability=Fmi2Variability.discrete,
-                                       initial=Fmi2Initial.exact, getter=lambda: self.valid))
-        self.register_variable(Integer("count", causality=Fmi2Causality.output, variability=Fmi2Variability.discrete,
-                                       initial=Fmi2Initial.exact, getter=lambda: self.count))
+        for name, kind in OUTPUTS:
+            self.register_variable(KINDS[kind](name, causality=Fmi2Causality.output,
+                                               variability=Fmi2Variability.discrete, initial=Fmi2Initial.exact,
+                                               getter=lambda name=name: getattr(self, name)))
 
     # -- OSMP binary variables: three Integers each ---------------------------------------------------------
     def _register_binary(self, name, causality, variability, initial):
@@ -82,29 +82,10 @@ class LidarSensor(OsmpLidarSlave, Fmi2Slave):
 
     # fmi2Get*/fmi2Set*: pythonfmu's own versions raise (→ fmi2Fatal) on an unknown value reference, a
     # wrong type or a variable without a setter; these refuse with a logged reason instead.
-    def get_integer(self, vrs):
-        return self._get(Integer, vrs)
-
-    def get_real(self, vrs):
-        return self._get(Real, vrs)
-
-    def get_boolean(self, vrs):
-        return self._get(Boolean, vrs)
-
-    def get_string(self, vrs):
-        return self._get(String, vrs)
-
-    def set_integer(self, vrs, values):
-        self._set(Integer, vrs, values)
-
-    def set_real(self, vrs, values):
-        self._set(Real, vrs, values)
-
-    def set_boolean(self, vrs, values):
-        self._set(Boolean, vrs, values)
-
-    def set_string(self, vrs, values):
-        self._set(String, vrs, values)
+    get_integer, set_integer = accessors(Integer)
+    get_real, set_real = accessors(Real)
+    get_boolean, set_boolean = accessors(Boolean)
+    get_string, set_string = accessors(String)
 
     def _emit(self, message, status, category):
         self.log(message, status, category)

@@ -18,7 +18,7 @@ import ctypes
 import xml.etree.ElementTree as ET
 
 from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, annotate_fmi3
-from lidar_sensor_slave import CONFIG_REQUEST, PARAMETERS, OsmpLidarSlave, osi_version
+from lidar_sensor_slave import CONFIG_REQUEST, OUTPUTS, PARAMETERS, OsmpLidarSlave, accessors, osi_version
 from pythonfmu3 import Fmi3Slave
 from pythonfmu3.default_experiment import DefaultExperiment
 from pythonfmu3.enums import Fmi3Causality, Fmi3Initial, Fmi3Status, Fmi3Variability
@@ -30,7 +30,7 @@ STATUS_VARIABLE = "fmi3_status_of_last_call"
 #: the status shim reads and writes Binary variable ``vr`` as (address, size) through fmi3Get/SetUInt64 on
 #: ``vr | BINARY_CHANNEL`` (pythonfmu3 passes value references on as signed ints: it arrives negative)
 BINARY_CHANNEL = 1 << 31
-KINDS = {"string": String, "real": Float64, "boolean": Boolean}
+KINDS = {"string": String, "real": Float64, "boolean": Boolean, "integer": Int32}
 
 
 class Binary(ModelVariable):
@@ -70,10 +70,10 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
         for prefix, (_, causality, variability, initial) in BINARY_VARIABLES.items():
             self._register_binary(prefix, Fmi3Causality[causality], Fmi3Variability[variability],
                                   Fmi3Initial[initial] if initial else None)
-        self.register_variable(Boolean("valid", causality=Fmi3Causality.output, variability=Fmi3Variability.discrete,
-                                       initial=Fmi3Initial.exact, getter=lambda: self.valid))
-        self.register_variable(Int32("count", causality=Fmi3Causality.output, variability=Fmi3Variability.discrete,
-                                     initial=Fmi3Initial.exact, getter=lambda: self.count))
+        for name, kind in OUTPUTS:
+            self.register_variable(KINDS[kind](name, causality=Fmi3Causality.output,
+                                               variability=Fmi3Variability.discrete, initial=Fmi3Initial.exact,
+                                               getter=lambda name=name: getattr(self, name)))
 
     # -- OSMP binary variables: one Binary each ---------------------------------------------------------------
     def _register_binary(self, prefix, causality, variability, initial):
@@ -130,36 +130,12 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
         self._set(Binary, binaries, [tuple(values[2 * k:2 * k + 2]) for k in range(len(binaries))])
 
     # fmi3Get*/fmi3Set*: pythonfmu3's own versions raise (→ fmi3Fatal) on an unknown value reference, a wrong
-    # type or a variable without a setter; these refuse with a logged reason instead.
-    def get_int32(self, vrs):
-        return self._get(Int32, vrs)
-
-    def get_float64(self, vrs):
-        return self._get(Float64, vrs)
-
-    def get_boolean(self, vrs):
-        return self._get(Boolean, vrs)
-
-    def get_string(self, vrs):
-        return self._get(String, vrs)
-
-    def get_int64(self, vrs):
-        return self._get(Int64, vrs)
-
-    def set_int32(self, vrs, values):
-        self._set(Int32, vrs, values)
-
-    def set_float64(self, vrs, values):
-        self._set(Float64, vrs, values)
-
-    def set_boolean(self, vrs, values):
-        self._set(Boolean, vrs, values)
-
-    def set_string(self, vrs, values):
-        self._set(String, vrs, values)
-
-    def set_int64(self, vrs, values):
-        self._set(Int64, vrs, values)
+    # type or a variable without a setter; these refuse with a logged reason instead (no Int64 variables: refused)
+    get_int32, set_int32 = accessors(Int32)
+    get_float64, set_float64 = accessors(Float64)
+    get_boolean, set_boolean = accessors(Boolean)
+    get_string, set_string = accessors(String)
+    get_int64, set_int64 = accessors(Int64)
 
     def _emit(self, message, status, category):
         # errors reach the master always, the rest while its debug logging is on (as the FMI 2.0 FMU's shim does)

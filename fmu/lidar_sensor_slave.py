@@ -45,6 +45,8 @@ PARAMETERS = (
     *((f"mounting_orientation_{angle}", "real", 0.0) for angle in ("roll", "pitch", "yaw")),
     ("disable_self_hits", "boolean", True),
 )
+#: (name, kind) of the outputs besides OSMP's: did the last step deliver data, how many detections
+OUTPUTS = (("valid", "boolean"), ("count", "integer"))
 MOUNTING = tuple(name for name, kind, _ in PARAMETERS if name.startswith("mounting_"))
 VIEW_IN, DATA_OUT = "OSMPSensorViewIn", "OSMPSensorDataOut"
 CONFIG_REQUEST, CONFIG = "OSMPSensorViewInConfigRequest", "OSMPSensorViewInConfig"
@@ -63,7 +65,8 @@ def missing_dependency():
         import lidar_fmu.cosim.sensor_model  # noqa: F401  (the whole model, and every package it needs)
         import lidar_fmu.cosim.view_config  # noqa: F401
     except Exception as exc:  # ImportError mostly; a broken install may raise anything while importing
-        missing = f"cannot import {exc.name}" if isinstance(exc, ImportError) and exc.name else "cannot import lidar_fmu"
+        named = isinstance(exc, ImportError) and exc.name
+        missing = f"cannot import {exc.name}" if named else "cannot import lidar_fmu"
         return (f"lidar-fmu cannot start: the Python that runs this FMU (Python {platform.python_version()}, "
                 f"{sys.prefix}) {missing}: {type(exc).__name__}: {short(exc)}. Install lidar-fmu with its "
                 "dependencies into that Python (pip install lidar-fmu, or pip install . in its source folder)")
@@ -92,6 +95,19 @@ def osi_version():
 
     v = default_interface_version()
     return f"{v.version_major}.{v.version_minor}.{v.version_patch}"
+
+
+def accessors(kind):
+    """(get, set) methods of a slave for its library's variable class ``kind`` (``get_integer`` and
+    ``set_integer`` for FMI 2.0's Integer, say): they refuse misuse with a logged reason (:meth:`OsmpLidarSlave._get`,
+    :meth:`OsmpLidarSlave._set`) where the library's own would raise, which ends the run."""
+    def get(self, vrs):
+        return self._get(kind, vrs)
+
+    def set_(self, vrs, values):
+        self._set(kind, vrs, values)
+
+    return get, set_
 
 
 class OsmpLidarSlave:

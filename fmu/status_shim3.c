@@ -35,30 +35,10 @@
 #define STATUS_VR 0u
 #define BINARY_CHANNEL 0x80000000u
 
-static void *inner;
-static pthread_once_t loaded = PTHREAD_ONCE_INIT;
+#define INNER_SUFFIX ".pythonfmu3.so"
+#include "status_shim_inner.h"
+
 static const fmi3Byte empty_binary[1] = {0}; /* what an empty Binary points at: a valid address, size 0 */
-
-static void load_inner(void) {
-    Dl_info info;
-    char path[4096];
-    if (!dladdr((void *)&load_inner, &info) || !info.dli_fname) return;
-    size_t n = strlen(info.dli_fname);
-    if (n < 3 || n + 16 >= sizeof path || strcmp(info.dli_fname + n - 3, ".so") != 0) return;
-    memcpy(path, info.dli_fname, n - 3);
-    strcpy(path + n - 3, ".pythonfmu3.so");
-    inner = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!inner) fprintf(stderr, "lidar-fmu status shim: cannot load %s: %s\n", path, dlerror());
-}
-
-static void *real(const char *name) {
-    pthread_once(&loaded, load_inner);
-    return inner ? dlsym(inner, name) : NULL;
-}
-
-__attribute__((destructor)) static void unload_inner(void) {
-    if (inner) dlclose(inner); /* as the master unloading pythonfmu3's library itself would */
-}
 
 /* The call's status: the slave's own record of it when pythonfmu3 says fmi3OK. */
 static fmi3Status checked(fmi3Instance instance, fmi3Status status) {

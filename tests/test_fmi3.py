@@ -20,7 +20,7 @@ from fmpy.fmi1 import FMICallException
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
-from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.fmu_inputs import OSMP_VARIABLES, SHARED_TRACE, SMALL_SENSOR
 from helpers.osi_views import sensor_view
 from helpers.osmp_master import NARROWINGS, answer, detections
 from lidar_fmu.cosim.fmu_host import FmuInstance
@@ -97,17 +97,12 @@ def test_fmi3_fmu_validates_and_carries_osmps_fmi3_binary_variables(fmus):
     osmp = root.find("Annotations/Annotation[@type='net.pmsf.osmp']/" + OSMP_NS + "osmp")
     assert osmp.get("version") == "1.6.0" and osmp.get("osi-version").startswith("3.")
     variables = {v.get("name"): v for v in root.find("ModelVariables")}
-    expect = {
-        "OSMPSensorViewIn": ("input", "discrete", None, "SensorView"),
-        "OSMPSensorDataOut": ("output", "discrete", "exact", "SensorData"),
-        "OSMPSensorViewInConfigRequest": ("calculatedParameter", "fixed", "calculated", "SensorViewConfiguration"),
-        "OSMPSensorViewInConfig": ("parameter", "fixed", None, "SensorViewConfiguration"),
-    }
-    for prefix, (causality, variability, initial, kind) in expect.items():
+    for prefix, (causality, variability, initial, kind) in OSMP_VARIABLES.items():
         v = variables[prefix]
         assert v.tag == "Binary" and (v.get("causality"), v.get("variability"), v.get("initial")) == (
             causality, variability, initial)
-        assert v.get("mimeType") == f"application/x-open-simulation-interface; type={kind}; version={osmp.get('osi-version')}"
+        osi = osmp.get("osi-version")
+        assert v.get("mimeType") == f"application/x-open-simulation-interface; type={kind}; version={osi}"
         note = v.find("Annotations/Annotation[@type='net.pmsf.osmp']/" + OSMP_NS + "osmp-binary-variable")
         assert (note.get("name"), note.get("role"), note.get("mime-type")) == (prefix, "full", v.get("mimeType"))
         starts = v.findall("Start")

@@ -45,7 +45,7 @@ def scan(members, views=((0.1, 0.1),), **options):
 
 # -- the request -----------------------------------------------------------------------------------
 def test_request_fields_of_view_are_osis_symmetric_cones_and_the_emitter_frequency_is_the_lights():
-    """OSI: the viewing range is [-fov/2, fov/2]; an HDL-32E looks from −30.67° to +10.67°, so it asks for ±30.67°.
+    """OSI: the viewing range is [-fov/2, fov/2]; an HDL-32E looks from −30.67° to +10.67°: it asks for ±30.67°.
     emitter_frequency is the light's: c / 903 nm."""
     (hdl,) = load_rig("velodyne_hdl32e")
     config = read_view_configuration(request_of([hdl]))

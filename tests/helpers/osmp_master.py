@@ -51,5 +51,6 @@ def detections(sensor_data: bytes) -> dict:
     """The SensorData's detections as arrays: azimuth_rad, elevation_rad, distance_m (OSI's Spherical3d, sensor
     frame), beam_id."""
     d = decode_detections(sensor_data)
-    return {"azimuth_rad": np.asarray(d["azimuth"], np.float64), "elevation_rad": np.asarray(d["elevation"], np.float64),
+    return {"azimuth_rad": np.asarray(d["azimuth"], np.float64),
+            "elevation_rad": np.asarray(d["elevation"], np.float64),
             "distance_m": np.asarray(d["distance"], np.float64), "beam_id": np.asarray(d["beam_id"], np.int64)}

@@ -50,6 +50,7 @@ DEFAULT_FMU3 = DEFAULT_FMU.with_name("LidarSensor-fmi3.fmu")
 #: per FMI version: the slave script and the C status shim in front of the library's binary
 SLAVE_SCRIPTS = {2: SLAVE_DIR / "LidarSensor.py", 3: SLAVE_DIR / "LidarSensorFmi3.py"}
 STATUS_SHIMS = {2: SLAVE_DIR / "status_shim.c", 3: SLAVE_DIR / "status_shim3.c"}
+STATUS_SHIM_HEADER = SLAVE_DIR / "status_shim_inner.h"  # both shims' way to the library they stand before
 SLAVE_SCRIPT, STATUS_SHIM = SLAVE_SCRIPTS[2], STATUS_SHIMS[2]
 #: the slaves' helper modules beside them (the shared model slave, pythonfmu workaround, package cache, OSMP)
 SLAVE_HELPERS = sorted(SLAVE_DIR.glob("lidar_sensor_*.py"))
@@ -58,10 +59,11 @@ DOCUMENTS = ("fmu.md", "validation.md")
 
 
 def _source_files():
-    """Every file that goes into the FMU (the package, the templates, the slave and its helpers, the shim), caches aside."""
+    """Every file that goes into the FMU (the package, the templates, the slaves and their helpers, the shims, the
+    documents), caches aside."""
     documents = [DOCS_DIR / name for name in DOCUMENTS]
     for root in (PACKAGE_DIR, ANNOTATIONS_DIR, *SLAVE_SCRIPTS.values(), *SLAVE_HELPERS, *STATUS_SHIMS.values(),
-                 *documents):
+                 STATUS_SHIM_HEADER, *documents):
         files = [root] if root.is_file() else sorted(root.rglob("*"))
         yield from (f for f in files if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc")
 
