@@ -140,6 +140,7 @@ def test_fmi3_fmu_carries_the_status_shim_in_front_of_pythonfmu3(fmus):
         shim = fmu.read("binaries/x86_64-linux/LidarSensor.so")
         inner = fmu.read("binaries/x86_64-linux/LidarSensor.pythonfmu3.so")
     assert b"lidar-fmu status shim" in shim and b"finalizePythonInterpreter" in inner
+    assert not [n for n in names if n.startswith("binaries/") and not n.startswith("binaries/x86_64-linux/")]
     assert {"resources/LidarSensorFmi3.py", "resources/lidar_sensor_slave.py", "documentation/index.html",
             "documentation/validation.md", "documentation/fmu.md"} <= names
 
@@ -381,3 +382,29 @@ def test_fmi2_config_is_read_while_its_pointer_is_valid(fmus, small_sensor):
         assert SensorViewConfiguration.FromString(fmu.config_request()).field_of_view_horizontal == fov
         got = detections(fmu.step(VIEW, 0.0, 0.1).sensor_data)
         assert np.all(np.abs(got["azimuth_rad"]) <= fov / 2 + 1e-6)
+
+
+@pytest.mark.slow
+def test_lidar_fmu_build_fmi_3(tmp_path, capsys):
+    """The command: builds, validates, and initializes the FMI 3.0 FMU once in a Python of its own, as a master
+    does (FMPy's FMU3Slave; the process exits cleanly: pythonfmu3's exit-time destructor is handled)."""
+    from lidar_fmu.tools.cli import main
+
+    path = tmp_path / "LidarSensor-fmi3.fmu"
+    assert main(["build", "--fmi", "3", "-o", str(path)]) in (0, None)
+    said = capsys.readouterr().out
+    assert f"built {path} (FMPy validation: no problems)" in said and "FMU: " in said and "kernels" in said
+    assert model_description(path).get("fmiVersion") == "3.0"
+
+
+def test_fmi3_fmu_without_a_c_compiler_is_refused_not_built_half(tmp_path, monkeypatch):
+    """Without the shim pythonfmu3's binary has no Binary variables: no FMI 3.0 FMU rather than one that cannot
+    pass a SensorView; one line says why. (The FMI 2.0 build keeps pythonfmu's binary and warns.)"""
+    import shutil
+
+    from lidar_fmu.errors import UserError
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.warns(UserWarning, match="no C compiler"), pytest.raises(UserError, match="needs its status shim"):
+        build_fmu(tmp_path / "LidarSensor-fmi3.fmu", fmi_version=3)
+    assert not (tmp_path / "LidarSensor-fmi3.fmu").exists()

@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from ..cache import cache_dir
+from ..errors import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the lidar_fmu package (this module is in cosim/)
 _PACKAGED = PACKAGE_DIR / "_fmu"
@@ -156,7 +157,12 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU, fmi_version: int = 2) -> Pa
                                           documentation_folder=documentation, needsExecutionTool="false",
                                           canHandleVariableCommunicationStepSize="true")
             path = Path(shutil.move(str(built), str(dest)))
-        put_status_shim(Path(path), Path(staging), fmi_version)
+        shimmed = put_status_shim(Path(path), Path(staging), fmi_version)
+        if fmi_version == 3 and not shimmed:
+            Path(path).unlink()
+            raise UserError("the FMI 3.0 FMU needs its status shim, built on x86-64 Linux with a C compiler (cc or "
+                            "gcc): pythonfmu3's own binary has no Binary variables, so OSMP's SensorView and SensorData "
+                            "could not pass")
         put_resource_meta_data(Path(path))
     with zipfile.ZipFile(path) as built_fmu:
         if not any(name.startswith("binaries/") for name in built_fmu.namelist()):
@@ -227,7 +233,7 @@ def put_status_shim(fmu_path: Path, work_dir: Path, fmi_version: int = 2) -> boo
         return False
     shim = work_dir / "status_shim.so"
     command = [compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", str(shim),
-               str(STATUS_SHIMS[fmi_version]), "-ldl", "-lpthread"]
+               str(STATUS_SHIMS[fmi_version]), "-ldl", "-lpthread"]  # (status_shim_inner.h is beside it)
     if fmi_version == 3:
         import pythonfmu3
 
@@ -242,6 +248,8 @@ def put_status_shim(fmu_path: Path, work_dir: Path, fmi_version: int = 2) -> boo
     with zipfile.ZipFile(fmu_path) as source, zipfile.ZipFile(rebuilt, "w", zipfile.ZIP_DEFLATED) as target:
         for item in source.infolist():
             data = source.read(item)
+            if fmi_version == 3 and item.filename.startswith("binaries/") and not item.filename.startswith(folder):
+                continue  # pythonfmu3's other binaries (Windows) have no Binary variables and no shim: left out
             if item.filename.startswith(folder) and item.filename.endswith(".so"):
                 inner = zipfile.ZipInfo(item.filename[:-3] + inner_suffix, item.date_time)  # beside the shim
                 inner.external_attr, inner.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
@@ -308,8 +316,6 @@ def warm_kernel_cache(fmu_path) -> str:
     kernels in Numba's cache (the initialization compiles them: lidar_fmu.cosim.warm_up) → the FMU's line saying
     what that took. :class:`~lidar_fmu.errors.UserError` with what the FMU logged when it cannot start."""
     import sys
-
-    from ..errors import UserError
 
     run = subprocess.run([sys.executable, "-c", _LOAD_AS_A_MASTER, str(fmu_path)], capture_output=True, text=True)
     lines = [line.split(" ", 1)[-1] for line in run.stdout.splitlines()]
