@@ -144,7 +144,7 @@ class OsmpLidarSlave:
         self._output = None
         self._config_request = None
         self._config_key = None  # what the published config request was computed from
-        self._view_config = b""  # the master's OSMPSensorViewInConfig, copied ("" : none set)
+        self._view_config = b""  # the master's OSMPSensorViewInConfig, copied (b"": none set)
         self._sensor_cache = (None, None)  # (sensor parameter, loaded Sensor)
         self._warned = set()
         self._state = INSTANTIATED
@@ -189,7 +189,7 @@ class OsmpLidarSlave:
                 self._misuse(f"{function}({var.name}) refused: {reason}")
                 continue
             try:
-                var.setter(self.CONVERT[kind](value) if kind in self.CONVERT else value)
+                var.setter(self.CONVERT[kind](value))
             except Exception:
                 self._log(f"{function}({var.name}) failed:\n{traceback.format_exc()}", ERROR)
 

@@ -178,12 +178,28 @@ def test_a_velodynes_rays_stay_within_a_narrower_cone_though_its_beams_are_offse
     ({"range": 500.0}, "range 500 m: the lidars reach 100 m at most"),
     ({"lidar.max_number_of_interactions": 4}, "max_number_of_interactions: a property of the environment"),
     ({"omit_static_information": True}, "omit_static_information"),
-    ({"lidar.directions": None}, "lidar 0 directions: the model casts its own rays"),
+    ({"lidar.num_of_pixels": 5}, "lidar 0 num_of_pixels: the model casts its own rays"),
 ])
 def test_a_field_the_model_cannot_follow_is_one_line_and_changes_nothing(changes, words):
     result = followed(SMALL_SENSOR, **changes)
     assert len(result.not_followed) == 1 and words in result.not_followed[0], result.not_followed
     assert len(result.members[0].sensor.pattern) == 16 * 360 and result.members[0].sensor.max_range_m == 100
+
+
+def test_a_master_that_writes_only_what_it_decides():
+    """A configuration built from scratch, not from the request: the fields it leaves unset say nothing (no range
+    of 0, no empty pattern); the ones it sets are followed."""
+    rig = load_rig(SMALL_SENSOR)
+    config = SensorViewConfiguration()
+    config.field_of_view_horizontal = math.pi
+    config.mounting_position.position.z = 1.5
+    config.lidar_sensor_view_configuration.add().number_of_rays_vertical = 8
+    result = follow_view_configuration(rig, request_of(rig), config.SerializeToString())
+    assert result.not_followed == []
+    (member,) = result.members
+    assert (member.sensor.pattern.rows, member.sensor.pattern.columns) == (8, 181)
+    assert member.sensor.max_range_m == 100 and member.sensor.frame_period_s == pytest.approx(0.1)
+    assert member.mounting_pose[2, 3] == pytest.approx(1.5)
 
 
 def test_directions_of_the_narrowed_rays_are_followed():

@@ -4,7 +4,7 @@ OSMP (sensor_view_input_configuration.adoc) lets a master read the SensorViewCon
 (``OSMPSensorViewInConfigRequest``, :func:`lidar_fmu.osi.config.rig_view_configuration`) and set the one it will
 provide (``OSMPSensorViewInConfig``) before initialization ends; OSI (osi_sensorviewconfiguration.proto) says the
 two "can and will differ" where the environment does not support what was asked. A field the master left as the
-request has it asks nothing. A field it changed:
+request has it, or left unset, asks nothing. A field it changed:
 
 * ``field_of_view_horizontal`` / ``_vertical`` (a lidar's ``lidar_sensor_view_configuration`` entry, and the
   top-level one for the first lidar, whose frame the request gives it in), narrower: the lidar casts only its rays
@@ -107,9 +107,10 @@ def follow_view_configuration(members: list[RigMember], request: bytes, config: 
 
 
 def _changed_fields(asked, given, skip=()) -> set[str]:
-    """Names of the fields ``given`` sets otherwise than ``asked`` (a message field compared whole)."""
-    names = {field.name for field, _ in asked.ListFields()} | {field.name for field, _ in given.ListFields()}
-    return {name for name in names - set(INFORMATIONAL) - set(skip) if getattr(asked, name) != getattr(given, name)}
+    """Names of the fields ``given`` sets otherwise than ``asked`` (a message field compared whole). A field it
+    leaves unset (an empty repeated one too) says nothing: a master may write only what it decides."""
+    names = {field.name for field, _ in given.ListFields()} - set(INFORMATIONAL) - set(skip)
+    return {name for name in names if getattr(asked, name) != getattr(given, name)}
 
 
 def _cycle_s(given, changed: set[str], asked) -> float | None:
