@@ -15,10 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
+
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.osi.trace import read_trace
-from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
 TRACE = Path(__file__).parent.parent / "scenarios" / "osi_validation_minimal" / (
     "20240618T122540Z_sv_370_244_20_minimal_valid_example.osi")
