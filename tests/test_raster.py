@@ -100,3 +100,14 @@ def test_a_raster_spec_file_is_a_sensor(tmp_path):
     assert sensor.name == "my_mems" and len(sensor.pattern) == 4000 and sensor.wavelength_nm == 1550
     half = sensor.rays_between(0.0, 0.025)
     assert half is not None and len(half) == 2000 and np.all(np.diff(half.time_offset_s) > 0)
+
+
+def test_the_docs_example_is_a_sensor(tmp_path):
+    """docs/sensors.md's raster example, as written there."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "sensors.md").read_text(encoding="utf-8")
+    example = text.split("# my_mems.yaml")[1].split("```")[0].split("\n", 1)[1]
+    (tmp_path / "my_mems.yaml").write_text(example)
+    sensor = load_sensor(str(tmp_path / "my_mems.yaml"))
+    assert (sensor.pattern.rows, sensor.pattern.columns) == (2, 64 * 1200) and sensor.wavelength_nm == 1550
