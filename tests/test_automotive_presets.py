@@ -125,3 +125,21 @@ def test_each_preset_scans_the_demo_street(street, name):
     assert on_cars > 0.01 * returns, f"{name}: {on_cars} returns on the parked cars"
     assert cloud.points["range"].min() >= lidar.sensor.min_range_m - 0.05
     assert cloud.points["range"].max() <= lidar.sensor.max_range_m + 0.05
+
+
+@pytest.mark.parametrize("name, horizontal_deg", [("robosense_m1", 119.8), ("hesai_at128", 124.7),
+                                                  ("robosense_helios_5515", 360.0)])
+def test_osi_view_configuration_gives_the_whole_field(name, horizontal_deg):
+    """The SensorViewConfiguration a master receives: the field every channel covers (the M1's five zones),
+    its rays and their firing times."""
+    from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
+
+    from lidar_fmu.osi.config import sensor_view_configuration
+
+    sensor = load_sensor(name)
+    config = SensorViewConfiguration()
+    config.ParseFromString(sensor_view_configuration(sensor, np.eye(4)))
+    lidar = config.lidar_sensor_view_configuration[0]
+    assert np.degrees(lidar.field_of_view_horizontal) == pytest.approx(horizontal_deg, abs=0.05)
+    assert lidar.num_of_pixels == len(sensor.pattern) == len(lidar.timings) == len(lidar.directions)
+    assert list(lidar.timings[:3]) == list(np.round(sensor.pattern.time_offset_s[:3] * 1e6).astype(int))
