@@ -111,3 +111,23 @@ def test_the_docs_example_is_a_sensor(tmp_path):
     (tmp_path / "my_mems.yaml").write_text(example)
     sensor = load_sensor(str(tmp_path / "my_mems.yaml"))
     assert (sensor.pattern.rows, sensor.pattern.columns) == (2, 64 * 1200) and sensor.wavelength_nm == 1550
+
+
+@pytest.mark.parametrize("spec, key", [
+    ({"preset": "robosense_m1", "horizontal_fov_deg": [60, -60]}, "horizontal_fov_deg"),
+    ({"preset": "hesai_at128", "rotating_mirror": True}, "rotating_mirror"),
+    ({"preset": "robosense_helios_5515", "horizontal_samples": 900}, "horizontal_samples"),
+    ({"preset": "robosense_ruby_plus", "firing_interval_s": 1e-6}, "firing_interval_s"),
+])
+def test_grid_keys_beside_a_raster_or_robosense_model_are_refused_not_ignored(spec, key):
+    with pytest.raises(SensorSpecError, match=f"sensor spec key '{key}' does nothing beside") as info:
+        load_sensor(spec)
+    assert "\n" not in str(info.value)
+
+
+def test_an_angle_file_and_vertical_angles_together_are_refused(tmp_path):
+    path = tmp_path / "angle.csv"
+    path.write_text("".join(f"{15 - 2 * k},0\n" for k in range(16)))
+    with pytest.raises(SensorSpecError, match="'vertical_angles_deg' does nothing beside 'robosense_angles'"):
+        load_sensor({"robosense_angles": str(path), "vertical_angles_deg": [0.0] * 16})
+    assert len(load_sensor({"robosense_angles": str(path)}).pattern) == 57_568  # 16 lines: an RS-Helios-16P

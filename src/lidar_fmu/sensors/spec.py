@@ -440,13 +440,34 @@ def _robosense(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
         raise SensorSpecError(str(exc)) from None
 
 
+#: keys that lay out a grid of columns, which a raster or a RoboSense model lays out itself: given beside one they
+#: would change nothing, so they are refused rather than ignored
+_GRID_KEYS = ("horizontal_samples", "horizontal_fov_deg", "horizontal_resolution_deg", "firing_interval_s",
+              "rotating_mirror", "velodyne_model", "calibration")
+
+
+def _refuse_grid_keys(spec: dict[str, Any], owner: str, extra: tuple[str, ...], hint: str) -> None:
+    given = [key for key in _GRID_KEYS + extra if key in spec]
+    if given:
+        raise SensorSpecError(f"sensor spec key {given[0]!r} does nothing beside {owner!r}, which lays out the "
+                              f"rays itself ({hint}): remove it")
+
+
 def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
     if "raster" in spec:
+        _refuse_grid_keys(spec, "raster", ("vertical_angles_deg", "vertical_fov_deg", "channels", "robosense_model",
+                                           "robosense_angles", "ouster_metadata", "angle_pairs_deg", "pinhole"),
+                          "the raster's own keys go inside it")
         try:
             return raster_pattern(parse_raster(spec["raster"]), frame_period_s)
         except RasterSpecError as exc:
             raise SensorSpecError(str(exc)) from None
     if "robosense_model" in spec or "robosense_angles" in spec:
+        if "robosense_angles" in spec and "vertical_angles_deg" in spec:
+            raise SensorSpecError("sensor spec key 'vertical_angles_deg' does nothing beside 'robosense_angles', "
+                                  "which gives the beams: remove one")
+        _refuse_grid_keys(spec, "robosense_model", ("vertical_fov_deg", "channels", "ouster_metadata",
+                                                    "angle_pairs_deg", "pinhole"), "frame_rate_hz sets the head's speed")
         return _robosense(spec, frame_period_s)
     if "ouster_metadata" in spec:
         return _ouster_pattern(spec["ouster_metadata"])
