@@ -11,7 +11,7 @@ from lidar_fmu.sensors.hesai_at128 import FIRING_OFFSETS_NS, channel_table
 
 #: rays a frame and frame rate: the counts their sources give (module docs of sensors/automotive.py)
 FRAMES = {
-    "robosense_helios_5515": (57_568, 10.0), "robosense_helios_16p": (57_568, 10.0),
+    "robosense_helios_5515": (57_568, 10.0), "robosense_helios_16p": (28_784, 10.0),
     "robosense_ruby_plus": (230_272, 10.0), "robosense_m1": (78_750, 10.0), "robosense_m2": (157_500, 10.0),
     "hesai_at128": (153_600, 10.0), "valeo_scala_gen2": (17_040, 25.0), "valeo_scala_gen3": (180_000, 25.0),
     "luminar_iris": (256_000, 10.0), "seyond_falcon_k": (192_000, 10.0), "innoviz_two": (307_200, 10.0),

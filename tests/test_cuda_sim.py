@@ -405,10 +405,10 @@ def test_raster_and_robosense_patterns_on_the_gpu_equal_the_cpu_path(street, pat
             "channels": [[-20.0, 1.0], [-20.0, -1.0], [20.0, 1.0], [20.0, -1.0]], "horizontal_fov_deg": [20, -20],
             "columns": 9, "lines": 4, "vertical_fov_deg": [2, -12], "line_density": [[-6, -2, 3.0]],
             "line_order": "alternate", "line_duty": 0.8, "frame_duty": 0.9}}
-    else:  # 17 blocks of 32 slots: a 1 ms frame of an RS-Helios-16P
-        spec = common | {"robosense_model": "RS-Helios-16P", "frame_rate_hz": 1000.0,
+    else:  # 35 firing sequences of 16 lasers: a 2 ms frame of an RS-Helios-16P
+        spec = common | {"robosense_model": "RS-Helios-16P", "frame_rate_hz": 500.0,
                          "vertical_angles_deg": [-15.0 + 2.0 * k for k in range(16)]}
     on_cpu = Lidar(frames, spec, backend="embree", materials=MATERIALS)
-    assert len(on_cpu.sensor.pattern) == (144 if pattern == "raster at 1550 nm" else 544)
+    assert len(on_cpu.sensor.pattern) == (144 if pattern == "raster at 1550 nm" else 560)
     for name in ("cuda", "embreex"):
         same_returns(Lidar(frames, spec, backend=name, materials=MATERIALS), on_cpu, sensor_pose, f"{pattern} {name}")

@@ -130,4 +130,4 @@ def test_an_angle_file_and_vertical_angles_together_are_refused(tmp_path):
     path.write_text("".join(f"{15 - 2 * k},0\n" for k in range(16)))
     with pytest.raises(SensorSpecError, match="'vertical_angles_deg' does nothing beside 'robosense_angles'"):
         load_sensor({"robosense_angles": str(path), "vertical_angles_deg": [0.0] * 16})
-    assert len(load_sensor({"robosense_angles": str(path)}).pattern) == 57_568  # 16 lines: an RS-Helios-16P
+    assert len(load_sensor({"robosense_angles": str(path)}).pattern) == 28_784  # 16 lines: an RS-Helios-16P

@@ -60,9 +60,11 @@ def test_ruby_plus_and_16p_timing():
     slots = ruby.time_offset_s[:128].astype(np.float64) * 1e6
     assert slots[:4].tolist() == [0, 0, 0, 0] and slots[127] == pytest.approx(53.771, abs=1e-3)  # decoder_RSP128
     assert np.all(np.diff(slots) >= 0) and np.all(np.diff(ruby.time_offset_s) >= 0)
-    helios_16p = load_sensor("robosense_helios_16p").pattern  # 32 slots a block: lasers 0–15 fired twice
-    assert helios_16p.rows == 32 and np.array_equal(helios_16p.beam_id[:32], np.tile(np.arange(16), 2))
+    # user manual §6.2.2: two 16-laser sequences a ~100 µs block: a sequence every 55.56 µs, 288 000 points/s
+    helios_16p = load_sensor("robosense_helios_16p").pattern
+    assert (helios_16p.rows, helios_16p.columns) == (16, 1799) and np.array_equal(helios_16p.beam_id[:16], range(16))
     np.testing.assert_allclose(np.degrees(helios_16p.elevation_rad[:16]), -15 + 2.0 * np.arange(16), atol=1e-5)
+    np.testing.assert_allclose(helios_16p.time_offset_s[16:32] - helios_16p.time_offset_s[:16], 55.56e-6, atol=1e-9)
     assert set(MODELS) == {"RS-Helios", "RS-Helios-16P", "RS-Ruby-Plus"}
 
 

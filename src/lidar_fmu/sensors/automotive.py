@@ -59,7 +59,7 @@ AUTOMOTIVE_PRESETS: dict[str, dict] = {
         "beam_divergence_mrad": _SPINNING_DIVERGENCE_MRAD,  # assumed (module doc)
     },
     "robosense_helios_16p": {
-        "description": "RoboSense RS-Helios-16P, 16 beams ±15° (2°), two firings a 55.56 µs block, 10 Hz",
+        "description": "RoboSense RS-Helios-16P, 16 beams ±15° (2°), a firing sequence every 55.56 µs, 10 Hz",
         # product page: 16 beams over 30°, 2° apart; the horizontal offsets of a unit's angle.csv are not
         # published for it: 0 (assumed). nebula's RobosenseHelios16P.csv holds +14.9…−8.0°, the upper half of
         # the Helios-5515 table, not a 30° unit: not used

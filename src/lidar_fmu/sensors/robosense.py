@@ -77,12 +77,14 @@ _RUBY_PLUS_SLOTS_US = np.repeat([0.0, 1.13, 2.13, 3.26, 4.26, 5.38, 6.38, 7.51, 
 MODELS: dict[str, RoboSenseModel] = {
     "RS-Helios": _model("RS-Helios", 32, 55.56, _HELIOS_SLOTS_US, 0.03498,
                         "rs_driver decoder_RSHELIOS.hpp (55.56 µs blocks, 1.73 µs slots, RX 0.03498 m)"),
-    # RS-Helios-16P: rs_driver decoder_RSHELIOS_16P.hpp reads the Helios packet (32 slots a block) and gives slot s
-    # laser s % 16: two firings of the 16 lasers a block. The driver sets no slot times for it (CHAN_TSS stays 0);
-    # the Helios' 1.73 µs slots are assumed (the same packet layout and block length).
-    "RS-Helios-16P": _model("RS-Helios-16P", 16, 55.56, _HELIOS_SLOTS_US, 0.03498,
-                            "rs_driver decoder_RSHELIOS_16P.hpp (55.56 µs blocks, 32 slots = 2 × 16 lasers); "
-                            "slot times assumed the Helios'"),
+    # RS-Helios-16P: its user manual (§6.2.2, §6.2.2.3): a packet's data block holds two firing sequences of the 16
+    # lasers (32 channel data, rs_driver decoder_RSHELIOS_16P.hpp: slot s is laser s % 16), blocks ~100 µs apart:
+    # one sequence of 16 lasers every 55.56 µs (the Helios' block, rs_driver's BLOCK_DURATION for it too), 0.2° at
+    # 10 Hz. The lasers' times within a sequence are not given (rs_driver sets none): assumed spread as the Helios'
+    # 32 slots, every other one (3.46 µs apart)
+    "RS-Helios-16P": _model("RS-Helios-16P", 16, 55.56, 2.0 * _HELIOS_SLOTS_US[:16], 0.03498,
+                            "RS-Helios-16P user manual §6.2.2 (two 16-laser sequences a block) and rs_driver "
+                            "decoder_RSHELIOS_16P.hpp (55.56 µs); laser times within a sequence assumed"),
     "RS-Ruby-Plus": _model("RS-Ruby-Plus", 128, 55.56, _RUBY_PLUS_SLOTS_US, 0.02892,
                            "rs_driver decoder_RSP128.hpp (55.56 µs blocks, firing_tss, RX 0.02892 m)"),
 }
