@@ -390,3 +390,25 @@ def test_mirror_ghosts_on_the_gpu_equal_embree(glass):
     for name in ("x", "y", "z", "range", "normal_x", "normal_y", "normal_z", "reflectivity"):
         np.testing.assert_allclose(on_gpu.points[name], on_cpu.points[name], atol=2e-4, err_msg=name)
     assert np.array_equal(on_gpu.points["object_id"], on_cpu.points["object_id"])
+
+
+# ---------------------------------------------------------------------------------------------- scanned patterns
+@needs_cuda
+@pytest.mark.parametrize("pattern", ["raster at 1550 nm", "robosense beam origins"])
+def test_raster_and_robosense_patterns_on_the_gpu_equal_the_cpu_path(street, pattern):
+    """A raster of stacked and side-by-side channels whose materials are read at 1550 nm, and a RoboSense unit's
+    rays leaving its lens centre: the same returns on every backend (sensors/raster.py, sensors/robosense.py)."""
+    frames, sensor_pose = street
+    common = {key: SENSOR[key] for key in ("max_range_m", "min_range_m", "max_transparent_layers", "range_reflectivity")}
+    if pattern == "raster at 1550 nm":
+        spec = common | {"wavelength_nm": 1550.0, "raster": {
+            "channels": [[-20.0, 1.0], [-20.0, -1.0], [20.0, 1.0], [20.0, -1.0]], "horizontal_fov_deg": [20, -20],
+            "columns": 9, "lines": 4, "vertical_fov_deg": [2, -12], "line_density": [[-6, -2, 3.0]],
+            "line_order": "alternate", "line_duty": 0.8, "frame_duty": 0.9}}
+    else:  # 35 firing sequences of 16 lasers: a 2 ms frame of an RS-Helios-16P
+        spec = common | {"robosense_model": "RS-Helios-16P", "frame_rate_hz": 500.0,
+                         "vertical_angles_deg": [-15.0 + 2.0 * k for k in range(16)]}
+    on_cpu = Lidar(frames, spec, backend="embree", materials=MATERIALS)
+    assert len(on_cpu.sensor.pattern) == (144 if pattern == "raster at 1550 nm" else 560)
+    for name in ("cuda", "embreex"):
+        same_returns(Lidar(frames, spec, backend=name, materials=MATERIALS), on_cpu, sensor_pose, f"{pattern} {name}")

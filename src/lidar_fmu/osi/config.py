@@ -44,8 +44,12 @@ def sensor_view_configuration(sensor, mounting_pose, sensor_id: int = 0) -> byte
 
 def _fields_of_view(pattern) -> tuple[float, float]:
     azimuth = np.unwrap(pattern.azimuth_rad[:: pattern.rows]) if pattern.columns > 1 else np.zeros(1)
-    return (float(min(2 * np.pi, np.ptp(azimuth) * pattern.columns / max(pattern.columns - 1, 1))),
-            float(np.ptp(pattern.elevation_rad)))
+    swept = np.ptp(azimuth) * pattern.columns / max(pattern.columns - 1, 1)
+    # every ray's azimuth about their mean direction: what the channels add (a raster's zones side by side)
+    everything = pattern.azimuth_rad.astype(np.float64)
+    centre = np.angle(np.mean(np.exp(1j * everything)))
+    spread = np.ptp(np.angle(np.exp(1j * (everything - centre))))
+    return float(min(2 * np.pi, max(swept, spread))), float(np.ptp(pattern.elevation_rad))
 
 
 def rig_view_configuration(lidars) -> bytes:

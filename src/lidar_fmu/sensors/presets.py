@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .automotive import AUTOMOTIVE_PRESETS
 from .ouster import OS1_16_64_DIVERGENCE_MRAD as _OS1_16_64_DIVERGENCE_MRAD
 from .ouster import OS1_128_DIVERGENCE_MRAD as _OS1_128_DIVERGENCE_MRAD
 from .ouster import OS1_BEAM_DIAMETER_M as _OS1_BEAM_DIAMETER_M
@@ -266,6 +267,9 @@ PRESETS: dict[str, dict] = {
         "range_reflectivity": {"pairs": [[0.10, 50.0]], "fit": "root2"},
     },
 }
+
+#: RoboSense, Hesai AT128, Valeo, Luminar, Seyond, Innoviz: sensors/automotive.py, each figure's source there
+PRESETS.update(AUTOMOTIVE_PRESETS)
 
 
 def unknown_preset(name: str) -> str:
