@@ -138,6 +138,22 @@ def test_a_turning_object_moves_its_surface_about_its_centre(wall_scene):
         cloud.points["y"] < -5)] > 0.1)
 
 
+def test_a_turning_host_moves_a_sensor_mounted_off_its_centre(wall_scene):
+    """The host turns at 0.5 rad/s about its centre 1.4 m behind the sensor: the sensor slides sideways at 0.7 m/s,
+    so the still wall reads −0.7 m/s · sin(azimuth); the same through the step from the host's OSI yaw rate."""
+    lidar = Lidar(wall_scene, SWEEP, backend="embree")
+    cloud = lidar.scan(np.eye(4), velocities=SceneVelocities((-1.4, 0.0, 0.0), (0, 0, 0), (0.0, 0.0, 0.5)))
+    assert np.abs(cloud.radial_velocity_m_s - _along_ray(cloud, (0.0, -0.7, 0.0))).max() <= RESOLUTION_M_S / 2
+    assert np.ptp(cloud.radial_velocity_m_s) > 0.6
+    model = OsiSensorModel(SWEEP | {"motion_distortion": False}, environment="none", backend="embree")
+    # the sensor at the rear axle (bbcenter_to_rear −1.4 m), mounted 2.8 m ahead of it: 1.4 m ahead of the centre
+    _step_views(model, [sensor_view([_wall(40.0)], 0.1 * k, host=(HOST_ID, (0.0, 0.0, 0.75), 0.05 * k),
+                                    mounting=((2.8, 0.0, 0.45), (0.0, 0.0, 0.0)),
+                                    host_orientation_rate=(0.0, 0.0, 0.5)) for k in (1, 2)])
+    stepped = model.last_cloud
+    assert np.abs(stepped.radial_velocity_m_s - _along_ray(stepped, (0.0, -0.7, 0.0))).max() <= RESOLUTION_M_S
+
+
 def test_velocities_default_to_what_the_motion_implies(wall_scene):
     """A script's frame with a FrameMotion and no velocities: the sensor moved 1 m toward the wall in 0.1 s."""
     lidar = Lidar(wall_scene, SWEEP, backend="embree")
