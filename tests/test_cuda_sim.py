@@ -271,6 +271,32 @@ def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
 
 
 @needs_cuda
+def test_fmcw_radial_velocities_on_the_gpu_equal_the_cpu_path(street):
+    """An FMCW frame cast moving (the sensor turning and driving, the car driving and turning): the radial velocity
+    pass after either backend gives the same velocities, the car's its own, the walls' the sensor's motion."""
+    from lidar_fmu.scan.velocity import SceneVelocities
+
+    frames, sensor_pose = street
+    end = frames.pose_of(42).copy()
+    motion = FrameMotion(0.0, 0.1, 0.0, sensor_pose @ pose_matrix((-0.6, 0.0, 0.0), (0.0, 0.0, -0.05)),
+                         {42: end @ pose_matrix((-1.5, 0.0, 0.0))})
+    velocities = SceneVelocities(sensor_pose[:3, 3], (6.0, 0.5, 0.0), (0.0, 0.0, 0.5), [42], [(15.0, -2.0, 0.0)],
+                                 [(0.0, 0.0, 0.3)])
+    spec = SENSOR | {"motion_slices": 3, "radial_velocity": True}
+    g, c = (Lidar(frames, spec, backend=name, materials=MATERIALS).scan(sensor_pose, motion=motion,
+                                                                        velocities=velocities)
+            for name in ("cuda", "embree"))
+    assert 50 < len(c) and np.array_equal(g.ray_index, c.ray_index)
+    assert np.array_equal(g.points["object_id"], c.points["object_id"])
+    car = c.points["object_id"] == 42
+    assert car.any() and np.ptp(c.radial_velocity_m_s) > 1.0
+    assert np.abs(g.radial_velocity_m_s - c.radial_velocity_m_s).max() <= 1e-4
+    # without a motion and velocities: everything stands still on either backend
+    still = [Lidar(frames, spec, backend=name, materials=MATERIALS).scan(sensor_pose) for name in ("cuda", "embree")]
+    assert all(np.all(cloud.radial_velocity_m_s == 0.0) for cloud in still)
+
+
+@needs_cuda
 def test_a_still_lidar_cast_after_a_moving_one_sees_the_end_poses(street):
     """On the GPU the jobs of a rig go one by one: the scene is put back after each job's slices."""
     frames, sensor_pose = street

@@ -31,6 +31,7 @@ from ..geometry.pattern import (
 )
 from ..physics.echoes import Footprint, FootprintError, parse_footprint
 from ..physics.effects import Effects, EffectsError, parse_effects, stretched_limit
+from ..physics.fmcw import RadialVelocity, RadialVelocityError, parse_radial_velocity
 from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivity
 from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim
@@ -61,7 +62,7 @@ KNOWN_KEYS = {
     "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "detection_width", "range_noise", "intensity_law", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
-    "return_order", "divergence_sampling",
+    "return_order", "divergence_sampling", "radial_velocity",
     "velodyne_model", "rotating_mirror", "rosette", "raster", "robosense_angles", "robosense_model",
     "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
@@ -123,6 +124,8 @@ class Sensor:
     footprint: Footprint = field(default_factory=Footprint)
     #: a continuous-wave ToF camera's modulation (:mod:`lidar_fmu.physics.tof`); None: a pulsed lidar, no folding
     tof: ToF | None = None
+    #: an FMCW unit's radial velocity output (:mod:`lidar_fmu.physics.fmcw`); None: a unit that measures none
+    radial_velocity: RadialVelocity | None = None
 
     @functools.cached_property
     def physics_range_limit(self) -> RangeReflectivityLimit | None:
@@ -600,6 +603,12 @@ def load_sensor(spec: SensorSpec) -> Sensor:
         footprint = parse_footprint(spec)
     except FootprintError as exc:
         raise SensorSpecError(str(exc)) from None
+    try:
+        radial_velocity = parse_radial_velocity(spec.get("radial_velocity"))
+    except RadialVelocityError as exc:
+        raise SensorSpecError(str(exc)) from None
+    if radial_velocity is not None and tof is not None:
+        raise SensorSpecError("radial_velocity is an FMCW lidar's; a ToF camera (tof) measures none")
     distortion = spec.get("motion_distortion", True)
     if not isinstance(distortion, bool):
         raise SensorSpecError(f"motion_distortion must be true or false, got {shown(distortion)}")
@@ -631,6 +640,7 @@ def load_sensor(spec: SensorSpec) -> Sensor:
         motion_slices=int(slices),
         effects=effects,
         footprint=footprint,
+        radial_velocity=radial_velocity,
     )
 
 

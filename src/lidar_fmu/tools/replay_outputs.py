@@ -115,7 +115,7 @@ class FramePcds:
     """``frames/frame_NNNN.pcd`` of every ``every``-th frame (0: none), compressed.
 
     OSI carries no normals, flags or firing times, so a PCD has the fields it
-    does; where each step is one whole frame of a repeating pattern, every
+    does (an FMCW unit's radial velocity among them); where each step is one whole frame of a repeating pattern, every
     detection's ray is known (:func:`organize`) and with it its firing time
     (and, dual-return, its echo number); the twin's truth when it has one.
     """
@@ -136,6 +136,8 @@ class FramePcds:
         from ..pointcloud import RayMatchError
 
         fields: tuple[str, ...] = OSI_FIELDS + ("intensity", "ring")
+        if cloud.radial_velocity_m_s is not None:  # an FMCW unit's (OSI LidarDetection.radial_velocity)
+            fields += ("radial_velocity",)
         if self.whole_frames:
             with contextlib.suppress(RayMatchError):
                 cloud = organize(cloud, self.pattern, self.echoes)
