@@ -9,12 +9,15 @@ import sys
 import sysconfig
 import zipfile
 
+import numpy as np
 import pytest
+import trimesh
 import yaml
 from lxml import etree
 from osi3.osi_sensordata_pb2 import SensorData
 
-from helpers.fmu_inputs import SHARED_TRACE
+from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.osi_views import sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.ssp import build_ssp, validate_ssp
 from lidar_fmu.osi.trace import read_trace, write_trace
@@ -243,6 +246,32 @@ def test_the_writer_writes_what_it_gets_and_refuses_an_unwritable_trace(system, 
         with pytest.raises(FMICallException, match=r"status 3 \(error\)"):
             writer.initialize({"trace": str(tmp_path / "no such folder" / "sd.osi")})
         assert "cannot write trace" in errors(writer)
+
+
+def test_an_assets_folder_travels_inside_the_lidar_fmu(tmp_path):
+    """--assets: the folder the views' model_reference strings name goes into the lidar FMU, which finds it there
+    at its start values (run here from the package alone, in another folder than the assets)."""
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    trimesh.creation.icosphere(subdivisions=3, radius=1.0).export(assets / "ball.stl")
+    ball = [(30, (10, 0, 1.0), (0, 0, 0), (2.0, 2.0, 2.0), "ball.stl")]
+    trace = tmp_path / "balls.osi"
+    write_trace(trace, [sensor_view(ball, 0.1 * (k + 1)) for k in range(3)])
+    spec = tmp_path / "small.yaml"
+    spec.write_text(yaml.safe_dump(SMALL_SENSOR))
+    system = build_ssp(tmp_path / "balls.ssp", str(trace), str(spec), assets=str(assets))
+    assert system.components[1].parameters == {"sensor": "ssp_files/sensor/small.yaml", "assets": "ssp_files/assets"}
+    shutil.rmtree(assets)  # only the package's copy is left
+    with FmuInstance(component_fmu(system, "LidarSensor", tmp_path / "unpacked")) as lidar:
+        for k, view in enumerate(read_trace(trace)):
+            out = lidar.step(view, 0.1 * k, 0.1)
+        assert out.valid, lidar.messages
+    from lidar_fmu.osi.detections import sensor_data_to_points
+
+    points = sensor_data_to_points(out.sensor_data).points
+    hit = np.stack([points[c][points["object_id"] == 30] for c in "xyz"], axis=1)
+    centre = np.array([10 + 1.4, 0, 1.0 - 0.3])  # the sensor sits at the host's rear axle (tests/test_fmu.py)
+    assert len(hit) > 20 and np.abs(np.linalg.norm(hit - centre, axis=1) - 1.0).max() < 0.03  # the sphere, no box
 
 
 # -- the command line ----------------------------------------------------------------------------------------------
