@@ -230,6 +230,23 @@ def test_the_player_refuses_a_missing_or_wrong_trace_with_fmi2error(system, tmp_
                 player.fmu.doStep(0.0, 0.1)
 
 
+def test_the_player_plays_a_damaged_trace_up_to_its_damage_then_fails_the_step(system, tmp_path):
+    from fmpy.fmi1 import FMICallException
+
+    views = list(read_trace(SHARED_TRACE))[:3]
+    damaged = tmp_path / "damaged.osi"
+    write_trace(damaged, views)
+    with open(damaged, "ab") as f:
+        f.write((10_000).to_bytes(4, "little") + b"cut short")  # a length prefix past the end of the file
+    with FmuInstance(component_fmu(system, "OsiTracePlayer", tmp_path), {"trace": str(damaged)}) as player:
+        for k in range(3):
+            player.fmu.doStep(k * 0.1, 0.1)
+            assert player.get_binary("OSMPSensorViewOut") == views[k]
+        with pytest.raises(FMICallException, match=r"status 3 \(error\)"):
+            player.fmu.doStep(0.3, 0.1)
+        assert "frame 3 (byte" in errors(player) and player.get_binary("OSMPSensorViewOut") == b""
+
+
 def test_the_writer_writes_what_it_gets_and_refuses_an_unwritable_trace(system, tmp_path):
     from fmpy.fmi1 import FMICallException
 
