@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ET
 from lidar_sensor_exit import finalize_pythonfmu_before_exit
 from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, ROLES, annotate
 from lidar_sensor_package import use_cached_package
+from lidar_sensor_start import apply_start_values, in_resources
 from pythonfmu import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
@@ -111,6 +112,7 @@ class LidarSensor(Fmi2Slave):
         self.mounting_orientation_yaw = 0.0
         self.disable_self_hits = True
         self.up_axis = ""  # "y" | "z" | "" (by format: glTF/GLB Y-up, others Z-up)
+        apply_start_values(self, self.resources)  # an SSP system's copy of the FMU starts at its values
         # Outputs
         self.valid = False
         self.count = 0
@@ -307,7 +309,7 @@ class LidarSensor(Fmi2Slave):
         if self._sensor_cache[0] != name:
             from lidar_fmu.sensors.rig import load_rig
 
-            self._sensor_cache = (name, load_rig(name))
+            self._sensor_cache = (name, load_rig(in_resources(self.resources, name)))  # a spec file may be inside
         return self._sensor_cache[1]
 
     def _sensor(self):
@@ -320,11 +322,8 @@ class LidarSensor(Fmi2Slave):
             try:
                 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 
-                assets = self.assets
-                if assets and not os.path.isabs(assets) and self.resources:
-                    # relative asset folders may also live inside the FMU's resources
-                    inside = os.path.join(self.resources, assets)
-                    assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
+                # relative asset folders may also live inside the FMU's resources
+                assets = in_resources(self.resources, self.assets, os.path.isdir)
                 options = dict(
                     sensor=self._rig(), assets_dir=assets, environment=self.environment,
                     materials=self.materials, ir_database=self.ir_database, backend=self.backend or "auto",

@@ -34,9 +34,11 @@ def _template(resources, template, **values):
     return element
 
 
-def annotate(root: ET.Element, resources: str, osi_version: str) -> ET.Element:
+def annotate(root: ET.Element, resources: str, osi_version: str, binary_variables=None) -> ET.Element:
     """Put the OSMP annotations into ``root`` (pythonfmu's model description): the model's vendor annotation,
-    one per binary variable, and the ``InitialUnknowns`` its calculated parameters need. → ``root``."""
+    one per binary variable (``binary_variables``: prefix → (OSI type, …) as :data:`BINARY_VARIABLES`, the
+    lidar's), and the ``InitialUnknowns`` its calculated parameters need. → ``root``."""
+    binary_variables = BINARY_VARIABLES if binary_variables is None else binary_variables
     ET.register_namespace("osmp", OSMP_NS)
     vendor = _template(resources, "osmp_model.xml", osmp_version=OSMP_VERSION, osi_version=osi_version)
     variables = root.find("ModelVariables")
@@ -45,9 +47,9 @@ def annotate(root: ET.Element, resources: str, osi_version: str) -> ET.Element:
     for index, element in enumerate(variables, start=1):
         name = element.get("name")
         prefix, _, role = name.partition(".")
-        if prefix in BINARY_VARIABLES and role in ROLES:
+        if prefix in binary_variables and role in ROLES:
             element.append(_template(resources, "osmp_binary_variable.xml", name=prefix, role=role,
-                                     type=BINARY_VARIABLES[prefix][0], osi_version=osi_version))
+                                     type=binary_variables[prefix][0], osi_version=osi_version))
         if element.get("causality") == "calculatedParameter":
             initial_unknowns.append(index)
     if initial_unknowns:

@@ -108,12 +108,17 @@ def _package_files(folder, names):
     return ignored
 
 
-def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
-    """Build the FMU (FMI 2.0 co-simulation, no external tool needed) and return its path."""
+def build_fmu(dest: str | os.PathLike = DEFAULT_FMU, script: Path = SLAVE_SCRIPT, resources=()) -> Path:
+    """Build the FMU (FMI 2.0 co-simulation, no external tool needed) and return its path.
+
+    ``script``: the slave, the lidar's or another of ``fmu/`` (an SSP system's trace player and writer,
+    :mod:`~lidar_fmu.cosim.ssp`), which gets the same package, templates and helpers; ``resources``: more files
+    and folders for its ``resources/``.
+    """
     from pythonfmu.builder import FmuBuilder
 
-    if not SLAVE_SCRIPT.is_file():
-        raise FileNotFoundError(f"FMU slave {SLAVE_SCRIPT} not found: lidar-fmu is installed incompletely")
+    if not script.is_file():
+        raise FileNotFoundError(f"FMU slave {script} not found: lidar-fmu is installed incompletely")
     dest = Path(dest).resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lidar_fmu_build_") as staging:
@@ -123,7 +128,8 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU) -> Path:
         annotations = Path(staging) / "modelDescription"
         shutil.copytree(ANNOTATIONS_DIR, annotations, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         path = FmuBuilder.build_FMU(
-            SLAVE_SCRIPT, dest=dest, project_files=[package, annotations, *SLAVE_HELPERS], needsExecutionTool="false",
+            script, dest=dest, project_files=[package, annotations, *SLAVE_HELPERS, *map(Path, resources)],
+            needsExecutionTool="false",
         )
         put_status_shim(Path(path), Path(staging))
     with zipfile.ZipFile(path) as built:

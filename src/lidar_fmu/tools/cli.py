@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
+from .ssp_command import add_ssp_options
 from .validate_command import add_validate
 
 EXIT_BUG = 1
@@ -309,6 +310,15 @@ def cmd_build(args) -> None:
     from ..cosim.fmu_package import build_fmu, validate, warm_kernel_cache
     from ..scan.kernels import FIRST_COMPILE_S
 
+    if args.ssp:
+        from .ssp_command import build_ssp_command
+
+        build_ssp_command(args)
+        return
+    for option in ("trace", "sensor", "assets", "sensordata"):
+        if getattr(args, option) is not None:
+            raise UserError(f"--{option} goes with --ssp (an SSP package replaying a trace); the FMU takes its "
+                            "parameters from the master")
     path = build_fmu(args.output) if args.output else build_fmu()
     problems = validate(path)
     for problem in problems:
@@ -571,7 +581,9 @@ def _add_demo(sub) -> None:
 def _add_build(sub) -> None:
     p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
     p.add_argument("-o", "--output", default=None,
-                   help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache)")
+                   help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache); "
+                        "with --ssp the .ssp (default: NAME.ssp here, NAME from the trace's OSI name)")
+    add_ssp_options(p)
     p.set_defaults(func=cmd_build)
 
 

@@ -80,17 +80,12 @@ class SensorDataTrace:
     """
 
     def __init__(self, out_dir: str, trace_format: str, scenario_name: str):
-        from ..osi.trace import TraceWriter
+        from ..osi.mcap import open_sensor_data_trace
 
         self.out_dir, self.format, self.scenario_name = out_dir, trace_format, scenario_name
         self.partial_path = os.path.join(out_dir, f"sensordata.tmp.{trace_format}")
-        self.writer: TraceWriter | SensorDataMcapWriter
-        if trace_format == "mcap":
-            from ..osi.mcap import SensorDataMcapWriter
-
-            self.writer = SensorDataMcapWriter(self.partial_path, description=f"lidar-fmu replay of {scenario_name}")
-        else:
-            self.writer = TraceWriter(self.partial_path)
+        self.writer: TraceWriter | SensorDataMcapWriter = open_sensor_data_trace(
+            self.partial_path, description=f"lidar-fmu replay of {scenario_name}")
 
     def write(self, sensor_data: bytes) -> None:
         self.writer.write(sensor_data)
