@@ -265,12 +265,16 @@ def test_a_pulsed_sensors_sensor_data_has_no_radial_velocity():
 def test_the_aeries_ii_preset():
     sensor = load_sensor("aeva_aeries2")
     pattern = sensor.pattern
-    assert (pattern.rows, pattern.columns) == (40, 2331) and sensor.frame_rate_hz == 10.0
+    # a raster: 4 beams (rows) a shot, 2331 shots a line group, 10 groups
+    assert (pattern.rows, pattern.columns) == (4, 23310) and sensor.frame_rate_hz == 10.0
     assert sensor.wavelength_nm == 1550.0 and sensor.max_range_m == 500.0
     azimuth, elevation = np.degrees(pattern.azimuth_rad), np.degrees(pattern.elevation_rad)
-    assert np.isclose(np.ptp(azimuth), 110.0, atol=1e-3) and np.isclose(np.ptp(elevation), 14.4, atol=1e-3)
+    # shots at the middle of their 110°/2331 steps; lines from +7.2° to −7.2°
+    assert np.isclose(np.ptp(azimuth), 110.0 * (1 - 1 / 2331), atol=1e-3) and np.isclose(np.ptp(elevation), 14.4, atol=1e-3)
     assert sensor.radial_velocity is not None and sensor.radial_velocity.resolution_m_s == RESOLUTION_M_S
     assert len(pattern) * sensor.frame_rate_hz == 932_400  # points a second
+    assert len(np.unique(np.round(elevation[np.abs(azimuth) < 0.03], 3))) == 40  # 40 lines
+    assert np.all(np.diff(pattern.time_offset_s) >= 0) and pattern.time_offset_s.max() < 0.1
 
 
 # -- files -----------------------------------------------------------------------------------------------------------

@@ -48,6 +48,8 @@ from .ouster import OS1_BEAM_DIAMETER_M as _OS1_BEAM_DIAMETER_M
 from .rosette import MID70_HORIZONTAL_HZ, MID70_VERTICAL_HZ
 
 _FULL_TURN_CW = [180.0, -180.0]
+#: Aeva Aeries II line spacing (deg): 40 lines evenly over 14.4° (presets' note on the Aeries II)
+_AEVA_LINE_DEG = 14.4 / 39
 #: Velodyne VLS-128 user manual, Table F-1 "Beam Divergence": 3.0 mrad horizontal, 1.5 mrad vertical; the other
 #: Velodyne presets assumed the same (module doc)
 _VELODYNE_DIVERGENCE_MRAD = [3.0, 1.5]
@@ -286,15 +288,24 @@ PRESETS: dict[str, dict] = {
     #   (AevaScenes' "up to 250 m" for its 110° units, taken as the 10 % figure; root-2 fit: 500 m by 40 %).
     # * 1550 nm (Aeva's FMCW lidars: silicon photonics at 1550 nm); min range, range σ and divergence **assumed**
     #   (none public: 0.5 m as the other presets' blind zones, 2 cm, none given).
-    # Timing: Aeva's scanner sweeps 4 beams (nebula: num_beams) across each line group; the spec's grid fires column
-    # by column instead (every line at one azimuth together), spread over the frame as its lines are.
+    # Timing: Aeva's scanner sweeps 4 beams (nebula: num_beams) across each line group, one group after the other
+    # (the raster below).
     "aeva_aeries2": {
         "description": "Aeva Aeries II (FMCW, 1550 nm), 110° × 14.4°, 40 lines, 2331 points a line at 10 Hz, "
                        "per-point radial velocity",
-        "horizontal_fov_deg": [55.0, -55.0],
-        "horizontal_samples": 2331,
-        "vertical_fov_deg": [-7.2, 7.2],
-        "channels": 40,
+        # 4 beams a line group, 10 groups down the field (40 lines 14.4°/39 apart, ±7.2°), each group swept left to
+        # right over 110° in 2331 shots; the beams of a group on adjacent lines and every sweep in the same direction:
+        # **assumed** (how the 4 beams are spaced and whether the mirror sweeps back is not public)
+        "raster": {
+            "channels": [[0.0, round(-k * _AEVA_LINE_DEG, 5)] for k in range(4)],
+            "horizontal_fov_deg": [55.0, -55.0],
+            "columns": 2331,
+            "lines": 10,
+            # (a raster's lines sit at the middle of their share of vertical_fov_deg: groups 4 lines tall whose
+            # top lines run from +7.2° down)
+            "vertical_fov_deg": [round(7.2 + 2 * _AEVA_LINE_DEG, 5), round(7.2 - 38 * _AEVA_LINE_DEG, 5)],
+            "line_order": "same",
+        },
         "frame_rate_hz": 10.0,
         "min_range_m": 0.5,
         "max_range_m": 500.0,
