@@ -23,9 +23,9 @@ BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
 ROLES = ("base.lo", "base.hi", "size")  # FMI 2.0; FMI 3.0's one variable is role "full"
 
 
-def mime_type(prefix: str, osi_version: str) -> str:
-    """OSMP's MIME type of binary variable ``prefix``."""
-    return f"application/x-open-simulation-interface; type={BINARY_VARIABLES[prefix][0]}; version={osi_version}"
+def mime_type(osi_type: str, osi_version: str) -> str:
+    """OSMP's MIME type of a binary variable carrying OSI message ``osi_type`` (SensorView, …)."""
+    return f"application/x-open-simulation-interface; type={osi_type}; version={osi_version}"
 
 
 def _template(resources, template, **values):
@@ -42,10 +42,12 @@ def _template(resources, template, **values):
     return element
 
 
-def annotate_fmi2(root: ET.Element, resources: str, osi_version: str) -> ET.Element:
+def annotate_fmi2(root: ET.Element, resources: str, osi_version: str, binary_variables=None) -> ET.Element:
     """Put the OSMP annotations into ``root`` (pythonfmu's FMI 2.0 model description): the model's vendor
-    annotation, one per Integer of a binary variable, and the ``InitialUnknowns`` its calculated parameters need.
-    → ``root``."""
+    annotation, one per Integer of a binary variable (``binary_variables``: prefix → (OSI type, …) as
+    :data:`BINARY_VARIABLES`, the lidar's; the SSP system's trace player and writer have their own), and the
+    ``InitialUnknowns`` its calculated parameters need. → ``root``."""
+    binary_variables = BINARY_VARIABLES if binary_variables is None else binary_variables
     ET.register_namespace("osmp", OSMP_NS)
     vendor = _template(resources, "osmp_model.xml", osmp_version=OSMP_VERSION, osi_version=osi_version)
     variables = root.find("ModelVariables")
@@ -53,9 +55,9 @@ def annotate_fmi2(root: ET.Element, resources: str, osi_version: str) -> ET.Elem
     initial_unknowns = []
     for index, element in enumerate(variables, start=1):
         prefix, _, role = element.get("name").partition(".")
-        if prefix in BINARY_VARIABLES and role in ROLES:
+        if prefix in binary_variables and role in ROLES:
             element.append(_template(resources, "osmp_binary_variable.xml", name=prefix, role=role,
-                                     mime_type=mime_type(prefix, osi_version)))
+                                     mime_type=mime_type(binary_variables[prefix][0], osi_version)))
         if element.get("causality") == "calculatedParameter":
             initial_unknowns.append(index)
     if initial_unknowns:
@@ -68,8 +70,8 @@ def annotate_fmi2(root: ET.Element, resources: str, osi_version: str) -> ET.Elem
 def binary_element_fmi3(prefix: str, value_reference: int, resources: str, osi_version: str) -> ET.Element:
     """The FMI 3.0 ``<Binary>`` of OSMP binary variable ``prefix``: its causality, variability and initial, its
     MIME type, OSMP's annotation, and the empty start value OSMP asks for where FMI 3.0 allows one."""
-    _, causality, variability, initial = BINARY_VARIABLES[prefix]
-    mime = mime_type(prefix, osi_version)
+    osi_type, causality, variability, initial = BINARY_VARIABLES[prefix]
+    mime = mime_type(osi_type, osi_version)
     attributes = dict(name=prefix, valueReference=str(value_reference), causality=causality,
                       variability=variability, mimeType=mime)
     if initial:

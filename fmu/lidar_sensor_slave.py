@@ -24,6 +24,7 @@ import traceback
 
 from lidar_sensor_exit import finalize_pythonfmu_before_exit
 from lidar_sensor_package import use_cached_package
+from lidar_sensor_start import apply_start_values, in_resources
 
 DEFAULT_SENSOR = "ouster_os1_128"
 # FMI 2.0 and 3.0 number their statuses alike (fmi2Status, fmi3Status)
@@ -136,6 +137,7 @@ class OsmpLidarSlave:
         self._model_error = self._missing_dependency
         for name, _, default in PARAMETERS:
             setattr(self, name, default)
+        apply_start_values(self, self.resources)  # an SSP system's copy of the FMU starts at its values
         # Outputs
         self.valid = False
         self.count = 0
@@ -272,7 +274,7 @@ class OsmpLidarSlave:
         if self._sensor_cache[0] != name:
             from lidar_fmu.sensors.rig import load_rig
 
-            self._sensor_cache = (name, load_rig(name))
+            self._sensor_cache = (name, load_rig(in_resources(self.resources, name)))  # a spec file may be inside
         return self._sensor_cache[1]
 
     def _sensor(self):
@@ -318,11 +320,8 @@ class OsmpLidarSlave:
             try:
                 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 
-                assets = self.assets
-                if assets and not os.path.isabs(assets) and self.resources:
-                    # relative asset folders may also live inside the FMU's resources
-                    inside = os.path.join(self.resources, assets)
-                    assets = inside if os.path.isdir(inside) and not os.path.isdir(assets) else assets
+                # relative asset folders may also live inside the FMU's resources
+                assets = in_resources(self.resources, self.assets, os.path.isdir)
                 rig, sensor_id = self._configured_rig()
                 options = dict(
                     sensor=rig, assets_dir=assets, environment=self.environment,

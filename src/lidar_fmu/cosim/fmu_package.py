@@ -126,12 +126,19 @@ def _package_files(folder, names):
     return ignored
 
 
-def build_fmu(dest: str | os.PathLike = DEFAULT_FMU, fmi_version: int = 2) -> Path:
+def build_fmu(dest: str | os.PathLike = DEFAULT_FMU, script: Path | None = None, resources=(),
+              fmi_version: int = 2) -> Path:
     """Build the FMU (co-simulation, no external tool needed) and return its path: FMI 2.0 (pythonfmu) or, with
-    ``fmi_version=3``, FMI 3.0 (pythonfmu3), the same model either way."""
+    ``fmi_version=3``, FMI 3.0 (pythonfmu3), the same model either way.
+
+    ``script``: the slave, the lidar's (default) or another of ``fmu/`` (an SSP system's trace player and writer,
+    :mod:`~lidar_fmu.cosim.ssp`, FMI 2.0), which gets the same package, templates and helpers; ``resources``: more
+    files and folders for its ``resources/``. The lidar's FMU also carries its documents and its SRMD.
+    """
     if fmi_version not in SLAVE_SCRIPTS:
         raise ValueError(f"fmi_version must be 2 or 3, not {fmi_version!r}")
-    script = SLAVE_SCRIPTS[fmi_version]
+    script = SLAVE_SCRIPTS[fmi_version] if script is None else Path(script)
+    lidar = script in SLAVE_SCRIPTS.values()
     if not script.is_file():
         raise FileNotFoundError(f"FMU slave {script} not found: lidar-fmu is installed incompletely")
     dest = Path(dest).resolve()
@@ -142,8 +149,8 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU, fmi_version: int = 2) -> Pa
         shutil.copytree(PACKAGE_DIR, package, ignore=_package_files)
         annotations = Path(staging) / "modelDescription"
         shutil.copytree(ANNOTATIONS_DIR, annotations, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        documentation = _documentation(Path(staging) / "documentation", fmi_version)
-        project_files = [package, annotations, *SLAVE_HELPERS]
+        documentation = _documentation(Path(staging) / "documentation", fmi_version) if lidar else None
+        project_files = [package, annotations, *SLAVE_HELPERS, *map(Path, resources)]
         if fmi_version == 2:
             from pythonfmu.builder import FmuBuilder
 
@@ -163,7 +170,8 @@ def build_fmu(dest: str | os.PathLike = DEFAULT_FMU, fmi_version: int = 2) -> Pa
             raise UserError("the FMI 3.0 FMU needs its status shim, built on x86-64 Linux with a C compiler (cc or "
                             "gcc): pythonfmu3's own binary has no Binary variables, so OSMP's SensorView and SensorData "
                             "could not pass")
-        put_resource_meta_data(Path(path))
+        if lidar:
+            put_resource_meta_data(Path(path))
     with zipfile.ZipFile(path) as built_fmu:
         if not any(name.startswith("binaries/") for name in built_fmu.namelist()):
             library = "pythonfmu" if fmi_version == 2 else "pythonfmu3"

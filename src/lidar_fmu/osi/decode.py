@@ -195,6 +195,15 @@ def parse_sensor_view(data: bytes):
     return view
 
 
+def sensor_view_time_s(data: bytes) -> float:
+    """A serialized SensorView's ``timestamp`` in s (0 for an empty message, which parses as an empty SensorView);
+    :class:`SensorViewError` if the bytes are not one."""
+    if not data:
+        return 0.0
+    view = parse_sensor_view(data)
+    return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
+
+
 def decode_sensor_view(data: bytes) -> SensorViewFrame:
     """Decode and validate one SensorView."""
     view = parse_sensor_view(data)
