@@ -408,3 +408,12 @@ def test_fmi3_fmu_without_a_c_compiler_is_refused_not_built_half(tmp_path, monke
     with pytest.warns(UserWarning, match="no C compiler"), pytest.raises(UserError, match="needs its status shim"):
         build_fmu(tmp_path / "LidarSensor-fmi3.fmu", fmi_version=3)
     assert not (tmp_path / "LidarSensor-fmi3.fmu").exists()
+
+
+def test_fmi_3_does_not_go_with_ssp(tmp_path, capsys):
+    from lidar_fmu.tools.cli import main
+
+    assert main(["build", "--fmi", "3", "--ssp", "--trace", str(SHARED_TRACE), "-o", str(tmp_path / "x.ssp")]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "--fmi 3 does not go with --ssp" in said[0]
+    assert not list(tmp_path.iterdir())
