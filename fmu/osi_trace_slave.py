@@ -12,7 +12,7 @@ reference 0 after each call, as for the lidar FMU); the instance stays usable.
 import traceback
 
 from lidar_sensor_exit import finalize_pythonfmu_before_exit
-from lidar_sensor_osmp import OSMP_NS, ROLES, annotate
+from lidar_sensor_osmp import OSMP_NS, ROLES, annotate_fmi2
 from lidar_sensor_package import use_cached_package
 from lidar_sensor_start import apply_start_values, start_values
 from pythonfmu import Fmi2Slave
@@ -68,7 +68,7 @@ class OsiTraceSlave(Fmi2Slave):
         ET.register_namespace("osmp", OSMP_NS)  # before pythonfmu writes the root element
         v = default_interface_version()
         osi_version = f"{v.version_major}.{v.version_minor}.{v.version_patch}"
-        return annotate(super().to_xml(model_options or {}), self.resources, osi_version, self.BINARY)
+        return annotate_fmi2(super().to_xml(model_options or {}), self.resources, osi_version, self.BINARY)
 
     # -- the status shim's protocol ----------------------------------------------------------------------
     def get_integer(self, vrs):

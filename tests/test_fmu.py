@@ -15,7 +15,7 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
-from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.fmu_inputs import OSMP_VARIABLES, SHARED_TRACE, SMALL_SENSOR
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.fmu_package import build_fmu, validate
@@ -74,13 +74,7 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
     step = float(root.find("DefaultExperiment").get("stepSize"))
     assert step == pytest.approx(0.1)  # OS1-128 at 10 Hz, the default sensor
     variables = {v.get("name"): v for v in root.find("ModelVariables")}
-    expect = {
-        "OSMPSensorViewIn": ("input", "discrete", None, "SensorView"),
-        "OSMPSensorDataOut": ("output", "discrete", "exact", "SensorData"),
-        "OSMPSensorViewInConfigRequest": ("calculatedParameter", "fixed", "calculated", "SensorViewConfiguration"),
-        "OSMPSensorViewInConfig": ("parameter", "fixed", None, "SensorViewConfiguration"),
-    }
-    for prefix, (causality, variability, initial, kind) in expect.items():
+    for prefix, (causality, variability, initial, kind) in OSMP_VARIABLES.items():
         for role in ("base.lo", "base.hi", "size"):
             v = variables[f"{prefix}.{role}"]
             assert (v.get("causality"), v.get("variability"), v.get("initial")) == (causality, variability, initial)
