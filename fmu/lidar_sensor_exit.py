@@ -1,4 +1,5 @@
-"""A workaround for pythonfmu 0.7.0's binary, which corrupts the heap when the process exits (Linux).
+"""A workaround for pythonfmu 0.7.0's binary (and pythonfmu3's, built from the same code), which corrupts the heap
+when the process exits (Linux).
 
 Kept apart from the slave's FMI callbacks (``LidarSensor.py``): it is about pythonfmu, not the model.
 """
@@ -25,8 +26,9 @@ def finalize_pythonfmu_before_exit():
     pointer is alive: the interpreter is finalized as before, on pythonfmu's
     own thread, and the destructors after it find the pointer empty.
     ``RTLD_NODELETE`` makes sure the handler's address stays valid. Every
-    pythonfmu FMU binary loaded in the process by now (each has its own copy
-    of the bug) gets one handler. Never raises: it runs inside FMI calls.
+    pythonfmu or pythonfmu3 FMU binary loaded in the process by now (each has its
+    own copy of the bug: pythonfmu3 0.3.4 keeps the same static pointer and
+    library destructor) gets one handler. Never raises: it runs inside FMI calls.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -42,7 +44,9 @@ def finalize_pythonfmu_before_exit():
         cxa_atexit.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         with open("/proc/self/maps") as maps:
             paths = {parts[5].strip() for parts in (line.split(maxsplit=5) for line in maps) if len(parts) == 6}
-        for path in sorted(p for p in paths - _EXIT_CHECKED if "/binaries/linux64/" in p and p.endswith(".so")):
+        binaries = [p for p in paths - _EXIT_CHECKED if p.endswith(".so") and
+                    ("/binaries/linux64/" in p or "/binaries/x86_64-linux/" in p)]  # FMI 2.0, FMI 3.0
+        for path in sorted(binaries):
             _EXIT_CHECKED.add(path)
             handle = dlopen(path.encode(), os.RTLD_NOW | os.RTLD_NOLOAD)  # loaded already, or nothing
             if not handle:

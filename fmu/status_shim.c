@@ -64,29 +64,8 @@ typedef struct {
 #define EXPORT __attribute__((visibility("default")))
 #define STATUS_VR 0u
 
-static void *inner;
-static pthread_once_t loaded = PTHREAD_ONCE_INIT;
-
-static void load_inner(void) {
-    Dl_info info;
-    char path[4096];
-    if (!dladdr((void *)&load_inner, &info) || !info.dli_fname) return;
-    size_t n = strlen(info.dli_fname);
-    if (n < 3 || n + 16 >= sizeof path || strcmp(info.dli_fname + n - 3, ".so") != 0) return;
-    memcpy(path, info.dli_fname, n - 3);
-    strcpy(path + n - 3, ".pythonfmu.so");
-    inner = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!inner) fprintf(stderr, "lidar-fmu status shim: cannot load %s: %s\n", path, dlerror());
-}
-
-static void *real(const char *name) {
-    pthread_once(&loaded, load_inner);
-    return inner ? dlsym(inner, name) : NULL;
-}
-
-__attribute__((destructor)) static void unload_inner(void) {
-    if (inner) dlclose(inner);  /* as the master unloading pythonfmu's library itself would */
-}
+#define INNER_SUFFIX ".pythonfmu.so"
+#include "status_shim_inner.h"
 
 /* The log categories of the model description (pythonfmu's). */
 static const char *const CATEGORIES[] = {"logStatusWarning", "logStatusDiscard", "logStatusError", "logStatusFatal",

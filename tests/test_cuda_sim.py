@@ -271,6 +271,32 @@ def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
 
 
 @needs_cuda
+def test_fmcw_radial_velocities_on_the_gpu_equal_the_cpu_path(street):
+    """An FMCW frame cast moving (the sensor turning and driving, the car driving and turning): the radial velocity
+    pass after either backend gives the same velocities, the car's its own, the walls' the sensor's motion."""
+    from lidar_fmu.scan.velocity import SceneVelocities
+
+    frames, sensor_pose = street
+    end = frames.pose_of(42).copy()
+    motion = FrameMotion(0.0, 0.1, 0.0, sensor_pose @ pose_matrix((-0.6, 0.0, 0.0), (0.0, 0.0, -0.05)),
+                         {42: end @ pose_matrix((-1.5, 0.0, 0.0))})
+    velocities = SceneVelocities(sensor_pose[:3, 3], (6.0, 0.5, 0.0), (0.0, 0.0, 0.5), [42], [(15.0, -2.0, 0.0)],
+                                 [(0.0, 0.0, 0.3)])
+    spec = SENSOR | {"motion_slices": 3, "radial_velocity": True}
+    g, c = (Lidar(frames, spec, backend=name, materials=MATERIALS).scan(sensor_pose, motion=motion,
+                                                                        velocities=velocities)
+            for name in ("cuda", "embree"))
+    assert 50 < len(c) and np.array_equal(g.ray_index, c.ray_index)
+    assert np.array_equal(g.points["object_id"], c.points["object_id"])
+    car = c.points["object_id"] == 42
+    assert car.any() and np.ptp(c.radial_velocity_m_s) > 1.0
+    assert np.abs(g.radial_velocity_m_s - c.radial_velocity_m_s).max() <= 1e-4
+    # without a motion and velocities: everything stands still on either backend
+    still = [Lidar(frames, spec, backend=name, materials=MATERIALS).scan(sensor_pose) for name in ("cuda", "embree")]
+    assert all(np.all(cloud.radial_velocity_m_s == 0.0) for cloud in still)
+
+
+@needs_cuda
 def test_a_still_lidar_cast_after_a_moving_one_sees_the_end_poses(street):
     """On the GPU the jobs of a rig go one by one: the scene is put back after each job's slices."""
     frames, sensor_pose = street
@@ -390,3 +416,25 @@ def test_mirror_ghosts_on_the_gpu_equal_embree(glass):
     for name in ("x", "y", "z", "range", "normal_x", "normal_y", "normal_z", "reflectivity"):
         np.testing.assert_allclose(on_gpu.points[name], on_cpu.points[name], atol=2e-4, err_msg=name)
     assert np.array_equal(on_gpu.points["object_id"], on_cpu.points["object_id"])
+
+
+# ---------------------------------------------------------------------------------------------- scanned patterns
+@needs_cuda
+@pytest.mark.parametrize("pattern", ["raster at 1550 nm", "robosense beam origins"])
+def test_raster_and_robosense_patterns_on_the_gpu_equal_the_cpu_path(street, pattern):
+    """A raster of stacked and side-by-side channels whose materials are read at 1550 nm, and a RoboSense unit's
+    rays leaving its lens centre: the same returns on every backend (sensors/raster.py, sensors/robosense.py)."""
+    frames, sensor_pose = street
+    common = {key: SENSOR[key] for key in ("max_range_m", "min_range_m", "max_transparent_layers", "range_reflectivity")}
+    if pattern == "raster at 1550 nm":
+        spec = common | {"wavelength_nm": 1550.0, "raster": {
+            "channels": [[-20.0, 1.0], [-20.0, -1.0], [20.0, 1.0], [20.0, -1.0]], "horizontal_fov_deg": [20, -20],
+            "columns": 9, "lines": 4, "vertical_fov_deg": [2, -12], "line_density": [[-6, -2, 3.0]],
+            "line_order": "alternate", "line_duty": 0.8, "frame_duty": 0.9}}
+    else:  # 35 firing sequences of 16 lasers: a 2 ms frame of an RS-Helios-16P
+        spec = common | {"robosense_model": "RS-Helios-16P", "frame_rate_hz": 500.0,
+                         "vertical_angles_deg": [-15.0 + 2.0 * k for k in range(16)]}
+    on_cpu = Lidar(frames, spec, backend="embree", materials=MATERIALS)
+    assert len(on_cpu.sensor.pattern) == (144 if pattern == "raster at 1550 nm" else 560)
+    for name in ("cuda", "embreex"):
+        same_returns(Lidar(frames, spec, backend=name, materials=MATERIALS), on_cpu, sensor_pose, f"{pattern} {name}")

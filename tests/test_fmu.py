@@ -15,7 +15,7 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
-from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.fmu_inputs import OSMP_VARIABLES, SHARED_TRACE, SMALL_SENSOR
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.fmu_package import build_fmu, validate
@@ -74,13 +74,7 @@ def test_fmu_validates_and_carries_osmp_annotations(fmu_path):
     step = float(root.find("DefaultExperiment").get("stepSize"))
     assert step == pytest.approx(0.1)  # OS1-128 at 10 Hz, the default sensor
     variables = {v.get("name"): v for v in root.find("ModelVariables")}
-    expect = {
-        "OSMPSensorViewIn": ("input", "discrete", None, "SensorView"),
-        "OSMPSensorDataOut": ("output", "discrete", "exact", "SensorData"),
-        "OSMPSensorViewInConfigRequest": ("calculatedParameter", "fixed", "calculated", "SensorViewConfiguration"),
-        "OSMPSensorViewInConfig": ("parameter", "fixed", None, "SensorViewConfiguration"),
-    }
-    for prefix, (causality, variability, initial, kind) in expect.items():
+    for prefix, (causality, variability, initial, kind) in OSMP_VARIABLES.items():
         for role in ("base.lo", "base.hi", "size"):
             v = variables[f"{prefix}.{role}"]
             assert (v.get("causality"), v.get("variability"), v.get("initial")) == (causality, variability, initial)
@@ -168,6 +162,31 @@ def test_pose_conventions_on_an_asymmetric_scene(fmu_path, small_sensor):
     data = SensorData.FromString(out.sensor_data)
     assert data.mounting_position.orientation.pitch == pytest.approx(math.radians(5))
     assert data.feature_data.lidar_sensor[0].header.number_of_valid_detections == out.count
+
+
+def test_an_fmcw_sensor_reports_radial_velocity_through_the_fmu(fmu_path, tmp_path):
+    """The host drives at 10 m/s (its OSI velocity) toward a still wall: the FMU's SensorData, decoded back, reads
+    −10 m/s straight ahead (the unit's dr/dt), written +10 m/s as OSI's radial_velocity (positive toward the
+    sensor); every detection carries one."""
+    import json
+
+    resolution = 2.0**-8
+    spec = tmp_path / "fmcw.json"
+    spec.write_text(json.dumps({"horizontal_fov_deg": [20, -20], "horizontal_samples": 41, "vertical_fov_deg": [-2, 2],
+                                "channels": 3, "max_range_m": 120.0, "radial_velocity": {"resolution_m_s": resolution}}))
+    wall = (50, (60.0, 0.0, 2.0), (0, 0, 0), (0.2, 200.0, 20.0), "")
+    with lidar(fmu_path, sensor=str(spec), environment="none") as fmu:
+        for k in (1, 2):
+            out = fmu.step(sensor_view([wall], 0.1 * k, host=(HOST_ID, (1.0 * k, 0.0, 0.75), 0.0),
+                                       host_velocity=(10.0, 0.0, 0.0)), 0.1 * (k - 1), 0.1)
+            assert out.valid and out.count == 41 * 3
+    cloud = sensor_data_to_points(out.sensor_data)
+    direction = cloud.xyz / np.linalg.norm(cloud.xyz, axis=1, keepdims=True)
+    assert np.abs(cloud.radial_velocity_m_s / direction[:, 0] + 10.0).max() <= 2 * resolution
+    ahead = np.all(np.abs(direction[:, 1:]) < 1e-6, axis=1)
+    assert ahead.sum() == 1 and np.all(cloud.radial_velocity_m_s[ahead] == -10.0)
+    detections = SensorData.FromString(out.sensor_data).feature_data.lidar_sensor[0].detection
+    assert all(d.HasField("radial_velocity") and d.radial_velocity > 9.3 for d in detections)
 
 
 def test_model_references_and_their_failures(fmu_path, small_sensor, tmp_path):

@@ -127,6 +127,29 @@ def test_per_point_existence_and_intensity():
         encode_sensor_data(cloud, **KW, existence_probability=np.ones(3))
 
 
+def test_radial_velocities_are_written_in_osis_sign():
+    """An FMCW cloud's dr/dt (negative approaching) goes out as OSI's radial_velocity, positive toward the sensor,
+    byte for byte as the official classes write it, after an echo pulse width; a still point's is +0.0."""
+    cloud = make_cloud(300, 8)
+    range_rate = np.random.default_rng(8).normal(scale=20.0, size=300).astype(np.float32)
+    range_rate[:3] = (0.0, -0.0, -10.0)
+    pulse = np.random.default_rng(9).uniform(1.0, 3.0, 300)
+    ours = encode_sensor_data(cloud, **KW, echo_pulse_width_m=pulse, radial_velocity_m_s=range_rate)
+    expected = official_sensor_data(cloud, **KW)
+    for d, width, rate in zip(expected.feature_data.lidar_sensor[0].detection, pulse, range_rate):
+        d.echo_pulse_width = float(width)
+        d.radial_velocity = 0.0 - float(rate)
+    assert ours == expected.SerializeToString()
+    assert ours == build_sensor_data_reference(cloud, **KW, echo_pulse_width_m=pulse,
+                                               radial_velocity_m_s=range_rate).SerializeToString()
+    written = [d.radial_velocity for d in SensorData.FromString(ours).feature_data.lidar_sensor[0].detection]
+    assert written[2] == 10.0 and math.copysign(1.0, written[0]) == math.copysign(1.0, written[1]) == 1.0
+    big = random_cloud(40_000, seed=10)  # several writing chunks
+    rates = np.linspace(-50, 50, 40_000, dtype=np.float32)
+    assert encode_sensor_data(big, **KW, radial_velocity_m_s=rates) == build_sensor_data_reference(
+        big, **KW, radial_velocity_m_s=rates).SerializeToString()
+
+
 def test_every_varint_size_and_long_length_prefixes():
     values = np.array([0, 1, 127, 128, 16383, 16384] + [2**k - 1 for k in range(1, 65)] + [2**k for k in range(64)],
                       np.uint64)

@@ -116,3 +116,32 @@ def test_a_first_run_says_it_compiles_and_times_its_scan_apart(fmu_path, tmp_pat
 def test_kernels_cached_once_a_scan_ran_here():
     OsiSensorModel(sensor=SMALL_SENSOR).step(next(iter(read_trace(SHARED_TRACE))), 0.1)
     assert kernels_cached()
+
+
+# The same count for an OsiSensorModel of an FMCW sensor (radial velocity with noise), warmed up, then stepped.
+FMCW_STEPS_COMPILE_NOTHING = r"""
+import gc, json, sys
+from numba.core.dispatcher import Dispatcher
+from lidar_fmu.cosim.sensor_model import OsiSensorModel
+from lidar_fmu.cosim.warm_up import warm_up
+from lidar_fmu.osi.trace import read_trace
+
+def signatures():
+    return {f"{d.py_func.__module__}.{d.py_func.__qualname__}": len(d.overloads)
+            for d in gc.get_objects() if isinstance(d, Dispatcher) and d.overloads}
+
+options = {"sensor": json.loads(sys.argv[2])}
+model = OsiSensorModel(**options)
+assert warm_up(model, options).problem == ""
+before = signatures()
+for k, view in enumerate(list(read_trace(sys.argv[1]))[:3]):
+    assert model.step(view, 0.1 * (k + 1)).valid
+print(json.dumps(sorted(set(signatures().items()) - set(before.items()))))
+"""
+
+
+def test_an_fmcw_sensors_warm_up_readies_its_radial_velocity_pass():
+    spec = SMALL_SENSOR | {"radial_velocity": {"resolution_m_s": 0.01, "sigma_m_s": 0.05}, "noise": True,
+                           "range_accuracy_m": 0.02}
+    done = _python(["-c", FMCW_STEPS_COMPILE_NOTHING], SHARED_TRACE, json.dumps(spec))
+    assert json.loads(done.stdout.splitlines()[-1]) == []

@@ -507,3 +507,42 @@ def test_a_wall_in_fog_is_seen_as_far_as_the_fog_chamber_model_says(mor_m):
     assert wall >= 0.7 * clear
     wall, _, clear = wall_scan(1.4 * reach_m, weather, "velodyne_hdl64e_s3")
     assert wall <= 0.1 * clear
+
+
+def test_weather_at_1550_nm_fog_by_kim_snow_by_itu_rain_unchanged():
+    """Kim et al. 2001: dense fog (V < 0.5 km) is the same at every wavelength, haze thins at longer ones; ITU-R
+    P.1817: snow's coefficient grows by 5.42e-5 dB/km per nm; rain does not depend on the wavelength."""
+    from lidar_fmu.physics.weather import Weather, kim_exponent
+
+    for visibility_m, q in ((200.0, 0.0), (800.0, 0.3), (2000.0, 0.66), (20_000.0, 1.3), (80_000.0, 1.6)):
+        assert kim_exponent(visibility_m) == pytest.approx(q)
+        at_905, at_1550 = Weather(fog_visibility_m=visibility_m), Weather(fog_visibility_m=visibility_m).at_wavelength(1550)
+        assert at_905.fog_extinction_per_m == pytest.approx(3.912 / visibility_m)
+        assert at_1550.fog_extinction_per_m == pytest.approx(at_905.fog_extinction_per_m * (1550 / 905) ** -q)
+    snow = Weather(snow_mm_h=2.0)
+    assert snow.at_wavelength(1550).snow_extinction_per_m / snow.snow_extinction_per_m == pytest.approx(
+        (5.42e-5 * 1550 + 5.4958776) / (5.42e-5 * 905 + 5.4958776))
+    rain = Weather(rain_mm_h=10.0)
+    assert rain.at_wavelength(1550).rain_extinction_per_m == rain.rain_extinction_per_m
+    assert Weather(fog_visibility_m=2000.0).at_wavelength(905) == Weather(fog_visibility_m=2000.0)
+
+
+def test_a_1550_nm_unit_loses_less_to_haze_than_a_905_nm_one():
+    """The same haze (2 km visibility) and wall (a calibration target: the same at both wavelengths) at 40 m: the
+    1550 nm sensor's returns are stronger by the two-way extinction it is spared, exp(2·(α905 − α1550)·r)."""
+    from lidar_fmu.physics.weather import Weather
+
+    haze = {"fog_visibility_m": 2000.0, "clutter": False}
+    scene = Scene()
+    scene.add_instance(1, box_mesh(0.2, 80.0, 40.0), pose_matrix((40.1, 0.0, 0.0)))
+    intensity = {}
+    for nm in (905.0, 1550.0):
+        spec = FORWARD | {"wavelength_nm": nm, "weather": haze}
+        cloud = Lidar(scene, spec, materials={"default": "lambertian_50"}, warn=lambda message: None).scan(np.eye(4))
+        on_wall = cloud.points["object_id"] == 1
+        assert on_wall.sum() > 1000
+        intensity[nm] = cloud.intensity_percent[on_wall]
+    alpha = Weather(fog_visibility_m=2000.0)
+    gained = 2.0 * (alpha.extinction_per_m - alpha.at_wavelength(1550).extinction_per_m) * 40.0
+    ratio = np.median(intensity[1550.0]) / np.median(intensity[905.0])
+    assert ratio == pytest.approx(np.exp(gained), rel=0.01) and ratio > 1.03

@@ -96,6 +96,9 @@ class PointCloud:
     first_firing_s: float | None = None
     #: (beams,) uint16 ring of each beam id (:func:`beam_rings`); None: not known, files carry no ``ring``
     beam_rings: np.ndarray | None = None
+    #: (M,) float32 m/s: each return's radial velocity, ``dr/dt`` (negative approaching), as an FMCW unit reports it
+    #: (:mod:`lidar_fmu.physics.fmcw`); None: a unit that measures none, files carry no ``radial_velocity``
+    radial_velocity_m_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
@@ -107,8 +110,9 @@ class PointCloud:
 
     def records(self) -> np.ndarray:
         """What files hold: the points (without ``time`` for a :attr:`snapshot`), then ``intensity`` (float32, the
-        OSI intensity in %) and ``ring`` (uint16, :func:`beam_rings`) where the cloud knows them, then the
-        ground-truth fields when it carries them."""
+        OSI intensity in %), ``ring`` (uint16, :func:`beam_rings`) and ``radial_velocity`` (float32 m/s, an FMCW
+        unit's :attr:`radial_velocity_m_s`) where the cloud knows them, then the ground-truth fields when it
+        carries them."""
         columns: dict[str, np.ndarray] = {}
         assert self.points.dtype.names is not None  # structured
         for name in self.points.dtype.names:
@@ -118,6 +122,8 @@ class PointCloud:
             columns["intensity"] = np.asarray(self.intensity_percent, np.float32)
         if self.beam_rings is not None:
             columns["ring"] = rings_of(self.points["beam_id"], self.beam_rings)
+        if self.radial_velocity_m_s is not None:
+            columns["radial_velocity"] = np.asarray(self.radial_velocity_m_s, np.float32)
         if self.ground_truth is not None:
             assert self.ground_truth.dtype.names is not None  # structured
             columns.update((name, self.ground_truth[name]) for name in self.ground_truth.dtype.names)

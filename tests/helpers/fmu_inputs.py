@@ -8,3 +8,10 @@ SHARED_TRACE = pathlib.Path(__file__).parent.parent.parent / "scenarios" / "osi_
 # moves them)
 SMALL_SENSOR = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_samples": 360,
                 "horizontal_fov_deg": [180, -180], "max_range_m": 100, "motion_distortion": False}
+#: OSMP's binary variables as the FMU declares them: prefix → (causality, variability, initial, OSI type)
+OSMP_VARIABLES = {
+    "OSMPSensorViewIn": ("input", "discrete", None, "SensorView"),
+    "OSMPSensorDataOut": ("output", "discrete", "exact", "SensorData"),
+    "OSMPSensorViewInConfigRequest": ("calculatedParameter", "fixed", "calculated", "SensorViewConfiguration"),
+    "OSMPSensorViewInConfig": ("parameter", "fixed", None, "SensorViewConfiguration"),
+}

@@ -14,7 +14,10 @@ in it (as the real unit's packets), a longer one the last frame before the
 view (with one warning). The first step takes the frame that ends at its
 view. While the rays fire, the sensor and the objects move between the
 previous view's poses and this one's (before the first view, back along OSI
-``base.velocity``/``orientation_rate``): :mod:`lidar_fmu.scan.motion`.
+``base.velocity``/``orientation_rate``): :mod:`lidar_fmu.scan.motion`. An FMCW
+lidar measures each return's radial velocity from the host's and the objects'
+OSI ``base.velocity`` and ``orientation_rate`` where the view sets them, else
+from how their poses moved since the previous view (:func:`view_velocities`).
 
 Several lidars (a rig, :mod:`lidar_fmu.sensors.rig`): the scene is updated
 once per step and each lidar casts into it from its own mounting, with its own
@@ -36,13 +39,14 @@ import numpy as np
 
 from ..errors import LidarFmuError
 from ..geometry.scene import Scene
-from ..geometry.transforms import PoseError, check_pose, extrapolate_pose, pose_matrix
+from ..geometry.transforms import PoseError, angular_velocity, check_pose, extrapolate_pose, pose_matrix
 from ..osi.decode import ObjectState, check_position, decode_sensor_view
 from ..osi.encode import LidarDetectionBlock, encode_empty_sensor_data, encode_lidars_buffer
 from ..parallel import serial, serialised, serialised_message, threadsafe_layer
 from ..pointcloud import POINT_DTYPE, PointCloud
 from ..scan.lidar import Lidar, ScanPlan
 from ..scan.motion import first_firing_s, motion_since, rates_jump
+from ..scan.velocity import SceneVelocities, velocities_of_motion
 from ..sensors.rig import RigMember, load_rig, rig_sensor_ids
 from .scene_update import SceneUpdater
 
@@ -194,7 +198,8 @@ class OsiSensorModel:
         detections = [
             LidarDetectionBlock(cloud, lidar_id, mounting, frame.timestamp_s,
                                 1.0 if cloud.existence_probability is None else cloud.existence_probability,
-                                cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
+                                cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m,
+                                radial_velocity_m_s=cloud.radial_velocity_m_s)
             for lidar_id, cloud, mounting in zip(lidar_ids, clouds, mountings)
         ]
         t4 = time.perf_counter()
@@ -245,8 +250,13 @@ class MountedLidar:
         pattern, motion = self._window(frame, sensor_pose, mounting)
         if pattern is None:
             return None
+        velocities = None
+        if self.sensor.radial_velocity is not None:  # an FMCW unit: what its radial velocities are measured from
+            velocities = view_velocities(frame, velocities_of_motion(motion, self.lidar.scene, sensor_pose)
+                                         if motion is not None else SceneVelocities(carrier_centre_m=sensor_pose[:3, 3]))
         return self.lidar.plan_scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
-                                    frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth)
+                                    frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth,
+                                    velocities=velocities)
 
     def nothing_fired(self, frame, sensor_pose: np.ndarray) -> PointCloud:
         self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
@@ -269,7 +279,8 @@ class MountedLidar:
         if self._sensor_t0_s is None:
             self._sensor_t0_s = window_start
         pattern = sensor.rays_between(window_start - self._sensor_t0_s, now - self._sensor_t0_s)
-        if pattern is None or not sensor.motion_distortion:
+        # an FMCW unit's radial velocities take the motion's velocities too, distorted or not
+        if pattern is None or not (sensor.motion_distortion or sensor.radial_velocity is not None):
             return pattern, None
         host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None and previous is None else None
         jumped: dict[int, str] = {}  # object id → why its OSI rates are no motion (rates_jump): it stands still
@@ -309,6 +320,30 @@ class MountedLidar:
         more = f"; and {len(jumped) - 5} more" if len(jumped) > 5 else ""
         self.warn(f"{self.sensor.name}: OSI base.velocity/orientation_rate beyond any vehicle's motion, taken as a "
                   f"jump (standing still over the frame before its first SensorView): {'; '.join(named)}{more}")
+
+
+def view_velocities(frame, velocities: SceneVelocities) -> SceneVelocities:
+    """``velocities`` (what the poses' motion implies, :func:`~lidar_fmu.scan.velocity.velocities_of_motion`) with
+    OSI's own where the SensorView sets them: each moving object's ``base.velocity`` (of its bounding-box centre)
+    and ``base.orientation_rate`` (as an angular velocity, :func:`~lidar_fmu.geometry.transforms.angular_velocity`),
+    an unset one of the two zero; the host's are its carrier's, about its bounding-box centre. Objects the view
+    gives neither keep the motion's (none before their second view: they stand still)."""
+    ids, velocity, spin, seen = [], [], [], set()
+    for obj in frame.objects:  # of objects sharing an id, the scene took the first
+        if obj.id in seen:
+            continue
+        seen.add(obj.id)
+        if obj.velocity_m_s is None and obj.orientation_rate_rad_s is None:
+            continue
+        ids.append(obj.id)
+        velocity.append(obj.velocity_m_s if obj.velocity_m_s is not None else (0.0, 0.0, 0.0))
+        spin.append(angular_velocity(obj.orientation_rad, obj.orientation_rate_rad_s))
+    velocities = velocities.with_instances(ids, velocity, spin)
+    host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+    if host is not None and host.id in ids:
+        k = ids.index(host.id)
+        velocities = velocities.with_carrier(host.position_m, velocity[k], spin[k])
+    return velocities
 
 
 def _finite_or(pose: np.ndarray, fallback: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ Rays are stored column-major: ray ``i`` sits at ``row = i % rows`` and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,17 +66,26 @@ class RayPattern:
     def elevation_rad(self) -> np.ndarray:
         return np.arcsin(np.clip(self.directions[:, 2], -1.0, 1.0))
 
+    def select_grid(self, rows, columns) -> RayPattern:
+        """The rays at grid rows ``rows`` and columns ``columns`` (indices into ``0 … rows-1`` and
+        ``0 … columns-1``, in the order given): an organized ``len(rows) × len(columns)`` grid whose rays keep their
+        beam, column and firing time."""
+        rows = np.asarray(rows, np.int64)
+        columns = np.asarray(columns, np.int64)
+        rays = (columns[:, None] * self.rows + rows[None, :]).ravel()
+        origins = None if self.origins is None else np.ascontiguousarray(self.origins[rays])
+        return RayPattern(np.ascontiguousarray(self.directions[rays]), self.beam_id[rays], self.column[rays],
+                          self.time_offset_s[rays], len(rows), len(columns), origins=origins,
+                          range_offset_m=self.range_offset_m)
+
     def select_columns(self, columns, time_shift_s=0.0) -> RayPattern:
         """The rays of grid columns ``columns`` (indices into ``0 … columns-1``, in the order given), their firing
         times moved by ``time_shift_s`` (s, one value or one per column): one partial sweep, still an organized
         ``rows × len(columns)`` grid."""
         columns = np.asarray(columns, np.int64)
-        rays = (columns[:, None] * self.rows + np.arange(self.rows)[None, :]).ravel()
+        part = self.select_grid(np.arange(self.rows), columns)
         shift = np.repeat(np.broadcast_to(np.asarray(time_shift_s, np.float64), columns.shape), self.rows)
-        origins = None if self.origins is None else np.ascontiguousarray(self.origins[rays])
-        return RayPattern(np.ascontiguousarray(self.directions[rays]), self.beam_id[rays], self.column[rays],
-                          (self.time_offset_s[rays].astype(np.float64) + shift).astype(np.float32),
-                          self.rows, len(columns), origins=origins, range_offset_m=self.range_offset_m)
+        return replace(part, time_offset_s=(part.time_offset_s.astype(np.float64) + shift).astype(np.float32))
 
 
 @dataclass(frozen=True, eq=False)

@@ -147,6 +147,23 @@ def split_scale(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return poses[..., :3, :3] / np.where(scale > 0, scale, 1.0)[..., None, :], scale
 
 
+def angular_velocity(orientation_rad, orientation_rate_rad_s) -> np.ndarray:
+    """(3,) world angular velocity (rad/s) of a body at OSI ``orientation`` (roll φ, pitch θ, yaw ψ; rad) turning
+    at ``orientation_rate`` (their time derivatives, as OSI's ``base.orientation_rate`` and
+    :func:`extrapolate_pose` take them; None: zero).
+
+    ``R = Rz(ψ)·Ry(θ)·Rx(φ)`` turns at ``ω = ψ̇·ẑ + θ̇·Rz(ψ)ŷ + φ̇·Rz(ψ)Ry(θ)x̂``: each rate about its own axis as
+    the earlier rotations have placed it.
+    """
+    if orientation_rate_rad_s is None:
+        return np.zeros(3)
+    _, pitch, yaw = (float(a) for a in orientation_rad)
+    roll_rate, pitch_rate, yaw_rate = (float(a) for a in orientation_rate_rad_s)
+    cp, sp, cy, sy = np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
+    return np.array([roll_rate * cy * cp - pitch_rate * sy, roll_rate * sy * cp + pitch_rate * cy,
+                     yaw_rate - roll_rate * sp])
+
+
 def extrapolate_pose(pose: np.ndarray, velocity_m_s, orientation_rate_rad_s, dt_s: float) -> np.ndarray:
     """``pose`` moved by ``dt_s`` seconds at OSI ``base.velocity`` (world, m/s) and ``base.orientation_rate``
     (unset: zero); how poses are taken back before a first SensorView.

@@ -23,7 +23,8 @@ classification        0 (created, never classified): saturation is not a class, 
                       below
 extra bytes           every other field under its own name and type: ``range reflectivity
                       normal_x normal_y normal_z beam_id object_id saturated ring``
-                      (``object_id`` uint64 in full; ``point_source_id`` is only 16 bits)
+                      (``object_id`` uint64 in full; ``point_source_id`` is only 16 bits),
+                      an FMCW unit's ``radial_velocity``
 ===================== ==========================================================================
 
 ``intensity`` is the 16-bit dimension LAS tools colour by (0.0015 % a step);
@@ -112,6 +113,7 @@ _DESCRIPTIONS = {
     "object_id": "hit instance; 2^64-1 environment",
     "saturated": "1: retroreflector saturated",
     "ring": "beam by elevation, 0 lowest",
+    "radial_velocity": "dr/dt m/s, <0 approaching",
     "x_true": "noise-free x (m)", "y_true": "noise-free y (m)", "z_true": "noise-free z (m)",
     "range_true": "noise-free range (m)",
     "material_id": "IR material id; 65535 none",

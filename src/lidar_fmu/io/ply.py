@@ -15,6 +15,7 @@ Vertex properties, in this order, for :meth:`~lidar_fmu.PointCloud.records`::
     uchar echo
     float intensity        OSI intensity, %
     int   ring             0 = the lowest beam
+    float radial_velocity  m/s, dr/dt (an FMCW unit's only)
 
 Open3D's tensor reader (``open3d.t.io.read_point_cloud``) keeps only ``uchar``,
 ``int``, ``float`` and ``double`` properties and skips the others (``uint``,

@@ -15,7 +15,7 @@ Point fields (little-endian, unorganized: height 1), from
 beam), ``time`` float32 (s), then ``range reflectivity`` float32, ``beam_id``
 uint32, ``object_id_low object_id_high`` uint32 (``PointField`` has no 64-bit
 integer: ``object_id = high << 32 | low``) and the rest of the record in its
-own type. ``time`` is the point's firing time relative to the header stamp, as
+own type (an FMCW unit's ``radial_velocity`` float32, m/s). ``time`` is the point's firing time relative to the header stamp, as
 velodyne_pointcloud writes it when it stamps a cloud with its last packet
 (``timestamp_first_packet: false``; ros-drivers/velodyne#350): from about
 −1 frame period to 0, so ``stamp + time`` is when the point fired. A snapshot

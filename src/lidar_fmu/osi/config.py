@@ -1,14 +1,22 @@
-"""The sensor's ``SensorViewConfiguration`` (OSMPSensorViewInConfigRequest).
+"""The sensor's ``SensorViewConfiguration`` (OSMPSensorViewInConfigRequest), and reading one back.
 
 Tells the environment simulation what this lidar looks at: field of view,
 ray counts, every ray's direction (unit vector, sensor frame) and firing time
 offset (``timings``, µs after the frame start), and the mounting position.
+
+Fields of view are OSI's (osi_sensorviewconfiguration.proto, ``field_of_view_horizontal``/``_vertical``): the
+viewing range is ``[-fov/2, fov/2]`` about the sensor's x axis, so a pattern that is not symmetric (a Velodyne
+HDL-32E looks from −30.67° to +10.67°) asks for twice its largest angle, the cone that holds every ray.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import LidarFmuError
 from .encode import _varint, default_interface_version, set_mounting_position
+
+#: m/s, exact (SI definition of the metre): OSI's ``emitter_frequency`` is the emitted light's, c / wavelength
+SPEED_OF_LIGHT_M_S = 299_792_458.0
 
 _VECTOR3D_DTYPE = np.dtype(
     [("tag", "u1"), ("length", "u1"),
@@ -42,10 +50,30 @@ def sensor_view_configuration(sensor, mounting_pose, sensor_id: int = 0) -> byte
     return rig_view_configuration([(sensor, mounting_pose, sensor_id)])
 
 
-def _fields_of_view(pattern) -> tuple[float, float]:
-    azimuth = np.unwrap(pattern.azimuth_rad[:: pattern.rows]) if pattern.columns > 1 else np.zeros(1)
-    return (float(min(2 * np.pi, np.ptp(azimuth) * pattern.columns / max(pattern.columns - 1, 1))),
-            float(np.ptp(pattern.elevation_rad)))
+class ViewConfigurationError(LidarFmuError, ValueError):
+    """An OSMPSensorViewInConfig the model cannot read or cannot simulate."""
+
+
+def fields_of_view(pattern) -> tuple[float, float]:
+    """(horizontal, vertical) rad: OSI's symmetric fields of view that hold every ray of ``pattern`` (module doc);
+    the horizontal one at most a full turn."""
+    return (float(min(2 * np.pi, 2 * np.max(np.abs(pattern.azimuth_rad)))),
+            float(2 * np.max(np.abs(pattern.elevation_rad))))
+
+
+def read_view_configuration(data: bytes):
+    """``data`` parsed as an ``osi3.SensorViewConfiguration`` → the message; :class:`ViewConfigurationError` naming
+    what is wrong when it is none."""
+    from google.protobuf.message import DecodeError
+    from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
+
+    config = SensorViewConfiguration()
+    try:
+        config.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ViewConfigurationError(f"OSMPSensorViewInConfig: {len(data)} bytes that are no "
+                                     f"SensorViewConfiguration ({exc})") from None
+    return config
 
 
 def rig_view_configuration(lidars) -> bytes:
@@ -55,7 +83,7 @@ def rig_view_configuration(lidars) -> bytes:
     from osi3.osi_sensorviewconfiguration_pb2 import LidarSensorViewConfiguration, SensorViewConfiguration
 
     sensor, mounting_pose, sensor_id = lidars[0]
-    fov_h, fov_v = _fields_of_view(sensor.pattern)
+    fov_h, fov_v = fields_of_view(sensor.pattern)
     config = SensorViewConfiguration()
     config.version.CopyFrom(default_interface_version())
     config.sensor_id.value = sensor_id
@@ -71,11 +99,11 @@ def rig_view_configuration(lidars) -> bytes:
         lidar = LidarSensorViewConfiguration()
         lidar.sensor_id.value = sensor_id
         set_mounting_position(lidar.mounting_position, mounting_pose)
-        lidar.field_of_view_horizontal, lidar.field_of_view_vertical = _fields_of_view(pattern)
+        lidar.field_of_view_horizontal, lidar.field_of_view_vertical = fields_of_view(pattern)
         lidar.number_of_rays_horizontal = pattern.columns
         lidar.number_of_rays_vertical = pattern.rows
         lidar.max_number_of_interactions = 1
-        lidar.emitter_frequency = len(pattern) * sensor.frame_rate_hz
+        lidar.emitter_frequency = SPEED_OF_LIGHT_M_S / (sensor.wavelength_nm * 1e-9)  # the light's, Hz
         lidar.num_of_pixels = len(pattern)
         lidar.timings.extend(np.round(pattern.time_offset_s.astype(np.float64) * 1e6).astype(np.uint32).tolist())
         # Protobuf merges repeated fields appended after the rest of a message, so

@@ -114,12 +114,13 @@ def _lidar_mounting(lidar_view, k: int):
     if not lidar_view.view_configuration.HasField("mounting_position"):
         return None
     try:
-        return _mounting_pose(lidar_view.view_configuration.mounting_position, f"lidar_sensor_view[{k}] mounting_position")
+        return mounting_pose(lidar_view.view_configuration.mounting_position, f"lidar_sensor_view[{k}] mounting_position")
     except LidarFmuError as exc:
         return exc
 
 
-def _mounting_pose(mounting, what: str) -> np.ndarray:
+def mounting_pose(mounting, what: str) -> np.ndarray:
+    """An OSI MountingPosition → 4×4 vehicle_from_sensor; SensorViewError naming ``what`` when it is no pose."""
     position = _vector(mounting.position, "xyz", f"{what}.position")
     check_position(position, f"{what}.position")
     orientation = _vector(mounting.orientation, ("roll", "pitch", "yaw"), f"{what}.orientation")
@@ -194,6 +195,15 @@ def parse_sensor_view(data: bytes):
     return view
 
 
+def sensor_view_time_s(data: bytes) -> float:
+    """A serialized SensorView's ``timestamp`` in s (0 for an empty message, which parses as an empty SensorView);
+    :class:`SensorViewError` if the bytes are not one."""
+    if not data:
+        return 0.0
+    view = parse_sensor_view(data)
+    return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
+
+
 def decode_sensor_view(data: bytes) -> SensorViewFrame:
     """Decode and validate one SensorView."""
     view = parse_sensor_view(data)
@@ -209,9 +219,9 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         host_id = int(gt.host_vehicle_id.value)
     mounting = None
     if view.HasField("mounting_position"):
-        mounting = _mounting_pose(view.mounting_position, "SensorView.mounting_position")
+        mounting = mounting_pose(view.mounting_position, "SensorView.mounting_position")
     elif len(view.lidar_sensor_view) and view.lidar_sensor_view[0].view_configuration.HasField("mounting_position"):
-        mounting = _mounting_pose(
+        mounting = mounting_pose(
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
     lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]

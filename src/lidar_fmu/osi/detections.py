@@ -4,7 +4,9 @@ The inverse of :mod:`.encode` for the fields this model writes: a compiled
 walk over the protobuf wire format of ``feature_data.lidar_sensor[0].detection``
 that yields the :data:`~lidar_fmu.pointcloud.POINT_DTYPE` record (positions
 from the Spherical3d, elevation positive up). Normals are not part of OSI and
-come back as zeros.
+come back as zeros. An FMCW sensor's ``radial_velocity`` (OSI's sign: positive
+toward the sensor) comes back as the cloud's ``radial_velocity_m_s``, the
+unit's ``dr/dt`` (negative approaching, :mod:`lidar_fmu.physics.fmcw`).
 """
 from __future__ import annotations
 
@@ -88,7 +90,8 @@ def _identifier(buf, start, end):
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectivity, intensity, existence, object_id, beam_id):
+def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectivity, intensity, existence, object_id,
+            beam_id, radial_velocity):
     pos = start
     k = 0
     while pos < end:
@@ -119,6 +122,8 @@ def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectiv
                         intensity[k] = value
                     elif fnum == 10:
                         reflectivity[k] = value
+                    elif fnum == 12:
+                        radial_velocity[k] = value
                     p += 8
                 elif fwire == 2:
                     m, p = _varint(buf, p)
@@ -155,7 +160,8 @@ def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectiv
 
 def decode_detections(sensor_data: bytes) -> dict:
     """Arrays of the first lidar sensor's detections: distance/azimuth/elevation (m, rad),
-    reflectivity, intensity (%), existence_probability, object_id, beam_id."""
+    reflectivity, intensity (%), existence_probability, object_id, beam_id, radial_velocity (m/s as OSI writes it,
+    positive toward the sensor; NaN where a detection has none)."""
     buf = np.frombuffer(sensor_data, dtype=np.uint8)
     start, end = _field(buf, 0, len(buf), _FEATURE_DATA)
     if start >= 0:
@@ -163,15 +169,19 @@ def decode_detections(sensor_data: bytes) -> dict:
     names = ("distance", "azimuth", "elevation", "reflectivity", "intensity", "existence_probability")
     empty = np.zeros(0)
     if start < 0:
-        return {**{n: empty for n in names}, "object_id": np.zeros(0, np.uint64), "beam_id": np.zeros(0, np.uint64)}
-    n = _decode(buf, start, end, True, empty, empty, empty, empty, empty, empty, np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+        return {**{n: empty for n in names}, "object_id": np.zeros(0, np.uint64), "beam_id": np.zeros(0, np.uint64),
+                "radial_velocity": empty}
+    n = _decode(buf, start, end, True, empty, empty, empty, empty, empty, empty, np.zeros(0, np.uint64),
+                np.zeros(0, np.uint64), empty)
     if n < 0:
         raise ValueError("SensorData lidar detections are truncated or malformed")
     out = {name: np.zeros(n) for name in names}
     out["object_id"] = np.zeros(n, np.uint64)
     out["beam_id"] = np.zeros(n, np.uint64)
+    out["radial_velocity"] = np.full(n, np.nan)
     # (the six arrays of `names` unpacked: mypy cannot count a generator's items against the kernel's parameters)
-    _decode(buf, start, end, False, *(out[name] for name in names), out["object_id"], out["beam_id"])  # type: ignore[call-arg]
+    _decode(buf, start, end, False, *(out[name] for name in names), out["object_id"], out["beam_id"],  # type: ignore[call-arg]
+            out["radial_velocity"])
     return out
 
 
@@ -187,8 +197,11 @@ def sensor_data_to_points(sensor_data: bytes) -> PointCloud:
     points["reflectivity"] = d["reflectivity"]
     points["beam_id"] = d["beam_id"]
     points["object_id"] = d["object_id"]
+    osi_velocity = d["radial_velocity"]
+    # back to the unit's dr/dt (negative approaching) from OSI's sign; none where no detection carries one
+    radial_velocity = (0.0 - osi_velocity).astype(np.float32) if np.any(np.isfinite(osi_velocity)) else None
     return PointCloud(points, np.full(len(points), -1, np.int32), 0, 0,
-                      intensity_percent=d["intensity"].astype(np.float32))
+                      intensity_percent=d["intensity"].astype(np.float32), radial_velocity_m_s=radial_velocity)
 
 
 def sensor_data_mounting(sensor_data: bytes) -> np.ndarray | None:

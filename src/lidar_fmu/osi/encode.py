@@ -36,6 +36,12 @@ Detection fields written per point (all in the sensor frame):
 * ``echo_pulse_width`` — only when the cloud carries pulse widths (a sensor with
   ``divergence_samples`` > 1, :mod:`lidar_fmu.physics.echoes`): one detection per echo,
   so a dual-return ray gives two, each with its echo's pulse width (m).
+* ``radial_velocity`` — only when the cloud carries radial velocities (an FMCW
+  sensor, :mod:`lidar_fmu.physics.fmcw`), in OSI's sign: "positive in direction to
+  the sensor" (osi_featuredata.proto, ``LidarDetection.radial_velocity``), so
+  ``0.0 − dr/dt`` of the cloud's ``radial_velocity_m_s`` (which, as the unit's own
+  output, is negative when the surface approaches): a wall approached at 10 m/s
+  is written +10 m/s.
 
 OSI 3.8's ``LidarDetection`` has no field for the ray (pattern index) a
 return came from, and none is invented here. It is not lost: a return lies on
@@ -91,6 +97,7 @@ _DET_FIELDS = {  # name → (number, protobuf FieldDescriptor type)
     "intensity": (7, 1),
     "reflectivity": (10, 1),
     "echo_pulse_width": (11, 1),
+    "radial_velocity": (12, 1),
     "beam_id": (13, 11),
 }
 
@@ -134,6 +141,7 @@ _T_POSITION = _tag(3, _WIRE_LEN)
 _T_INTENSITY = _tag(7, _WIRE_FIXED64)
 _T_REFLECTIVITY = _tag(10, _WIRE_FIXED64)
 _T_ECHO_PULSE_WIDTH = _tag(11, _WIRE_FIXED64)
+_T_RADIAL_VELOCITY = _tag(12, _WIRE_FIXED64)
 _T_BEAM_ID = _tag(13, _WIRE_LEN)
 _T_DETECTION = _tag(_LDD_DETECTION, _WIRE_LEN)
 _T_IDENT_VALUE = _tag(1, _WIRE_VARINT)
@@ -141,8 +149,8 @@ _T_SPH_DISTANCE = _tag(1, _WIRE_FIXED64)
 _T_SPH_AZIMUTH = _tag(2, _WIRE_FIXED64)
 _T_SPH_ELEVATION = _tag(3, _WIRE_FIXED64)
 _SPHERICAL_BYTES = 27  # three (tag + fixed64)
-# A detection body is 62 + the two id varints (≤ 10 + 5) ≤ 77 bytes, 86 with an echo pulse width, so its
-# length prefix is always one byte.
+# A detection body is 62 + the two id varints (≤ 10 + 5) ≤ 77 bytes, 95 with an echo pulse width and a radial
+# velocity, so its length prefix is always one byte.
 _DETECTION_FIXED_BYTES = 9 + 3 + (2 + _SPHERICAL_BYTES) + 9 + 9 + 3
 
 
@@ -314,21 +322,23 @@ def _spherical_angles(points, azimuth_rad, elevation_rad):
 
 
 @njit(cache=True, nogil=True)
-def _detections_nbytes(points, pulse_width):
-    """Bytes of the whole repeated ``detection`` field (tags and lengths included); ``pulse_width``: one per
-    point, or none (not written)."""
-    total = 9 * pulse_width.shape[0]
+def _detections_nbytes(points, pulse_width, radial_velocity):
+    """Bytes of the whole repeated ``detection`` field (tags and lengths included); ``pulse_width``,
+    ``radial_velocity``: one per point, or none (not written)."""
+    total = 9 * pulse_width.shape[0] + 9 * radial_velocity.shape[0]
     for i in range(points.shape[0]):
         total += 2 + _DETECTION_FIXED_BYTES + _varint_bytes(points[i].object_id) + _varint_bytes(points[i].beam_id)
     return total
 
 
 @njit(cache=True, nogil=True)
-def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existence, intensity_percent, pulse_width):
+def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existence, intensity_percent, pulse_width,
+                   radial_velocity):
     # points[first + i] has angles azimuth_rad[i], elevation_rad[i]
     per_point_existence = existence.shape[0] > 1
     derive_intensity = intensity_percent.shape[0] == 0
     with_pulse = pulse_width.shape[0] > 0
+    with_velocity = radial_velocity.shape[0] > 0
     for i in range(azimuth_rad.shape[0]):
         j = first + i
         p = points[j]
@@ -336,7 +346,7 @@ def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existenc
         intensity = reflectivity * 100.0 if derive_intensity else intensity_percent[j]
         buf[pos] = _T_DETECTION
         buf[pos + 1] = (_DETECTION_FIXED_BYTES + _varint_bytes(p.object_id) + _varint_bytes(p.beam_id)
-                        + (9 if with_pulse else 0))
+                        + (9 if with_pulse else 0) + (9 if with_velocity else 0))
         pos = _put_double(buf, pos + 2, _T_EXISTENCE, existence[j] if per_point_existence else existence[0])
         pos = _put_identifier(buf, pos, _T_OBJECT_ID, p.object_id)
         buf[pos] = _T_POSITION
@@ -349,6 +359,8 @@ def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existenc
         pos = _put_double(buf, pos, _T_REFLECTIVITY, reflectivity)
         if with_pulse:
             pos = _put_double(buf, pos, _T_ECHO_PULSE_WIDTH, pulse_width[j])
+        if with_velocity:  # OSI's sign: positive toward the sensor (0.0 − v: a still point is +0.0, not −0.0)
+            pos = _put_double(buf, pos, _T_RADIAL_VELOCITY, 0.0 - np.float64(radial_velocity[j]))
         pos = _put_beam_identifier(buf, pos, _T_BEAM_ID, p.beam_id)
     return pos
 
@@ -357,12 +369,13 @@ _CHUNK = 2048  # points per angle batch: the two float64 scratch rows stay in L1
 
 
 @njit(cache=True, nogil=True)
-def _write_detections(buf, pos, points, existence, intensity_percent, pulse_width):
+def _write_detections(buf, pos, points, existence, intensity_percent, pulse_width, radial_velocity):
     """Write one ``detection`` record per point from ``buf[pos]``; return the end position.
 
     ``existence``: one value for all points or one per point;
     ``intensity_percent``: one per point, or none for ``reflectivity · 100``;
-    ``pulse_width``: one ``echo_pulse_width`` (m) per point, or none.
+    ``pulse_width``: one ``echo_pulse_width`` (m) per point, or none; ``radial_velocity``: one ``dr/dt`` (m/s)
+    per point (written in OSI's sign), or none.
     Writes only inside ``buf`` (the varint fast path checks its end), so a
     caller splitting the work can give each part a view ending at its records.
     """
@@ -373,8 +386,8 @@ def _write_detections(buf, pos, points, existence, intensity_percent, pulse_widt
         count = min(_CHUNK, m - start)
         _spherical_angles(points[start : start + count], azimuth[:count], elevation[:count])
         pos = _write_records(
-            buf, pos, points, start, azimuth[:count], elevation[:count], existence, intensity_percent, pulse_width
-        )
+            buf, pos, points, start, azimuth[:count], elevation[:count], existence, intensity_percent, pulse_width,
+            radial_velocity)
     return pos
 
 
@@ -494,6 +507,9 @@ class LidarDetectionBlock(NamedTuple):
     intensity_percent: object = None  # None: reflectivity · 100
     data_qualifier: object = None  # None: DATA_QUALIFIER_AVAILABLE
     echo_pulse_width_m: object = None  # one per point (lidar_fmu.physics.echoes), or None: not written
+    #: one dr/dt (m/s, negative approaching) per point (an FMCW unit, lidar_fmu.physics.fmcw), written as OSI's
+    #: radial_velocity (positive toward the sensor); None: not written
+    radial_velocity_m_s: object = None
 
 
 def encode_sensor_data_buffer(
@@ -511,6 +527,7 @@ def encode_sensor_data_buffer(
     last_measurement_time_s: float | None = None,
     out: np.ndarray | None = None,
     echo_pulse_width_m=None,
+    radial_velocity_m_s=None,
 ) -> np.ndarray:
     """:func:`encode_sensor_data` as a uint8 array, optionally written into ``out``.
 
@@ -522,7 +539,7 @@ def encode_sensor_data_buffer(
     alternate two ``out`` arrays).
     """
     lidar = LidarDetectionBlock(cloud, sensor_id, mounting_position, measurement_time_s, existence_probability,
-                            intensity_percent, data_qualifier, echo_pulse_width_m)
+                                intensity_percent, data_qualifier, echo_pulse_width_m, radial_velocity_m_s)
     return encode_lidars_buffer([lidar], timestamp_s=timestamp_s, sensor_id=sensor_id,
                                 mounting_position=mounting_position, cycle_counter=cycle_counter, version=version,
                                 last_measurement_time_s=last_measurement_time_s, out=out)
@@ -561,7 +578,9 @@ def encode_lidars_buffer(
             number_of_valid_detections=m, sensor_id=lidar.sensor_id)
         pulse_width = (np.empty(0, np.float64) if lidar.echo_pulse_width_m is None
                        else np.broadcast_to(_per_point(lidar.echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
-        chunks = _chunks(points, existence, intensity, pulse_width)
+        radial_velocity = (np.empty(0, np.float64) if lidar.radial_velocity_m_s is None else np.broadcast_to(
+            _per_point(lidar.radial_velocity_m_s, m, "radial_velocity_m_s"), (m,)).copy())
+        chunks = _chunks(points, existence, intensity, pulse_width, radial_velocity)
         detections_nbytes = sum(nbytes for *_, nbytes in chunks)
         # lidar_sensor(3){ header(1) ‖ detection(2)* }
         ldd_head = LidarDetectionData(header=header).SerializeToString()
@@ -608,14 +627,15 @@ def encode_lidars_buffer(
 _CHUNK_POINTS = 32_768
 
 
-def _chunks(points, existence, intensity, pulse_width) -> list[tuple]:
+def _chunks(points, existence, intensity, pulse_width, radial_velocity) -> list[tuple]:
     """One lidar's detections in runs of :data:`_CHUNK_POINTS`: (points, existence, intensity, pulse widths,
-    bytes) each, the arrays sliced alike (one-value and empty arrays kept whole)."""
+    radial velocities, bytes) each, the arrays sliced alike (one-value and empty arrays kept whole)."""
     m, chunks = len(points), []
     for a in range(0, max(m, 1), _CHUNK_POINTS):
         b = min(a + _CHUNK_POINTS, m)
-        cut = [x[a:b] if x.shape[0] == m and m > 1 else x for x in (existence, intensity, pulse_width)]
-        chunks.append((points[a:b], *cut, _detections_nbytes(points[a:b], cut[2])))
+        cut = [x[a:b] if x.shape[0] == m and m > 1 else x
+               for x in (existence, intensity, pulse_width, radial_velocity)]
+        chunks.append((points[a:b], *cut, _detections_nbytes(points[a:b], cut[2], cut[3])))
     return chunks
 
 
@@ -640,6 +660,7 @@ def encode_sensor_data(
     intensity_percent=None,
     last_measurement_time_s: float | None = None,
     echo_pulse_width_m=None,
+    radial_velocity_m_s=None,
 ) -> bytes:
     """Serialized ``osi3.SensorData`` with one LidarDetection per point of ``cloud``.
 
@@ -658,6 +679,9 @@ def encode_sensor_data(
     ``existence_probability``, ``intensity_percent``: scalar or one per point;
     intensity defaults to ``reflectivity · 100``. ``echo_pulse_width_m``: one per
     point (written as ``echo_pulse_width``), or None (not written).
+    ``radial_velocity_m_s``: one ``dr/dt`` per point (written as
+    ``radial_velocity`` in OSI's sign, positive toward the sensor), or None (not
+    written).
 
     Bytes are identical to ``SerializeToString()`` of the same message built
     with the official classes (see the module docstring for the fields).
@@ -671,6 +695,7 @@ def encode_sensor_data(
         data_qualifier=data_qualifier, existence_probability=existence_probability,
         intensity_percent=intensity_percent, last_measurement_time_s=last_measurement_time_s,
         out=getattr(_scratch, "buffer", None), echo_pulse_width_m=echo_pulse_width_m,
+        radial_velocity_m_s=radial_velocity_m_s,
     )
     if buf.base is None:  # outgrew the scratch: keep a little headroom for the next, slightly larger scan
         _scratch.buffer = np.empty(len(buf) + len(buf) // 4, np.uint8)

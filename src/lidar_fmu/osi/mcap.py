@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .trace import TraceError
+from .trace import TraceError, TraceWriter
 
 #: chunk compression: zstd packs a lidar's SensorData ~4× (measured on the demo: docs/formats.md)
 DEFAULT_COMPRESSION = "zstd"
@@ -63,3 +63,15 @@ class SensorDataMcapWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def open_sensor_data_trace(path, description: str = "lidar-fmu SensorData") -> SensorDataMcapWriter | TraceWriter:
+    """A writer of serialized ``osi3.SensorData`` to a new trace ``path``, chosen by its ending: ``.mcap``
+    (:class:`SensorDataMcapWriter`, ``description`` in its metadata), ``.osi`` or ``.osi.xz``
+    (:class:`~lidar_fmu.osi.trace.TraceWriter`); :class:`~lidar_fmu.osi.trace.TraceError` for any other."""
+    text = os.fspath(path)
+    if text.endswith(".mcap"):
+        return SensorDataMcapWriter(text, description=description)
+    if text.endswith((".osi", ".osi.xz")):
+        return TraceWriter(text)
+    raise TraceError(f"SensorData trace {text!r} must end in .osi, .osi.xz or .mcap")

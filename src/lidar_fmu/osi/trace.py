@@ -288,6 +288,19 @@ def check_message_type(path, expected: str | tuple[str, ...] = "SensorView") -> 
     return str(found)
 
 
+#: a trace's first views whose timestamps give its step (:func:`median_step_s`)
+STEP_LOOKAHEAD = 64
+
+
+def median_step_s(times_s, one_view_s: float) -> float:
+    """The FMI step that replays a trace: the median spacing of its first views' timestamps ``times_s``; ``one_view_s``
+    for a trace of one view, or of views whose time does not advance (an FMI step is > 0)."""
+    import numpy as np
+
+    spacing_s = float(np.median(np.diff(times_s))) if len(times_s) > 1 else 0.0
+    return spacing_s if spacing_s > 0 else one_view_s
+
+
 def count_frames(path) -> int | None:
     """Frames of a ``.osi`` trace from its length prefixes alone (up to the first one past the end), without reading
     the messages; ``None`` for compressed and MCAP traces, which would have to be read whole."""

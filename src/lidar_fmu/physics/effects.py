@@ -588,6 +588,8 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
     effects = sensor.effects
     weather = effects.weather if effects.weather is not None else weather
     foul = weather is not None and not weather.clear
+    if foul and weather is not None:
+        weather = weather.at_wavelength(sensor.wavelength_nm)
     n = len(returns.points)
     if not (effects.active or foul):
         return returns, np.ones(n)

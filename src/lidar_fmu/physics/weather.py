@@ -138,6 +138,7 @@ from objects and from the environment by the id alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import math
@@ -165,7 +166,8 @@ MOR_CONSTANT = math.log(20.0)
 #: dB/km → 1/m for a power attenuation: ln(10) / 10 / 1000.
 _DB_PER_KM_TO_PER_M = math.log(10.0) / 1.0e4
 
-#: Lidar wavelength (nm) the snow law is evaluated at: 905 nm, the usual automotive diode.
+#: Lidar wavelength (nm) the laws below are written for: 905 nm, the usual automotive diode. A sensor of another
+#: wavelength gets its fog scaled by Kim et al.'s law and its snow by ITU-R P.1817's (:meth:`Weather.at_wavelength`).
 WAVELENGTH_NM = 905.0
 #: Rain: γ = 1.076·R^0.67 dB/km, R in mm/h (Carbonneau & Wisely 1998, SPIE 3232, "Opportunities and
 #: challenges for optical wireless", as quoted by Al Naboulsi, Sizun & de Fornel 2005, URSI GA F01P.7).
@@ -176,6 +178,12 @@ RAIN_EXPONENT = 0.67
 #: free-space optical links", Table 2).
 SNOW_DB_PER_KM_COEFF = 5.42e-5 * WAVELENGTH_NM + 5.4958776
 SNOW_EXPONENT = 1.38
+#: Fog and haze at other wavelengths: α(λ) = (3.91/V)·(λ/550 nm)^−q with q = 1.6 (V > 50 km), 1.3 (6–50 km),
+#: 0.16·V + 0.34 (1–6 km), V − 0.5 (0.5–1 km), 0 (V < 0.5 km), V in km (Kim, McArthur & Korevaar 2001, "Comparison
+#: of laser beam propagation at 785 nm and 1550 nm in fog and haze for optical wireless communications", Proc. SPIE
+#: 4214, eq. 3): dense fog's droplets are large against either wavelength, haze's are not. Our fog law is
+#: Koschmieder's at 905 nm; another wavelength scales it by (λ/905 nm)^−q.
+KIM_VISIBILITY_KM = (0.5, 1.0, 6.0, 50.0)
 
 #: Fog backscattering coefficient β = 0.046 / MOR, 1/(m·sr) with MOR in m (Hahner et al. 2021,
 #: "Fog simulation on real LiDAR point clouds...", the default of their ParameterSet; range 0.023–0.092).
@@ -237,6 +245,19 @@ _FOG_RECEIVE_STEPS = 64
 _FOG_PULSE_STEPS = 32
 #: Step (m) of the hard target's range in :func:`fog_echo_table`.
 FOG_TABLE_STEP_M = 0.05
+
+
+def kim_exponent(visibility_m: float) -> float:
+    """Kim et al. 2001's size-distribution exponent q for a visibility (m): how fast fog's extinction falls with
+    wavelength (``KIM_VISIBILITY_KM``)."""
+    v_km = visibility_m / 1000.0
+    if v_km < KIM_VISIBILITY_KM[0]:
+        return 0.0
+    if v_km < KIM_VISIBILITY_KM[1]:
+        return v_km - 0.5
+    if v_km < KIM_VISIBILITY_KM[2]:
+        return 0.16 * v_km + 0.34
+    return 1.3 if v_km < KIM_VISIBILITY_KM[3] else 1.6
 
 
 class WeatherError(LidarFmuError, ValueError):
@@ -508,6 +529,8 @@ class Weather:
     rain_mm_h: float = 0.0
     snow_mm_h: float = 0.0
     clutter: bool = True
+    #: the sensor's wavelength the extinction is evaluated at (:meth:`at_wavelength`); rain does not depend on it
+    wavelength_nm: float = WAVELENGTH_NM
 
     def __post_init__(self):
         for key in WEATHER_KEYS:
@@ -521,9 +544,16 @@ class Weather:
         """No fog, rain or snow: no extinction and no clutter."""
         return self.fog_visibility_m == math.inf and self.rain_mm_h == 0.0 and self.snow_mm_h == 0.0
 
+    def at_wavelength(self, wavelength_nm: float) -> Weather:
+        """This weather seen by a sensor of ``wavelength_nm``."""
+        return dataclasses.replace(self, wavelength_nm=float(wavelength_nm))
+
     @property
     def fog_extinction_per_m(self) -> float:
-        return float(fog_extinction_per_m(self.fog_visibility_m))
+        alpha = float(fog_extinction_per_m(self.fog_visibility_m))
+        if alpha == 0.0 or self.wavelength_nm == WAVELENGTH_NM:
+            return alpha
+        return alpha * (self.wavelength_nm / WAVELENGTH_NM) ** -kim_exponent(self.fog_visibility_m)
 
     @property
     def rain_extinction_per_m(self) -> float:
@@ -531,7 +561,8 @@ class Weather:
 
     @property
     def snow_extinction_per_m(self) -> float:
-        return float(snow_extinction_per_m(self.snow_mm_h))
+        at_905 = float(snow_extinction_per_m(self.snow_mm_h))
+        return at_905 * (5.42e-5 * self.wavelength_nm + 5.4958776) / SNOW_DB_PER_KM_COEFF
 
     @property
     def extinction_per_m(self) -> float:

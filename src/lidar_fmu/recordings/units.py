@@ -180,6 +180,11 @@ def _kind_of(metadata: str, presets: dict) -> str:
     if lower.endswith(".json"):
         return "ouster"
     if lower.endswith(".csv"):
+        from ..sensors.robosense import looks_like_robosense_angles
+
+        if looks_like_robosense_angles(metadata):
+            raise UserError(f"--metadata {metadata}: a RoboSense angle.csv; RoboSense recordings are not read (Velodyne, "
+                            "Hesai and Ouster ones are)")
         return "hesai"
     if lower.endswith((".yaml", ".yml", ".xml")):
         return "velodyne"

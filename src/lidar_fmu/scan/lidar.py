@@ -16,6 +16,11 @@ With a :class:`~lidar_fmu.scan.motion.FrameMotion` (how the sensor and objects
 moved over the frame) and the sensor's ``motion_distortion`` on, each ray
 leaves the sensor where it was when the ray fired and meets the objects where
 they were then (:func:`~lidar_fmu.scan.motion.cast_moving`).
+
+An FMCW sensor (spec key ``radial_velocity``) gives each return its radial
+velocity from the velocities of the sensor and of the instances
+(:class:`~lidar_fmu.scan.velocity.SceneVelocities`, else those the motion
+implies; :mod:`lidar_fmu.physics.fmcw`), last, after the effects.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ from ..pointcloud import PointCloud, Returns, beam_rings
 from ..raycast import Backend, CastJob, Hits, RayBatch, make_backend
 from ..sensors import Sensor, load_sensor
 from .motion import FrameMotion, plan_moving
+from .velocity import SceneVelocities, radial_velocity_of, velocities_of_motion
 
 if TYPE_CHECKING:
     from ..geometry.pattern import RayPattern
@@ -150,7 +156,8 @@ class Lidar:
 
     def scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
              motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
-             ground_truth: bool = False, first_firing_s: float | None = None) -> PointCloud:
+             ground_truth: bool = False, first_firing_s: float | None = None,
+             velocities: SceneVelocities | None = None) -> PointCloud:
         """Returns of one frame from ``sensor_pose``; ``last_timings`` gets the cast and points seconds.
 
         ``pattern``: the rays to fire (default: the sensor's frame;
@@ -165,15 +172,19 @@ class Lidar:
         (:mod:`lidar_fmu.physics.tof`). ``timestamp_s``: when the frame ends (the pose's time);
         ``first_firing_s``: when its first ray fired, which the points' ``time`` counts from (default: the
         ``motion``'s window start; None without one). With ``motion_distortion`` off the cloud is a
-        ``snapshot``: every ray cast from ``sensor_pose``, so files carry no per-point time.
+        ``snapshot``: every ray cast from ``sensor_pose``, so files carry no per-point time. ``velocities``: of
+        the sensor's carrier and the instances at the frame's end, which an FMCW sensor's radial velocities
+        (``cloud.radial_velocity_m_s``) are measured from (default: those ``motion`` implies; without it all
+        stand still).
         """
         plan = self.plan_scan(sensor_pose, timestamp_s, pattern=pattern, motion=motion, frame=frame, weather=weather,
-                              ground_truth=ground_truth, first_firing_s=first_firing_s)
+                              ground_truth=ground_truth, first_firing_s=first_firing_s, velocities=velocities)
         return plan.finish(self.backend.returns_together([plan.job])[0])
 
     def plan_scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
                   motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
-                  ground_truth: bool = False, first_firing_s: float | None = None) -> ScanPlan:
+                  ground_truth: bool = False, first_firing_s: float | None = None,
+                  velocities: SceneVelocities | None = None) -> ScanPlan:
         """:meth:`scan` in two parts around the cast: its :class:`~lidar_fmu.raycast.CastJob`, and ``finish``, which
         makes that job's returns the cloud. A rig casts its lidars' jobs together
         (:meth:`~lidar_fmu.raycast.Backend.returns_together`)."""
@@ -196,7 +207,11 @@ class Lidar:
             first_firing_s = motion.window_start_s
         stamps = (timestamp_s, first_firing_s)
         return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, stamps, footprint,
-                                               frame, weather, ground_truth, (motion, model)))
+                                               frame, weather, ground_truth, (motion, model), velocities))
+
+    def _moves(self, motion: FrameMotion | None, sensor_pose: np.ndarray) -> bool:
+        """Is a frame with ``motion`` cast moving (:func:`~lidar_fmu.scan.motion.plan_moving`), not as a snapshot?"""
+        return motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose)
 
     def _cast_job(self, rays: RayPattern, sensor_pose: np.ndarray, motion: FrameMotion | None, model: ReturnModel,
                   keep_order: bool, coherence_key: np.ndarray | None = None
@@ -205,7 +220,8 @@ class Lidar:
         takes its returns to the sensor frame (None: nothing); ``keep_order``: a beam's sub-rays stay adjacent;
         ``coherence_key``: directions (one per ray) the caster groups the rays into packets by, instead of their own
         (:attr:`~lidar_fmu.raycast.RayBatch.coherence_key`)."""
-        if motion is not None and self.sensor.motion_distortion and not motion.is_still(sensor_pose):
+        if self._moves(motion, sensor_pose):
+            assert motion is not None  # (_moves says so)
             return plan_moving(self.scene, rays, sensor_pose, motion, model, self.sensor.max_range_m,
                                self.sensor.motion_slices, keep_order=keep_order, coherence_key=coherence_key)
         batch = RayBatch.from_pattern(rays, sensor_pose, self.sensor.max_range_m)
@@ -261,8 +277,10 @@ class Lidar:
 
     def _finish(self, after: Callable[[Returns], Returns] | None, pattern: RayPattern, sensor_pose: np.ndarray,
                 stamps: tuple[float, float | None], footprint: Footprint, frame: int | None, weather: Weather | None,
-                ground_truth: bool, cast_with: tuple[FrameMotion | None, ReturnModel], returns: Returns) -> PointCloud:
-        """A scan's returns → its cloud: echoes, effects, ToF folding, ground truth (:meth:`plan_scan`)."""
+                ground_truth: bool, cast_with: tuple[FrameMotion | None, ReturnModel],
+                velocities: SceneVelocities | None, returns: Returns) -> PointCloud:
+        """A scan's returns → its cloud: echoes, effects, ToF folding, radial velocity, ground truth
+        (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
         timings = dict(self.backend.last_timings)  # the frame's (first) cast
         first_cast_s = timings.get("cast", 0.0)
@@ -279,15 +297,18 @@ class Lidar:
         echoes = returns
         # before the effects change the returns: per echo number, each ray's truth
         truth = truth_per_echo(returns, pattern, footprint.max_echoes) if ground_truth else None
-        returns, existence = apply_effects(returns, pattern, self.sensor, self.frames if frame is None else frame,
-                                           weather)
+        frame = self.frames if frame is None else frame
+        returns, existence = apply_effects(returns, pattern, self.sensor, frame, weather)
         if self.sensor.tof is not None:
             returns = backfold(returns, pattern, self.sensor.tof)
+        radial_velocity = None if self.sensor.radial_velocity is None else self._radial_velocity(
+            returns, pattern, sensor_pose, cast_with[0], velocities, frame)
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=stamps[0], first_firing_s=stamps[1],
                               sensor_name=self.sensor.name, snapshot=not self.sensor.motion_distortion,
                               beam_rings=self.beam_rings)
         cloud.existence_probability = existence
+        cloud.radial_velocity_m_s = radial_velocity
         if pulse_width_m is not None:
             cloud.echo_pulse_width_m = pulse_widths_after(echoes, pulse_width_m, returns, footprint.separation_m)
         if truth is not None:
@@ -297,3 +318,17 @@ class Lidar:
                              - (timings.get("cast", 0.0) - first_cast_s))
         self.last_timings = timings
         return cloud
+
+    def _radial_velocity(self, returns: Returns, pattern: RayPattern, sensor_pose: np.ndarray,
+                         motion: FrameMotion | None, velocities: SceneVelocities | None, frame: int) -> np.ndarray:
+        """(M,) float32: each return's radial velocity as this FMCW sensor reports it
+        (:func:`~lidar_fmu.scan.velocity.radial_velocity_of`), from ``velocities``, else from the velocities
+        ``motion`` implies, else standing still."""
+        unit = self.sensor.radial_velocity
+        assert unit is not None  # (an FMCW sensor's)
+        if velocities is None:
+            velocities = (velocities_of_motion(motion, self.scene, sensor_pose) if motion is not None
+                          else SceneVelocities(carrier_centre_m=sensor_pose[:3, 3]))
+        effects = self.sensor.effects
+        return radial_velocity_of(returns, pattern, sensor_pose, motion if self._moves(motion, sensor_pose) else None,
+                                  velocities, self.scene, unit, effects.seed, frame, effects.noise is not None)

@@ -293,6 +293,15 @@ def motion_since(scene, start_s: float, now_s: float, window_start_s: float, sen
     return FrameMotion(start_s, now_s, window_start_s, sensor_start_pose, starts)
 
 
+def sensor_turn(motion: FrameMotion, sensor_end_pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rotation vector, shift) of the sensor over the frame, in the sensor frame at its end: the sensor at a ray's
+    firing, seen from the sensor at the end, is a turn ``(f − 1)·rotvec`` about that axis and a shift
+    ``(f − 1)·shift`` (slerp's constant axis; ``f``: :meth:`FrameMotion.fraction`)."""
+    r_start, _ = split_scale(motion.sensor_start_pose)
+    r_end, _ = split_scale(sensor_end_pose)
+    return rotation_vector(r_start.T @ r_end), r_end.T @ (sensor_end_pose[:3, 3] - motion.sensor_start_pose[:3, 3])
+
+
 def cast_moving(backend, scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion, model, max_range_m: float,
                 slices: int, keep_order: bool = False):
     """The returns of ``pattern`` fired while the sensor and objects move (see the module doc) → ``Returns``.
@@ -325,12 +334,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     returns to the sensor frame at each ray's own firing time, in ray order). ``coherence_key``: the directions
     casters group the rays into packets by (default: the pattern's own)."""
     fraction = motion.fraction(pattern.time_offset_s)
-    # the sensor at a ray's firing, seen from the sensor at the end: a turn (f − 1)·θ about the end pose's
-    # axis and a shift (f − 1)·Δ, with slerp's constant axis in the sensor frame
-    r_start, _ = split_scale(motion.sensor_start_pose)
-    r_end, _ = split_scale(sensor_end_pose)
-    rotvec_end = rotation_vector(r_start.T @ r_end)
-    shift_end = r_end.T @ (sensor_end_pose[:3, 3] - motion.sensor_start_pose[:3, 3])
+    rotvec_end, shift_end = sensor_turn(motion, sensor_end_pose)
     back = fraction - 1.0
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
     directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)

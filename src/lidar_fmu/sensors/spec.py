@@ -31,6 +31,7 @@ from ..geometry.pattern import (
 )
 from ..physics.echoes import Footprint, FootprintError, parse_footprint
 from ..physics.effects import Effects, EffectsError, parse_effects, stretched_limit
+from ..physics.fmcw import RadialVelocity, RadialVelocityError, parse_radial_velocity
 from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivity
 from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim
@@ -46,6 +47,16 @@ from .hesai import (
 from .ibeo import mirror_directions
 from .ouster import OusterMetadataError, ouster_rays, range_offset_m, read_ouster_metadata, unit_spec
 from .presets import PRESETS, unknown_preset
+from .raster import RasterSpecError, parse_raster, raster_pattern
+from .robosense import (
+    MODEL_BY_LASERS,
+    MODELS,
+    RoboSenseAnglesError,
+    angles_spec,
+    looks_like_robosense_angles,
+    read_robosense_angles,
+    robosense_pattern,
+)
 from .rosette import MAX_POINTS_PER_SECOND, rosette_scan
 from .velodyne import FIRING, VelodyneCalibrationError, beam_geometry, read_velodyne_calibration, velodyne_pattern
 
@@ -60,9 +71,10 @@ KNOWN_KEYS = {
     "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "detection_width", "range_noise", "intensity_law", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
-    "return_order", "divergence_sampling",
+    "return_order", "divergence_sampling", "radial_velocity",
     "velodyne_model", "hesai_model", "firetime_correction",
-    "rotating_mirror", "rosette", "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
+    "rotating_mirror", "rosette", "raster", "robosense_angles", "robosense_model",
+    "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
 
@@ -122,6 +134,8 @@ class Sensor:
     footprint: Footprint = field(default_factory=Footprint)
     #: a continuous-wave ToF camera's modulation (:mod:`lidar_fmu.physics.tof`); None: a pulsed lidar, no folding
     tof: ToF | None = None
+    #: an FMCW unit's radial velocity output (:mod:`lidar_fmu.physics.fmcw`); None: a unit that measures none
+    radial_velocity: RadialVelocity | None = None
 
     @functools.cached_property
     def physics_range_limit(self) -> RangeReflectivityLimit | None:
@@ -189,7 +203,7 @@ def _is_ouster_metadata(data: dict[str, Any]) -> bool:
 
 #: spec keys that name a file: in a spec file, a relative name is the file beside it (if one is there), so that the
 #: spec moves with its files
-FILE_KEYS = ("ouster_metadata", "calibration", "firetime_correction")
+FILE_KEYS = ("ouster_metadata", "calibration", "firetime_correction", "robosense_angles")
 
 
 def _beside(spec: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -221,6 +235,11 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         text = os.fspath(spec)
         if text in PRESETS:
             spec = {"preset": text}
+        elif os.path.isfile(text) and text.lower().endswith(".csv") and looks_like_robosense_angles(text):
+            try:  # a RoboSense unit's angle.csv: its model's preset, its own angles
+                spec = angles_spec(text)
+            except RoboSenseAnglesError as exc:
+                raise SensorSpecError(str(exc)) from None
         elif os.path.isfile(text) and text.lower().endswith(".csv"):  # a Hesai unit's angle-correction CSV
             spec = hesai_spec(text)
             file_name = os.path.splitext(os.path.basename(text))[0]
@@ -255,8 +274,10 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         base = dict(PRESETS[preset])
         base["name"] = preset
         # Geometry keys of the preset give way to any geometry the user set.
-        if {"vertical_angles_deg", "vertical_fov_deg", "angle_pairs_deg", "pinhole", "ouster_metadata"} & set(spec):
-            for key in ("calibration", "vertical_angles_deg", "vertical_fov_deg", "channels"):
+        if {"vertical_angles_deg", "vertical_fov_deg", "angle_pairs_deg", "pinhole", "ouster_metadata",
+                "robosense_angles", "raster"} & set(spec):
+            for key in ("calibration", "vertical_angles_deg", "vertical_fov_deg", "channels", "robosense_angles",
+                        "raster"):
                 base.pop(key, None)
         if "horizontal_resolution_deg" in spec:
             base.pop("horizontal_samples", None)
@@ -439,7 +460,55 @@ def _ouster_pattern(source: str | dict[str, Any]) -> RayPattern:
                       range_offset_m=range_offset_m(cal))
 
 
+def _robosense(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
+    """A RoboSense unit's rays: its angle.csv (``robosense_angles``) or ``vertical_angles_deg``, timed by its
+    model's firing (``robosense_model``, else the model a file's line count names; :mod:`.robosense`)."""
+    try:
+        if "robosense_angles" in spec:
+            elevation, horizontal = read_robosense_angles(data_file(str(spec["robosense_angles"])))
+        else:
+            elevation = _angles(spec, "vertical_angles_deg")
+            horizontal = np.zeros_like(elevation)
+        model = spec.get("robosense_model", MODEL_BY_LASERS.get(len(elevation)))
+        if model not in MODELS:
+            raise SensorSpecError(f"sensor spec key 'robosense_model' must be one of {', '.join(MODELS)}, got "
+                                  f"{shown(model)}")
+        if np.any(np.abs(elevation) > 90):
+            raise SensorSpecError("sensor spec key 'vertical_angles_deg': beam elevations must lie within ±90°")
+        return robosense_pattern(elevation, horizontal, MODELS[model], frame_rate_hz=1.0 / frame_period_s)
+    except RoboSenseAnglesError as exc:
+        raise SensorSpecError(str(exc)) from None
+
+
+#: keys that lay out a grid of columns, which a raster or a RoboSense model lays out itself: given beside one they
+#: would change nothing, so they are refused rather than ignored
+_GRID_KEYS = ("horizontal_samples", "horizontal_fov_deg", "horizontal_resolution_deg", "firing_interval_s",
+              "rotating_mirror", "velodyne_model", "calibration")
+
+
+def _refuse_grid_keys(spec: dict[str, Any], owner: str, extra: tuple[str, ...], hint: str) -> None:
+    given = [key for key in _GRID_KEYS + extra if key in spec]
+    if given:
+        raise SensorSpecError(f"sensor spec key {given[0]!r} does nothing beside {owner!r}, which lays out the "
+                              f"rays itself ({hint}): remove it")
+
+
 def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
+    if "raster" in spec:
+        _refuse_grid_keys(spec, "raster", ("vertical_angles_deg", "vertical_fov_deg", "channels", "robosense_model",
+                                           "robosense_angles", "ouster_metadata", "angle_pairs_deg", "pinhole"),
+                          "the raster's own keys go inside it")
+        try:
+            return raster_pattern(parse_raster(spec["raster"]), frame_period_s)
+        except RasterSpecError as exc:
+            raise SensorSpecError(str(exc)) from None
+    if "robosense_model" in spec or "robosense_angles" in spec:
+        if "robosense_angles" in spec and "vertical_angles_deg" in spec:
+            raise SensorSpecError("sensor spec key 'vertical_angles_deg' does nothing beside 'robosense_angles', "
+                                  "which gives the beams: remove one")
+        _refuse_grid_keys(spec, "robosense_model", ("vertical_fov_deg", "channels", "ouster_metadata",
+                                                    "angle_pairs_deg", "pinhole"), "frame_rate_hz sets the head's speed")
+        return _robosense(spec, frame_period_s)
     if "ouster_metadata" in spec:
         return _ouster_pattern(spec["ouster_metadata"])
     if "angle_pairs_deg" in spec:
@@ -573,6 +642,12 @@ def load_sensor(spec: SensorSpec) -> Sensor:
         footprint = parse_footprint(spec)
     except FootprintError as exc:
         raise SensorSpecError(str(exc)) from None
+    try:
+        radial_velocity = parse_radial_velocity(spec.get("radial_velocity"))
+    except RadialVelocityError as exc:
+        raise SensorSpecError(str(exc)) from None
+    if radial_velocity is not None and tof is not None:
+        raise SensorSpecError("radial_velocity is an FMCW lidar's; a ToF camera (tof) measures none")
     distortion = spec.get("motion_distortion", True)
     if not isinstance(distortion, bool):
         raise SensorSpecError(f"motion_distortion must be true or false, got {shown(distortion)}")
@@ -604,6 +679,7 @@ def load_sensor(spec: SensorSpec) -> Sensor:
         motion_slices=int(slices),
         effects=effects,
         footprint=footprint,
+        radial_velocity=radial_velocity,
     )
 
 
@@ -614,4 +690,6 @@ def preset_rows() -> Iterator[tuple[str, int, float, int, float, str]]:
         fov = abs(np.subtract(*spec["horizontal_fov_deg"])) if "horizontal_fov_deg" in spec else 360.0
         if "cone_half_angles_deg" in spec.get("rosette", {}):
             fov = 2.0 * spec["rosette"]["cone_half_angles_deg"][0]
+        if "raster" in spec:
+            fov = parse_raster(spec["raster"]).horizontal_extent_deg()
         yield name, sensor.pattern.rows, fov, len(sensor.pattern), sensor.frame_rate_hz, spec["description"]

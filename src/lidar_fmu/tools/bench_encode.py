@@ -44,6 +44,7 @@ def build_sensor_data_reference(
     last_measurement_time_s: float | None = None,
     atan2=atan2_rad.py_func,
     echo_pulse_width_m=None,
+    radial_velocity_m_s=None,
 ) -> SensorData:
     """The same message as :func:`encode_sensor_data`, built with the official classes in a Python loop.
 
@@ -70,6 +71,8 @@ def build_sensor_data_reference(
     lidar.header.CopyFrom(header)
     pulse_width = (None if echo_pulse_width_m is None
                    else np.broadcast_to(_per_point(echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).tolist())
+    radial_velocity = (None if radial_velocity_m_s is None
+                       else np.broadcast_to(_per_point(radial_velocity_m_s, m, "radial_velocity_m_s"), (m,)).tolist())
     columns = (points[name].tolist() for name in ("x", "y", "z", "object_id", "beam_id"))
     for x, y, z, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
         d = lidar.detection.add()
@@ -82,6 +85,8 @@ def build_sensor_data_reference(
         d.reflectivity = refl
         if pulse_width is not None:
             d.echo_pulse_width = pulse_width[len(lidar.detection) - 1]
+        if radial_velocity is not None:  # OSI's sign: positive toward the sensor, −dr/dt
+            d.radial_velocity = 0.0 - radial_velocity[len(lidar.detection) - 1]
         d.beam_id.value = beam_id
     return msg
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
+from .ssp_command import add_ssp_options
 from .validate_command import add_validate
 
 EXIT_BUG = 1
@@ -306,10 +307,22 @@ def _print_disk_use(folder: str) -> None:
 
 
 def cmd_build(args) -> None:
-    from ..cosim.fmu_package import build_fmu, validate, warm_kernel_cache
+    from ..cosim.fmu_package import DEFAULT_FMU, DEFAULT_FMU3, build_fmu, validate, warm_kernel_cache
     from ..scan.kernels import FIRST_COMPILE_S
 
-    path = build_fmu(args.output) if args.output else build_fmu()
+    if args.ssp:
+        if args.fmi == 3:
+            raise UserError("--fmi 3 does not go with --ssp: the SSP system's FMUs are FMI 2.0 (its trace player and "
+                            "writer, and OpenMCx, speak FMI 2.0)")
+        from .ssp_command import build_ssp_command
+
+        build_ssp_command(args)
+        return
+    for option in ("trace", "sensor", "assets", "sensordata"):
+        if getattr(args, option) is not None:
+            raise UserError(f"--{option} goes with --ssp (an SSP package replaying a trace); the FMU takes its "
+                            "parameters from the master")
+    path = build_fmu(args.output or (DEFAULT_FMU3 if args.fmi == 3 else DEFAULT_FMU), fmi_version=args.fmi)
     problems = validate(path)
     for problem in problems:
         print(f"validation: {problem}")
@@ -571,7 +584,12 @@ def _add_demo(sub) -> None:
 def _add_build(sub) -> None:
     p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
     p.add_argument("-o", "--output", default=None,
-                   help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache)")
+                   help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache; "
+                        "--fmi 3: LidarSensor-fmi3.fmu there); with --ssp the .ssp (default: NAME.ssp here, NAME "
+                        "from the trace's OSI name)")
+    p.add_argument("--fmi", type=int, choices=[2, 3], default=2,
+                   help="FMI version: 2 (default; OSMP's Integer triples) or 3 (OSMP's Binary variables)")
+    add_ssp_options(p)
     p.set_defaults(func=cmd_build)
 
 

@@ -45,7 +45,8 @@ import numpy as np
 
 from ..documents import read_document, shown
 from ..errors import UserError, brief
-from ..osi.trace import TraceError
+from ..osi.decode import sensor_view_time_s
+from ..osi.trace import STEP_LOOKAHEAD, TraceError, median_step_s
 from .replay_outputs import ReplayedFrame, ReplayOutputs, RerunLog, RosbagLog
 from .replay_outputs import organize as organize  # re-exported: organizing a decoded cloud is part of this API
 
@@ -172,15 +173,6 @@ def roof_mounting(sensor_view: bytes, host_id: int | None) -> dict:
             "orientation_rad": (0.0, 0.0, 0.0)}
 
 
-def _timestamp_s(sensor_view: bytes) -> float:
-    from ..osi.decode import parse_sensor_view
-
-    if not sensor_view:
-        return 0.0  # an empty message parses as an empty SensorView
-    view = parse_sensor_view(sensor_view)  # SensorViewError (a user error) on garbage
-    return view.timestamp.seconds + 1e-9 * view.timestamp.nanos
-
-
 def model_of(parameters: dict, sensor=None, **options):
     """The :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel` the FMU builds from ``parameters``
     (:func:`fmu_parameters`), in-process; ``sensor`` replaces the parameters' (a rig, for the bench)."""
@@ -218,10 +210,6 @@ class GroundTruthTwin:
             raise RuntimeError(f"the in-process model's step at t={self.time_s:g} s differs from the FMU's for lidar "
                                f"{lidar} ({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
         return twin.ground_truth
-
-
-#: frames read ahead to find the trace's step size when the scenario gives none
-STEP_LOOKAHEAD = 64
 
 
 class DamagedTraceError(TraceError):
@@ -270,7 +258,7 @@ class SensorViews:
             if self.damage:
                 raise self.damage[0]
             raise UserError(f"trace {path} holds no SensorView")
-        self.head_times_s = [_timestamp_s(view) for view in self.head]
+        self.head_times_s = [sensor_view_time_s(view) for view in self.head]
 
     def _views_of_ground_truth(self, messages, path: str):
         from ..osi.ground_truth import ground_truth_view, host_of_ground_truth
@@ -286,15 +274,13 @@ class SensorViews:
             yield ground_truth_view(message, self.host)
 
     def step_size_s(self, one_view_s: float) -> float:
-        """The median timestamp spacing of the views read ahead (``one_view_s`` for a trace of one view, or of views
-        whose time does not advance: an FMI step is > 0)."""
-        spacing_s = float(np.median(np.diff(self.head_times_s))) if len(self.head_times_s) > 1 else 0.0
-        return spacing_s if spacing_s > 0 else one_view_s
+        """The median timestamp spacing of the views read ahead (:func:`~lidar_fmu.osi.trace.median_step_s`)."""
+        return median_step_s(self.head_times_s, one_view_s)
 
     def __iter__(self):
         """(index from 0, serialized SensorView, its timestamp in s) of every intact view, read as asked for."""
         for index, view in enumerate(itertools.chain(self.head, self._rest)):
-            yield index, view, self.head_times_s[index] if index < len(self.head_times_s) else _timestamp_s(view)
+            yield index, view, self.head_times_s[index] if index < len(self.head_times_s) else sensor_view_time_s(view)
 
 
 def _scenario_and_rig(scenario_path, overrides: dict | None):

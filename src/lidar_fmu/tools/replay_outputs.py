@@ -80,17 +80,12 @@ class SensorDataTrace:
     """
 
     def __init__(self, out_dir: str, trace_format: str, scenario_name: str):
-        from ..osi.trace import TraceWriter
+        from ..osi.mcap import open_sensor_data_trace
 
         self.out_dir, self.format, self.scenario_name = out_dir, trace_format, scenario_name
         self.partial_path = os.path.join(out_dir, f"sensordata.tmp.{trace_format}")
-        self.writer: TraceWriter | SensorDataMcapWriter
-        if trace_format == "mcap":
-            from ..osi.mcap import SensorDataMcapWriter
-
-            self.writer = SensorDataMcapWriter(self.partial_path, description=f"lidar-fmu replay of {scenario_name}")
-        else:
-            self.writer = TraceWriter(self.partial_path)
+        self.writer: TraceWriter | SensorDataMcapWriter = open_sensor_data_trace(
+            self.partial_path, description=f"lidar-fmu replay of {scenario_name}")
 
     def write(self, sensor_data: bytes) -> None:
         self.writer.write(sensor_data)
@@ -115,7 +110,7 @@ class FramePcds:
     """``frames/frame_NNNN.pcd`` of every ``every``-th frame (0: none), compressed.
 
     OSI carries no normals, flags or firing times, so a PCD has the fields it
-    does; where each step is one whole frame of a repeating pattern, every
+    does (an FMCW unit's radial velocity among them); where each step is one whole frame of a repeating pattern, every
     detection's ray is known (:func:`organize`) and with it its firing time
     (and, dual-return, its echo number); the twin's truth when it has one.
     """
@@ -136,6 +131,8 @@ class FramePcds:
         from ..pointcloud import RayMatchError
 
         fields: tuple[str, ...] = OSI_FIELDS + ("intensity", "ring")
+        if cloud.radial_velocity_m_s is not None:  # an FMCW unit's (OSI LidarDetection.radial_velocity)
+            fields += ("radial_velocity",)
         if self.whole_frames:
             with contextlib.suppress(RayMatchError):
                 cloud = organize(cloud, self.pattern, self.echoes)

@@ -23,9 +23,16 @@ hold ``materials: [entry, …]`` (or just the list; a ``description:`` beside it
     angle_table: [0.5, …]            #   angle_table (9 values at ANGLES_DEG)
     source: "where the value comes from, or why it is assumed"
     assumed: false                   # true when no measurement backs the value
+    wavelength_factors: [[905, 1.0], [1550, 0.18]]   # optional, with reflectance or angle_table
 
-Spectrum entries are evaluated at the sensor wavelength; fixed reflectances and
-tables are near-infrared (≈ 850–950 nm) values and are used as they are.
+Spectrum entries are evaluated at the sensor wavelength. Fixed reflectances and
+tables are near-infrared (≈ 850–950 nm) values; ``wavelength_factors`` (pairs of
+wavelength in nm, ascending, and a factor ≥ 0) scales them at other wavelengths:
+the factor is interpolated linearly at the sensor's wavelength and held beyond
+the first and last pair (:func:`wavelength_factor`). Without it a fixed value
+holds at every wavelength, which is right only where the material has no
+absorption band between 850 nm and the sensor's wavelength (docs/physics.md
+lists what changes at 1550 nm).
 :data:`FACE_REFLECTIVITY` is reserved: it marks the triangles whose mesh gives
 their own reflectance, and no user file or map may name it.
 """
@@ -49,7 +56,7 @@ from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_r
 __all__ = [
     "MATERIAL_CLASSES", "ANGLES_DEG", "MaterialError", "IRMaterial", "MaterialDatabase", "load_database",
     "read_material_file", "BUILTIN_MATERIALS_FILE", "FACE_REFLECTIVITY", "with_face_reflectivity",
-    "MaterialDatabaseSource", "surface_material",
+    "MaterialDatabaseSource", "surface_material", "wavelength_factor",
 ]
 
 #: Material classes; the class code of a material is its position here.
@@ -65,7 +72,8 @@ TABLE_ANGLES_DEG = ANGLES_DEG + (90,)
 #: The built-in material file inside the package.
 BUILTIN_MATERIALS_FILE = "ir_materials.yaml"
 
-_ENTRY_KEYS = {"name", "class", "reflectance", "spectrum", "angle_table", "source", "assumed", "notes"}
+_ENTRY_KEYS = {"name", "class", "reflectance", "spectrum", "angle_table", "source", "assumed", "notes",
+               "wavelength_factors"}
 _FILE_KEYS = {"materials", "description"}
 #: the IR material of a triangle whose mesh gives its own Lambertian reflectance (a PLY face property
 #: ``reflectivity``): class general, ρ0 the triangle's; built in, reserved (no user file or map names it)
@@ -264,6 +272,17 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
         raise MaterialError(f"{where}: class must be one of {MATERIAL_CLASSES}, got {shown(entry['class'])}")
     if not isinstance(entry.get("assumed", False), bool):
         raise MaterialError(f"{where}: assumed must be true or false, got {shown(entry['assumed'])}")
+    if "wavelength_factors" in entry:
+        if given[0] == "spectrum":
+            raise MaterialError(f"{where}: wavelength_factors scales a reflectance or angle_table; a spectrum "
+                                "already gives every wavelength")
+        factor = wavelength_factor(entry["wavelength_factors"], wavelength_nm, where)
+        if reflectance is not None:
+            reflectance = float(reflectance) * factor
+        elif table is not None:
+            table = [float(v) * factor for v in table]
+        if factor != 1.0:
+            source = f"{source}; × {factor:.3g} at {wavelength_nm:g} nm (wavelength_factors)"
     if given[0] == "spectrum":
         if not isinstance(entry["spectrum"], str):
             raise MaterialError(f"{where}: spectrum must be a file name, got {shown(entry['spectrum'])}")
@@ -281,6 +300,22 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
         )
     except (TypeError, ValueError) as exc:
         raise MaterialError(f"{where}: {exc}") from None
+
+
+def wavelength_factor(pairs, wavelength_nm: float, where: str = "material") -> float:
+    """The factor of ``pairs`` (``[[wavelength_nm, factor], …]``, wavelengths ascending, factors ≥ 0) at
+    ``wavelength_nm``: linear between pairs, the first and last factor beyond them."""
+    try:
+        if isinstance(pairs, (str, bytes)):
+            raise TypeError
+        array = np.asarray(pairs, dtype=np.float64)
+    except (TypeError, ValueError):
+        array = np.empty((0, 0))
+    if (array.ndim != 2 or array.shape[1] != 2 or not len(array) or not np.all(np.isfinite(array))
+            or np.any(array[:, 0] <= 0) or np.any(np.diff(array[:, 0]) <= 0) or np.any(array[:, 1] < 0)):
+        raise MaterialError(f"{where}: wavelength_factors must be [[wavelength_nm, factor], …] with wavelengths "
+                            f"ascending and factors ≥ 0, got {shown(pairs)}")
+    return float(np.interp(wavelength_nm, array[:, 0], array[:, 1]))
 
 
 def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:

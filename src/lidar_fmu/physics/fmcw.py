@@ -1,0 +1,203 @@
+"""FMCW radial velocity: the Doppler velocity an FMCW lidar measures with each return.
+
+An FMCW (frequency-modulated continuous-wave) lidar mixes its echo with its
+own chirp: the beat frequencies of the up- and the down-chirp differ by twice
+the Doppler shift ``f_D = 2 v_r / λ``, so every return carries, besides its
+range, the rate at which that range changes, ``v_r = dr/dt`` (Hexsel, Vhavle,
+Chen, "DICP: Doppler Iterative Closest Point Algorithm", RSS 2022, §III: the
+Doppler velocity of a point is its velocity relative to the sensor projected
+on the ray). That is the velocity of the surface point hit, minus the
+velocity of the ray's origin, projected on the ray's unit direction ``u``
+(from the sensor to the point), at the ray's firing time:
+
+    ``v_r = u · (v_o + ω_o × (p − c_o(t)) − v_s − ω_s × (o − c_s(t)))``
+
+with ``p`` the point, ``o`` the ray's origin, ``(v_o, ω_o)`` the linear and
+angular velocity of the object hit about its reference point ``c_o`` (an OSI
+object's ``base.position``, the bounding-box centre, moving at ``v_o``), and
+``(v_s, ω_s)`` those of the body that carries the sensor (the host vehicle)
+about ``c_s``: a rigid body's velocity field (:func:`radial_velocity_m_s`).
+Aeva's own FMCW sensor for CARLA computes the same projection (yuchnw/carla,
+``AFMCWLidar::ComputeDopplerVelocity``, "Copyright Aeva 2024": the target's
+velocity minus the sensor's, dotted with the direction from the sensor to the
+target), so **v_r is positive when the range grows (receding) and negative
+when the surface approaches**: an Aeva Aeries II reports it so, as the
+``range_rate`` point field of tier4/nebula's decoder. The environment and
+anything without a velocity stand still: their ``v_r`` is the sensor's own
+motion, ``−u · v_s``.
+
+The unit's output then **quantizes** it to its velocity resolution (the
+Aeries II's point record carries it as a 16-bit fixed-point number of 2⁻⁸ m/s,
+tier4/nebula ``PointCloudPoint::velocity``, ``FixedPoint<int16_t, 8>``) and,
+when the spec's ``noise`` is on, adds Gaussian noise of the unit's velocity
+precision ``σ``, drawn from the noise seed, the frame counter and the ray
+(:func:`~lidar_fmu.physics.effects.draw_normal`, a stream of its own), never the
+clock: ``v = res · round((v_r + σ·n) / res)``.
+
+Spec key ``radial_velocity``: absent or ``false`` (a pulsed unit: no radial
+velocity, and nothing in the outputs changes), ``true`` (exact), or a mapping
+``{resolution_m_s, sigma_m_s}`` (each ≥ 0, 0: none).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from ..documents import shown
+from .effects import _frame_key_of, draw_normal
+
+#: keys of a spec's ``radial_velocity`` mapping
+RADIAL_VELOCITY_KEYS = ("resolution_m_s", "sigma_m_s")
+#: largest resolution or σ (m/s): 10 m/s is no FMCW unit's figure (they are cm/s to dm/s) but a typo
+MAX_VELOCITY_FIGURE_M_S = 10.0
+#: the draw number of a ray's velocity noise: a stream of its own, beside those of
+#: :mod:`lidar_fmu.physics.effects` (1–7, 11–13; an echo's draws are offset by 16 there and here)
+DRAW_VELOCITY = 9
+_ECHO_DRAW_STRIDE = 16
+
+
+class RadialVelocityError(ValueError):
+    """A ``radial_velocity`` spec that cannot be used."""
+
+
+@dataclass(frozen=True)
+class RadialVelocity:
+    """An FMCW unit's radial velocity output: its resolution (quantum) and precision (σ), m/s; 0: none."""
+
+    resolution_m_s: float = 0.0
+    sigma_m_s: float = 0.0
+
+
+def parse_radial_velocity(value) -> RadialVelocity | None:
+    """A spec's ``radial_velocity`` → :class:`RadialVelocity`, or None (a unit without). One line naming the key on
+    bad input (:class:`RadialVelocityError`)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return RadialVelocity()
+    if not isinstance(value, dict) or set(value) - set(RADIAL_VELOCITY_KEYS):
+        raise RadialVelocityError(f"radial_velocity must be true, false or a mapping of "
+                                  f"{', '.join(RADIAL_VELOCITY_KEYS)} (m/s), got {shown(value)}")
+    figures = {}
+    for key in RADIAL_VELOCITY_KEYS:
+        figure = value.get(key, 0.0)
+        if isinstance(figure, bool) or not isinstance(figure, (int, float)) or not math.isfinite(figure) \
+                or not 0.0 <= figure <= MAX_VELOCITY_FIGURE_M_S:
+            raise RadialVelocityError(f"radial_velocity.{key} must be a number in 0 … {MAX_VELOCITY_FIGURE_M_S:g} "
+                                      f"m/s, got {shown(figure)}")
+        figures[key] = float(figure)
+    return RadialVelocity(**figures)
+
+
+@register_jitable(inline="always")
+def radial_velocity_m_s(u, p, o, object_velocity, object_spin, object_centre, sensor_velocity, sensor_spin,
+                        sensor_centre):
+    """``dr/dt`` (m/s, > 0 receding) of the point ``p`` seen along the unit ray ``u`` from its origin ``o``.
+
+    Every argument is a 3-vector (tuple or array), world frame, at the firing time. Each body is the velocity of
+    its reference point, its angular velocity and that point: the point moves with ``object_velocity +
+    object_spin × (p − object_centre)``, the ray's origin with ``sensor_velocity + sensor_spin × (o −
+    sensor_centre)``; the result is their difference projected on ``u``.
+    """
+    lx, ly, lz = p[0] - object_centre[0], p[1] - object_centre[1], p[2] - object_centre[2]
+    wx, wy, wz = object_spin[0], object_spin[1], object_spin[2]
+    vx = object_velocity[0] + wy * lz - wz * ly
+    vy = object_velocity[1] + wz * lx - wx * lz
+    vz = object_velocity[2] + wx * ly - wy * lx
+    lx, ly, lz = o[0] - sensor_centre[0], o[1] - sensor_centre[1], o[2] - sensor_centre[2]
+    wx, wy, wz = sensor_spin[0], sensor_spin[1], sensor_spin[2]
+    vx -= sensor_velocity[0] + wy * lz - wz * ly
+    vy -= sensor_velocity[1] + wz * lx - wx * lz
+    vz -= sensor_velocity[2] + wx * ly - wy * lx
+    return u[0] * vx + u[1] * vy + u[2] * vz
+
+
+@register_jitable(inline="always")
+def measured_m_s(true_m_s, sigma_m_s, resolution_m_s, normal):
+    """What the unit reports for a true ``dr/dt``: plus ``sigma_m_s · normal`` (a standard normal number), rounded
+    to the nearest multiple of ``resolution_m_s`` (halves away from zero: symmetric for approach and recession);
+    a resolution of 0 keeps it as it is."""
+    value = true_m_s + sigma_m_s * normal
+    if resolution_m_s > 0.0:
+        steps = value / resolution_m_s
+        value = resolution_m_s * (math.floor(steps + 0.5) if steps >= 0.0 else -math.floor(0.5 - steps))
+    return value
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _radial_velocities(points, ray_index, row, directions, origins, dt_s, ids, velocity, spin, centre, carrier, key,
+                       sigma_m_s, resolution_m_s, out):
+    """out[k]: the reported radial velocity of return k (module doc), all in one frame (any, the same for all).
+
+    Return k (``points[k]``: its ``range`` along the ray, ``object_id``, ``echo``) lies on the ray
+    ``origins[row[k]]`` (or ``origins[0]``: one origin for all) + ``range · directions[row[k]]`` (unit), fired
+    ``dt_s[k]`` (≤ 0) before the frame's end. ``ids`` (K,) uint64 sorted: the moving bodies, with the ``velocity``,
+    ``spin`` and ``centre`` (at the frame's end) of each, (K, 3); any other object stands still. ``carrier`` (3, 3):
+    the velocity, spin and centre of the body carrying the sensor. ``key``: the frame's
+    :func:`~lidar_fmu.physics.effects.frame_key`; the noise of return k draws on its ray and echo.
+    """
+    still = (0.0, 0.0, 0.0)
+    carrier_velocity = (carrier[0, 0], carrier[0, 1], carrier[0, 2])
+    carrier_spin = (carrier[1, 0], carrier[1, 1], carrier[1, 2])
+    one_origin = origins.shape[0] == 1
+    for k in prange(out.shape[0]):
+        dt = dt_s[k]
+        # the reference points move with their bodies: where they were when the ray fired
+        carrier_centre = (carrier[2, 0] + carrier[0, 0] * dt, carrier[2, 1] + carrier[0, 1] * dt,
+                          carrier[2, 2] + carrier[0, 2] * dt)
+        i = row[k]
+        u = (np.float64(directions[i, 0]), np.float64(directions[i, 1]), np.float64(directions[i, 2]))
+        j = 0 if one_origin else i
+        o = (np.float64(origins[j, 0]), np.float64(origins[j, 1]), np.float64(origins[j, 2]))
+        r = np.float64(points[k]["range"])
+        p = (o[0] + r * u[0], o[1] + r * u[1], o[2] + r * u[2])
+        object_id = points[k]["object_id"]
+        b = np.searchsorted(ids, object_id)
+        if b < ids.shape[0] and ids[b] == object_id:
+            object_velocity = (velocity[b, 0], velocity[b, 1], velocity[b, 2])
+            object_spin = (spin[b, 0], spin[b, 1], spin[b, 2])
+            object_centre = (centre[b, 0] + velocity[b, 0] * dt, centre[b, 1] + velocity[b, 1] * dt,
+                             centre[b, 2] + velocity[b, 2] * dt)
+        else:
+            object_velocity, object_spin, object_centre = still, still, still
+        v = radial_velocity_m_s(u, p, o, object_velocity, object_spin, object_centre, carrier_velocity, carrier_spin,
+                                carrier_centre)
+        normal = 0.0
+        if sigma_m_s > 0.0:
+            normal = draw_normal(key, ray_index[k], DRAW_VELOCITY + _ECHO_DRAW_STRIDE * np.int64(points[k]["echo"]))
+        out[k] = measured_m_s(v, sigma_m_s, resolution_m_s, normal)
+    return out
+
+
+def radial_velocities(points: np.ndarray, ray_index: np.ndarray, row: np.ndarray, directions: np.ndarray,
+                      origins: np.ndarray, dt_s: np.ndarray, ids: np.ndarray, velocity: np.ndarray, spin: np.ndarray,
+                      centre: np.ndarray, carrier: np.ndarray, unit: RadialVelocity, *, seed: int = 0, frame: int = 0,
+                      noise: bool = False) -> np.ndarray:
+    """(M,) float32 reported radial velocity (m/s, > 0 receding) of the M returns ``points`` (POINT_DTYPE) of rays
+    ``ray_index`` (:func:`_radial_velocities`'s arrays; ``ids`` need not be sorted); ``noise``: draw the unit's σ
+    (the spec's ``noise`` is on) from the noise ``seed`` and the ``frame`` counter."""
+    m = len(points)
+    out = np.empty(m, np.float32)
+    if m:
+        ids = np.asarray(ids, np.uint64)
+        order = np.argsort(ids, kind="stable")
+
+        def by_id(values):  # (K, 3) float64 in the order of the sorted ids
+            return np.ascontiguousarray(np.asarray(values, np.float64).reshape(-1, 3)[order])
+
+        _radial_velocities(np.ascontiguousarray(points), np.ascontiguousarray(ray_index, np.int64),
+                           np.ascontiguousarray(row, np.int64), np.ascontiguousarray(directions),
+                           np.ascontiguousarray(origins), np.ascontiguousarray(dt_s, np.float64),
+                           np.ascontiguousarray(ids[order]), by_id(velocity), by_id(spin), by_id(centre),
+                           np.ascontiguousarray(carrier, np.float64),
+                           np.uint64(_frame_key_of(np.uint64(seed), np.uint64(frame))),
+                           float(unit.sigma_m_s) if noise else 0.0, float(unit.resolution_m_s), out)
+    return out
+
+
+__all__ = ["DRAW_VELOCITY", "RADIAL_VELOCITY_KEYS", "RadialVelocity", "RadialVelocityError", "measured_m_s",
+           "parse_radial_velocity", "radial_velocities", "radial_velocity_m_s"]
