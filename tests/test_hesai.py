@@ -26,22 +26,26 @@ def test_an_angle_correction_csv_is_read_per_channel():
     assert cal.elevation_deg[-1] == pytest.approx(-16.023602)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "is empty"),
-    ("Elevation,Azimuth\n1,2\n", "must name the columns"),
-    ("Channel,Elevation,Azimuth\n1,2.0,x\n", "line 2: 'x' is not a number"),
-    ("Channel,Elevation,Azimuth\n1,2.0\n", "line 2: 2 values, need 3"),
-    ("Channel,Elevation,Azimuth\n1,2.0,0\n1,3.0,0\n", "channels must be 1…2, once each"),
-    ("Channel,Elevation,Azimuth\n1,1.2,0\n2,95.0,0\n", "within ±90°"),
-    ("Channel,Elevation,Azimuth\n", "has no channel rows"),
-    ("Channel,Elevation,Azimuth\n1,nan,0\n", "not a finite number"),
-])
-def test_a_bad_angle_correction_is_refused_in_one_line(tmp_path, text, message):
-    path = tmp_path / "unit.csv"
-    path.write_text(text)
-    with pytest.raises(HesaiCalibrationError, match=message) as info:
-        read_hesai_calibration(path)
-    assert "\n" not in str(info.value)
+#: angle-correction files that are none, and what the one line says
+BAD_ANGLE_FILES = {
+    "": "is empty",
+    "Elevation,Azimuth\n1,2\n": "must name the columns",
+    "Channel,Elevation,Azimuth\n1,2.0,x\n": "line 2: 'x' is not a number",
+    "Channel,Elevation,Azimuth\n1,2.0\n": "line 2: 2 values, need 3",
+    "Channel,Elevation,Azimuth\n1,2.0,0\n1,3.0,0\n": "channels must be 1…2, once each",
+    "Channel,Elevation,Azimuth\n1,1.2,0\n2,95.0,0\n": "within ±90°",
+    "Channel,Elevation,Azimuth\n": "has no channel rows",
+    "Channel,Elevation,Azimuth\n1,nan,0\n": "not a finite number",
+}
+
+
+def test_a_bad_angle_correction_is_refused_in_one_line(tmp_path):
+    for k, (text, message) in enumerate(BAD_ANGLE_FILES.items()):
+        path = tmp_path / f"unit{k}.csv"
+        path.write_text(text)
+        with pytest.raises(HesaiCalibrationError, match=message) as info:
+            read_hesai_calibration(path)
+        assert "\n" not in str(info.value) and path.name in str(info.value)
 
 
 def test_a_binary_file_is_no_angle_correction(tmp_path):
@@ -162,15 +166,6 @@ def test_every_hesai_preset_cites_its_figures():
         block = source[source.index(f'"{name}": _preset('):]
         block = block[:block.find('"hesai_', 20)]  # up to the next preset
         assert "manual" in block or "datasheet" in block, name
-
-
-@pytest.fixture(scope="module")
-def street(tmp_path_factory):
-    from lidar_fmu.tools.demo_scene import generate_street, load_street_scene
-
-    out = tmp_path_factory.mktemp("street")
-    generate_street(out, seed=0)
-    return load_street_scene(out)[0]
 
 
 @pytest.mark.parametrize("preset", list(HESAI_PRESETS))
