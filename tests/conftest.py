@@ -32,3 +32,14 @@ def plane_mesh():
         process=False,
     )
     return to_mesh(tm, "wall", "plane")
+
+
+@pytest.fixture(scope="session")
+def street(tmp_path_factory):
+    """The demo street's scene (generator seed 0), for the tests that scan presets across it (a module may keep
+    a ``street`` of its own)."""
+    from lidar_fmu.tools.demo_scene import generate_street, load_street_scene
+
+    out = tmp_path_factory.mktemp("street")
+    generate_street(out, seed=0)
+    return load_street_scene(out)[0]

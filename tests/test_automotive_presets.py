@@ -104,15 +104,6 @@ def test_innoviz_two_and_valeo_fields():
     assert len(gen3.pattern) * gen3.frame_rate_hz == 4.5e6  # press release: 4.5 million points a second
 
 
-@pytest.fixture(scope="module")
-def street(tmp_path_factory):
-    from lidar_fmu.tools.demo_scene import generate_street, load_street_scene
-
-    out = tmp_path_factory.mktemp("street")
-    generate_street(out, seed=0)
-    return load_street_scene(out)[0]
-
-
 @pytest.mark.parametrize("name", sorted(AUTOMOTIVE_PRESETS))
 def test_each_preset_scans_the_demo_street(street, name):
     """From a car roof down the street (the README's pose): buildings, road and parked cars give most rays a

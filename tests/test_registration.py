@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from helpers.recordings import DATA
-from lidar_fmu.recordings.recording import read_kitti_poses, read_recording
+from lidar_fmu.recordings.ouster import read_recording
+from lidar_fmu.recordings.recording import read_kitti_poses
 from lidar_fmu.recordings.registration import RegistrationError, icp_poses
 from lidar_fmu.recordings.validate import pixel_rays, unit_metadata, unit_points
 

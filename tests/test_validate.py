@@ -9,7 +9,8 @@ import pytest
 from helpers.recordings import DATA, simulated_recording
 from lidar_fmu.geometry.scene import Scene
 from lidar_fmu.geometry.transforms import pose_matrix
-from lidar_fmu.recordings.recording import Recording, RecordingError, read_kitti_poses, read_recording
+from lidar_fmu.recordings.ouster import read_recording
+from lidar_fmu.recordings.recording import Recording, RecordingError, read_kitti_poses
 from lidar_fmu.recordings.validate import (
     compare_frame,
     frame_to_frame_noise,

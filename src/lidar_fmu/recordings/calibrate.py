@@ -1,7 +1,7 @@
 """``lidar-fmu calibrate``: what a unit's datasheet does not say, fitted from its own recording(s).
 
-From the same inputs :mod:`lidar_fmu.recordings.validate` takes (range images of a ``.pcap`` or its extracted
-``.npz``, and the unit's metadata JSON) it fits, over every sent pixel of every frame:
+From the same inputs :mod:`lidar_fmu.recordings.validate` takes (a recording and the unit's calibration: an
+Ouster's metadata JSON, a Hesai CSV, a Velodyne YAML, or a preset) it fits, over every sent pixel of every frame:
 
 - **min / max range**: the unit's nearest and farthest real return (RANGE, the unit's convention), widened by
   :data:`RANGE_MARGIN` so that the returns themselves lie inside.
@@ -34,9 +34,11 @@ Pixels: the fits use every frame's pixels (the edge and noise: odd columns; rang
 compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
 10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
 
-The spec written is the unit's own resolution (:func:`lidar_fmu.sensors.ouster.unit_spec`: its rays from the
-metadata) with the fitted keys in place of the datasheet's, and ``noise: physical``: a calibrated unit is
-asked to be as noisy as the real one.
+The spec written is the unit's own resolution (an Ouster's :func:`lidar_fmu.sensors.ouster.unit_spec`: its rays
+from the metadata; a Velodyne's or Hesai's model preset with its calibration file) with the fitted keys in place
+of the datasheet's, and ``noise: physical``: a calibrated unit is asked to be as noisy as the real one. A
+datasheet without a range–reflectivity figure (the VLP-16's) keeps the range limit off unless the fitted law
+reaches the unit's maximum range at 10 %.
 """
 from __future__ import annotations
 
@@ -56,22 +58,22 @@ from ..physics.effects import (
 )
 from ..physics.range_limit import RangeReflectivityLimit
 from ..sensors import load_sensor
-from ..sensors.ouster import OusterCalibration, unit_figures, unit_spec
-from .recording import Recording, read_recording
+from ..sensors.ouster import OusterCalibration
+from ..sensors.spec import FILE_KEYS
+from .ouster import as_geometry
+from .recording import Recording
+from .units import UnitGeometry, open_recording
 from .validate import (
     MAX_JUMP,
     MIN_REFLECTIVITY_SIGNAL_RANK,
     MIN_SAMPLES,
     REFLECTIVITY_BANDS,
     held_out_chord_residuals,
-    pixel_rays,
     ranges_agree,
     rank_correlation,
     ranks,
     reflectivity_signal_rank,
     robust_sigma,
-    sensor_spec,
-    unit_metadata,
     unit_reflectivity,
 )
 
@@ -138,19 +140,21 @@ def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
     return best[1], best[2]
 
 
-def fit_noise(recordings: list[Recording], cal: OusterCalibration, metadata_path: str, max_jump: float = MAX_JUMP,
-              backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
+def fit_noise(recordings: list[Recording], cal: OusterCalibration | UnitGeometry, metadata_path: str,
+              max_jump: float = MAX_JUMP, backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
     """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc).
 
     Per bin of x, σ_u of validate's chord residual of the unit's held-out pixels less that of the noise-free mesh
     on the same pixels (:data:`DIFFERENCE_VARIANCE_FACTOR`): what the mesh follows is surface shape, not noise."""
-    rays = pixel_rays(cal)
+    geometry = as_geometry(cal, metadata_path)
     # casts the geometry only: the unit's rays are what count; loaded once for every frame
-    sensor = load_sensor(sensor_spec(metadata_path, cal, None, False))
+    sensor = load_sensor(geometry.sensor_spec(None, False))
     xs, unit, mesh = [], [], []
     for recording in recordings:
         for f in range(recording.frames):
-            residuals = held_out_chord_residuals(recording, f, cal, rays, sensor, backend, max_jump)
+            rays = geometry.rays(recording, f)
+            residuals = held_out_chord_residuals(recording, f, geometry, rays, geometry.frame_sensor(sensor, rays),
+                                                 backend, max_jump)
             if residuals is None:
                 continue
             ok, real, noise_free = residuals
@@ -184,7 +188,8 @@ def fit_noise(recordings: list[Recording], cal: OusterCalibration, metadata_path
     return math.sqrt(floor_var), math.sqrt(shot_var), bins
 
 
-def fit_detection_width(recordings: list[Recording], cal: OusterCalibration, limit: RangeReflectivityLimit,
+def fit_detection_width(recordings: list[Recording], cal: OusterCalibration | UnitGeometry,
+                        limit: RangeReflectivityLimit,
                         max_jump: float = MAX_JUMP) -> tuple[float, dict[str, Any]]:
     """(w, figures) of the logistic edge P(x) = (1 − p₀) / (1 + 19·x^(1/w)), x = r / r_L(ρ), by maximum likelihood.
 
@@ -196,7 +201,7 @@ def fit_detection_width(recordings: list[Recording], cal: OusterCalibration, lim
         for f in range(recording.frames):
             image = recording.images["range_mm"][f].astype(np.float64) * 1e-3
             sent = recording.sent(f)
-            image[(image <= 0)] = np.nan
+            image[(image <= 0) | ~recording.pixels_sent(f)] = np.nan
             refl = recording.images["reflectivity"][f].astype(np.float64)
             left, right = np.roll(image, 1, axis=1), np.roll(image, -1, axis=1)
             columns = np.arange(cal.columns)
@@ -255,29 +260,32 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
     return best[1] | {"_spearman": best[0]}
 
 
-def calibrated_spec(recordings: list[Recording], cal: OusterCalibration, metadata_path: str,
+def calibrated_spec(recordings: list[Recording], cal: OusterCalibration | UnitGeometry, metadata_path: str,
                     max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """The unit's spec with the fitted keys (module doc); ``_fit`` holds the figures behind them."""
+    geometry = as_geometry(cal, metadata_path)
     range_m, refl = _returns(recordings)
     if len(range_m) < MIN_SAMPLES:
         raise UserError(f"calibrate: {len(range_m)} returns in the recording(s); too few to fit anything")
     fit, a = fit_range_limit(range_m, refl)
-    sigma0, shot, bins = fit_noise(recordings, cal, metadata_path, max_jump)
+    sigma0, shot, bins = fit_noise(recordings, geometry, metadata_path, max_jump)
     n = ROOT_FITS[fit]
-    spec = unit_spec(cal, os.path.abspath(metadata_path))
+    spec = geometry.base_spec()
     names = ", ".join(r.name for r in recordings)
     # a scene smaller than the unit's reach bounds the returns, not the unit: the fit only widens the datasheet
     min_range = min(spec["min_range_m"], math.floor(float(range_m.min()) * (1 - RANGE_MARGIN) * 1000) / 1000)
     max_range = max(spec["max_range_m"], math.ceil(float(range_m.max()) * (1 + RANGE_MARGIN) * 10) / 10)
-    sheet = RangeReflectivityLimit(unit_figures(cal).datasheet.pairs, "log", max_range)
-    reaches_sheet = a * 0.1 ** (1.0 / n) >= float(sheet.max_range_m_for(0.1))
+    sheet = geometry.datasheet_limit(max_range)  # a datasheet without a figure: the unit's maximum range
+    reaches_sheet = a * 0.1 ** (1.0 / n) >= (float(sheet.max_range_m_for(0.1)) if sheet is not None else max_range)
     if reaches_sheet:
         pairs = [[LOWEST_PAIR_REFLECTIVITY, round(a * LOWEST_PAIR_REFLECTIVITY ** (1.0 / n), 3)], [1.0, round(a, 3)]]
         RangeReflectivityLimit(tuple(map(tuple, pairs)), fit, max_range)  # checks what is written
         spec["range_reflectivity"] = {"pairs": pairs, "fit": fit}
-    limit = RangeReflectivityLimit(tuple(map(tuple, spec["range_reflectivity"]["pairs"])),
-                                   spec["range_reflectivity"]["fit"], max_range)
-    width, edge = fit_detection_width(recordings, cal, limit, max_jump)
+    figures = spec.get("range_reflectivity")
+    limit = None if figures is None else RangeReflectivityLimit(tuple(map(tuple, figures["pairs"])), figures["fit"],
+                                                                max_range)
+    width, edge = fit_detection_width(recordings, geometry, limit, max_jump) if limit is not None else (
+        DETECTION_WIDTH, {"pixels": 0, "fitted": False})
     law = fit_intensity_law(recordings)
     if law is not None:
         spec["intensity_law"] = {k: v for k, v in law.items() if not k.startswith("_")}
@@ -303,7 +311,6 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
     """Fit ``recording_paths`` (one unit's) and write the spec to ``output`` (YAML); returns it."""
     import yaml
 
-    cal = unit_metadata(metadata_path)
     folder = os.path.dirname(os.path.abspath(output))  # checked before the fit, not after it
     if not os.path.isdir(folder):
         raise UserError(f"-o {output}: folder {folder} does not exist")
@@ -311,7 +318,13 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
         raise UserError(f"-o {output} is a folder; give the spec file's name (e.g. unit.yaml)")
     if not os.access(folder, os.W_OK):
         raise UserError(f"-o {output}: folder {folder} is not writable")
-    recordings = [read_recording(path, cal, metadata_path) for path in recording_paths]
+    opened = [open_recording(path, metadata_path) for path in recording_paths]
+    recordings, geometry = [recording for recording, _ in opened], opened[0][1]
+    for path, (_, unit) in zip(recording_paths, opened):
+        if (unit.name, unit.beams, unit.columns) != (geometry.name, geometry.beams, geometry.columns):
+            raise UserError(f"calibrate: {path} is a {unit.name} of {unit.beams} × {unit.columns} pixels, "
+                            f"{recording_paths[0]} a {geometry.name} of {geometry.beams} × {geometry.columns}: "
+                            "one unit's recordings at a time")
     for recording in recordings:  # every fit but min/max range weighs the unit's REFLECTIVITY
         rank = reflectivity_signal_rank(recording)
         if rank is not None and not rank >= MIN_REFLECTIVITY_SIGNAL_RANK:
@@ -319,11 +332,13 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
                             f"(Spearman {rank:.2f}, calibrated units ≥ {MIN_REFLECTIVITY_SIGNAL_RANK:g}), so it "
                             "holds no calibrated reflectivity (as on early firmware) and r_L, the detection edge, "
                             "the noise's signal term and the intensity law cannot be fitted from it")
-    spec = calibrated_spec(recordings, cal, metadata_path, max_jump)
+    spec = calibrated_spec(recordings, geometry, metadata_path, max_jump)
     fitted = spec.pop("_fit")
-    # the metadata named from the spec's folder (load_sensor reads it from there): the two move together
-    with contextlib.suppress(ValueError):  # (no relative path between two Windows drives: it stays absolute)
-        spec["ouster_metadata"] = os.path.relpath(spec["ouster_metadata"], folder)
+    # the unit's files named from the spec's folder (load_sensor reads them from there): they move together
+    for key in FILE_KEYS:
+        if isinstance(spec.get(key), str) and os.path.isabs(spec[key]):
+            with contextlib.suppress(ValueError):  # (no relative path between two Windows drives: it stays absolute)
+                spec[key] = os.path.relpath(spec[key], folder)
     with open(output, "w", encoding="utf-8") as f:
         yaml.safe_dump(spec, f, sort_keys=False, allow_unicode=True)
     noise = spec["range_noise"]

@@ -1,7 +1,9 @@
 """``lidar-fmu validate``: a real recording against our simulation of the same unit, pixel by pixel.
 
-For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; staggered range images, the unit's own
-pixel order):
+For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; an Ouster's staggered range images, the
+unit's own pixel order, or the rings × azimuth bins of a unit that does not fire on a fixed grid, whose columns
+are already destaggered and whose pixels carry their own azimuths: :mod:`lidar_fmu.recordings.units`, below
+written for the Ouster):
 
 1. **Scene from the even columns.** Every valid pixel of an even measurement column becomes a vertex at the
    unit's own point (``beam origin + (RANGE − n) · direction``, :func:`pixel_rays`). Vertices are joined on
@@ -38,28 +40,26 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from ..errors import LidarFmuError, UserError
 from ..geometry.scene import Mesh, Scene, concatenate
-from ..physics.echoes import DEFAULT_DUAL_SAMPLES
 from ..scan.lidar import Lidar
 from ..sensors import load_sensor
-from ..sensors.ouster import (
-    OusterCalibration,
-    OusterMetadataError,
-    beam_footprint,
-    ouster_rays,
-    range_offset_m,
-    read_ouster_metadata,
-    unit_figures,
-)
-from ..sensors.spec import Sensor, resolve_spec
-from .recording import Recording, read_kitti_poses, read_recording
+from ..sensors.ouster import OusterCalibration
+from ..sensors.spec import Sensor
+from .ouster import pixel_rays, sensor_spec, unit_metadata
+from .recording import Recording, read_kitti_poses
 from .registration import icp_poses
+from .units import PixelRays, UnitGeometry, open_recording
+
+__all__ = ["PixelRays", "pixel_rays", "sensor_spec", "unit_metadata", "validate"]
+
+#: what the comparison needs of a unit: its range image's shape and range convention (``beams``, ``columns``,
+#: ``beam_origin_mm``), which an Ouster calibration and every :class:`UnitGeometry` have
+Unit: TypeAlias = "UnitGeometry | OusterCalibration"
 
 #: relative range jump between neighbours above which they are not one surface (mesh edges, depth-edge mask)
 MAX_JUMP = 0.05
@@ -73,33 +73,6 @@ MIN_SAMPLES = 20
 
 class ValidateError(LidarFmuError, ValueError):
     """A validation that cannot run on these inputs."""
-
-
-@dataclass(frozen=True)
-class PixelRays:
-    """Each pixel's ray, (beams, columns) images: origin (m) and unit direction in the sensor frame."""
-
-    origin: np.ndarray  # (B, W, 3) float64
-    direction: np.ndarray  # (B, W, 3) float64
-    ray_index: np.ndarray  # (B, W) int64 index into ouster_rays' order; -1 outside the column window
-    beam_origin_m: float  # d: what the unit adds to the distance along the beam to report RANGE (range_offset_m)
-    grid_column: np.ndarray  # (B, W) int64: destaggered column of each pixel
-
-
-def pixel_rays(cal: OusterCalibration) -> PixelRays:
-    """The rays of every pixel of the unit's staggered image, as :func:`ouster_rays` fires them."""
-    origins, directions, beam, column, _ = ouster_rays(cal)
-    B, W = cal.beams, cal.columns
-    origin = np.full((B, W, 3), np.nan)
-    direction = np.full((B, W, 3), np.nan)
-    index = np.full((B, W), -1, np.int64)
-    origin[beam, column] = origins
-    direction[beam, column] = directions
-    direction /= np.linalg.norm(direction, axis=2, keepdims=True)
-    index[beam, column] = np.arange(len(beam))
-    shift = np.rint(W * np.asarray(cal.azimuth_deg) / 360.0).astype(np.int64)
-    grid = (np.arange(W)[None, :] + shift[:, None]) % W
-    return PixelRays(origin, direction, index, range_offset_m(cal), grid)
 
 
 def unit_points(rays: PixelRays, range_m: np.ndarray) -> np.ndarray:
@@ -122,12 +95,15 @@ def _destaggered(image: np.ndarray, rays: PixelRays) -> np.ndarray:
 
 
 def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndarray, use: np.ndarray,
-                     max_jump: float = MAX_JUMP, column_step: int = 2) -> tuple[Mesh, np.ndarray] | None:
+                     max_jump: float = MAX_JUMP, column_step: int = 2,
+                     reflectivity_floor: float = 0.0) -> tuple[Mesh, np.ndarray] | None:
     """A mesh of the pixels ``use`` (B, W bool) whose ``range_m`` (unit convention, NaN: none) is valid.
 
     ``use`` must pick every ``column_step``-th column of the destaggered grid (2: e.g. the even measurement
-    columns when the beams' column shifts are even; 1: every pixel). Returns (mesh, each face's Lambertian ρ0 in
-    0–1), or None when no triangle is made. See the module's doc for the agreement rule.
+    columns when the beams' column shifts are even; 1: every pixel). ``reflectivity_floor`` (percent): what a
+    returning pixel's reported 0 is taken as (:data:`lidar_fmu.recordings.units.REFLECTIVITY_FLOOR_PERCENT`).
+    Returns (mesh, each face's Lambertian ρ0 in 0–1), or None when no triangle is made. See the module's doc for
+    the agreement rule.
     """
     B, W = range_m.shape
     valid = use & np.isfinite(range_m) & (range_m > 0)
@@ -150,7 +126,7 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
                             np.stack([a, b, d], -1)[abd], np.stack([a, d, c], -1)[adc]])
     if not len(faces):
         return None
-    refl = np.minimum(reflectivity[beam, column].astype(np.float64), 100.0) / 100.0
+    refl = np.clip(reflectivity[beam, column].astype(np.float64), reflectivity_floor, 100.0) / 100.0
     corners = points[faces]
     normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
     centroid = corners.mean(axis=1)
@@ -163,7 +139,8 @@ def mesh_from_pixels(rays: PixelRays, range_m: np.ndarray, reflectivity: np.ndar
 
 
 def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recording: Recording, frame: int,
-                         range_m: np.ndarray, use: np.ndarray, max_jump: float) -> tuple[Mesh, np.ndarray]:
+                         range_m: np.ndarray, use: np.ndarray, max_jump: float,
+                         reflectivity_floor: float = 0.0) -> tuple[Mesh, np.ndarray]:
     """A dual-return recording's mesh plus a layer from each mesh pixel's other return (RANGE2 where it has one,
     else RANGE; only the triangles that touch a RANGE2 pixel): first returns leave every depth edge open, the
     surface behind ending where they stop seeing it, so a footprint across the edge met one surface where the
@@ -173,7 +150,8 @@ def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recordi
     has = (second > 0) & np.isfinite(range_m)
     layer_range = np.where(has, second, range_m)
     layer = mesh_from_pixels(rays, layer_range, np.where(has, images["reflectivity2"][frame],
-                                                         images["reflectivity"][frame]), use, max_jump)
+                                                         images["reflectivity"][frame]), use, max_jump,
+                             reflectivity_floor=reflectivity_floor)
     if layer is None:
         return made
     valid = use & np.isfinite(layer_range) & (layer_range > 0)  # the layer's vertices, as mesh_from_pixels numbers them
@@ -183,36 +161,6 @@ def _with_second_returns(made: tuple[Mesh, np.ndarray], rays: PixelRays, recordi
     mesh = Mesh(layer[0].vertices, layer[0].faces[keep], layer[0].face_material[keep], layer[0].material_names,
                 "recording", face_reflectance=layer[1][keep].astype(np.float32))
     return concatenate([made[0], mesh], "recording"), np.concatenate([made[1], layer[1][keep]])
-
-
-def unit_metadata(metadata_path: str) -> OusterCalibration:
-    """The unit's calibration from its metadata JSON (``--metadata``), or one line saying what is wrong with it."""
-    if not os.path.isfile(metadata_path):
-        raise UserError(f"--metadata {metadata_path}: file not found")
-    try:
-        return read_ouster_metadata(metadata_path)
-    except (OusterMetadataError, ValueError) as exc:
-        raise UserError(f"--metadata {metadata_path}: {exc}") from None
-
-
-def sensor_spec(metadata_path: str, cal: OusterCalibration, spec: str | None, dual: bool) -> dict[str, Any]:
-    """The spec of the unit simulated: ``spec`` (preset or file; default the metadata's own resolution) with the
-    unit's calibration as its geometry; for a dual-return recording, ``returns: dual`` unless the spec says."""
-    resolved = resolve_spec(metadata_path if spec is None else spec)
-    resolved = resolved | {"ouster_metadata": os.path.abspath(metadata_path), "frame_rate_hz": cal.frame_rate_hz}
-    for key in ("vertical_angles_deg", "vertical_fov_deg", "channels", "calibration", "horizontal_samples",
-                "horizontal_resolution_deg", "horizontal_fov_deg"):
-        resolved.pop(key, None)
-    if dual and "returns" not in resolved:
-        resolved |= {"returns": "dual", "divergence_samples": resolved.get("divergence_samples", DEFAULT_DUAL_SAMPLES)}
-        if not resolved.get("beam_divergence_mrad"):  # a spec without a footprint: the unit's own
-            try:
-                line = unit_figures(cal).line
-            except OusterMetadataError:  # a line without datasheet figures: the OS1's footprint (assumed)
-                line = "OS1"
-            resolved |= beam_footprint(line, cal.beams)
-    resolved["motion_distortion"] = False  # the mesh is the scene as the unit saw it, motion included
-    return resolved
 
 
 def _along_ray_m(rays: PixelRays, left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -383,13 +331,14 @@ def _frame_image(recording: Recording, frame: int, rays: PixelRays) -> np.ndarra
     """(B, W) the unit's RANGE in m, NaN where it has none or did not send the column."""
     image = recording.images["range_mm"][frame].astype(np.float64) * 1e-3
     image[image <= 0] = np.nan
-    image[:, ~recording.sent(frame)] = np.nan
+    image[~recording.pixels_sent(frame)] = np.nan
     image[rays.ray_index < 0] = np.nan
     return image
 
 
 def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | dict, poses: np.ndarray,
-                         backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
+                         backend: str = "auto", max_jump: float = MAX_JUMP,
+                         geometry: UnitGeometry | None = None) -> dict[str, Any]:
     """Noise from frame to frame: each frame's pixels against the mesh of the frame before, after the poses
     (``poses[f]``: world_from_sensor of frame f, one per frame compared).
 
@@ -400,26 +349,42 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
     Away from depth edges, σ = MAD · 1.4826 / √1.5 per range band: a point of a triangle carries on average half
     a vertex's noise variance (E[Σ wᵢ²] = 1/2 over a triangle's barycentric weights). For the unit this is an
     upper bound: surface shape between frame f's pixels and pose errors add to it.
+
+    ``geometry``: a unit whose rays differ from frame to frame (azimuth bins); each frame is then cast with its
+    own (``rays`` and ``spec`` serve every frame otherwise).
     """
     residuals: dict[str, list] = {"real": [], "sim": []}
     ranges: dict[str, list] = {"real": [], "sim": []}
+    sensor = spec if isinstance(spec, Sensor) or geometry is None else load_sensor(spec)
+    floor = 0.0 if geometry is None else geometry.reflectivity_floor_percent
+
+    def frame_rays(frame: int) -> tuple[PixelRays, Sensor | dict]:
+        if geometry is None:
+            return rays, spec
+        own = geometry.rays(recording, frame)
+        return own, geometry.frame_sensor(sensor, own)  # type: ignore[arg-type]
+
     for f in range(len(poses) - 1):
         move = np.linalg.inv(poses[f]) @ poses[f + 1]
-        before, after = _frame_image(recording, f, rays), _frame_image(recording, f + 1, rays)
+        (rays_f, spec_f), (rays_g, spec_g) = frame_rays(f), frame_rays(f + 1)
+        before, after = _frame_image(recording, f, rays_f), _frame_image(recording, f + 1, rays_g)
         reflectivity = recording.images["reflectivity"][f]
-        made = mesh_from_pixels(rays, before, reflectivity, np.isfinite(before), max_jump, column_step=1)
+        made = mesh_from_pixels(rays_f, before, reflectivity, np.isfinite(before), max_jump, column_step=1,
+                                reflectivity_floor=floor)
         if made is None:
             continue
-        lidar = _unit_lidar(made[0], spec, backend)
+        lidar = _unit_lidar(made[0], spec_f, backend)
+        lidar_g = lidar if spec_g is spec_f else _unit_lidar(made[0], spec_g, backend)
         shape = before.shape
-        sim_before = _sim_images(lidar.scan(np.eye(4), frame=2 * f), rays, shape)["range_m"]
-        sim_after = _sim_images(lidar.scan(move, frame=2 * f + 1), rays, shape)["range_m"]
-        pairs = [("real", after, _geometry_image(lidar, rays, move))]
-        made_sim = mesh_from_pixels(rays, sim_before, reflectivity, np.isfinite(sim_before), max_jump, column_step=1)
+        sim_before = _sim_images(lidar.scan(np.eye(4), frame=2 * f), rays_f, shape)["range_m"]
+        sim_after = _sim_images(lidar_g.scan(move, frame=2 * f + 1), rays_g, shape)["range_m"]
+        pairs = [("real", after, _geometry_image(lidar_g, rays_g, move))]
+        made_sim = mesh_from_pixels(rays_f, sim_before, reflectivity, np.isfinite(sim_before), max_jump,
+                                    column_step=1, reflectivity_floor=floor)
         if made_sim is not None:
-            pairs.append(("sim", sim_after, _geometry_image(_unit_lidar(made_sim[0], spec, backend), rays, move)))
+            pairs.append(("sim", sim_after, _geometry_image(_unit_lidar(made_sim[0], spec_g, backend), rays_g, move)))
         for name, measured, mesh_range in pairs:
-            ok = _edge_free(rays, measured, max_jump) & np.isfinite(mesh_range)
+            ok = _edge_free(rays_g, measured, max_jump) & np.isfinite(mesh_range)
             ok &= ranges_agree(measured, mesh_range, max_jump=max_jump)  # what the mesh had not seen is no noise
             ranges[name].append(measured[ok])
             residuals[name].append((measured - mesh_range)[ok])
@@ -436,23 +401,25 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
     return {"pairs": len(poses) - 1, "bands": bands}
 
 
-def frame_scene(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays,
+def frame_scene(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
                 max_jump: float = MAX_JUMP) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[Mesh, np.ndarray] | None]:
     """(the unit's RANGE image, mesh pixels, held-out pixels, the mesh of the mesh pixels or None) of one frame:
     the scene rebuilt from its even measurement columns (with the second-return layer of a dual recording), to
     be compared on the odd ones."""
     real_range = _frame_image(recording, frame, rays)
-    sent = recording.sent(frame)[None, :] & (rays.ray_index >= 0)
+    sent = recording.pixels_sent(frame) & (rays.ray_index >= 0)
     measurement = np.arange(cal.columns)[None, :]
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
-    made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump)
+    floor = float(getattr(cal, "reflectivity_floor_percent", 0.0))  # an Ouster calibration: none
+    made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump,
+                            reflectivity_floor=floor)
     if made is not None and recording.dual:
-        made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump)
+        made = _with_second_returns(made, rays, recording, frame, real_range, mesh_pixels, max_jump, floor)
     return real_range, mesh_pixels, held_out, made
 
 
-def held_out_chord_residuals(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays,
+def held_out_chord_residuals(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
                              spec: Sensor | dict, backend: str = "auto", max_jump: float = MAX_JUMP
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(ok, the unit's residual, the mesh's) images of validate's noise measure on one frame: every covered
@@ -468,7 +435,7 @@ def held_out_chord_residuals(recording: Recording, frame: int, cal: OusterCalibr
     return ok_real & ok_mesh, real, mesh
 
 
-def compare_frame(recording: Recording, frame: int, cal: OusterCalibration, rays: PixelRays, spec: Sensor | dict,
+def compare_frame(recording: Recording, frame: int, cal: Unit, rays: PixelRays, spec: Sensor | dict,
                   backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
     images = recording.images
@@ -560,7 +527,7 @@ def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
             "above_max_range": int((rng > sensor.max_range_m).sum()), "max_range_m": sensor.max_range_m}
 
 
-def summarize(frames: list[dict[str, Any]], recording: Recording, cal: OusterCalibration) -> dict[str, Any]:
+def summarize(frames: list[dict[str, Any]], recording: Recording, cal: Unit) -> dict[str, Any]:
     """The figures of a recording from its frames' pixel arrays."""
     def cat(key):
         return np.concatenate([f[key] for f in frames])
@@ -644,30 +611,36 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
             raise UserError(f"output {output!r}: {existing} is a file, not a folder")
         if not os.access(existing, os.W_OK):
             raise UserError(f"output {output!r}: folder {existing} is not writable")
-    cal = unit_metadata(metadata_path)
     if not (0 < max_jump < 1):
         raise UserError(f"--max-jump must lie in (0, 1), got {max_jump}")
-    recording = read_recording(recording_path, cal, metadata_path)
-    spec = sensor_spec(metadata_path, cal, sensor, recording.dual)
+    recording, geometry = open_recording(recording_path, metadata_path)
+    spec = geometry.sensor_spec(sensor, recording.dual)
     unit = load_sensor(spec)
-    rays = pixel_rays(cal)
     poses: np.ndarray | None = None
     if poses_path == ICP_POSES:
-        poses = icp_poses([unit_points(rays, np.where(r > 0, r / 1000.0, np.nan))
-                           for r in recording.images["range_mm"].astype(np.float64)], unit.max_range_m)
+        poses = icp_poses([unit_points(geometry.rays(recording, k), np.where(r > 0, r / 1000.0, np.nan))
+                           for k, r in enumerate(recording.images["range_mm"].astype(np.float64))], unit.max_range_m)
     elif poses_path is not None:
         poses = read_kitti_poses(poses_path, recording.frames)
     count = recording.frames if frames is None else min(frames, recording.frames)
-    per_frame = [compare_frame(recording, f, cal, rays, unit, backend, max_jump) for f in range(count)]
-    result = summarize(per_frame, recording, cal)
+    per_frame = []
+    for k in range(count):
+        rays = geometry.rays(recording, k)
+        per_frame.append(compare_frame(recording, k, geometry, rays, geometry.frame_sensor(unit, rays), backend,
+                                       max_jump))
+    result = summarize(per_frame, recording, geometry)
     result["frames"] = result["frames"][:count]
     result |= {"reflectivity_signal_rank": reflectivity_signal_rank(recording), "poses": poses_path,
-               "recording": os.path.basename(recording_path), "metadata": os.path.basename(metadata_path),
+               "recording": os.path.basename(os.path.normpath(recording_path)),
+               "metadata": os.path.basename(metadata_path), "notes": list(recording.notes),
                "sensor": {k: v for k, v in spec.items() if k not in ("ouster_metadata", "description")},
                "max_jump": max_jump, "range_limit": range_limit_table(recording, unit),
                "run_s": 0.0}
     if poses is not None and count > 1:
-        result["noise_frame_to_frame"] = frame_to_frame_noise(recording, rays, unit, poses[:count], backend, max_jump)
+        result["noise_frame_to_frame"] = frame_to_frame_noise(recording, geometry.rays(recording, 0), unit,
+                                                              poses[:count], backend, max_jump,
+                                                              geometry=None if recording.azimuth_rad is None
+                                                              else geometry)
     result["run_s"] = time.perf_counter() - t0
     for line in table_lines(result):
         echo(line)
@@ -735,7 +708,8 @@ def table_lines(r: dict[str, Any]) -> list[str]:
     a, rim = r["agreement"], r["agreement_rim"]
     lines = [f"{r['recording']} ({r['profile']}, {len(r['frames'])} frame(s), {r['covered_pixels']:,} of "
              f"{r['held_out_pixels']:,} held-out pixels covered by the mesh, {r['inside_pixels']:,} inside it)",
-             f"simulated as {_describe(r['sensor'])}", *_reflectivity_warning(r), "",
+             f"simulated as {_describe(r['sensor'])}", *_reflectivity_warning(r),
+             *(f"note: {note}" for note in r.get("notes", ())), "",
              "| figure | value |", "|---|---|",
              f"| pixels inside the mesh: both return / only real / only sim / neither | {a['both']:,} / "
              f"{a['only_real']:,} / {a['only_sim']:,} / {a['neither']:,} |",

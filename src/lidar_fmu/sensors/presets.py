@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .automotive import AUTOMOTIVE_PRESETS
+from .hesai import HESAI_PRESETS
 from .ouster import OS1_16_64_DIVERGENCE_MRAD as _OS1_16_64_DIVERGENCE_MRAD
 from .ouster import OS1_128_DIVERGENCE_MRAD as _OS1_128_DIVERGENCE_MRAD
 from .ouster import OS1_BEAM_DIAMETER_M as _OS1_BEAM_DIAMETER_M
@@ -315,6 +316,8 @@ PRESETS: dict[str, dict] = {
         "radial_velocity": {"resolution_m_s": 2.0**-8, "sigma_m_s": 0.1},
     },
 }
+# Hesai units: their module holds the presets with their sources (sensors/hesai.py)
+PRESETS |= HESAI_PRESETS
 
 #: RoboSense, Hesai AT128, Valeo, Luminar, Seyond, Innoviz: sensors/automotive.py, each figure's source there
 PRESETS.update(AUTOMOTIVE_PRESETS)

@@ -35,6 +35,15 @@ from ..physics.fmcw import RadialVelocity, RadialVelocityError, parse_radial_vel
 from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivity
 from ..physics.tof import ToF, ToFSpecError, parse_tof
 from .airsim import airsim_spec, looks_like_airsim
+from .hesai import (
+    HesaiCalibrationError,
+    guess_model,
+    hesai_pattern,
+    model_of,
+    preset_of,
+    read_hesai_calibration,
+    read_hesai_firetimes,
+)
 from .ibeo import mirror_directions
 from .ouster import OusterMetadataError, ouster_rays, range_offset_m, read_ouster_metadata, unit_spec
 from .presets import PRESETS, unknown_preset
@@ -63,7 +72,8 @@ KNOWN_KEYS = {
     "noise", "detection", "detection_width", "range_noise", "intensity_law", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
     "return_order", "divergence_sampling", "radial_velocity",
-    "velodyne_model", "rotating_mirror", "rosette", "raster", "robosense_angles", "robosense_model",
+    "velodyne_model", "hesai_model", "firetime_correction",
+    "rotating_mirror", "rosette", "raster", "robosense_angles", "robosense_model",
     "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
 }
 
@@ -193,7 +203,7 @@ def _is_ouster_metadata(data: dict[str, Any]) -> bool:
 
 #: spec keys that name a file: in a spec file, a relative name is the file beside it (if one is there), so that the
 #: spec moves with its files
-FILE_KEYS = ("ouster_metadata", "calibration", "robosense_angles")
+FILE_KEYS = ("ouster_metadata", "calibration", "firetime_correction", "robosense_angles")
 
 
 def _beside(spec: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -230,6 +240,9 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
                 spec = angles_spec(text)
             except RoboSenseAnglesError as exc:
                 raise SensorSpecError(str(exc)) from None
+        elif os.path.isfile(text) and text.lower().endswith(".csv"):  # a Hesai unit's angle-correction CSV
+            spec = hesai_spec(text)
+            file_name = os.path.splitext(os.path.basename(text))[0]
         elif os.path.isfile(text):
             spec = _beside(_read_spec_file(text), os.path.dirname(text))
             if _is_ouster_metadata(spec):  # a unit's own metadata JSON: its calibration, its line's datasheet
@@ -308,7 +321,7 @@ def _angles(spec: dict[str, Any], key: str, length: int | None = None) -> np.nda
     return values
 
 
-def _data_file(name: str) -> str:
+def data_file(name: str) -> str:
     """A path as given, else the packaged ``data/`` file of that name; SensorSpecError when neither exists."""
     if os.path.isfile(name):
         return name
@@ -322,7 +335,7 @@ def _velodyne(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
     """A Velodyne calibration YAML's lasers (with their origin offsets); with ``velodyne_model`` the model's
     documented firing sequence times every ray (:mod:`.velodyne`), else columns spread over the frame."""
     try:
-        cal = read_velodyne_calibration(_data_file(str(spec["calibration"])))
+        cal = read_velodyne_calibration(data_file(str(spec["calibration"])))
     except VelodyneCalibrationError as exc:
         raise SensorSpecError(str(exc)) from None
     model = spec.get("velodyne_model")
@@ -353,6 +366,30 @@ def _velodyne(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
         return velodyne_pattern(cal, timing, columns=columns, start_azimuth_rad=np.radians(start),
                                 turn_direction=float(np.sign(end - start)), frame_rate_hz=1.0 / frame_period_s)
     except VelodyneCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
+
+
+def hesai_spec(path: str) -> dict[str, Any]:
+    """The spec of a Hesai unit's angle-correction CSV given as a sensor: its model's preset (the model whose
+    default angle table it is nearest, :func:`lidar_fmu.sensors.hesai.guess_model`) with this file's angles."""
+    try:
+        model = guess_model(read_hesai_calibration(path))
+    except HesaiCalibrationError as exc:
+        raise SensorSpecError(str(exc)) from None
+    preset = preset_of(model.name)
+    return {"preset": preset, "calibration": os.path.abspath(path)}
+
+
+def _hesai(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
+    """A Hesai unit's rays from its angle-correction CSV (``calibration``), model (``hesai_model``, else guessed
+    from the angles) and firetime correction (``firetime_correction``, else the model's packaged one)."""
+    try:
+        cal = read_hesai_calibration(data_file(str(spec["calibration"])))
+        model = model_of(spec["hesai_model"]) if "hesai_model" in spec else guess_model(cal)
+        firetimes = read_hesai_firetimes(data_file(str(spec.get("firetime_correction", model.firetime_file))),
+                                         model.channels)
+        return hesai_pattern(cal, model, firetimes, frame_rate_hz=1.0 / frame_period_s)
+    except HesaiCalibrationError as exc:
         raise SensorSpecError(str(exc)) from None
 
 
@@ -428,7 +465,7 @@ def _robosense(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
     model's firing (``robosense_model``, else the model a file's line count names; :mod:`.robosense`)."""
     try:
         if "robosense_angles" in spec:
-            elevation, horizontal = read_robosense_angles(_data_file(str(spec["robosense_angles"])))
+            elevation, horizontal = read_robosense_angles(data_file(str(spec["robosense_angles"])))
         else:
             elevation = _angles(spec, "vertical_angles_deg")
             horizontal = np.zeros_like(elevation)
@@ -507,6 +544,8 @@ def _pattern(spec: dict[str, Any], frame_period_s: float) -> RayPattern:
         _check_rays(int(channels), f"{int(channels):,} channels")
         elevation = np.radians(np.linspace(lower, upper, channels) if channels > 1 else [0.5 * (lower + upper)])
     elif "calibration" in spec:
+        if "hesai_model" in spec or str(spec["calibration"]).lower().endswith(".csv"):
+            return _hesai(spec, frame_period_s)
         return _velodyne(spec, frame_period_s)
     else:
         raise SensorSpecError(

@@ -76,14 +76,82 @@ BOUNDS = {
 }
 
 
+#: a VeloView / Velodyne ``db.xml`` laser's element → (the YAML key, factor): angles in degrees, lengths in
+#: centimetres, as ros-drivers/velodyne's ``gen_calibration.py`` converts them (and VeloView's and PCL's
+#: ``HDLGrabber`` read them)
+XML_KEYS = {"id_": ("laser_id", 1.0), "rotCorrection_": ("rot_correction", np.pi / 180.0),
+            "vertCorrection_": ("vert_correction", np.pi / 180.0), "distCorrection_": ("dist_correction", 0.01),
+            "distCorrectionX_": ("dist_correction_x", 0.01), "distCorrectionY_": ("dist_correction_y", 0.01),
+            "vertOffsetCorrection_": ("vert_offset_correction", 0.01),
+            "horizOffsetCorrection_": ("horiz_offset_correction", 0.01), "focalDistance_": ("focal_distance", 0.01),
+            "focalSlope_": ("focal_slope", 1.0)}
+
+
+def velodyne_xml(path) -> dict:
+    """A Velodyne ``db.xml`` (VeloView's calibration file, ``DB/points_/item/px``) as the calibration YAML's mapping
+    (``lasers``, ``distance_resolution`` from ``distLSB_`` in cm), the lasers ``enabled_`` lists as off left out.
+    One :class:`VelodyneCalibrationError` line for a file that is not one; a document type or entity declaration
+    is refused (no entity is expanded)."""
+    import xml.etree.ElementTree as ElementTree
+
+    from ..documents import MAX_YAML_BYTES, read_text
+
+    name = os.path.basename(os.fspath(path))
+    text = read_text(path, "Velodyne calibration", VelodyneCalibrationError, limit=MAX_YAML_BYTES)
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: a document type or entity declaration is not "
+                                       "read (a db.xml has none)")
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: not XML ({exc})") from None
+    db = root if root.tag == "DB" else root.find("DB")
+    points = None if db is None else db.find("points_")
+    if db is None or points is None:
+        raise VelodyneCalibrationError(f"Velodyne calibration {name}: no DB/points_ (not a Velodyne db.xml)")
+    enabled = [item.text.strip() != "0" for item in db.findall("enabled_/item") if item.text is not None]
+    lasers = []
+    for k, item in enumerate(points.findall("item")):
+        px = item.find("px")
+        if px is None:
+            raise VelodyneCalibrationError(f"Velodyne calibration {name}: points_ item {k} has no px")
+        laser = {}
+        for element, (key, factor) in XML_KEYS.items():
+            node = px.find(element)
+            if node is None or node.text is None:
+                continue
+            try:
+                laser[key] = float(node.text) * factor
+            except ValueError:
+                raise VelodyneCalibrationError(f"Velodyne calibration {name}: points_ item {k} {element} must be a "
+                                               f"number, got {shown(node.text)}") from None
+        index = int(laser.get("laser_id", -1))
+        if index >= 0:
+            laser["laser_id"] = index
+        if index < 0 or index >= len(enabled) or enabled[index]:
+            lasers.append(laser)
+    calibration: dict = {"lasers": lasers, "num_lasers": len(lasers)}
+    lsb = db.find("distLSB_")
+    if lsb is not None and lsb.text is not None:
+        try:
+            calibration["distance_resolution"] = float(lsb.text) * 0.01
+        except ValueError:
+            raise VelodyneCalibrationError(f"Velodyne calibration {name}: distLSB_ must be a number") from None
+    return calibration
+
+
 def read_velodyne_calibration(path) -> VelodyneCalibration:
-    """The corrections of a calibration YAML (``lasers: [{laser_id, vert_correction, rot_correction, …}]``).
+    """The corrections of a calibration YAML (``lasers: [{laser_id, vert_correction, rot_correction, …}]``) or of a
+    Velodyne ``db.xml`` (:func:`velodyne_xml`).
 
     Read within the bounds of :mod:`lidar_fmu.documents`; every key it uses is checked (numbers, finite, within
     :data:`BOUNDS`); a bad one raises :class:`VelodyneCalibrationError` with one line naming it and the laser.
     """
     name = os.path.basename(os.fspath(path))
-    data = read_document(path, "Velodyne calibration", VelodyneCalibrationError, syntax="yaml")
+    if os.fspath(path).lower().endswith(".xml"):
+        data = velodyne_xml(path)
+    else:
+        data = read_document(path, "Velodyne calibration", VelodyneCalibrationError, syntax="yaml")
     lasers = data.get("lasers") if isinstance(data, dict) else None
     if not isinstance(lasers, list) or not lasers or not all(isinstance(laser, dict) for laser in lasers):
         raise VelodyneCalibrationError(f"Velodyne calibration {name}: needs a non-empty 'lasers' list of mappings")

@@ -16,7 +16,7 @@ def add_calibrate(sub) -> None:
         "calibrate", help="fit a unit's noise, range–reflectivity limit and min/max range from its recording(s)",
         description="Fit from real recordings of one unit what its datasheet does not say: range noise σ(range, "
                     "signal), the range–reflectivity limit with a soft detection edge, its nearest and farthest "
-                    "returns; write them as a sensor spec (the unit's metadata plus the fitted keys) that scan, "
+                    "returns; write them as a sensor spec (the unit's calibration plus the fitted keys) that scan, "
                     "replay, validate --sensor and the FMU take. See docs/validation.md.")
     add_recording_arguments(p, nargs="+")
     p.add_argument("-o", "--output", required=True, help="the sensor spec to write (YAML)")

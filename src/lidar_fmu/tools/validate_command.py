@@ -30,9 +30,14 @@ def _frames(text: str) -> int:
 def add_recording_arguments(p, nargs: str | None) -> None:
     """The recording(s) (``nargs``: argparse's, None for one), ``--metadata`` and ``--max-jump`` that validate and
     calibrate share."""
-    p.add_argument("recording", nargs=nargs, help="the unit's .pcap (needs ouster-sdk) or the .npz that "
-                                                  "scripts/extract_ouster_frames.py extracts from it")
-    p.add_argument("--metadata", required=True, help="the unit's metadata JSON (as the sensor or ouster-sdk wrote it)")
+    p.add_argument("recording", nargs=nargs,
+                   help="the unit's recording: Velodyne and Hesai .pcap/.pcapng captures or ROS 2 bags (a bag folder, "
+                        ".db3 or .mcap) of their packets; an Ouster .pcap (needs ouster-sdk) or the .npz that "
+                        "scripts/extract_ouster_frames.py extracts from it")
+    p.add_argument("--metadata", required=True,
+                   help="the unit's calibration, which also says which reader the recording needs: a Velodyne "
+                        "calibration .yaml or db.xml, a Hesai angle-correction .csv, an Ouster metadata .json, or a preset "
+                        "of the unit's model (velodyne_*, hesai_*, ouster_os1_128_cal)")
     p.add_argument("--max-jump", type=_jump, default=0.05,
                    help="neighbours whose ranges differ by more than this fraction are not one surface")
 
@@ -46,17 +51,20 @@ def cmd_validate(args) -> None:
 
 def add_validate(sub) -> None:
     p = sub.add_parser(
-        "validate", help="compare a real Ouster recording with our simulation of the same unit, pixel by pixel",
+        "validate", help="compare a real Velodyne, Hesai or Ouster recording with our simulation of the same unit, "
+                         "pixel by pixel",
         description="Rebuild the scene of each frame from the even columns' pixels (triangles where neighbouring "
                     "ranges agree, each with the unit's measured reflectivity), simulate the unit from its "
-                    "metadata, and compare on the odd columns: returns found, range difference and bias, noise per "
-                    "range band, intensity ranks, second returns, real returns beyond our limits. Prints a table; "
+                    "calibration, and compare on the odd columns (units that do not fire on a fixed grid, Velodyne "
+                    "and Hesai, as rings × azimuth bins at their own azimuths): returns found, range difference and "
+                    "bias, noise per range band, intensity ranks, second returns, real returns beyond our limits. "
+                    "Prints a table; "
                     "with -o writes validation.json and validation.png. See docs/validation.md.")
     add_recording_arguments(p, nargs=None)
     p.add_argument("-o", "--output", default=None, help="folder for validation.json and validation.png")
     p.add_argument("--sensor", default=None,
                    help="preset or sensor spec file to simulate, the unit's calibration as its geometry "
-                        "(default: what the metadata JSON resolves to as a --sensor)")
+                        "(default: the unit's own: its calibration with its model's datasheet figures)")
     p.add_argument("--poses", default=None,
                    help="the unit's pose per frame (KITTI: a row-major 3×4 matrix per line), or 'icp' to register "
                         "the frames with KISS-ICP (needs kiss-icp): noise is then also measured from frame to frame")
