@@ -260,14 +260,14 @@ def bench_motion(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
 def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_128") -> list[dict]:
     """What noise, detection probability and weather add to one frame (the aim: ≤ 1 ms for noise,
     ≤ 3 ms for weather), against the clean frame measured alongside."""
+    from ..sensors import resolve_spec
+
     cases: list[tuple[str, dict[str, Any]]] = [("clean", {}), ("datasheet noise", {"noise": "datasheet"}),
              ("noise (range, bias, angle, dropout) + probabilistic detection",
               {"noise": {"range_sigma_m": 0.03, "laser_bias_sigma_m": 0.01, "angle_sigma_deg": 0.05,
                          "dropout": 0.01}, "detection": "probabilistic"}),
              ("fog, visibility 200 m", {"weather": {"fog_visibility_m": 200.0}}),
              ("rain 25 mm/h", {"weather": {"rain_mm_h": 25.0}})]
-    from ..sensors import resolve_spec
-
     rows, clean_ms = [], None
     clean = Lidar(scene, preset, backend=backend)
     for label, extra in cases:
