@@ -230,6 +230,11 @@ def test_unknown_bench_scene_is_a_user_error(capsys):
     assert code == 2 and "unknown bench scene 'nowhere'" in err and "Traceback" not in err
 
 
+def test_unknown_bench_section_is_a_user_error(capsys):
+    code, _, err = run(["bench", "--sections", "cast,warp", "--backend", "embree"], capsys)
+    assert code == 2 and "--sections 'cast,warp': unknown section 'warp'" in err and "Traceback" not in err
+
+
 def test_replay_and_bench_do_not_import_the_cli():
     code = ("import sys, lidar_fmu.tools.replay, lidar_fmu.tools.bench; "
             "sys.exit('lidar_fmu.tools.cli' in sys.modules)")

@@ -88,11 +88,12 @@ def open3d_rays(o3d, origin, directions):
     return o3d.core.Tensor(np.hstack([np.broadcast_to(origin, directions.shape), directions]).astype(np.float32))
 
 
-def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference):
+def bench_case(scene_name, scene, sensor_pose, backend, repeat, reference, sensors=SENSORS):
+    """Cast, points, PCD pack and whole-frame times of each of ``sensors`` ((label, preset or spec) pairs)."""
     from ..io.pcd import pcd_bytes
 
     rows = []
-    for label, preset in SENSORS:
+    for label, preset in sensors:
         t0 = time.perf_counter()
         lidar = Lidar(scene, preset, backend=backend)
         build_s = time.perf_counter() - t0
@@ -261,6 +262,7 @@ def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1
     ≤ 1 ms for noise, ≤ 3 ms for weather), against the clean frame measured alongside."""
     from ..pointcloud import ENVIRONMENT_ID_BASE
     from ..scan.velocity import SceneVelocities
+    from ..sensors import resolve_spec
 
     # the host at 20 m/s turning at 0.2 rad/s, every object (not the environment) at 10 m/s along x turning too
     objects = [int(i) for i in scene.instance_ids if i < ENVIRONMENT_ID_BASE]
@@ -277,7 +279,7 @@ def bench_effects(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1
     rows, clean_ms = [], None
     clean = Lidar(scene, preset, backend=backend)
     for label, extra in cases:
-        lidar = Lidar(scene, {"preset": preset} | extra, backend=backend)
+        lidar = Lidar(scene, resolve_spec(preset) | extra, backend=backend)
         velocities = moving if "radial_velocity" in extra else None
         frame_ms = median_ms(lambda: lidar.scan(sensor_pose, velocities=velocities), repeat)
         clean_ms = frame_ms if clean_ms is None else min(clean_ms, median_ms(lambda: clean.scan(sensor_pose), repeat))
@@ -291,6 +293,8 @@ def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
     footprint may straddle an edge (``adaptive``), each timed against the preset's frame measured alongside; an
     adaptive row also gives the rays it cast and the share of full sampling's second echoes (ray and range to
     1 cm) it finds."""
+    from ..sensors import resolve_spec
+
     plain = Lidar(scene, preset, backend=backend)
     plain_ms = median_ms(lambda: plain.scan(sensor_pose), repeat)
     rows = [dict(case="one ray per beam (divergence_samples 1)", frame_ms=plain_ms, plain_ms=plain_ms,
@@ -298,8 +302,8 @@ def bench_echoes(scene, sensor_pose, backend, repeat, preset: str = "ouster_os1_
     for samples in (4, 16):
         full_second = None
         for sampling in ("full", "adaptive"):
-            lidar = Lidar(scene, {"preset": preset, "divergence_samples": samples, "returns": "dual",
-                                  "divergence_sampling": sampling}, backend=backend)
+            lidar = Lidar(scene, resolve_spec(preset) | {"divergence_samples": samples, "returns": "dual",
+                                                         "divergence_sampling": sampling}, backend=backend)
             cloud = lidar.scan(sensor_pose)
             frame_ms = median_ms(lambda: lidar.scan(sensor_pose), repeat)
             plain_ms = median_ms(lambda: plain.scan(sensor_pose), repeat)
@@ -384,8 +388,9 @@ def demo_views(work_dir: str | None, frames: int, ground_truth_only: bool = Fals
     return scenario, list(read_trace(scenario["trace"]))[:frames]
 
 
-def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") -> dict:
-    """doStep of the demo scenario (OS1-128×1024 on the street): stage medians in-process, and through the FMU."""
+def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto", sensor: str | None = None) -> dict:
+    """doStep of the demo scenario (OS1-128×1024 on the street, or ``sensor``): stage medians in-process, and
+    through the FMU."""
     from ..cosim.fmu_host import FmuInstance
     from ..cosim.fmu_package import DEFAULT_FMU, build_fmu, sources_newer_than
     from ..cosim.sensor_model import STAGES
@@ -394,6 +399,7 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
     scenario, views = demo_views(work_dir, frames)
     folder = os.path.dirname(scenario["trace"])
     scenario["backend"] = backend
+    scenario["sensor"] = sensor or scenario["sensor"]
     parameters = fmu_parameters(scenario, folder)
     model = model_of(parameters)  # the very model the FMU builds: its materials (glass!), mounting, options
     model.step(views[0], 0.0)  # loads meshes, builds, compiles
@@ -432,14 +438,16 @@ def bench_step(work_dir: str | None, frames: int = 20, backend: str = "auto") ->
     }
 
 
-def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lidars: int = 4) -> dict:
-    """The demo scenario's doStep (in-process) with ``lidars`` copies of its lidar on the roof corners against
-    the one lidar, views interleaved (the aim: 4 lidars ≤ 3.5× one; the scene update is shared)."""
+def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lidars: int = 4,
+              sensor: str | None = None) -> dict:
+    """The demo scenario's doStep (in-process) with ``lidars`` copies of its lidar (or of ``sensor``) on the roof
+    corners against the one lidar, views interleaved (the aim: 4 lidars ≤ 3.5× one; the scene update is shared)."""
     from ..sensors import resolve_spec
     from .replay import fmu_parameters, model_of
 
     scenario, views = demo_views(work_dir, frames)
     scenario["backend"] = backend
+    scenario["sensor"] = sensor or scenario["sensor"]
     parameters = fmu_parameters(scenario, os.path.dirname(scenario["trace"]))
     spec = resolve_spec(scenario["sensor"])
     corners = [(1.0, 0.8, 1.9, 45), (1.0, -0.8, 1.9, -45), (-1.0, 0.8, 1.9, 135), (-1.0, -0.8, 1.9, -135)]
@@ -460,7 +468,7 @@ def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lid
 
 
 def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "auto",
-                       road_km: float = 10.0) -> dict:
+                       road_km: float = 10.0, sensor: str | None = None) -> dict:
     """The demo street from its meshes against the same street from its OSI ground truth alone (the road, signs,
     buildings, trees and cars built by :mod:`lidar_fmu.world`): each model's first step and its later steps
     (in-process, views interleaved); and the first step of a ``road_km`` long winding four-lane road with trees
@@ -471,6 +479,7 @@ def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "a
     for name, only in (("meshes", False), ("ground truth", True)):
         scenario, views[name] = demo_views(work_dir, frames, ground_truth_only=only)
         scenario["backend"] = backend
+        scenario["sensor"] = sensor or scenario["sensor"]
         models[name] = model_of(fmu_parameters(scenario, os.path.dirname(scenario["trace"])))
         t0 = time.perf_counter()
         models[name].step(views[name][0], 0.0)
@@ -484,7 +493,7 @@ def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "a
             times[name].append(time.perf_counter() - t0)
             counts[name] = result.count
     road = long_road_view(road_km * 1000.0)
-    model = model_of({"sensor": "ouster_os1_128", "backend": backend})
+    model = model_of({"sensor": sensor or "ouster_os1_128", "backend": backend})
     t0 = time.perf_counter()
     result = model.step(road, 0.1)
     road_s = time.perf_counter() - t0
@@ -547,65 +556,118 @@ def long_road_view(length_m: float = 10_000.0, spacing_m: float = 1.0, lanes: in
     return view.SerializeToString()
 
 
-def run_bench(args) -> list[dict]:
+#: what ``lidar-fmu bench --sections`` can pick (all by default; ``gpu`` only with the cuda backend)
+SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth")
+#: the sections ``--skip-step`` leaves out
+STEP_SECTIONS = ("encode", "step", "rig", "ground-truth")
+
+
+def chosen_sections(text: str | None, skip_step: bool) -> list[str]:
+    """``--sections`` (a comma list of :data:`SECTIONS`; None: all) less :data:`STEP_SECTIONS` with ``skip_step``."""
+    names = list(SECTIONS) if text is None else [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown or not names:
+        raise UserError(f"--sections {text!r}: unknown section {', '.join(map(repr, unknown)) or '(none given)'}; "
+                        f"choose from {', '.join(SECTIONS)}")
+    return [n for n in SECTIONS if n in names and not (skip_step and n in STEP_SECTIONS)]
+
+
+def machine_info(backend: str) -> dict:
+    """What the figures were measured on: processor, cores, Python and Numba, and the GPU where cuda runs."""
     import platform
+
+    import numba
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    info = {"machine": platform.machine(), "cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
+            "numba": numba.__version__, "backend": backend}
+    if backend == "cuda":
+        from ..raycast.cuda import device_name
+
+        simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+        info["gpu"] = "Numba's CUDA simulator" if simulated else device_name()
+    return info
+
+
+def run_bench(args) -> dict:
+    """The tables of ``lidar-fmu bench`` (``args``: its options), printed; → every section's figures, also
+    written as JSON to ``args.json`` when given."""
+    import json
 
     from ..raycast import make_backend
 
+    sections = chosen_sections(getattr(args, "sections", None), args.skip_step)
     # resolve 'auto' once, so a missing GPU for --backend cuda is a clear error before any work
     args.backend = make_backend(args.backend, Scene()).name
     gpu = args.backend == "cuda"
-    device = ""
-    if gpu:
-        from ..raycast.cuda import device_name
-
-        device = f", GPU {device_name()}"
-    print(f"lidar-fmu bench: {platform.machine()}, {os.cpu_count()} CPUs{device}, backend={args.backend}, "
-          f"median of {args.repeat}")
+    sensor = getattr(args, "sensor", None)
+    frames = getattr(args, "frames", 20)
+    label = os.path.basename(sensor) if sensor else "OS1-128×1024"
+    info = machine_info(args.backend)
+    print(f"lidar-fmu bench: {info['machine']}, {info['cpus']} CPUs ({info['cpu']})"
+          f"{', GPU ' + info['gpu'] if gpu else ''}, backend={args.backend}, median of {args.repeat}")
+    results: dict[str, Any] = {"info": info, "repeat": args.repeat, "sensor": sensor, "sections": sections}
     rows, gpu_rows, motion_rows, effects_rows, echo_rows = [], [], [], [], []
     for name in [s.strip() for s in args.scenes.split(",") if s.strip()]:
         if name == "street":
             scene, pose = street_scene(args.work_dir)
         elif name == "sphere":
-            scene, pose = sphere_scene()
+            scene, pose = sphere_scene(getattr(args, "sphere_triangles", 1_000_000))
         else:
             raise UserError(f"unknown bench scene {name!r}; choose street or sphere")
-        rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene))
+        if "cast" in sections:
+            rows += bench_case(name, scene, pose, args.backend, args.repeat, open3d_reference(scene),
+                               [(label, sensor)] if sensor else SENSORS)
+        frame_sensor = sensor or "ouster_os1_128"
         if name == "street":
-            motion_rows = bench_motion(scene, pose, args.backend, args.repeat)
-            effects_rows = bench_effects(scene, pose, args.backend, args.repeat)
-            echo_rows = bench_echoes(scene, pose, args.backend, args.repeat)
-        if gpu:
-            gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses))
-    print_table(rows)
+            if "motion" in sections:
+                motion_rows = bench_motion(scene, pose, args.backend, args.repeat, frame_sensor)
+            if "effects" in sections:
+                effects_rows = bench_effects(scene, pose, args.backend, args.repeat, frame_sensor)
+            if "echoes" in sections:
+                echo_rows = bench_echoes(scene, pose, args.backend, args.repeat, frame_sensor)
+        if gpu and "gpu" in sections:
+            gpu_rows.append(bench_gpu(name, scene, pose, args.repeat, poses=args.poses, frame_sensor=frame_sensor,
+                                      batch_sensor=sensor or "velodyne_vlp16"))
+    results.update(cast=rows, motion=motion_rows, effects=effects_rows, echoes=echo_rows, gpu=gpu_rows)
+    if rows:
+        print_table(rows)
     if motion_rows:
-        print_motion_table("OS1-128×1024", motion_rows)
+        print_motion_table(label, motion_rows)
     if effects_rows:
-        print_effects_table("OS1-128×1024", effects_rows)
+        print_effects_table(label, effects_rows)
     if echo_rows:
-        print_echoes_table("OS1-128×1024", echo_rows)
+        print_echoes_table(label, echo_rows)
     if gpu_rows:
         print_gpu_table(gpu_rows)
-    if not args.skip_step:
+    if "encode" in sections:
         from .bench_encode import bench_encode
 
-        enc = bench_encode()
+        enc = results["encode"] = bench_encode()
         print(f"\nOSI encode, 131,072 detections: {enc['encode_ms']:.2f} ms (official osi3 classes in a Python loop: "
               f"{enc['reference_extrapolated_ms']:.0f} ms extrapolated, {enc['speedup']:.0f}× slower)")
-        step = bench_step(args.work_dir, backend=args.backend)
-        print_markdown(["doStep, demo street, OS1-128×1024", *step["stages_ms"], "model step", "FMU doStep (FMPy)",
+    if "step" in sections:
+        step = results["step"] = bench_step(args.work_dir, frames, args.backend, sensor)
+        print_markdown([f"doStep, demo street, {label}", *step["stages_ms"], "model step", "FMU doStep (FMPy)",
                         "doStep p90", "doStep ÷ cast", "master's step (+ input, copy-out)"],
                        [[f"median ms over {step['frames']} frames ({step['returns']:,} returns)",
                          *(f"{v:.2f}" for v in step["stages_ms"].values()), f"{step['model_step_ms']:.2f}",
                          f"{step['fmu_step_ms']:.2f}", f"{step['fmu_step_p90_ms']:.2f}",
                          f"{step['do_step_per_cast']:.2f}×", f"{step['host_step_ms']:.2f}"]])
-        rig = bench_rig(args.work_dir, backend=args.backend)
-        print_markdown(["demo doStep (model), OS1-128×1024", "one lidar ms", f"{rig['lidars']} lidars, one scene ms",
+    if "rig" in sections:
+        rig = results["rig"] = bench_rig(args.work_dir, frames, args.backend, sensor=sensor)
+        print_markdown([f"demo doStep (model), {label}", "one lidar ms", f"{rig['lidars']} lidars, one scene ms",
                         "× one"],
                        [[f"median over {rig['frames'] - 1} frames", f"{rig['one_ms']:.2f}", f"{rig['rig_ms']:.2f}",
                          f"{rig['ratio']:.2f}×"]])
-        gt = bench_ground_truth(args.work_dir, backend=args.backend)
-        print_markdown(["demo doStep (model), OS1-128×1024", "first step s", "step ms (median)", "returns",
+    if "ground-truth" in sections:
+        gt = results["ground_truth"] = bench_ground_truth(args.work_dir, frames, args.backend, sensor=sensor)
+        print_markdown([f"demo doStep (model), {label}", "first step s", "step ms (median)", "returns",
                         "× meshes"],
                        [[f"street from {name}", f"{gt['first_step_s'][name]:.2f}", f"{gt['step_ms'][name]:.2f}",
                          f"{gt['returns'][name]:,}", f"{gt['step_ms'][name] / gt['step_ms']['meshes']:.2f}×"]
@@ -613,4 +675,19 @@ def run_bench(args) -> list[dict]:
         print(f"\nfirst step of a {gt['road_km']:g} km road from ground truth alone (road, terrain, trees built): "
               f"{gt['road_first_step_s']:.2f} s, {gt['road_triangles']:,} triangles placed, "
               f"{gt['road_returns']:,} returns")
-    return rows
+    if getattr(args, "json", None):
+        folder = os.path.dirname(os.path.abspath(args.json))
+        os.makedirs(folder, exist_ok=True)
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1, default=_json_value)
+        print(f"\nfigures written to {args.json}")
+    return results
+
+
+def _json_value(value):
+    """numpy scalars and arrays as JSON takes them."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON: {type(value).__name__}")

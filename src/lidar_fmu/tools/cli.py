@@ -420,8 +420,12 @@ def cmd_bench(args) -> None:
 
         run_scaling(args.repeat, args.max_triangles, args.max_instances, args.output)
         return
+    import os
+
     from .bench import run_bench
 
+    if args.sensor and os.path.isfile(args.sensor):  # a spec file relative to here, not to the demo's folder
+        args.sensor = os.path.abspath(args.sensor)
     run_bench(args)
 
 
@@ -615,6 +619,17 @@ def _add_bench(sub) -> None:
     p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
     p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
     p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
+    p.add_argument("--sections", default=None, metavar="LIST",
+                   help="comma list of the parts to run (default: all): cast, motion, effects, echoes, gpu (cuda "
+                        "only), encode, step, rig, ground-truth")
+    p.add_argument("--sensor", default=None, metavar="NAME|FILE",
+                   help="one preset or spec file in place of the VLP-16 and OS1-128 everywhere (the demo's "
+                        "doStep too); a small one makes a quick run on the CUDA simulator")
+    p.add_argument("--frames", type=_positive_int, default=20,
+                   help="demo frames of the doStep, 4-lidar and ground-truth parts (the first is not timed)")
+    p.add_argument("--sphere-triangles", type=_positive_int, default=1_000_000,
+                   help="triangles of the sphere scene (the batched cast's 1 M-triangle scene)")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
     p.add_argument("--scaling", action="store_true",
                    help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
                         "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
