@@ -58,16 +58,18 @@ def test_the_dry_run_goes_through_every_step_and_writes_every_result(tmp_path):
     gpu, cpu = (json.loads((out / f"bench_{name}.json").read_text()) for name in ("cuda", "embree"))
     assert gpu["info"]["backend"] == "cuda" and cpu["info"]["backend"] == "embree"
     assert {r["scene"] for r in gpu["gpu"]} == {"street", "sphere"} and not cpu["gpu"]
-    for bench in (gpu, cpu):
-        assert len(bench["cast"]) == 2 and [r["slices"] for r in bench["motion"]] == [1, 1, 1, 4, 10, 32]
-        assert len(bench["echoes"]) == 5 and bench["step"]["fmu_step_ms"] > 0 and bench["rig"]["lidars"] == 4
-        assert bench["ground_truth"]["road_triangles"] > 100_000
+    # the dry run's CUDA bench: the backend's own parts (the simulator takes a second a frame); the CPU's: every part
+    assert len(gpu["cast"]) == 2 and len(gpu["echoes"]) == 5 and not gpu["motion"]
+    assert len(cpu["cast"]) == 2 and [r["slices"] for r in cpu["motion"]] == [1, 1, 1, 4, 10, 32]
+    assert len(cpu["echoes"]) == 5 and cpu["step"]["fmu_step_ms"] > 0 and cpu["rig"]["lidars"] == 4
+    assert cpu["ground_truth"]["road_triangles"] > 100_000
 
     report = (out / "report.md").read_text()
     assert "**parity holds**" in report and "| bench-cpu | ok |" in report
     figures = [line for line in report.splitlines() if line.startswith("| ") and " ms" in line]
     assert len(figures) >= 12 and all(line.count(" ms") + line.count(" s |") >= 1 for line in figures)
-    assert re.search(r"\| FMU doStep[^|]*\| ≤ 5 ms \| [\d.]+ ms \(decode [\d.]+, scene", report)
+    # (the dry run's CUDA bench has no doStep: its column says so; the CPU's has the stages)
+    assert re.search(r"\| FMU doStep[^|]*\| ≤ 5 ms \| – \| [\d.]+ ms \(decode [\d.]+, scene", report)
 
 
 @pytest.mark.slow
