@@ -1,7 +1,18 @@
+import os
+import shutil
+import tempfile
+
 import pytest
 import trimesh
 
-from helpers.meshes import to_mesh
+# The FMUs the tests build by default (replay, demo, bench, …) go to a folder of this session, not the checkout's
+# dist/: a test run leaves nothing in the repository. Set before lidar_fmu is imported; subprocesses inherit it.
+_SESSION_DIST = None
+if not os.environ.get("LIDAR_FMU_DIST"):
+    _SESSION_DIST = tempfile.mkdtemp(prefix="lidar-fmu-dist-")
+    os.environ["LIDAR_FMU_DIST"] = _SESSION_DIST
+
+from helpers.meshes import to_mesh  # noqa: E402  (after LIDAR_FMU_DIST is set: it imports lidar_fmu)
 
 
 def _real_gpu() -> bool:
@@ -12,6 +23,11 @@ def _real_gpu() -> bool:
         return bool(cuda.is_available()) and not config.ENABLE_CUDASIM
     except Exception:
         return False
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SESSION_DIST:
+        shutil.rmtree(_SESSION_DIST, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -98,3 +98,19 @@ def test_the_test_command_is_one_and_removes_its_temporary_folder():
     tests = next(step for step in steps if "pytest" in step)
     assert steps.index('W="$(mktemp -d)"') < steps.index(tests)
     assert tests.startswith('TMPDIR="$W/tmp" ') and "-p no:cacheprovider" in tests
+
+
+def test_the_default_fmus_go_where_lidar_fmu_dist_says(tmp_path):
+    """``$LIDAR_FMU_DIST`` moves the default FMUs out of the checkout's dist/ (the test session's own folder)."""
+    probe = ("from lidar_fmu.cosim.fmu_package import DEFAULT_FMU, DEFAULT_FMU3; "
+             "print(DEFAULT_FMU); print(DEFAULT_FMU3)")
+    env = os.environ | {"LIDAR_FMU_DIST": str(tmp_path / "elsewhere"),
+                        "PYTHONPATH": os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(tmp_path / "elsewhere" / "LidarSensor.fmu"),
+                                   str(tmp_path / "elsewhere" / "LidarSensor-fmi3.fmu")]
+    from lidar_fmu.cosim.fmu_package import DEFAULT_FMU, REPO_ROOT
+
+    if REPO_ROOT is not None:  # this session's own default FMU is not in the checkout
+        assert REPO_ROOT not in DEFAULT_FMU.parents

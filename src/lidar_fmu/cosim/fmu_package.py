@@ -46,6 +46,8 @@ else:  # a source checkout
     ANNOTATIONS_DIR = REPO_ROOT / "modelDescription"
     DOCS_DIR = REPO_ROOT / "docs"
     DEFAULT_FMU = REPO_ROOT / "dist" / "LidarSensor.fmu"
+if os.environ.get("LIDAR_FMU_DIST"):  # another folder for the default FMUs (a read-only checkout, a test session)
+    DEFAULT_FMU = Path(os.environ["LIDAR_FMU_DIST"]).resolve() / "LidarSensor.fmu"
 #: the FMI 3.0 FMU beside the FMI 2.0 one (its model identifier is LidarSensor too)
 DEFAULT_FMU3 = DEFAULT_FMU.with_name("LidarSensor-fmi3.fmu")
 #: per FMI version: the slave script and the C status shim in front of the library's binary
