@@ -11,6 +11,7 @@ spec, and the simulated unit firing exactly the recording's rays.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ class PixelRays:
     grid_column: np.ndarray  # (B, W) int64: destaggered column of each pixel
 
 
-class UnitGeometry:
+class UnitGeometry(abc.ABC):
     """A recorded unit (subclasses: :class:`~lidar_fmu.recordings.ouster.OusterGeometry`, :class:`BinnedGeometry`).
 
     ``beams`` × ``columns`` is its range image; ``beam_origin_mm`` what it adds to the distance along a beam to
@@ -52,23 +53,23 @@ class UnitGeometry:
     #: the reflectivity (percent) a returning pixel that reported 0 is taken to have (:data:`REFLECTIVITY_FLOOR_PERCENT`)
     reflectivity_floor_percent: float = 0.0
 
+    @abc.abstractmethod
     def rays(self, recording: Recording, frame: int) -> PixelRays:
         """The pixels' rays in ``frame``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def frame_sensor(self, sensor: Sensor, rays: PixelRays) -> Sensor:
         """``sensor`` firing exactly ``rays`` (its ray ``rays.ray_index[b, w]`` is pixel (b, w))."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def own_spec(self) -> dict[str, Any]:
         """The unit's own spec: its calibration and its model's datasheet figures (what calibrate starts from)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def sensor_spec(self, spec: str | None, dual: bool) -> dict[str, Any]:
         """The spec simulated: ``spec`` (preset or file; default :meth:`own_spec`), motion distortion off (the
         mesh is the scene as the unit swept it), and for a dual-return recording ``returns: dual`` where the spec
         names none."""
-        raise NotImplementedError
 
     def base_spec(self) -> dict[str, Any]:
         """:meth:`own_spec` resolved to its keys: what calibrate writes its fitted keys into."""
