@@ -223,8 +223,10 @@ def _densified(points: np.ndarray, spacing_m: float = MAX_SPACING_M) -> np.ndarr
     extra = np.ceil(np.diff(s) / spacing_m).astype(np.int64)
     if (extra <= 1).all():
         return points
-    t = np.concatenate([s[i] + (s[i + 1] - s[i]) * np.arange(extra[i]) / extra[i] for i in range(len(extra))]
-                       + [s[-1:]])
+    # each segment i gets extra[i] stations at its own fractions k / extra[i], k = 0 … extra[i] − 1
+    segment = np.repeat(np.arange(len(extra)), extra)
+    k = np.arange(len(segment)) - np.repeat(np.cumsum(extra) - extra, extra)
+    t = np.concatenate([s[segment] + np.diff(s)[segment] * k / extra[segment], s[-1:]])
     return np.column_stack([np.interp(t, s, points[:, k]) for k in range(3)])
 
 
