@@ -54,7 +54,7 @@ from .lines import (
     ribbon,
     sweep,
 )
-from .shapes import MeshBuilder, box, place, unit_icosphere
+from .shapes import MeshBuilder, box, tile, unit_icosphere
 
 # ------------------------------------------------------------------------------------------------ standard values
 
@@ -463,8 +463,7 @@ def _boundary(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lift
         upper = dome[0][:, 2] >= 0  # the dome: the upper half of a sphere, flattened
         vertices = dome[0] * (BOTTS_DOT_RADIUS_M, BOTTS_DOT_RADIUS_M, BOTTS_DOT_HEIGHT_M)
         keep = upper[dome[1]].all(axis=1)
-        for p in points:
-            builder.add(place((vertices, dome[1][keep]), 1.0, None, p + (0.0, 0.0, low)), ir("plastic_white"), osi_id)
+        builder.add(tile((vertices, dome[1][keep]), points + (0.0, 0.0, low)), ir("plastic_white"), osi_id)
     elif kind == "CURB":
         height = _height(line, DEFAULT_CURB_HEIGHT_M)
         base = points + (0.0, 0.0, low)
