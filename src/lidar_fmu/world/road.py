@@ -369,10 +369,13 @@ def build_road(road: RoadGroundTruth, builder: MeshBuilder | None = None) -> Roa
     sides = _sides(road, problems)
     beside = _lanes_beside(road, sides)
     kerb_high = _lift_lanes(road, sides, beside)
+    kinds: dict[int, str] = {}
+    for b in road.boundaries:  # the first boundary of an id names its kind
+        kinds.setdefault(b.id, b.kind)
     edge_kinds: dict[int, set[str]] = {}
     for line_id, lanes in beside.items():
         for ls in lanes[1.0] + lanes[-1.0]:
-            edge_kinds.setdefault(ls.lane.id, set()).add(_kind(road, line_id))
+            edge_kinds.setdefault(ls.lane.id, set()).add(kinds.get(line_id, ""))
     points = []
     for ls in sides:
         vertices, faces = loft(ls.left, ls.right)
@@ -422,10 +425,6 @@ def _fill_gaps(builder: MeshBuilder, sides: list[_LaneSides], edge_kinds, points
             builder.add((vertices, faces), ir(_lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))),
                         ls.lane.id)
             points.append(vertices)
-
-
-def _kind(road: RoadGroundTruth, line_id: int) -> str:
-    return next((b.kind for b in road.boundaries if b.id == line_id), "")
 
 
 def _middle(left: np.ndarray, right: np.ndarray) -> np.ndarray:
