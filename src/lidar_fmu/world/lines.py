@@ -25,9 +25,15 @@ def clean(points: np.ndarray) -> np.ndarray:
     points = np.asarray(points, np.float64).reshape(-1, 3)
     if len(points) < 2:
         return points
+    return points[kept(points)]
+
+
+def kept(points: np.ndarray) -> np.ndarray:
+    """Indices of the points :func:`clean` keeps (a line's per-point values follow them)."""
+    points = np.asarray(points, np.float64).reshape(-1, 3)
     keep = np.ones(len(points), bool)
     keep[1:] = np.linalg.norm(np.diff(points, axis=0), axis=1) > SAME_POINT_M
-    return points[keep]
+    return np.flatnonzero(keep)
 
 
 def arc_length(points: np.ndarray) -> np.ndarray:

@@ -48,6 +48,7 @@ from .lines import (
     cut,
     fill_polygon,
     footprint,
+    kept,
     left_normals,
     loft,
     offset,
@@ -446,7 +447,7 @@ def _boundary(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lift
     kind, osi_id = line.kind, line.id
     low = min(lifts)
     if kind in ("SOLID_LINE", "DASHED_LINE"):
-        width = np.where(line.width_m > 0, line.width_m, DEFAULT_LINE_WIDTH_M)[_kept(line)]
+        width = np.where(line.width_m > 0, line.width_m, DEFAULT_LINE_WIDTH_M)[kept(line.position_m)]
         lifted = points + (0.0, 0.0, low)
         if kind == "SOLID_LINE":
             builder.add(ribbon(lifted, width, PAINT_LIFT_M), paint_material(line.color), osi_id)
@@ -484,14 +485,6 @@ def _boundary(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lift
         height, half = _height(line, height_default), 0.5 * _width(line, thickness_default)
         profile = [[half, 0.0], [half, height], [-half, height], [-half, 0.0]]
         builder.add(sweep(points + (0.0, 0.0, low), profile, closed=True), ir("concrete"), osi_id)
-
-
-def _kept(line: BoundaryLine) -> np.ndarray:
-    """Indices of the line's points that :func:`~.lines.clean` keeps (its per-point values follow them)."""
-    points = np.asarray(line.position_m)
-    keep = np.ones(len(points), bool)
-    keep[1:] = np.linalg.norm(np.diff(points, axis=0), axis=1) > 1e-4
-    return np.flatnonzero(keep)
 
 
 def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lanes, osi_id: int) -> None:
