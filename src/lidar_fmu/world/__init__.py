@@ -61,7 +61,7 @@ def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | 
 
     add_signs(builder, road.signs, ground_z, built.problems)
     add_lights(builder, road.lights, ground_z, built.problems)
-    build_terrain(builder, built, min(float(reach_m), MAX_REACH_M))
+    build_terrain(builder, built, min(float(reach_m), MAX_REACH_M), index)
     return RoadWorld(builder.mesh("road from OSI ground truth"), tuple(built.problems))
 
 

@@ -32,11 +32,13 @@ STOP_SHARE, STOP_SLACK_M = 0.8, 0.25
 OPEN_END_PROBE_M = 1.0
 
 
-def build_terrain(builder: MeshBuilder, road: Road, reach_m: float) -> None:
-    """Terrain past every outer edge of ``road`` out to ``reach_m``, on ``builder`` (the environment's: no OSI id)."""
+def build_terrain(builder: MeshBuilder, road: Road, reach_m: float, index: PointIndex | None = None) -> None:
+    """Terrain past every outer edge of ``road`` out to ``reach_m``, on ``builder`` (the environment's: no OSI id).
+    ``index``: of ``road.points``, where the caller has one already."""
     if not road.edges:
         return
-    index = PointIndex(road.points)
+    if index is None:
+        index = PointIndex(road.points)
     offsets = [d for d in RING_OFFSETS_M if d < reach_m] + [float(reach_m)]
     for edge in road.edges:
         if not edge.cap:
