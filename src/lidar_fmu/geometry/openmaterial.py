@@ -111,7 +111,7 @@ def _sibling(asset_path: str, reference: str, what: str) -> str:
 def _mapped_materials(path: str, asset: dict, mesh: Mesh, face_uv: np.ndarray):
     """Per face, the visual name it takes (its model material's, or its mapped property file's) and the surface
     properties of the mapped ones."""
-    names = [mesh.material_names[m] for m in mesh.face_material]
+    names = np.array(mesh.material_names, dtype=object)[mesh.face_material]
     mapping_file = asset.get("materialMappingUri")
     if not mapping_file:
         return names, {}
@@ -121,29 +121,31 @@ def _mapped_materials(path: str, asset: dict, mesh: Mesh, face_uv: np.ndarray):
         raise MeshError(f"cannot use OpenMATERIAL material mapping {mapping_path}: 'materialMapping' must be a list "
                         "of [name or rgb code, material file, description] rows")
     by_key = {str(r[0]).strip(): str(r[1]) for r in rows}
-    keys = list(names)
+    keys = names.copy()
     for assignment in asset.get("materialTextureAssignment") or []:
         if not (isinstance(assignment, list) and len(assignment) == 2):
             raise MeshError(f"cannot use OpenMATERIAL asset {path}: materialTextureAssignment rows are "
                             "[material name, assignment texture]")
         material, texture = assignment
-        faces = np.array([n == material for n in names])
+        faces = np.array([n == material for n in mesh.material_names], bool)[mesh.face_material]
         if faces.any():
-            colours = _texture_colours(_sibling(path, texture, "assignment texture"), face_uv[faces])
-            for k, colour in zip(np.flatnonzero(faces), colours):
-                keys[k] = colour
+            keys[faces] = _texture_colours(_sibling(path, texture, "assignment texture"), face_uv[faces])
+    # each distinct key once, in the order the faces first name it (so the properties, and a file that cannot be
+    # read, come in face order)
+    unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    mapped_names = np.empty(len(unique), dtype=object)
+    mapped = np.zeros(len(unique), bool)
     properties: dict[str, SurfaceProperties] = {}
-    out = []
-    for model_name, key in zip(names, keys):
-        material_file = by_key.get(key)
+    for u in np.argsort(first, kind="stable"):
+        material_file = by_key.get(unique[u])
         if material_file is None:  # unmapped: the model's own material name (a map may name it)
-            out.append(model_name)
             continue
         name = f"openmaterial:{os.path.splitext(os.path.basename(material_file))[0]}"
         if name not in properties:
             properties[name] = _surface(_sibling(mapping_path, material_file, "material"), name)
-        out.append(name)
-    return out, properties
+        mapped_names[u], mapped[u] = name, True
+    inverse = inverse.reshape(-1)
+    return np.where(mapped[inverse], mapped_names[inverse], names), properties
 
 
 def _texture_colours(texture: str, uv: np.ndarray) -> list[str]:
