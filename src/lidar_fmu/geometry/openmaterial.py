@@ -148,8 +148,9 @@ def _mapped_materials(path: str, asset: dict, mesh: Mesh, face_uv: np.ndarray):
     return np.where(mapped[inverse], mapped_names[inverse], names), properties
 
 
-def _texture_colours(texture: str, uv: np.ndarray) -> list[str]:
-    """``rgb:R;G;B`` of an assignment texture at each texture coordinate (nearest texel; glTF's v runs down)."""
+def _texture_colours(texture: str, uv: np.ndarray) -> np.ndarray:
+    """``rgb:R;G;B`` (object array) of an assignment texture at each texture coordinate (nearest texel; glTF's v
+    runs down)."""
     from PIL import Image
 
     try:
@@ -161,8 +162,12 @@ def _texture_colours(texture: str, uv: np.ndarray) -> list[str]:
     good = np.all(np.isfinite(uv), axis=1)
     u = np.clip(np.where(good, uv[:, 0], 0.0) % 1.0 * width, 0, width - 1).astype(np.int64)
     v = np.clip(np.where(good, uv[:, 1], 0.0) % 1.0 * height, 0, height - 1).astype(np.int64)
-    rgb = pixels[v, u]
-    return [f"rgb:{r};{g};{b}" if ok else "" for (r, g, b), ok in zip(rgb.tolist(), good)]
+    rgb = pixels[v, u].astype(np.int64)
+    # each colour written once: a texture has few colours, a model many triangles
+    codes, inverse = np.unique(np.where(good, (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2], -1),
+                               return_inverse=True)
+    text = [f"rgb:{c >> 16};{(c >> 8) & 255};{c & 255}" if c >= 0 else "" for c in codes.tolist()]
+    return np.array(text, dtype=object)[inverse.reshape(-1)]
 
 
 def _surface(material_path: str, name: str) -> SurfaceProperties:
