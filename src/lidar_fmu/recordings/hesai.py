@@ -329,7 +329,8 @@ def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeo
             raise UserError(str(exc)) from None
         fires = np.isfinite(firetimes.offset_s)
     firings = hesai_firings(scan, cal, fires)
-    row_of_channel = np.argsort(np.argsort(-cal.elevation_deg, kind="stable"), kind="stable")  # top row first
+    channel_of_row = np.argsort(-cal.elevation_deg, kind="stable")  # top row first
+    row_of_channel = np.argsort(channel_of_row)
     step = azimuth_step_deg(scan)
     name = os.path.splitext(os.path.basename(os.path.normpath(recording_path)))[0]
     recording = binned_recording(name, scan.profile, firings, row_of_channel, step, empty_firings_known=True)
@@ -339,7 +340,6 @@ def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeo
     if scan.skipped:
         recording = _noted(recording, f"{scan.skipped} packet(s) that are not this {model.name}'s point-cloud "
                                       "packets skipped")
-    channel_of_row = np.argsort(-cal.elevation_deg, kind="stable")
     geometry = BinnedGeometry(model.name, metadata, spec, np.radians(cal.elevation_deg[channel_of_row]),
                               channel_of_row, recording.images["range_mm"].shape[2])
     return recording, geometry

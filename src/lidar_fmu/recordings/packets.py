@@ -63,11 +63,6 @@ class Packets:
     def __len__(self) -> int:
         return len(self.payloads)
 
-    def select(self, keep: np.ndarray) -> Packets:
-        """The packets where ``keep`` (bool, one per packet) holds."""
-        index = np.flatnonzero(keep)
-        return Packets(self.source, [self.payloads[i] for i in index], self.stamp_s[index], self.port[index])
-
 
 def is_packet_source(path: str) -> bool:
     """Does ``path`` name a capture or a bag (by extension, or a folder holding a bag's ``metadata.yaml``)?"""

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..documents import read_text, shown
 from ..errors import LidarFmuError
-from ..geometry.pattern import RayPattern, check_ray_count
+from ..geometry.pattern import RayPattern, check_ray_count, spherical_directions
 
 
 class HesaiCalibrationError(LidarFmuError, ValueError):
@@ -345,9 +345,7 @@ def hesai_pattern(cal: HesaiCalibration, model: HesaiModel, firetimes: HesaiFire
     head_deg = 360.0 * column / columns
     azimuth = -np.radians(head_deg + cal.azimuth_offset_deg[channel])
     elevation = np.radians(cal.elevation_deg[channel])
-    directions = np.stack([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
-                           np.sin(elevation)], axis=1)
-    return RayPattern(directions.astype(np.float32), channel.astype(np.uint32), column.astype(np.uint32),
+    return RayPattern(spherical_directions(azimuth, elevation), channel.astype(np.uint32), column.astype(np.uint32),
                       time_s.astype(np.float32), rows, columns)
 
 

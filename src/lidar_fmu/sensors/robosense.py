@@ -37,7 +37,7 @@ import numpy as np
 
 from ..documents import read_text, shown
 from ..errors import LidarFmuError
-from ..geometry.pattern import RayPattern, check_ray_count
+from ..geometry.pattern import RayPattern, check_ray_count, spherical_directions
 
 
 class RoboSenseAnglesError(LidarFmuError, ValueError):
@@ -151,10 +151,8 @@ def robosense_pattern(elevation_deg, horizontal_deg, model: RoboSenseModel, *, f
     time_s = block * model.block_s + model.slot_time_s[slot]
     head = np.radians(start_deg) + 2.0 * np.pi * frame_rate_hz * time_s  # clockwise, RoboSense's convention
     phi_head, phi_beam = -head, -(head + horizontal[laser])
-    directions = np.stack([np.cos(elevation[laser]) * np.cos(phi_beam), np.cos(elevation[laser]) * np.sin(phi_beam),
-                           np.sin(elevation[laser])], axis=1)
     origins = model.lens_offset_m * np.stack([np.cos(phi_head), np.sin(phi_head), np.zeros_like(phi_head)], axis=1)
-    return RayPattern(directions.astype(np.float32), laser.astype(np.uint32), block.astype(np.uint32),
+    return RayPattern(spherical_directions(phi_beam, elevation[laser]), laser.astype(np.uint32), block.astype(np.uint32),
                       time_s.astype(np.float32), slots, blocks, origins=origins.astype(np.float32))
 
 
