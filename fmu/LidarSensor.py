@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 # the slave's helpers: beside this script in fmu/ and in the FMU's resources/ (which pythonfmu puts on sys.path)
 from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, ROLES, annotate_fmi2
-from lidar_sensor_slave import CONFIG_REQUEST, OUTPUTS, PARAMETERS, OsmpLidarSlave, accessors, osi_version
+from lidar_sensor_slave import CONFIG_REQUEST, OsmpLidarSlave, accessors, osi_version
 from pythonfmu import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Variability
@@ -17,11 +17,11 @@ from pythonfmu.variables import Boolean, Integer, Real, String
 
 #: value reference 0: the status of the last FMI call, for the FMU's status shim (fmu/status_shim.c)
 STATUS_VARIABLE = "fmi2_status_of_last_call"
-KINDS = {"string": String, "real": Real, "boolean": Boolean, "integer": Integer}
 
 
 class LidarSensor(OsmpLidarSlave, Fmi2Slave):
     FMI, CALL = "FMI 2.0", "fmi2"
+    KINDS = {"string": String, "real": Real, "boolean": Boolean, "integer": Integer}
     CONVERT = {Integer: int, Real: float, Boolean: bool, String: str}
     PLACEHOLDER = {Integer: 0, Real: 0.0, Boolean: False, String: ""}
 
@@ -34,18 +34,12 @@ class LidarSensor(OsmpLidarSlave, Fmi2Slave):
         self.register_variable(Integer(STATUS_VARIABLE, causality=Fmi2Causality.local,
                                        variability=Fmi2Variability.discrete, getter=lambda: self._call_status))
         assert self.vars[0].name == STATUS_VARIABLE
-        for name, kind, _ in PARAMETERS:
-            getter, setter = self._parameter_accessors(name)
-            self.register_variable(KINDS[kind](name, causality=Fmi2Causality.parameter,
-                                               variability=Fmi2Variability.fixed, getter=getter, setter=setter))
+        self._register_parameters(Fmi2Causality, Fmi2Variability)
         for prefix, (_, causality, variability, initial) in BINARY_VARIABLES.items():
             for role in ROLES:
                 self._register_binary(f"{prefix}.{role}", Fmi2Causality[causality], Fmi2Variability[variability],
                                       Fmi2Initial[initial] if initial else None)
-        for name, kind in OUTPUTS:
-            self.register_variable(KINDS[kind](name, causality=Fmi2Causality.output,
-                                               variability=Fmi2Variability.discrete, initial=Fmi2Initial.exact,
-                                               getter=lambda name=name: getattr(self, name)))
+        self._register_outputs(Fmi2Causality, Fmi2Variability, Fmi2Initial)
 
     # -- OSMP binary variables: three Integers each ---------------------------------------------------------
     def _register_binary(self, name, causality, variability, initial):

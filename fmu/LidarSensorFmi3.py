@@ -18,7 +18,7 @@ import ctypes
 import xml.etree.ElementTree as ET
 
 from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, annotate_fmi3
-from lidar_sensor_slave import CONFIG_REQUEST, OUTPUTS, PARAMETERS, OsmpLidarSlave, accessors, osi_version
+from lidar_sensor_slave import CONFIG_REQUEST, OsmpLidarSlave, accessors, osi_version
 from pythonfmu3 import Fmi3Slave
 from pythonfmu3.default_experiment import DefaultExperiment
 from pythonfmu3.enums import Fmi3Causality, Fmi3Initial, Fmi3Status, Fmi3Variability
@@ -30,7 +30,6 @@ STATUS_VARIABLE = "fmi3_status_of_last_call"
 #: the status shim reads and writes Binary variable ``vr`` as (address, size) through fmi3Get/SetUInt64 on
 #: ``vr | BINARY_CHANNEL`` (pythonfmu3 passes value references on as signed ints: it arrives negative)
 BINARY_CHANNEL = 1 << 31
-KINDS = {"string": String, "real": Float64, "boolean": Boolean, "integer": Int32}
 
 
 class Binary(ModelVariable):
@@ -44,6 +43,7 @@ class Binary(ModelVariable):
 
 class LidarSensor(OsmpLidarSlave, Fmi3Slave):
     FMI, CALL = "FMI 3.0", "fmi3"
+    KINDS = {"string": String, "real": Float64, "boolean": Boolean, "integer": Int32}
     CONVERT = {Int32: int, Float64: float, Boolean: bool, String: str, Binary: tuple}
     # Int64, UInt64: no variable has these types; a master's call is refused by type or value reference
     PLACEHOLDER = {Int32: 0, Float64: 0.0, Boolean: False, String: "", Binary: (0, 0), Int64: 0, UInt64: 0}
@@ -63,17 +63,11 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
         # FMI 3.0 asks for exactly one independent variable: time, where the last step ended
         self.register_variable(Float64("time", causality=Fmi3Causality.independent,
                                        variability=Fmi3Variability.continuous, getter=lambda: self.time_s))
-        for name, kind, _ in PARAMETERS:
-            getter, setter = self._parameter_accessors(name)
-            self.register_variable(KINDS[kind](name, causality=Fmi3Causality.parameter,
-                                               variability=Fmi3Variability.fixed, getter=getter, setter=setter))
+        self._register_parameters(Fmi3Causality, Fmi3Variability)
         for prefix, (_, causality, variability, initial) in BINARY_VARIABLES.items():
             self._register_binary(prefix, Fmi3Causality[causality], Fmi3Variability[variability],
                                   Fmi3Initial[initial] if initial else None)
-        for name, kind in OUTPUTS:
-            self.register_variable(KINDS[kind](name, causality=Fmi3Causality.output,
-                                               variability=Fmi3Variability.discrete, initial=Fmi3Initial.exact,
-                                               getter=lambda name=name: getattr(self, name)))
+        self._register_outputs(Fmi3Causality, Fmi3Variability, Fmi3Initial)
 
     # -- OSMP binary variables: one Binary each ---------------------------------------------------------------
     def _register_binary(self, prefix, causality, variability, initial):

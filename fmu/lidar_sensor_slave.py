@@ -114,8 +114,9 @@ def accessors(kind):
 class OsmpLidarSlave:
     """The lidar-fmu model behind an FMI slave (module doc). A mixin placed before the library's slave class.
 
-    A slave sets :attr:`FMI` and :attr:`CALL`, its variable types in :attr:`CONVERT` and :attr:`PLACEHOLDER`,
-    calls :meth:`_setup` after its library's ``__init__``, and provides :meth:`_emit` (pass a message to its
+    A slave sets :attr:`FMI` and :attr:`CALL`, its variable types in :attr:`KINDS`, :attr:`CONVERT` and
+    :attr:`PLACEHOLDER`, calls :meth:`_setup` after its library's ``__init__``, registers the parameters and the
+    outputs with :meth:`_register_parameters` and :meth:`_register_outputs`, and provides :meth:`_emit` (pass a message to its
     library's log), :meth:`_binary_input` (an OSMP input's bytes now) and :meth:`_publish_binary` (point an OSMP
     output at a buffer).
     """
@@ -126,6 +127,7 @@ class OsmpLidarSlave:
     # no version here: to_xml takes lidar_fmu.__version__
     FMI = "FMI 2.0"  # as the standard names itself, in messages
     CALL = "fmi2"  # the prefix of its functions, in messages
+    KINDS: dict = {}  # kind of PARAMETERS and OUTPUTS ("string", "real", …) → variable class
     CONVERT: dict = {}  # variable class → Python type of its values
     PLACEHOLDER: dict = {}  # variable class → what a refused get returns
 
@@ -211,6 +213,21 @@ class OsmpLidarSlave:
             kept = "" if var.name.startswith(CONFIG) else f"; the model keeps {var.getter()!r}"
             return f"{var.name} is a fixed parameter, settable only before {self.CALL}ExitInitializationMode{kept}"
         return None
+
+    def _register_parameters(self, causality, variability):
+        """Register :data:`PARAMETERS` as fixed parameters backed by this instance's attributes (``causality``,
+        ``variability``: the library's enums of them)."""
+        for name, kind, _ in PARAMETERS:
+            getter, setter = self._parameter_accessors(name)
+            self.register_variable(self.KINDS[kind](name, causality=causality.parameter,
+                                                    variability=variability.fixed, getter=getter, setter=setter))
+
+    def _register_outputs(self, causality, variability, initial):
+        """Register :data:`OUTPUTS` as discrete outputs, exact from the start (the library's enums of them)."""
+        for name, kind in OUTPUTS:
+            self.register_variable(self.KINDS[kind](name, causality=causality.output,
+                                                    variability=variability.discrete, initial=initial.exact,
+                                                    getter=lambda name=name: getattr(self, name)))
 
     def _parameter_accessors(self, name):
         """(getter, setter) of parameter ``name``."""

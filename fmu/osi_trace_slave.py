@@ -14,6 +14,7 @@ import traceback
 from lidar_sensor_exit import finalize_pythonfmu_before_exit
 from lidar_sensor_osmp import OSMP_NS, ROLES, annotate_fmi2
 from lidar_sensor_package import use_cached_package
+from lidar_sensor_slave import osi_version
 from lidar_sensor_start import apply_start_values, start_values
 from pythonfmu import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
@@ -62,13 +63,10 @@ class OsiTraceSlave(Fmi2Slave):
         import xml.etree.ElementTree as ET
 
         from lidar_fmu import __version__
-        from lidar_fmu.osi.encode import default_interface_version
 
         self.version = __version__
         ET.register_namespace("osmp", OSMP_NS)  # before pythonfmu writes the root element
-        v = default_interface_version()
-        osi_version = f"{v.version_major}.{v.version_minor}.{v.version_patch}"
-        return annotate_fmi2(super().to_xml(model_options or {}), self.resources, osi_version, self.BINARY)
+        return annotate_fmi2(super().to_xml(model_options or {}), self.resources, osi_version(), self.BINARY)
 
     # -- the status shim's protocol ----------------------------------------------------------------------
     def get_integer(self, vrs):

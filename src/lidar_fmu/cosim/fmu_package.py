@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..cache import cache_dir
 from ..errors import UserError
+from .srmd import DOCUMENTS  # the documents each FMU carries in documentation/, which its SRMD links
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the lidar_fmu package (this module is in cosim/)
 _PACKAGED = PACKAGE_DIR / "_fmu"
@@ -54,11 +55,8 @@ DEFAULT_FMU3 = DEFAULT_FMU.with_name("LidarSensor-fmi3.fmu")
 SLAVE_SCRIPTS = {2: SLAVE_DIR / "LidarSensor.py", 3: SLAVE_DIR / "LidarSensorFmi3.py"}
 STATUS_SHIMS = {2: SLAVE_DIR / "status_shim.c", 3: SLAVE_DIR / "status_shim3.c"}
 STATUS_SHIM_HEADER = SLAVE_DIR / "status_shim_inner.h"  # both shims' way to the library they stand before
-SLAVE_SCRIPT, STATUS_SHIM = SLAVE_SCRIPTS[2], STATUS_SHIMS[2]
 #: the slaves' helper modules beside them (the shared model slave, pythonfmu workaround, package cache, OSMP)
 SLAVE_HELPERS = sorted(SLAVE_DIR.glob("lidar_sensor_*.py"))
-#: the documents each FMU carries in documentation/
-DOCUMENTS = ("fmu.md", "validation.md")
 
 
 def _source_files():

@@ -260,7 +260,7 @@ def _write_xml(root: ET.Element, path: Path) -> None:
 
 def build_component_fmu(component: Component, dest: Path) -> Path:
     """The component's FMU, built with its parameter values as start values and its files inside."""
-    from .fmu_package import SLAVE_SCRIPT, build_fmu
+    from .fmu_package import SLAVE_DIR, build_fmu
 
     with tempfile.TemporaryDirectory(prefix="lidar_fmu_ssp_") as work:
         carried = Path(work) / CARRIED
@@ -272,8 +272,8 @@ def build_component_fmu(component: Component, dest: Path) -> Path:
             values["default_experiment"] = component.default_experiment
         start = Path(work) / "start_values.json"
         start.write_text(json.dumps(values, indent=1), encoding="utf-8")
-        script = SLAVE_SCRIPT.with_name(f"{component.model}.py")
-        helpers = [] if component.model == "LidarSensor" else [SLAVE_SCRIPT.with_name("osi_trace_slave.py")]
+        script = SLAVE_DIR / f"{component.model}.py"
+        helpers = [] if component.model == "LidarSensor" else [SLAVE_DIR / "osi_trace_slave.py"]
         return build_fmu(dest, script=script, resources=[*helpers, start, carried])
 
 

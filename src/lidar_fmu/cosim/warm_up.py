@@ -133,11 +133,11 @@ def warm_up_view(time_s: float, radius_m: float, weather: str = "clear") -> byte
     ``clear``, ``fog and rain`` or ``snow`` (OSI environmental conditions)."""
     from osi3.osi_sensorview_pb2 import SensorView
 
-    from ..osi.encode import default_interface_version
+    from ..osi.encode import default_interface_version, set_timestamp
 
     view = SensorView()
     view.version.CopyFrom(default_interface_version())
-    view.timestamp.seconds, view.timestamp.nanos = int(time_s), int(round((time_s % 1) * 1e9))
+    set_timestamp(view.timestamp, time_s)
     view.host_vehicle_id.value = HOST_ID
     gt = view.global_ground_truth
     gt.version.CopyFrom(view.version)
