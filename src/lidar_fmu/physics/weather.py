@@ -173,10 +173,18 @@ WAVELENGTH_NM = 905.0
 #: challenges for optical wireless", as quoted by Al Naboulsi, Sizun & de Fornel 2005, URSI GA F01P.7).
 RAIN_DB_PER_KM_COEFF = 1.076
 RAIN_EXPONENT = 0.67
+
+
+def snow_db_per_km_coeff(wavelength_nm: float) -> float:
+    """Dry snow's coefficient a = 5.42e-5·λ_nm + 5.4958776 of γ = a·S^b dB/km at ``wavelength_nm`` (ITU-R P.1817-1,
+    below): one law for the 905 nm constant and for a sensor of another wavelength."""
+    return 5.42e-5 * wavelength_nm + 5.4958776
+
+
 #: Dry snow: γ = a·S^b dB/km, a = 5.42e-5·λ_nm + 5.4958776, b = 1.38, S in mm/h
 #: (ITU-R Rec. P.1817-1, 2012, "Propagation data required for the design of terrestrial
 #: free-space optical links", Table 2).
-SNOW_DB_PER_KM_COEFF = 5.42e-5 * WAVELENGTH_NM + 5.4958776
+SNOW_DB_PER_KM_COEFF = snow_db_per_km_coeff(WAVELENGTH_NM)
 SNOW_EXPONENT = 1.38
 #: Fog and haze at other wavelengths: α(λ) = (3.91/V)·(λ/550 nm)^−q with q = 1.6 (V > 50 km), 1.3 (6–50 km),
 #: 0.16·V + 0.34 (1–6 km), V − 0.5 (0.5–1 km), 0 (V < 0.5 km), V in km (Kim, McArthur & Korevaar 2001, "Comparison
@@ -562,7 +570,7 @@ class Weather:
     @property
     def snow_extinction_per_m(self) -> float:
         at_905 = float(snow_extinction_per_m(self.snow_mm_h))
-        return at_905 * (5.42e-5 * self.wavelength_nm + 5.4958776) / SNOW_DB_PER_KM_COEFF
+        return at_905 * snow_db_per_km_coeff(self.wavelength_nm) / SNOW_DB_PER_KM_COEFF
 
     @property
     def extinction_per_m(self) -> float:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..geometry.scene import find_ids
 from ..geometry.transforms import split_scale
 from ..physics.fmcw import RadialVelocity, radial_velocities
 from ..pointcloud import Returns
@@ -136,11 +137,12 @@ def radial_velocity_of(returns: Returns, pattern, sensor_end_pose: np.ndarray, m
     turned into it, not the M rays into the world.
     """
     directions, origins, row, dt_s = rays_at_firing(pattern, returns.ray_index, sensor_end_pose, motion)
-    present = np.array([i in scene for i in velocities.ids.tolist()], bool)
+    # the bodies still in the scene and their reference points, by one sorted search (no lookup per id)
+    index, present = find_ids(scene.instance_ids, velocities.ids)
     ids = velocities.ids[present]
     rotation, _ = split_scale(sensor_end_pose)
     position = np.asarray(sensor_end_pose, np.float64)[:3, 3]
-    world_centre = np.stack([scene.pose_of(i)[:3, 3] for i in ids.tolist()]) if len(ids) else np.zeros((0, 3))
+    world_centre = scene.poses[index[present], :3, 3]
     # row vectors: v @ R is Rᵀ v, a world vector in the sensor frame
     carrier = np.stack([velocities.carrier_velocity_m_s @ rotation, velocities.carrier_spin_rad_s @ rotation,
                         (velocities.carrier_centre_m - position) @ rotation])
