@@ -116,9 +116,9 @@ class OsmpLidarSlave:
 
     A slave sets :attr:`FMI` and :attr:`CALL`, its variable types in :attr:`KINDS`, :attr:`CONVERT` and
     :attr:`PLACEHOLDER`, calls :meth:`_setup` after its library's ``__init__``, registers the parameters and the
-    outputs with :meth:`_register_parameters` and :meth:`_register_outputs`, and provides :meth:`_emit` (pass a message to its
-    library's log), :meth:`_binary_input` (an OSMP input's bytes now) and :meth:`_publish_binary` (point an OSMP
-    output at a buffer).
+    outputs with :meth:`_register_parameters` and :meth:`_register_outputs`, and provides :meth:`_emit` (pass a
+    message to its library's log), :meth:`_binary_input` (an OSMP input's bytes now) and :meth:`_publish_binary`
+    (point an OSMP output at a buffer).
     """
 
     author = "lidar-fmu"
