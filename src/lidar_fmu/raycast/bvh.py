@@ -10,22 +10,13 @@ Layout (one mesh, its own frame, metres):
   ``count`` (≤ :data:`LEAF_SIZE`) triangles ``first … first + count - 1`` of the
   reordered triangle arrays. Node 0 is the root.
 * ``tri_v0``, ``tri_v1``, ``tri_v2`` (F, 3) float32: the corners in leaf
-  order, ``tri_index`` (F,) int32 the original face index of each. Corners,
-  not ``v0, e1, e2``: the watertight test (Woop, Benthin & Wald 2013) must see
-  the very same float32 corners from both triangles of a shared edge, or rays
-  leak through the crack (Möller–Trumbore in float32 loses ~1e-7·range/edge of
-  its barycentrics: on a 1.3 M-triangle sphere 15 of 283 k rays went through
-  the front and hit the back). ``v0 + (v1 - v0)`` does not round back to ``v1``.
+  order (corners, not edges: docs/backends.md, "Traversal"), ``tri_index``
+  (F,) int32 the original face index of each.
 
-When several meshes are concatenated into one set of arrays (the CUDA
-backend), :func:`concatenate` rebases child and first-triangle indices, so a
-traversal only needs the mesh's root node index.
-
-The traversal functions below are plain Python bodies that touch only scalars
-and array elements and allocate nothing (the stack is an argument), so one
-body compiles both with :func:`numba.njit` here and with
-``numba.cuda.jit(device=True)`` in :mod:`.cuda`. Every float constant is a
-float32 global, so nothing is promoted to float64 on a GPU.
+:func:`concatenate` joins several meshes' arrays (the CUDA backend), so a
+traversal needs only a mesh's root node. The traversal bodies allocate nothing
+and compile both with :func:`numba.njit` here and as CUDA device functions in
+:mod:`.cuda`; every float constant is float32, so nothing becomes float64 on a GPU.
 """
 from __future__ import annotations
 
