@@ -8,7 +8,7 @@ fmi2Warning, so the FMU's status shim (``status_shim.c``) returns the status the
 import xml.etree.ElementTree as ET
 
 # the slave's helpers: beside this script in fmu/ and in the FMU's resources/ (which pythonfmu puts on sys.path)
-from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, ROLES, annotate_fmi2
+from lidar_sensor_osmp import annotate_fmi2, osmp
 from lidar_sensor_slave import CONFIG_REQUEST, OsmpLidarSlave, accessors, osi_version
 from pythonfmu import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
@@ -28,15 +28,15 @@ class LidarSensor(OsmpLidarSlave, Fmi2Slave):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._setup()
-        self._ints = {f"{prefix}.{role}": 0 for prefix in BINARY_VARIABLES for role in ROLES}
+        self._ints = {f"{prefix}.{role}": 0 for prefix in osmp.BINARY_VARIABLES for role in osmp.ROLES}
         self.default_experiment = DefaultExperiment(start_time=0.0, step_size=self._frame_period_s())
         # value reference 0, registered first: read (and reset) after every call by the status shim
         self.register_variable(Integer(STATUS_VARIABLE, causality=Fmi2Causality.local,
                                        variability=Fmi2Variability.discrete, getter=lambda: self._call_status))
         assert self.vars[0].name == STATUS_VARIABLE
         self._register_parameters(Fmi2Causality, Fmi2Variability)
-        for prefix, (_, causality, variability, initial) in BINARY_VARIABLES.items():
-            for role in ROLES:
+        for prefix, (_, causality, variability, initial) in osmp.BINARY_VARIABLES.items():
+            for role in osmp.ROLES:
                 self._register_binary(f"{prefix}.{role}", Fmi2Causality[causality], Fmi2Variability[variability],
                                       Fmi2Initial[initial] if initial else None)
         self._register_outputs(Fmi2Causality, Fmi2Variability, Fmi2Initial)
@@ -64,14 +64,11 @@ class LidarSensor(OsmpLidarSlave, Fmi2Slave):
             return None
         from lidar_fmu.cosim.osmp import read_buffer
 
-        return read_buffer(ints[f"{prefix}.base.lo"], ints[f"{prefix}.base.hi"], ints[f"{prefix}.size"])
+        return read_buffer(osmp.join_address(ints[f"{prefix}.base.lo"], ints[f"{prefix}.base.hi"]),
+                           ints[f"{prefix}.size"])
 
     def _publish_binary(self, prefix, address, size):
-        lo = hi = 0
-        if address:
-            from lidar_fmu.cosim.osmp import split_address
-
-            lo, hi = split_address(address)
+        lo, hi = osmp.split_address(address)  # FMI 2.0's Integers: the one place a buffer's address is split
         self._ints[f"{prefix}.base.lo"], self._ints[f"{prefix}.base.hi"], self._ints[f"{prefix}.size"] = lo, hi, size
 
     # fmi2Get*/fmi2Set*: pythonfmu's own versions raise (→ fmi2Fatal) on an unknown value reference, a
@@ -88,7 +85,7 @@ class LidarSensor(OsmpLidarSlave, Fmi2Slave):
         from lidar_fmu import __version__
 
         self.version = __version__  # one version source: lidar_fmu/_version.py (pythonfmu reads this attribute)
-        ET.register_namespace("osmp", OSMP_NS)  # before pythonfmu writes the root element
+        ET.register_namespace("osmp", osmp.OSMP_NS)  # before pythonfmu writes the root element
         return annotate_fmi2(super().to_xml(model_options or {}), self.resources, osi_version())
 
     def do_step(self, current_time, step_size):

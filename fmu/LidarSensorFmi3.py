@@ -17,7 +17,7 @@ The model description's Binary variables and OSMP annotations are written by :fu
 import ctypes
 import xml.etree.ElementTree as ET
 
-from lidar_sensor_osmp import BINARY_VARIABLES, OSMP_NS, annotate_fmi3
+from lidar_sensor_osmp import annotate_fmi3, osmp
 from lidar_sensor_slave import CONFIG_REQUEST, OsmpLidarSlave, accessors, osi_version
 from pythonfmu3 import Fmi3Slave
 from pythonfmu3.default_experiment import DefaultExperiment
@@ -53,8 +53,8 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
         self.author, self.description, self.license = (OsmpLidarSlave.author, OsmpLidarSlave.description,
                                                         OsmpLidarSlave.license)  # pythonfmu3 set them to None
         self._setup()
-        self._binaries = {prefix: (0, 0) for prefix in BINARY_VARIABLES}  # outputs: (address, size) published
-        self._inputs = {prefix: None for prefix in BINARY_VARIABLES}  # inputs: a copy of what the master set
+        self._binaries = {prefix: (0, 0) for prefix in osmp.BINARY_VARIABLES}  # outputs: (address, size) published
+        self._inputs = {prefix: None for prefix in osmp.BINARY_VARIABLES}  # inputs: a copy of what the master set
         self.default_experiment = DefaultExperiment(start_time=0.0, step_size=self._frame_period_s())
         # value reference 0, registered first: read (and reset) after every call by the status shim
         self.register_variable(Int32(STATUS_VARIABLE, causality=Fmi3Causality.local,
@@ -64,7 +64,7 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
         self.register_variable(Float64("time", causality=Fmi3Causality.independent,
                                        variability=Fmi3Variability.continuous, getter=lambda: self.time_s))
         self._register_parameters(Fmi3Causality, Fmi3Variability)
-        for prefix, (_, causality, variability, initial) in BINARY_VARIABLES.items():
+        for prefix, (_, causality, variability, initial) in osmp.BINARY_VARIABLES.items():
             self._register_binary(prefix, Fmi3Causality[causality], Fmi3Variability[variability],
                                   Fmi3Initial[initial] if initial else None)
         self._register_outputs(Fmi3Causality, Fmi3Variability, Fmi3Initial)
@@ -139,7 +139,7 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
         from lidar_fmu import __version__
 
         self.version = __version__  # one version source: lidar_fmu/_version.py
-        ET.register_namespace("osmp", OSMP_NS)
+        ET.register_namespace("osmp", osmp.OSMP_NS)
         binaries = {vr: var for vr, var in self.vars.items() if isinstance(var, Binary)}
         for vr in binaries:  # pythonfmu3 would ask each for a start value of a type it does not know
             del self.vars[vr]

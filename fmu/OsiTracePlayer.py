@@ -64,7 +64,7 @@ class OsiTracePlayer(OsiTraceSlave):
                              f"t={current_time + step_size:g} s on", Fmi2Status.warning, "logStatusWarning")
         if view is None:
             self.valid = False
-            self._publish(0, 0, 0)
+            self._publish(0, 0)
             return True
         self.valid, self.frames = True, self.frames + 1
         self._publish(*self._buffers.publish(view))
@@ -73,6 +73,6 @@ class OsiTracePlayer(OsiTraceSlave):
     def _close(self):
         self._views = None
         self.valid = False
-        self._publish(0, 0, 0)
+        self._publish(0, 0)
         if self._buffers is not None:
             self._buffers.clear()

@@ -9,30 +9,37 @@ model description's own ``<Annotations>``. The templates are ``modelDescription/
 :func:`annotate_fmi3` put them into the model description the slave's library generates. Kept apart from the
 slaves' FMI callbacks, and free of pythonfmu and pythonfmu3 (both FMUs carry it).
 """
+import importlib.util
 import os
 import xml.etree.ElementTree as ET
 
-OSMP_NS = "http://xsd.pmsf.net/OSISensorModelPackaging"
-OSMP_VERSION = "1.6.0"
-BINARY_VARIABLES = {  # prefix → (OSI type, causality, variability, initial)
-    "OSMPSensorViewIn": ("SensorView", "input", "discrete", None),
-    "OSMPSensorDataOut": ("SensorData", "output", "discrete", "exact"),
-    "OSMPSensorViewInConfigRequest": ("SensorViewConfiguration", "calculatedParameter", "fixed", "calculated"),
-    "OSMPSensorViewInConfig": ("SensorViewConfiguration", "parameter", "fixed", None),
-}
-ROLES = ("base.lo", "base.hi", "size")  # FMI 2.0; FMI 3.0's one variable is role "full"
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def mime_type(osi_type: str, osi_version: str) -> str:
-    """OSMP's MIME type of a binary variable carrying OSI message ``osi_type`` (SensorView, …)."""
-    return f"application/x-open-simulation-interface; type={osi_type}; version={osi_version}"
+def _load_osmp_variables():
+    """OSMP's vocabulary, ``lidar_fmu/cosim/osmp_variables.py``, loaded from its file: importing ``lidar_fmu`` here
+    would pin it to resources/ before the slave picks its per-user copy (``lidar_sensor_package``), and fail in a
+    Python without lidar-fmu's dependencies, which the slave must survive to say so."""
+    # the FMU's resources/ (lidar_fmu/ beside this file), an installed package (this file in lidar_fmu/_fmu/), the
+    # source checkout (fmu/ beside src/)
+    candidates = [os.path.join(HERE, "lidar_fmu"), os.path.join(HERE, os.pardir),
+                  os.path.join(HERE, os.pardir, "src", "lidar_fmu")]
+    package = next((c for c in candidates if os.path.isfile(os.path.join(c, "cosim", "osmp_variables.py"))),
+                   candidates[-1])
+    spec = importlib.util.spec_from_file_location("_lidar_fmu_osmp_variables",
+                                                  os.path.join(package, "cosim", "osmp_variables.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+osmp = _load_osmp_variables()
 
 
 def _template(resources, template, **values):
-    here = os.path.dirname(os.path.abspath(__file__))
     # the FMU's resources/, else next to this script (installed package), else the source checkout's
-    candidates = [os.path.join(resources or "", "modelDescription"), os.path.join(here, "modelDescription"),
-                  os.path.join(here, os.pardir, "modelDescription")]
+    candidates = [os.path.join(resources or "", "modelDescription"), os.path.join(HERE, "modelDescription"),
+                  os.path.join(HERE, os.pardir, "modelDescription")]
     folder = next((c for c in candidates if os.path.isdir(c)), candidates[-1])
     with open(os.path.join(folder, template), encoding="utf-8") as f:
         element = ET.fromstring(f.read().format(**values))
@@ -45,19 +52,19 @@ def _template(resources, template, **values):
 def annotate_fmi2(root: ET.Element, resources: str, osi_version: str, binary_variables=None) -> ET.Element:
     """Put the OSMP annotations into ``root`` (pythonfmu's FMI 2.0 model description): the model's vendor
     annotation, one per Integer of a binary variable (``binary_variables``: prefix → (OSI type, …) as
-    :data:`BINARY_VARIABLES`, the lidar's; the SSP system's trace player and writer have their own), and the
+    :data:`osmp.BINARY_VARIABLES`, the lidar's; the SSP system's trace player and writer have their own), and the
     ``InitialUnknowns`` its calculated parameters need. → ``root``."""
-    binary_variables = BINARY_VARIABLES if binary_variables is None else binary_variables
-    ET.register_namespace("osmp", OSMP_NS)
-    vendor = _template(resources, "osmp_model.xml", osmp_version=OSMP_VERSION, osi_version=osi_version)
+    binary_variables = osmp.BINARY_VARIABLES if binary_variables is None else binary_variables
+    ET.register_namespace("osmp", osmp.OSMP_NS)
+    vendor = _template(resources, "osmp_model.xml", osmp_version=osmp.OSMP_VERSION, osi_version=osi_version)
     variables = root.find("ModelVariables")
     root.insert(list(root).index(variables), vendor)
     initial_unknowns = []
     for index, element in enumerate(variables, start=1):
         prefix, _, role = element.get("name").partition(".")
-        if prefix in binary_variables and role in ROLES:
+        if prefix in binary_variables and role in osmp.ROLES:
             element.append(_template(resources, "osmp_binary_variable.xml", name=prefix, role=role,
-                                     mime_type=mime_type(binary_variables[prefix][0], osi_version)))
+                                     mime_type=osmp.mime_type(binary_variables[prefix][0], osi_version)))
         if element.get("causality") == "calculatedParameter":
             initial_unknowns.append(index)
     if initial_unknowns:
@@ -70,8 +77,8 @@ def annotate_fmi2(root: ET.Element, resources: str, osi_version: str, binary_var
 def binary_element_fmi3(prefix: str, value_reference: int, resources: str, osi_version: str) -> ET.Element:
     """The FMI 3.0 ``<Binary>`` of OSMP binary variable ``prefix``: its causality, variability and initial, its
     MIME type, OSMP's annotation, and the empty start value OSMP asks for where FMI 3.0 allows one."""
-    osi_type, causality, variability, initial = BINARY_VARIABLES[prefix]
-    mime = mime_type(osi_type, osi_version)
+    osi_type, causality, variability, initial = osmp.BINARY_VARIABLES[prefix]
+    mime = osmp.mime_type(osi_type, osi_version)
     attributes = dict(name=prefix, valueReference=str(value_reference), causality=causality,
                       variability=variability, mimeType=mime)
     if initial:
@@ -88,21 +95,21 @@ def annotate_fmi3(root: ET.Element, binaries: dict, resources: str, osi_version:
     (pythonfmu3's FMI 3.0 model description, written without them): each Binary among the variables in value
     reference order, outputs and calculated parameters in the ``ModelStructure``, the model's annotation last.
     → ``root``."""
-    ET.register_namespace("osmp", OSMP_NS)
+    ET.register_namespace("osmp", osmp.OSMP_NS)
     variables = root.find("ModelVariables")
     for prefix, vr in sorted(binaries.items(), key=lambda item: item[1]):
         after = [k for k, v in enumerate(variables) if int(v.get("valueReference")) < vr]
         variables.insert(after[-1] + 1 if after else 0, binary_element_fmi3(prefix, vr, resources, osi_version))
     structure = root.find("ModelStructure")
     for prefix, vr in binaries.items():
-        causality = BINARY_VARIABLES[prefix][1]
+        causality = osmp.BINARY_VARIABLES[prefix][1]
         kinds = {"output": ("Output", "InitialUnknown"), "calculatedParameter": ("InitialUnknown",)}.get(causality, ())
         for kind in kinds:
-            if kind == "InitialUnknown" and BINARY_VARIABLES[prefix][3] == "exact":
+            if kind == "InitialUnknown" and osmp.BINARY_VARIABLES[prefix][3] == "exact":
                 continue  # an output with initial exact is known from the start
             _insert_unknown(structure, kind, vr)
     annotations = ET.SubElement(root, "Annotations")
-    annotations.append(_template(resources, "osmp_model_fmi3.xml", osmp_version=OSMP_VERSION,
+    annotations.append(_template(resources, "osmp_model_fmi3.xml", osmp_version=osmp.OSMP_VERSION,
                                  osi_version=osi_version))
     return root
 

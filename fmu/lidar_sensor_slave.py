@@ -407,10 +407,7 @@ class OsmpLidarSlave:
         self._publish_buffer(CONFIG_REQUEST, self._config_request, data)
 
     def _publish_buffer(self, prefix, buffer, data):
-        from lidar_fmu.cosim.osmp import join_address
-
-        lo, hi, size = buffer.publish(data)
-        self._publish_binary(prefix, join_address(lo, hi), size)
+        self._publish_binary(prefix, *buffer.publish(data))
 
     def setup_experiment(self, *args):
         if self._state != INSTANTIATED:

@@ -12,7 +12,7 @@ reference 0 after each call, as for the lidar FMU); the instance stays usable.
 import traceback
 
 from lidar_sensor_exit import finalize_pythonfmu_before_exit
-from lidar_sensor_osmp import OSMP_NS, ROLES, annotate_fmi2
+from lidar_sensor_osmp import annotate_fmi2, osmp
 from lidar_sensor_package import use_cached_package
 from lidar_sensor_slave import osi_version
 from lidar_sensor_start import apply_start_values, start_values
@@ -48,8 +48,8 @@ class OsiTraceSlave(Fmi2Slave):
         self.register_variable(String("trace", causality=Fmi2Causality.parameter, variability=Fmi2Variability.fixed,
                                       getter=lambda: self.trace, setter=self._set_trace))
         ((self._prefix, (_, causality, variability, initial)),) = self.BINARY.items()
-        self._ints = dict.fromkeys(ROLES, 0)
-        for role in ROLES:
+        self._ints = dict.fromkeys(osmp.ROLES, 0)
+        for role in osmp.ROLES:
             self.register_variable(Integer(
                 f"{self._prefix}.{role}", causality=causality, variability=variability, initial=initial,
                 getter=lambda role=role: self._ints[role],
@@ -65,7 +65,7 @@ class OsiTraceSlave(Fmi2Slave):
         from lidar_fmu import __version__
 
         self.version = __version__
-        ET.register_namespace("osmp", OSMP_NS)  # before pythonfmu writes the root element
+        ET.register_namespace("osmp", osmp.OSMP_NS)  # before pythonfmu writes the root element
         return annotate_fmi2(super().to_xml(model_options or {}), self.resources, osi_version(), self.BINARY)
 
     # -- the status shim's protocol ----------------------------------------------------------------------
@@ -93,8 +93,9 @@ class OsiTraceSlave(Fmi2Slave):
 
     # -- the binary variable --------------------------------------------------------------------------------
     def _binary(self):
-        """(lo, hi, size) of the binary variable."""
-        return self._ints["base.lo"], self._ints["base.hi"], self._ints["size"]
+        """(address, size) of the binary variable."""
+        return osmp.join_address(self._ints["base.lo"], self._ints["base.hi"]), self._ints["size"]
 
-    def _publish(self, lo, hi, size):
+    def _publish(self, address, size):
+        lo, hi = osmp.split_address(address)  # FMI 2.0's Integers: the one place a buffer's address is split
         self._ints["base.lo"], self._ints["base.hi"], self._ints["size"] = lo, hi, size

@@ -22,10 +22,9 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .osmp import join_address, split_address
+from .osmp_variables import ROLES, join_address, split_address
 
 _STATUS = ["OK", "WARNING", "DISCARD", "ERROR", "FATAL", "PENDING"]
-_ROLES = ("base.lo", "base.hi", "size")
 
 
 @dataclass
@@ -143,7 +142,7 @@ class FmuInstance:
         """Copy the bytes an OSMP binary output holds."""
         if self.fmi_version == 3:
             return self.fmu.getBinary([self.vr[prefix].valueReference])[0] or b""
-        lo, hi, size = self.fmu.getInteger([self.vr[f"{prefix}.{r}"].valueReference for r in _ROLES])
+        lo, hi, size = self.fmu.getInteger([self.vr[f"{prefix}.{r}"].valueReference for r in ROLES])
         address = join_address(lo, hi)
         return ctypes.string_at(address, size) if address and size > 0 else b""
 
@@ -158,7 +157,7 @@ class FmuInstance:
             address = ctypes.addressof(self._input) if self._input is not None else 0
         lo, hi = split_address(address)
         size = len(data) if data else 0
-        self.fmu.setInteger([self.vr[f"{prefix}.{r}"].valueReference for r in _ROLES], [lo, hi, size])
+        self.fmu.setInteger([self.vr[f"{prefix}.{r}"].valueReference for r in ROLES], [lo, hi, size])
 
     def config_request(self) -> bytes:
         return self.get_binary("OSMPSensorViewInConfigRequest")

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from .osmp_variables import OSMP_NS
+
 SRMD_ENTRY = "extra/org.ssp-standard.ssp-traceability.srmd/resourceMetaData.srmd"
 SRMD_NS = "http://ssp-standard.org/SSPTraceability1/SimulationResourceMetaData"
 STC_NS = "http://ssp-standard.org/SSPTraceability1/SSPTraceabilityCommon"
 XLINK_NS = "http://www.w3.org/1999/xlink"
-OSMP_NS = "http://xsd.pmsf.net/OSISensorModelPackaging"
 #: the SRMD format version this file follows (SRMD.xsd: "1.0.0 for this release")
 SRMD_VERSION = "1.0.0"
 #: from the SRMD file to the FMU's documentation folder (relative URIs resolve against the SRMD's own)

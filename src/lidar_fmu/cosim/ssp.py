@@ -40,6 +40,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from ..errors import LidarFmuError, UserError
+from .osmp_variables import ROLES
 
 SSP_VERSION = "1.0"
 SSD_NS = "http://ssp-standard.org/SSP1/SystemStructureDescription"
@@ -50,8 +51,6 @@ FMU_MIME_TYPE = "application/x-fmu-sharedlibrary"
 OPENMCX_TASK = "com.avl.model.connect.ssp.task"
 #: where a component's files (trace, sensor spec, assets) go inside its FMU's resources/
 CARRIED = "ssp_files"
-#: the OSMP binary variables' three Integers
-ROLES = ("base.lo", "base.hi", "size")
 #: the SensorData trace the writer writes by default, relative to the master's working directory
 DEFAULT_SENSORDATA = "sensordata.osi"
 

@@ -1,49 +1,53 @@
-"""ASAM OpenMATERIAL 3D assets: an asset file (``.xoma``) beside its 3D model, with its own material files.
+"""ASAM OpenMATERIAL 3D assets (``.xoma``), read as plain data for :func:`lidar_fmu.geometry.scene.load_mesh`.
 
-As the standard (ASAM OpenMATERIAL 3D 1.0, asam-ev/OpenMATERIAL, chapters "Geometry" and "Material") describes them:
-
-* the asset file (JSON) and its 3D model share a base name in one folder (``car.xoma`` and ``car.gltf`` or
-  ``car.glb``; FBX and USD models are named, not read);
-* the model is glTF, Y up; the standard's own frame is x forward, z up, and "a coordinate transformation shall be
-  applied" on export — which Blender, the examples' tool, makes by turning z up into Y up only (the front stays
-  along +X), while the glTF specification puts the front along +Z. Of the two, the one whose extents match the
-  asset file's ``boundingBox`` is taken (Blender's where the asset gives none). Its reference frame is the
-  centre of its bounding box projected to the box's bottom, so for an OSI object (whose origin is its box's
-  centre) it is lowered by half the height of that box; an ``environment`` asset keeps its frame (it shares
-  the world's, and an OpenDRIVE map's);
-* ``materialMappingUri`` names a material mapping file (``.xomm``) whose rows link a material name of the model
-  — or, through ``materialTextureAssignment``, a colour ``rgb:R;G;B`` of an assignment texture read at each
-  triangle's texture coordinates — to a material property file (``.xomp``); of that, the lidar BRDF look-up
-  tables (``brdfUris`` whose ``typicalSensorTechnology`` names lidar) and a coefficient of retroreflection are
-  what a lidar sees (:class:`~lidar_fmu.geometry.scene.SurfaceProperties`; the IR materials are made of them at
-  the sensor's wavelength by :class:`lidar_fmu.physics.returns.Materials`).
-
-Every file is read within the asset's folder and the size limit of any mesh (:mod:`.assets`); a file that cannot
-be used raises :class:`~lidar_fmu.geometry.scene.MeshError` naming it and why.
+An asset file names its glTF model (the same base name beside it) and its material files; this module finds the
+model, says how its vertices turn and sit in the OSI object frame, and which material (and which
+:class:`SurfaceProperties`: lidar BRDF tables, a coefficient of retroreflection) each triangle takes. How the
+standard's frames and files are read: docs/world.md, "ASAM OpenMATERIAL 3D assets". Every file is read within the
+asset's folder (:mod:`.assets`); a file that cannot be used raises :class:`OpenMaterialError` naming it and why.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..documents import read_document
+from ..errors import LidarFmuError
 from .assets import AssetError, resolve_inside
-from .scene import Mesh, MeshError, SurfaceProperties, load_mesh_and_uv
 
 #: the model formats the standard allows, in the order they are looked for beside the asset file
 MODEL_EXTENSIONS = (".glb", ".gltf")
 UNREAD_MODEL_EXTENSIONS = (".fbx", ".usd", ".usda", ".usdc", ".usdz")
 
 
-def load_openmaterial_asset(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
-    """The mesh of an OpenMATERIAL 3D asset file, in the OSI object frame (module doc), its triangles named by the
-    material they map to and carrying what the asset's material files say of them."""
-    path = os.fspath(path)
+class OpenMaterialError(LidarFmuError, ValueError):
+    """An OpenMATERIAL asset, or a file it names, cannot be used."""
+
+
+@dataclass(frozen=True, eq=False)
+class SurfaceProperties:
+    """What an asset's own material files say of a visual material's surface at lidar wavelengths (an ASAM
+    OpenMATERIAL 3D material), as plain data; the IR materials are made of it at the sensor's wavelength
+    (:class:`lidar_fmu.physics.returns.Materials`).
+
+    ``brdf``: (N, 5) rows of (wavelength m, incident zenith rad, exit zenith rad, exit azimuth rad, BRDF 1/sr), or
+    None; ``retroreflection_cd_lx_m2``: a coefficient of retroreflection R_A, or None; ``source``: the file(s).
+    """
+
+    name: str
+    brdf: np.ndarray | None = None
+    retroreflection_cd_lx_m2: float | None = None
+    source: str = ""
+
+
+def read_asset(path: str) -> tuple[dict, str]:
+    """An asset file's document and the path of its glTF model (the asset's base name beside it)."""
     asset = _json(path, "OpenMATERIAL asset")
     metadata = asset.get("metadata") if isinstance(asset, dict) else None
     if not isinstance(metadata, dict):
-        raise MeshError(f"cannot use OpenMATERIAL asset {path}: it has no 'metadata' object")
+        raise OpenMaterialError(f"cannot use OpenMATERIAL asset {path}: it has no 'metadata' object")
     stem = os.path.splitext(path)[0]
     model = next((stem + ext for ext in MODEL_EXTENSIONS if os.path.isfile(stem + ext)), None)
     if model is None:
@@ -51,16 +55,20 @@ def load_openmaterial_asset(path: str | os.PathLike, max_bytes: int | None = Non
         why = (f"its model {os.path.basename(other)} is not glTF (lidar-fmu reads glTF and GLB models)" if other
                else f"no glTF model {os.path.basename(stem)}.glb/.gltf beside it (the standard names the model "
                     "by the asset's base name)")
-        raise MeshError(f"cannot use OpenMATERIAL asset {path}: {why}")
-    mesh, face_uv = load_mesh_and_uv(model, max_bytes)
-    vertices = _turned(mesh.vertices.astype(np.float64), metadata.get("boundingBox"))
+        raise OpenMaterialError(f"cannot use OpenMATERIAL asset {path}: {why}")
+    return asset, model
+
+
+def placed_vertices(asset: dict, model_vertices: np.ndarray) -> np.ndarray:
+    """The model's vertices (glTF, Y up) in the OSI object frame: turned into the standard's frame, and lowered
+    from the box's bottom centre (the standard's origin) to its centre (OSI's) unless the asset is an
+    ``environment``, which shares the world's frame."""
+    metadata = asset["metadata"]
+    vertices = _turned(model_vertices.astype(np.float64), metadata.get("boundingBox"))
     if metadata.get("objectClass") != "environment":
         top = _box_top(metadata.get("boundingBox"), vertices)
         vertices[:, 2] -= 0.5 * top  # the reference frame's origin is the box's bottom centre; OSI's its centre
-    names, properties = _mapped_materials(path, asset, mesh, face_uv)
-    unique, per_face = np.unique(np.array(names, dtype=object), return_inverse=True)
-    return Mesh(vertices, mesh.faces, per_face.astype(np.int32), tuple(str(n) for n in unique),
-                os.path.basename(path), mesh.face_reflectance, None, properties or None)
+    return vertices
 
 
 #: glTF (X, Y, Z) → the standard's (x forward, y left, z up): as Blender exports (X forward, Y up, −Z left), and as
@@ -83,7 +91,7 @@ def _turned(vertices: np.ndarray, box) -> np.ndarray:
 
 
 def _json(path: str, what: str):
-    return read_document(path, what, MeshError, syntax="json")
+    return read_document(path, what, OpenMaterialError, syntax="json")
 
 
 def _box_top(box, vertices: np.ndarray) -> float:
@@ -100,34 +108,36 @@ def _box_top(box, vertices: np.ndarray) -> float:
 def _sibling(asset_path: str, reference: str, what: str) -> str:
     """A file an asset or mapping file names, relative to its folder and inside it."""
     if not isinstance(reference, str) or not reference:
-        raise MeshError(f"cannot use OpenMATERIAL {what} of {asset_path}: no file named ({reference!r})")
+        raise OpenMaterialError(f"cannot use OpenMATERIAL {what} of {asset_path}: no file named ({reference!r})")
     folder = os.path.dirname(os.path.abspath(asset_path))
     try:
         return resolve_inside(folder, reference.removeprefix("./"), "the asset's folder")
     except AssetError as exc:
-        raise MeshError(f"cannot use OpenMATERIAL {what} {reference!r} of {asset_path}: {exc}") from None
+        raise OpenMaterialError(f"cannot use OpenMATERIAL {what} {reference!r} of {asset_path}: {exc}") from None
 
 
-def _mapped_materials(path: str, asset: dict, mesh: Mesh, face_uv: np.ndarray):
-    """Per face, the visual name it takes (its model material's, or its mapped property file's) and the surface
-    properties of the mapped ones."""
-    names = np.array(mesh.material_names, dtype=object)[mesh.face_material]
+def mapped_materials(path: str, asset: dict, material_names: tuple[str, ...], face_material: np.ndarray,
+                     face_uv: np.ndarray) -> tuple[np.ndarray, dict[str, SurfaceProperties]]:
+    """Per face of the model (its material names, each face's index into them, its texture coordinates), the
+    visual name it takes (its model material's, or its mapped property file's) and the surface properties of the
+    mapped ones."""
+    names = np.array(material_names, dtype=object)[face_material]
     mapping_file = asset.get("materialMappingUri")
     if not mapping_file:
         return names, {}
     mapping_path = _sibling(path, mapping_file, "material mapping")
     rows = _json(mapping_path, "OpenMATERIAL material mapping").get("materialMapping")
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) >= 2 for r in rows):
-        raise MeshError(f"cannot use OpenMATERIAL material mapping {mapping_path}: 'materialMapping' must be a list "
+        raise OpenMaterialError(f"cannot use OpenMATERIAL material mapping {mapping_path}: 'materialMapping' must be a list "
                         "of [name or rgb code, material file, description] rows")
     by_key = {str(r[0]).strip(): str(r[1]) for r in rows}
     keys = names.copy()
     for assignment in asset.get("materialTextureAssignment") or []:
         if not (isinstance(assignment, list) and len(assignment) == 2):
-            raise MeshError(f"cannot use OpenMATERIAL asset {path}: materialTextureAssignment rows are "
+            raise OpenMaterialError(f"cannot use OpenMATERIAL asset {path}: materialTextureAssignment rows are "
                             "[material name, assignment texture]")
         material, texture = assignment
-        faces = np.array([n == material for n in mesh.material_names], bool)[mesh.face_material]
+        faces = np.array([n == material for n in material_names], bool)[face_material]
         if faces.any():
             keys[faces] = _texture_colours(_sibling(path, texture, "assignment texture"), face_uv[faces])
     # each distinct key once, in the order the faces first name it (so the properties, and a file that cannot be
@@ -157,7 +167,7 @@ def _texture_colours(texture: str, uv: np.ndarray) -> np.ndarray:
         with Image.open(texture) as image:
             pixels = np.asarray(image.convert("RGB"))
     except Exception as exc:  # PIL raises many types for files that are no images
-        raise MeshError(f"cannot read OpenMATERIAL assignment texture {texture}: {exc}") from None
+        raise OpenMaterialError(f"cannot read OpenMATERIAL assignment texture {texture}: {exc}") from None
     height, width = pixels.shape[:2]
     good = np.all(np.isfinite(uv), axis=1)
     u = np.clip(np.where(good, uv[:, 0], 0.0) % 1.0 * width, 0, width - 1).astype(np.int64)
@@ -175,7 +185,7 @@ def _surface(material_path: str, name: str) -> SurfaceProperties:
     document = _json(material_path, "OpenMATERIAL material")
     props = document.get("materialProperties") if isinstance(document, dict) else None
     if not isinstance(props, dict):
-        raise MeshError(f"cannot use OpenMATERIAL material {material_path}: it has no 'materialProperties' object")
+        raise OpenMaterialError(f"cannot use OpenMATERIAL material {material_path}: it has no 'materialProperties' object")
     tables, sources = [], [os.path.basename(material_path)]
     folder = os.path.dirname(os.path.abspath(material_path))
     for uri in props.get("brdfUris") or []:
@@ -190,7 +200,7 @@ def _surface(material_path: str, name: str) -> SurfaceProperties:
         try:
             rows = np.asarray(rows, np.float64).reshape(-1, 5)
         except (TypeError, ValueError):
-            raise MeshError(f"cannot use OpenMATERIAL BRDF table {table_path}: lookupTable rows must be 5 numbers "
+            raise OpenMaterialError(f"cannot use OpenMATERIAL BRDF table {table_path}: lookupTable rows must be 5 numbers "
                             "(wavelength, incident zenith, exit zenith, exit azimuth, BRDF)") from None
         rows = rows[np.all(np.isfinite(rows), axis=1) & (rows[:, 4] >= 0)]
         if len(rows):

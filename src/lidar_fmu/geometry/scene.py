@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 
 from ..errors import LidarFmuError
 from .assets import AssetError, folder_resolver, max_mesh_bytes, ply_face_reflectance, read_mesh_file
+from .openmaterial import OpenMaterialError, SurfaceProperties, mapped_materials, placed_vertices, read_asset
 from .transforms import check_pose, up_axis_pose
 
 #: Material name given to triangles whose file names none (PLY, STL, bare OBJ).
@@ -31,22 +32,6 @@ INSTANCE_ID = np.uint64(2**64 - 1)
 
 class MeshError(LidarFmuError, ValueError):
     """A mesh file could not be read or holds no usable triangles."""
-
-
-@dataclass(frozen=True, eq=False)
-class SurfaceProperties:
-    """What an asset's own material files say of a visual material's surface at lidar wavelengths (an ASAM
-    OpenMATERIAL 3D material: :mod:`lidar_fmu.geometry.openmaterial`), as plain data; the IR materials are made of
-    it at the sensor's wavelength (:class:`lidar_fmu.physics.returns.Materials`).
-
-    ``brdf``: (N, 5) rows of (wavelength m, incident zenith rad, exit zenith rad, exit azimuth rad, BRDF 1/sr), or
-    None; ``retroreflection_cd_lx_m2``: a coefficient of retroreflection R_A, or None; ``source``: the file(s).
-    """
-
-    name: str
-    brdf: np.ndarray | None = None
-    retroreflection_cd_lx_m2: float | None = None
-    source: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,10 +174,23 @@ def load_mesh(path: str | os.PathLike, max_bytes: int | None = None) -> Mesh:
     or an ASAM OpenMATERIAL 3D asset (``.xoma``: its model, in the OSI object frame, with its own materials;
     :mod:`lidar_fmu.geometry.openmaterial`)."""
     if os.fspath(path).lower().endswith(".xoma"):
-        from .openmaterial import load_openmaterial_asset
-
-        return load_openmaterial_asset(path, max_bytes)
+        return _openmaterial_mesh(os.fspath(path), max_bytes)
     return load_mesh_and_uv(path, max_bytes)[0]
+
+
+def _openmaterial_mesh(path: str, max_bytes: int | None) -> Mesh:
+    """An OpenMATERIAL 3D asset's model in the OSI object frame, its triangles named by the material they map to
+    and carrying what the asset's material files say of them."""
+    try:
+        asset, model = read_asset(path)
+        mesh, face_uv = load_mesh_and_uv(model, max_bytes)
+        vertices = placed_vertices(asset, mesh.vertices)
+        names, properties = mapped_materials(path, asset, mesh.material_names, mesh.face_material, face_uv)
+    except OpenMaterialError as exc:
+        raise MeshError(str(exc)) from None
+    unique, per_face = np.unique(np.array(names, dtype=object), return_inverse=True)
+    return Mesh(vertices, mesh.faces, per_face.astype(np.int32), tuple(str(n) for n in unique),
+                os.path.basename(path), mesh.face_reflectance, None, properties or None)
 
 
 def load_mesh_and_uv(path: str | os.PathLike, max_bytes: int | None = None) -> tuple[Mesh, np.ndarray]:

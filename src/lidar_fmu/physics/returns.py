@@ -46,8 +46,9 @@ from .materials.mapping import MaterialMapSource, check_map
 from .range_limit import RangeReflectivityLimit, limit_params
 
 if TYPE_CHECKING:
+    from ..geometry.openmaterial import SurfaceProperties
     from ..geometry.pattern import RayPattern
-    from ..geometry.scene import Mesh, Scene, SurfaceProperties
+    from ..geometry.scene import Mesh, Scene
 
 #: the per-triangle reflectances of a scene where no mesh gives one (one NaN for all: the materials' own)
 NO_FACE_REFLECTANCE = np.full(1, np.nan, np.float32)

@@ -16,9 +16,6 @@ calls with the same meaning on every device:
   and then through one CPU physics pass; a backend that runs the physics
   where its hits are (the CUDA one) overrides it, with results equal to the
   default's.
-
-Rmagine's simulators, Open3D's ``RaycastingScene`` and trimesh's two
-intersectors work this way: one interface, the device a constructor argument.
 """
 from __future__ import annotations
 

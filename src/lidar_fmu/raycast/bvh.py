@@ -10,22 +10,13 @@ Layout (one mesh, its own frame, metres):
   ``count`` (≤ :data:`LEAF_SIZE`) triangles ``first … first + count - 1`` of the
   reordered triangle arrays. Node 0 is the root.
 * ``tri_v0``, ``tri_v1``, ``tri_v2`` (F, 3) float32: the corners in leaf
-  order, ``tri_index`` (F,) int32 the original face index of each. Corners,
-  not ``v0, e1, e2``: the watertight test (Woop, Benthin & Wald 2013) must see
-  the very same float32 corners from both triangles of a shared edge, or rays
-  leak through the crack (Möller–Trumbore in float32 loses ~1e-7·range/edge of
-  its barycentrics: on a 1.3 M-triangle sphere 15 of 283 k rays went through
-  the front and hit the back). ``v0 + (v1 - v0)`` does not round back to ``v1``.
+  order (corners, not edges: docs/backends.md, "Traversal"), ``tri_index``
+  (F,) int32 the original face index of each.
 
-When several meshes are concatenated into one set of arrays (the CUDA
-backend), :func:`concatenate` rebases child and first-triangle indices, so a
-traversal only needs the mesh's root node index.
-
-The traversal functions below are plain Python bodies that touch only scalars
-and array elements and allocate nothing (the stack is an argument), so one
-body compiles both with :func:`numba.njit` here and with
-``numba.cuda.jit(device=True)`` in :mod:`.cuda`. Every float constant is a
-float32 global, so nothing is promoted to float64 on a GPU.
+:func:`concatenate` joins several meshes' arrays (the CUDA backend), so a
+traversal needs only a mesh's root node. The traversal bodies allocate nothing
+and compile both with :func:`numba.njit` here and as CUDA device functions in
+:mod:`.cuda`; every float constant is float32, so nothing becomes float64 on a GPU.
 """
 from __future__ import annotations
 
@@ -34,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import register_jitable
 
 from ..cache import cache_dir
 
@@ -357,10 +349,43 @@ def instance_table(bvhs, mesh_roots, mesh_index, poses):
 
 
 # --------------------------------------------------------------------------- traversal
-# One loop over 80 lines on purpose: its slab test runs per node and its triangle test per triangle, the
-# innermost work of every cast on the CPU and the GPU, and they share the ray's set-up (1/d, the shear) that a
-# call would have to be handed each time; and a helper named as a global here would be compiled for only one of
-# the two targets this body compiles for.
+# The two node tests both levels of the traversal make, one body each: registered (inlined) for the CPU here, and
+# for the GPU by cuda.py, so the CPU's and the GPU's compiled traversals each call their own.
+@register_jitable(inline="always")
+def _box_hit(lo, hi, node, ox, oy, oz, ix, iy, iz, best_t):
+    """Does the ray ``o + t·d`` (``ix, iy, iz``: 1/d, :data:`_BIG` for 1/0) meet box ``node`` of (``lo``, ``hi``)
+    within [0, ``best_t``]? The slab test, the far side grown by :data:`_SLAB_GROW`."""
+    # no min/max: builtin min on float32 does not compile for numba's CUDA target
+    t0 = (lo[node, 0] - ox) * ix
+    t1 = (hi[node, 0] - ox) * ix
+    tnear = t0 if t0 < t1 else t1
+    tfar = t1 if t0 < t1 else t0
+    t0 = (lo[node, 1] - oy) * iy
+    t1 = (hi[node, 1] - oy) * iy
+    if t0 > t1:
+        t0, t1 = t1, t0
+    tnear = t0 if t0 > tnear else tnear
+    tfar = t1 if t1 < tfar else tfar
+    t0 = (lo[node, 2] - oz) * iz
+    t1 = (hi[node, 2] - oz) * iz
+    if t0 > t1:
+        t0, t1 = t1, t0
+    tnear = t0 if t0 > tnear else tnear
+    tfar = t1 if t1 < tfar else tfar
+    tfar = tfar * _SLAB_GROW
+    return tnear <= tfar and tfar >= _ZERO and tnear <= best_t
+
+
+@register_jitable(inline="always")
+def _second_child_nearer(lo, hi, first, dx, dy, dz):
+    """Does child ``first + 1``'s box centre lie nearer along ``d`` than child ``first``'s (visit it first)?"""
+    return ((lo[first, 0] + hi[first, 0] - lo[first + 1, 0] - hi[first + 1, 0]) * dx
+            + (lo[first, 1] + hi[first, 1] - lo[first + 1, 1] - hi[first + 1, 1]) * dy
+            + (lo[first, 2] + hi[first, 2] - lo[first + 1, 2] - hi[first + 1, 2]) * dz) > _ZERO
+
+
+# One loop over 80 lines on purpose: its triangle test runs per triangle, the innermost work of every cast on the
+# CPU and the GPU, and shares the ray's set-up (the shear) that a call would have to be handed each time.
 def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tri_v2, root,
                           ox, oy, oz, dx, dy, dz, tmax, stack):
     """Closest triangle along ``o + t·d`` with 0 < t < ``tmax`` → (t, tri, u, v); tri = -1 on a miss.
@@ -372,7 +397,7 @@ def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_
     ``tri`` indexes the (reordered) triangle arrays; ``u``, ``v`` are the
     barycentrics of the hit (hit = (1-u-v)·v0 + u·v1 + v·v2). ``d`` need not be
     unit: ``t`` is measured in units of ``d``. ``stack`` is an int32 array of
-    :data:`STACK_SIZE`. No calls, no allocation: compiles on CPU and GPU alike.
+    :data:`STACK_SIZE`. No allocation: compiles on CPU and GPU alike.
     """
     best_t = tmax
     best_tri = -1
@@ -403,34 +428,12 @@ def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_
     sp = 0
     node = root
     while True:
-        # slab test of this node's box against [0, best_t]; no min/max: builtin min on float32
-        # does not compile for numba's CUDA target
-        t0 = (node_lo[node, 0] - ox) * ix
-        t1 = (node_hi[node, 0] - ox) * ix
-        tnear = t0 if t0 < t1 else t1
-        tfar = t1 if t0 < t1 else t0
-        t0 = (node_lo[node, 1] - oy) * iy
-        t1 = (node_hi[node, 1] - oy) * iy
-        if t0 > t1:
-            t0, t1 = t1, t0
-        tnear = t0 if t0 > tnear else tnear
-        tfar = t1 if t1 < tfar else tfar
-        t0 = (node_lo[node, 2] - oz) * iz
-        t1 = (node_hi[node, 2] - oz) * iz
-        if t0 > t1:
-            t0, t1 = t1, t0
-        tnear = t0 if t0 > tnear else tnear
-        tfar = t1 if t1 < tfar else tfar
-        tfar = tfar * _SLAB_GROW
-        if tnear <= tfar and tfar >= _ZERO and tnear <= best_t:
+        if _box_hit(node_lo, node_hi, node, ox, oy, oz, ix, iy, iz, best_t):
             count = node_count[node]
             first = node_child[node]
             if count == 0:
                 # visit the child whose centre lies nearer along the ray first
-                ahead = ((node_lo[first, 0] + node_hi[first, 0] - node_lo[first + 1, 0] - node_hi[first + 1, 0]) * dx
-                         + (node_lo[first, 1] + node_hi[first, 1] - node_lo[first + 1, 1] - node_hi[first + 1, 1]) * dy
-                         + (node_lo[first, 2] + node_hi[first, 2] - node_lo[first + 1, 2] - node_hi[first + 1, 2]) * dz)
-                if ahead > _ZERO:
+                if _second_child_nearer(node_lo, node_hi, first, dx, dy, dz):
                     stack[sp] = first
                     node = first + 1
                 else:
@@ -511,31 +514,11 @@ def make_closest_over_instances(jit, traverse):
         sp = 0
         node = 0
         while True:
-            t0 = (tlas_lo[node, 0] - ox) * ix
-            t1 = (tlas_hi[node, 0] - ox) * ix
-            tnear = t0 if t0 < t1 else t1
-            tfar = t1 if t0 < t1 else t0
-            t0 = (tlas_lo[node, 1] - oy) * iy
-            t1 = (tlas_hi[node, 1] - oy) * iy
-            if t0 > t1:
-                t0, t1 = t1, t0
-            tnear = t0 if t0 > tnear else tnear
-            tfar = t1 if t1 < tfar else tfar
-            t0 = (tlas_lo[node, 2] - oz) * iz
-            t1 = (tlas_hi[node, 2] - oz) * iz
-            if t0 > t1:
-                t0, t1 = t1, t0
-            tnear = t0 if t0 > tnear else tnear
-            tfar = t1 if t1 < tfar else tfar
-            tfar = tfar * _SLAB_GROW
-            if tnear <= tfar and tfar >= _ZERO and tnear <= best_t:
+            if _box_hit(tlas_lo, tlas_hi, node, ox, oy, oz, ix, iy, iz, best_t):
                 count = tlas_count[node]
                 first = tlas_child[node]
                 if count == 0:
-                    ahead = ((tlas_lo[first, 0] + tlas_hi[first, 0] - tlas_lo[first + 1, 0] - tlas_hi[first + 1, 0]) * dx
-                             + (tlas_lo[first, 1] + tlas_hi[first, 1] - tlas_lo[first + 1, 1] - tlas_hi[first + 1, 1]) * dy
-                             + (tlas_lo[first, 2] + tlas_hi[first, 2] - tlas_lo[first + 1, 2] - tlas_hi[first + 1, 2]) * dz)
-                    if ahead > _ZERO:
+                    if _second_child_nearer(tlas_lo, tlas_hi, first, dx, dy, dz):
                         top_stack[sp] = first
                         node = first + 1
                     else:

@@ -51,7 +51,16 @@ from ..physics.hit_rules import (
 )
 from ..pointcloud import POINT_DTYPE, Returns, concatenate_returns
 from .backend import Backend, into
-from .bvh import STACK_SIZE, _intersect_closest_py, cached_bvh, concatenate, instance_table, make_closest_over_instances
+from .bvh import (
+    STACK_SIZE,
+    _box_hit,
+    _intersect_closest_py,
+    _second_child_nearer,
+    cached_bvh,
+    concatenate,
+    instance_table,
+    make_closest_over_instances,
+)
 from .hits import Hits
 from .rays import RayBatch
 
@@ -64,6 +73,9 @@ RECORD_FIELDS = ("x", "y", "z", "range", "reflectivity", "normal_x", "normal_y",
                  "saturated", "ray_index", "material_id")
 _WIDTH = len(RECORD_FIELDS)
 
+# the BVH's node tests, which both levels of the traversal call (before the traversal is compiled)
+for _node_test in (_box_hit, _second_child_nearer):
+    register_jitable(inline="always")(_node_test)
 _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)
 # the CPU pass's own per-hit functions, compiled into these kernels (numba-cuda keeps its own registry)

@@ -1,15 +1,10 @@
 """The ``embree`` backend: Embree 4 through the library the ``embreex`` wheel ships, called from compiled loops.
 
-embreex's Python API has no instancing and no ray packets, and every ``run``
-goes through Python-level buffers. Its wheel, however, carries the complete
-Embree 4 library, so this backend calls it directly:
+embreex's Python API has no instancing and no ray packets; its wheel carries the whole Embree 4 library, which
+this backend calls directly (docs/backends.md):
 
-* one top-level scene: the static world's meshes (instances at identity) as
-  triangle geometry, and one Embree *instance* per moving scene instance, of
-  its mesh's own scene (built once, in the mesh's frame), whose transform is
-  rewritten when poses change. Embree moves rays into each instance's frame
-  and culls them by instance bounds in its top-level BVH, so cost follows the
-  rays that reach an instance, not instances × rays;
+* one top-level scene: the static world as triangle geometry, one Embree *instance* per moving scene instance
+  (its mesh's own scene, built once), whose transform is rewritten when poses change;
 * rays cast in coherent packets of :data:`PACKET` angular neighbours, tiles of
   the scan (:func:`packet_tiles`, ``rtcIntersect8``), from a Numba ``prange``
   over the cores (packets dealt out interleaved, so every thread gets a fair
@@ -21,9 +16,7 @@ Embree 4 library, so this backend calls it directly:
 
 Where this library cannot be loaded, :mod:`.embreex` casts the same rays
 through embreex's Python API.
-
-Struct layouts are Embree 4's public ``RTCRayHit`` / ``RTCRayHitN`` (SoA);
-the library is located next to the embreex package.
+Struct layouts: Embree 4's public ``RTCRayHit`` / ``RTCRayHitN`` (SoA), from the library beside embreex.
 """
 from __future__ import annotations
 

@@ -14,49 +14,12 @@ import numpy as np
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
+from .paths import check_fmu_path, check_output_folder, check_preview_path
 from .ssp_command import add_ssp_options
 from .validate_command import add_validate
 
 EXIT_BUG = 1
 EXIT_USAGE = 2
-
-
-def _check_preview_path(path: str) -> None:
-    """A preview path matplotlib can write (``.png``, ``.pdf``, ``.svg``…): checked before any work."""
-    import os
-
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    formats = FigureCanvasBase.get_supported_filetypes()
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    if ext and ext not in formats:
-        raise UserError(f"preview {path!r} must end in .png or another image format ({', '.join(sorted(formats))})")
-
-
-def _check_fmu_path(path: str) -> None:
-    import os
-    import zipfile
-
-    if not os.path.isfile(path):
-        raise UserError(f"FMU not found: {path}")
-    if not zipfile.is_zipfile(path):
-        raise UserError(f"{path} is not an FMU (not a zip archive)")
-    with zipfile.ZipFile(path) as archive:
-        if "modelDescription.xml" not in archive.namelist():
-            raise UserError(f"{path} is not an FMU (no modelDescription.xml)")
-
-
-def _check_output_folder(path: str, what: str) -> None:
-    """The folder ``path`` goes into exists and is writable: checked before any work, not after a cast."""
-    import os
-
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"{what} {path!r}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"{what} {path!r}: folder {folder} is not writable")
-    if os.path.isdir(path):
-        raise UserError(f"{what} {path!r} is a folder; give a file name")
 
 
 def _mesh_placements(arguments) -> list[tuple[str, np.ndarray]]:
@@ -98,14 +61,14 @@ def cmd_scan(args) -> None:
     if args.ground_truth and args.output.lower().endswith(".ptx"):
         raise UserError(f"--ground-truth: PTX has no fields for the ground truth; write {args.output!r} as .pcd, "
                         f".ply, .las or .laz instead")
-    _check_output_folder(args.output, "output")
+    check_output_folder(args.output, "output")
     if args.rerun:
         from ..io.rerun import check_rerun_output
 
         check_rerun_output(args.rerun)
     if args.preview:
-        _check_preview_path(args.preview)
-        _check_output_folder(args.preview, "preview")
+        check_preview_path(args.preview)
+        check_output_folder(args.preview, "preview")
     placements = _mesh_placements(args.mesh)
     pose = parse_pose_deg(args.pose)
     scene = Scene()
@@ -187,7 +150,7 @@ def cmd_replay(args) -> None:
     from .replay import DamagedTraceError, replay
 
     if args.fmu:
-        _check_fmu_path(args.fmu)
+        check_fmu_path(args.fmu)
     overrides = {}
     if args.sensor:  # a spec file relative to here, not to the scenario's folder
         overrides["sensor"] = os.path.abspath(args.sensor) if os.path.isfile(args.sensor) else args.sensor
@@ -231,7 +194,7 @@ def cmd_sweep(args) -> None:
     from .sweep import run_sweep
 
     if args.fmu:
-        _check_fmu_path(args.fmu)
+        check_fmu_path(args.fmu)
     run_sweep(args.sweep, args.output, workers=args.workers, scheduler=args.scheduler, serial=args.serial,
               force=args.force, fmu=args.fmu, trace_format=args.trace_format, pcd_every=args.pcd_every,
               progress=not args.quiet, dashboard=args.dashboard)
@@ -433,7 +396,7 @@ def cmd_soak(args) -> None:
     from .soak import describe, run_soak
 
     if args.fmu:
-        _check_fmu_path(args.fmu)
+        check_fmu_path(args.fmu)
     print(describe(args.steps, args.objects, args.sensor, args.fmu), file=sys.stderr)
     run_soak(steps=args.steps, objects=args.objects, sensor=args.sensor, report_every=args.report_every,
              fmu=args.fmu, backend=args.backend, seed=args.seed, echo=lambda line: print(line, flush=True))

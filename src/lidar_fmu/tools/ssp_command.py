@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UserError
+from .paths import check_output_folder
 
 #: the lidar's sensor when --sensor is not given: the FMU's own default (fmu/LidarSensor.py)
 DEFAULT_SENSOR = "ouster_os1_128"
@@ -35,7 +36,6 @@ def build_ssp_command(args) -> None:
 
     from ..cosim.fmu_package import warm_kernel_cache
     from ..cosim.ssp import DEFAULT_SENSORDATA, build_ssp, validate_ssp
-    from .cli import _check_output_folder
     from .replay import trace_scenario
 
     if not args.trace:
@@ -45,7 +45,7 @@ def build_ssp_command(args) -> None:
         raise UserError(f"--sensor {sensor!r} is a folder; give a preset name or a spec file")
     name = trace_scenario(args.trace, sensor, args.assets)["name"]  # refuses a missing trace or assets folder
     output = args.output or f"{name}.ssp"
-    _check_output_folder(output, "SSP package")
+    check_output_folder(output, "SSP package")
     system = build_ssp(output, args.trace, sensor, assets=args.assets,
                        sensordata=args.sensordata or DEFAULT_SENSORDATA, name=f"lidar-fmu replay of {name}")
     problems = validate_ssp(system.path)

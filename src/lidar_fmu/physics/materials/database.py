@@ -413,7 +413,7 @@ RETROREFLECTOR_R_A = 70.0
 
 
 def surface_material(properties, wavelength_nm: float, retroreflector: IRMaterial | None = None) -> IRMaterial | None:
-    """The IR material of an asset's own surface (:class:`lidar_fmu.geometry.scene.SurfaceProperties`) at the
+    """The IR material of an asset's own surface (:class:`lidar_fmu.geometry.openmaterial.SurfaceProperties`) at the
     sensor's wavelength; None where it says nothing a lidar sees.
 
     A lidar BRDF table f_r(λ, θ_i, θ_r, φ_r) becomes the Lambertian-equivalent ρ(θ) = π·f_r(θ, θ)·cos θ of the
