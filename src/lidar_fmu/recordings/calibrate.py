@@ -58,11 +58,10 @@ from ..physics.effects import (
 )
 from ..physics.range_limit import RangeReflectivityLimit
 from ..sensors import load_sensor
-from ..sensors.ouster import OusterCalibration
 from ..sensors.spec import FILE_KEYS
-from .ouster import as_geometry
+from .makers import open_recording
 from .recording import Recording
-from .units import UnitGeometry, open_recording
+from .units import UnitGeometry
 from .validate import (
     MAX_JUMP,
     MIN_REFLECTIVITY_SIGNAL_RANK,
@@ -140,13 +139,12 @@ def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
     return best[1], best[2]
 
 
-def fit_noise(recordings: list[Recording], cal: OusterCalibration | UnitGeometry, metadata_path: str,
-              max_jump: float = MAX_JUMP, backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
+def fit_noise(recordings: list[Recording], geometry: UnitGeometry, max_jump: float = MAX_JUMP,
+              backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
     """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc).
 
     Per bin of x, σ_u of validate's chord residual of the unit's held-out pixels less that of the noise-free mesh
     on the same pixels (:data:`DIFFERENCE_VARIANCE_FACTOR`): what the mesh follows is surface shape, not noise."""
-    geometry = as_geometry(cal, metadata_path)
     # casts the geometry only: the unit's rays are what count; loaded once for every frame
     sensor = load_sensor(geometry.sensor_spec(None, False))
     xs, unit, mesh = [], [], []
@@ -188,7 +186,7 @@ def fit_noise(recordings: list[Recording], cal: OusterCalibration | UnitGeometry
     return math.sqrt(floor_var), math.sqrt(shot_var), bins
 
 
-def fit_detection_width(recordings: list[Recording], cal: OusterCalibration | UnitGeometry,
+def fit_detection_width(recordings: list[Recording], unit: UnitGeometry,
                         limit: RangeReflectivityLimit,
                         max_jump: float = MAX_JUMP) -> tuple[float, dict[str, Any]]:
     """(w, figures) of the logistic edge P(x) = (1 − p₀) / (1 + 19·x^(1/w)), x = r / r_L(ρ), by maximum likelihood.
@@ -204,7 +202,7 @@ def fit_detection_width(recordings: list[Recording], cal: OusterCalibration | Un
             image[(image <= 0) | ~recording.pixels_sent(f)] = np.nan
             refl = recording.images["reflectivity"][f].astype(np.float64)
             left, right = np.roll(image, 1, axis=1), np.roll(image, -1, axis=1)
-            columns = np.arange(cal.columns)
+            columns = np.arange(unit.columns)
             target = ((columns % 2 == 1) & sent & np.roll(sent, 1) & np.roll(sent, -1))[None, :] & ranges_agree(
                 left, right, max_jump=max_jump)
             range_m = 0.5 * (left + right)[target]
@@ -260,15 +258,14 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
     return best[1] | {"_spearman": best[0]}
 
 
-def calibrated_spec(recordings: list[Recording], cal: OusterCalibration | UnitGeometry, metadata_path: str,
+def calibrated_spec(recordings: list[Recording], geometry: UnitGeometry,
                     max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """The unit's spec with the fitted keys (module doc); ``_fit`` holds the figures behind them."""
-    geometry = as_geometry(cal, metadata_path)
     range_m, refl = _returns(recordings)
     if len(range_m) < MIN_SAMPLES:
         raise UserError(f"calibrate: {len(range_m)} returns in the recording(s); too few to fit anything")
     fit, a = fit_range_limit(range_m, refl)
-    sigma0, shot, bins = fit_noise(recordings, geometry, metadata_path, max_jump)
+    sigma0, shot, bins = fit_noise(recordings, geometry, max_jump)
     n = ROOT_FITS[fit]
     spec = geometry.base_spec()
     names = ", ".join(r.name for r in recordings)
@@ -332,7 +329,7 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
                             f"(Spearman {rank:.2f}, calibrated units ≥ {MIN_REFLECTIVITY_SIGNAL_RANK:g}), so it "
                             "holds no calibrated reflectivity (as on early firmware) and r_L, the detection edge, "
                             "the noise's signal term and the intensity law cannot be fitted from it")
-    spec = calibrated_spec(recordings, geometry, metadata_path, max_jump)
+    spec = calibrated_spec(recordings, geometry, max_jump)
     fitted = spec.pop("_fit")
     # the unit's files named from the spec's folder (load_sensor reads them from there): they move together
     for key in FILE_KEYS:

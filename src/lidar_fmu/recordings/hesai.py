@@ -50,13 +50,12 @@ from ..sensors.hesai import (
     HesaiCalibrationError,
     HesaiModel,
     preset_of,
-    read_hesai_calibration,
     read_hesai_firetimes,
 )
 from ..sensors.spec import SensorSpecError, data_file
-from .packets import Packets, PacketSourceError, is_packet_source, read_packets
-from .recording import Firings, Recording, RecordingError, binned_recording
-from .units import BinnedGeometry
+from .packets import Packets, PacketSourceError, read_packets
+from .recording import Firings, Recording, RecordingError
+from .units import BinnedGeometry, BinnedUnit, UnitFile, open_binned
 
 #: Return Mode byte → (returns a firing holds, name)
 RETURN_MODES = {0x33: (1, "first"), 0x34: (1, "second"), 0x35: (1, "third"), 0x36: (1, "fourth"),
@@ -290,37 +289,26 @@ def azimuth_step_deg(scan: HesaiScan) -> float:
     return float(np.median(advance)) / 100.0
 
 
-def _calibration_of(metadata: str) -> tuple[str, HesaiCalibration, str | None]:
-    """(the preset or file named, its angle correction, the preset's name or None)."""
-    if metadata in HESAI_PRESETS:
-        spec = HESAI_PRESETS[metadata]
-        return data_file(spec["calibration"]), read_hesai_calibration(data_file(spec["calibration"])), metadata
-    try:
-        return metadata, read_hesai_calibration(metadata), None
-    except HesaiCalibrationError as exc:
-        raise UserError(f"--metadata {metadata}: {exc}") from None
+def open_hesai(recording_path: str, unit: UnitFile) -> tuple[Recording, BinnedGeometry]:
+    """A Hesai recording (capture or bag) and its unit (``unit``: an angle-correction CSV or a ``hesai_*`` preset).
+    One line where the recording is no Hesai capture, or its unit does not match the file."""
+    return open_binned(recording_path, unit, "Hesai", _binned_unit)
 
 
-def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeometry]:
-    """A Hesai recording (capture or bag) and its unit; ``metadata`` the unit's angle-correction CSV or a
-    ``hesai_*`` preset. One line where the recording is no Hesai capture, or its unit does not match the file."""
-    if not is_packet_source(recording_path):
-        raise UserError(f"recording {recording_path}: a Hesai unit's recording is a .pcap/.pcapng capture or a ROS 2 "
-                        "bag (folder, .db3 or .mcap) of its packets")
-    cal_path, cal, preset = _calibration_of(metadata)
+def _binned_unit(recording_path: str, unit: UnitFile) -> BinnedUnit:
+    cal: HesaiCalibration = unit.calibration
     try:
         scan = decode_hesai(read_packets(recording_path))
     except PacketSourceError as exc:
         raise RecordingError(str(exc)) from None
     model = scan.model
-    if preset is not None and HESAI_PRESETS[preset]["hesai_model"] != model.name:
-        raise RecordingError(f"recording {recording_path} is a {model.name}, not the preset {preset}'s "
-                             f"{HESAI_PRESETS[preset]['hesai_model']}")
+    if unit.preset is not None and HESAI_PRESETS[unit.preset]["hesai_model"] != model.name:
+        raise RecordingError(f"recording {recording_path} is a {model.name}, not the preset {unit.preset}'s "
+                             f"{HESAI_PRESETS[unit.preset]['hesai_model']}")
     if cal.channels != model.channels:
         raise RecordingError(f"recording {recording_path} is a {model.name} ({model.channels} channels), but "
-                             f"{os.path.basename(cal_path)} calibrates {cal.channels} channels")
-    preset = preset or preset_of(model.name)
-    spec = {"preset": preset, "calibration": os.path.abspath(cal_path)}
+                             f"{os.path.basename(unit.path)} calibrates {cal.channels} channels")
+    preset = unit.preset or preset_of(model.name)
     fires = None
     if model.name == "PandarQT128":
         try:
@@ -328,24 +316,9 @@ def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeo
         except (HesaiCalibrationError, SensorSpecError) as exc:
             raise UserError(str(exc)) from None
         fires = np.isfinite(firetimes.offset_s)
-    firings = hesai_firings(scan, cal, fires)
-    channel_of_row = np.argsort(-cal.elevation_deg, kind="stable")  # top row first
-    row_of_channel = np.argsort(channel_of_row)
-    step = azimuth_step_deg(scan)
-    name = os.path.splitext(os.path.basename(os.path.normpath(recording_path)))[0]
-    recording = binned_recording(name, scan.profile, firings, row_of_channel, step, empty_firings_known=True)
-    if not recording.frames:
-        raise RecordingError(f"recording {recording_path} holds no complete turn of its unit (its {scan.packets} "
-                             "packets cover less than half a turn)")
-    if scan.skipped:
-        recording = _noted(recording, f"{scan.skipped} packet(s) that are not this {model.name}'s point-cloud "
-                                      "packets skipped")
-    geometry = BinnedGeometry(model.name, metadata, spec, np.radians(cal.elevation_deg[channel_of_row]),
-                              channel_of_row, recording.images["range_mm"].shape[2])
-    return recording, geometry
-
-
-def _noted(recording: Recording, note: str) -> Recording:
-    import dataclasses
-
-    return dataclasses.replace(recording, notes=(*recording.notes, note))
+    skipped = (f"{scan.skipped} packet(s) that are not this {model.name}'s point-cloud packets skipped",)
+    return BinnedUnit(model.name, scan.profile, hesai_firings(scan, cal, fires),
+                      np.argsort(-cal.elevation_deg, kind="stable"), np.radians(cal.elevation_deg),
+                      azimuth_step_deg(scan), True, {"preset": preset, "calibration": os.path.abspath(unit.path)},
+                      capture_notes=skipped if scan.skipped else (),
+                      too_short=f" (its {scan.packets} packets cover less than half a turn)")

@@ -40,7 +40,7 @@ import json
 import math
 import os
 import time
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
@@ -48,18 +48,14 @@ from ..errors import LidarFmuError, UserError
 from ..geometry.scene import Mesh, Scene, concatenate
 from ..scan.lidar import Lidar
 from ..sensors import load_sensor
-from ..sensors.ouster import OusterCalibration
 from ..sensors.spec import Sensor
+from .makers import open_recording
 from .ouster import pixel_rays, sensor_spec, unit_metadata
 from .recording import Recording, read_kitti_poses
 from .registration import icp_poses
-from .units import PixelRays, UnitGeometry, open_recording
+from .units import PixelRays, UnitGeometry
 
 __all__ = ["PixelRays", "pixel_rays", "sensor_spec", "unit_metadata", "validate"]
-
-#: what the comparison needs of a unit: its range image's shape and range convention (``beams``, ``columns``,
-#: ``beam_origin_mm``), which an Ouster calibration and every :class:`UnitGeometry` have
-Unit: TypeAlias = "UnitGeometry | OusterCalibration"
 
 #: relative range jump between neighbours above which they are not one surface (mesh edges, depth-edge mask)
 MAX_JUMP = 0.05
@@ -401,17 +397,17 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
     return {"pairs": len(poses) - 1, "bands": bands}
 
 
-def frame_scene(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
+def frame_scene(recording: Recording, frame: int, unit: UnitGeometry, rays: PixelRays,
                 max_jump: float = MAX_JUMP) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[Mesh, np.ndarray] | None]:
     """(the unit's RANGE image, mesh pixels, held-out pixels, the mesh of the mesh pixels or None) of one frame:
     the scene rebuilt from its even measurement columns (with the second-return layer of a dual recording), to
     be compared on the odd ones."""
     real_range = _frame_image(recording, frame, rays)
     sent = recording.pixels_sent(frame) & (rays.ray_index >= 0)
-    measurement = np.arange(cal.columns)[None, :]
+    measurement = np.arange(unit.columns)[None, :]
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
-    floor = float(getattr(cal, "reflectivity_floor_percent", 0.0))  # an Ouster calibration: none
+    floor = float(unit.reflectivity_floor_percent)
     made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump,
                             reflectivity_floor=floor)
     if made is not None and recording.dual:
@@ -419,13 +415,13 @@ def frame_scene(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
     return real_range, mesh_pixels, held_out, made
 
 
-def held_out_chord_residuals(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
+def held_out_chord_residuals(recording: Recording, frame: int, unit: UnitGeometry, rays: PixelRays,
                              spec: Sensor | dict, backend: str = "auto", max_jump: float = MAX_JUMP
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(ok, the unit's residual, the mesh's) images of validate's noise measure on one frame: every covered
     held-out pixel's chord residual (neighbours m ± 2) in the unit's RANGE and in the noise-free cast of the
     mesh, ``ok`` where both count. None when the frame makes no mesh."""
-    real_range, _, held_out, made = frame_scene(recording, frame, cal, rays, max_jump)
+    real_range, _, held_out, made = frame_scene(recording, frame, unit, rays, max_jump)
     if made is None:
         return None
     truth = _geometry_image(_unit_lidar(made[0], spec, backend), rays, np.eye(4))
@@ -435,11 +431,11 @@ def held_out_chord_residuals(recording: Recording, frame: int, cal: Unit, rays: 
     return ok_real & ok_mesh, real, mesh
 
 
-def compare_frame(recording: Recording, frame: int, cal: Unit, rays: PixelRays, spec: Sensor | dict,
+def compare_frame(recording: Recording, frame: int, unit: UnitGeometry, rays: PixelRays, spec: Sensor | dict,
                   backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
     images = recording.images
-    real_range, mesh_pixels, held_out, made = frame_scene(recording, frame, cal, rays, max_jump)
+    real_range, mesh_pixels, held_out, made = frame_scene(recording, frame, unit, rays, max_jump)
     if made is None:
         raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
                             f"agree in range; nothing to rebuild the scene from")
@@ -527,7 +523,7 @@ def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
             "above_max_range": int((rng > sensor.max_range_m).sum()), "max_range_m": sensor.max_range_m}
 
 
-def summarize(frames: list[dict[str, Any]], recording: Recording, cal: Unit) -> dict[str, Any]:
+def summarize(frames: list[dict[str, Any]], recording: Recording, unit: UnitGeometry) -> dict[str, Any]:
     """The figures of a recording from its frames' pixel arrays."""
     def cat(key):
         return np.concatenate([f[key] for f in frames])
@@ -576,7 +572,7 @@ def summarize(frames: list[dict[str, Any]], recording: Recording, cal: Unit) -> 
         "abs_delta_all": _quantiles(np.abs(delta)), "abs_delta_away_from_edges": _quantiles(away),
         "range_bias_unit_convention_m": float(np.median(delta[edge_free])) if len(away) else None,
         "range_bias_noise_free_m": float(np.median(truth_delta[edge_free])) if len(away) else None,
-        "beam_origin_mm": cal.beam_origin_mm,
+        "beam_origin_mm": unit.beam_origin_mm,
         "noise_bands": bands, "intensity_spearman": intensity,
         "scan_s": [f["scan_s"] for f in frames],
     }
