@@ -1,44 +1,11 @@
 """``lidar-fmu calibrate``: what a unit's datasheet does not say, fitted from its own recording(s).
 
-From the same inputs :mod:`lidar_fmu.recordings.validate` takes (a recording and the unit's calibration: an
-Ouster's metadata JSON, a Hesai CSV, a Velodyne YAML, or a preset) it fits, over every sent pixel of every frame:
-
-- **min / max range**: the unit's nearest and farthest real return (RANGE, the unit's convention), widened by
-  :data:`RANGE_MARGIN` so that the returns themselves lie inside.
-- **the range–reflectivity limit** r_L(ρ) = A·ρ^(1/n) (``range_reflectivity`` with fit ``root2``, ``root3`` or
-  ``root4``; ρ = REFLECTIVITY / 100, 0 taken as 0.5 %: the unit rounds to whole percent). The exponent is the
-  one under which the dark reflectivities (below 20 %, where the limit and not the scene bounds the returns)
-  need the most nearly equal A; A is the smallest that leaves at most :data:`BEYOND_FRACTION` of each
-  reflectivity band's returns beyond r_L (validate's bands). Where the law so fitted falls short of the
-  datasheet's own 10 % range, the scene and not the unit bounded the returns (a room): the unit's resolved
-  law (:func:`~lidar_fmu.sensors.ouster.unit_spec`) stays. Min/max range likewise only widen the resolved ones.
-- **the detection edge**: ``detection: logistic`` (:mod:`lidar_fmu.physics.effects`) with its width w by
-  maximum likelihood (:func:`fit_detection_width`): each odd-column pixel whose two same-beam neighbours return
-  and agree is one draw of P(r / r_L(ρ)) at their range and REFLECTIVITY. Too few pixels near r_L: the
-  resolved width stays.
-- **the intensity law** (``intensity_law``, :func:`lidar_fmu.physics.range_limit.intensity_law_percent`), where
-  the recording has SIGNAL: the reference range and exponents whose intensity of the unit's own REFLECTIVITY and
-  RANGE ranks its SIGNAL best (Spearman), on a grid.
-- **range noise** σ(r, ρ)² = σ0² + (σ_shot · (r / 10 m) / √ρ)² (``range_noise``, the shot-noise model of
-  :func:`lidar_fmu.physics.effects.range_sigma_m`), on validate's own measure: every frame's scene rebuilt from
-  its even columns (:func:`lidar_fmu.recordings.validate.frame_scene`), and on each held-out pixel the chord residual
-  (its range against the line through its same-beam held-out neighbours m ± 2) of the unit's RANGE *less* that
-  of the noise-free mesh cast on the same ray (:func:`~lidar_fmu.recordings.validate.held_out_chord_residuals`). The
-  surface shape the mesh follows cancels pixel by pixel; what is left is the unit's noise (of the pixel, its
-  neighbours and the mesh's corners, :data:`DIFFERENCE_VARIANCE_FACTOR`). σ per bin of the signal proxy
-  x = (r / 10 m)² / ρ, and σ² = σ0² + σ_shot²·x fitted to the bins by least squares, both ≥ 0. Shape between
-  mesh pixels that the mesh does not follow (foliage, corners) still adds to it: an upper bound, tighter than
-  the chord of the unit alone.
-
-Pixels: the fits use every frame's pixels (the edge and noise: odd columns; ranges: every column), and validate
-compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
-10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
-
-The spec written is the unit's own resolution (an Ouster's :func:`lidar_fmu.sensors.ouster.unit_spec`: its rays
-from the metadata; a Velodyne's or Hesai's model preset with its calibration file) with the fitted keys in place
-of the datasheet's, and ``noise: physical``: a calibrated unit is asked to be as noisy as the real one. A
-datasheet without a range–reflectivity figure (the VLP-16's) keeps the range limit off unless the fitted law
-reaches the unit's maximum range at 10 %.
+From the inputs :mod:`.validate` takes (recordings of one unit and its calibration, or a preset) it fits min/max
+range, the range–reflectivity limit r_L(ρ) (:func:`fit_range_limit`), the detection edge
+(:func:`fit_detection_width`), the intensity law (:func:`fit_intensity_law`, where the recording has SIGNAL) and
+range noise σ(r, ρ) on validate's own measure (:func:`fit_noise`), and writes them into the unit's own spec with
+``noise: physical`` (:func:`calibrated_spec`). Each fit, what it cannot fit, and the results: docs/validation.md
+("lidar-fmu calibrate").
 """
 from __future__ import annotations
 

@@ -1,38 +1,10 @@
 """``lidar-fmu validate``: a real recording against our simulation of the same unit, pixel by pixel.
 
-For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; an Ouster's staggered range images, the
-unit's own pixel order, or the rings × azimuth bins of a unit that does not fire on a fixed grid, whose columns
-are already destaggered and whose pixels carry their own azimuths: :mod:`lidar_fmu.recordings.units`, below
-written for the Ouster):
-
-1. **Scene from the even columns.** Every valid pixel of an even measurement column becomes a vertex at the
-   unit's own point (``beam origin + (RANGE − n) · direction``, :func:`pixel_rays`). Vertices are joined on
-   the *destaggered* grid (beam ``b`` of column ``m`` sits at grid column ``m + round(W · azimuth_b / 360°)``,
-   so grid neighbours look the same way), two triangles per grid cell. A triangle is made only where the
-   ranges of its three corners agree: ``max r / min r − 1 < max_jump`` (default 5 %), so depth edges are not
-   bridged; a cell whose first split loses a triangle is tried with the other diagonal. Each triangle carries
-   the reflectivity the unit measured at its corners (their mean REFLECTIVITY, 0–100 = Lambertian percent),
-   divided by the cosine of the triangle's incidence, floored at 0.1, ρ0 at most 1 (the unit cannot know the
-   incidence, so its REFLECTIVITY holds that cosine; our physics multiplies it back in, ρ0·cos θ).
-2. **The unit simulated** from its metadata (:func:`lidar_fmu.sensors.load_sensor` with ``ouster_metadata``)
-   through :class:`~lidar_fmu.scan.lidar.Lidar` on the default backend, its pose the identity (the mesh is
-   in the sensor frame). Each triangle carries its own Lambertian reflectance (``Mesh.face_reflectance``, as
-   a PLY face property ``reflectivity`` does), which the returns stage takes over any material.
-3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
-   (beam ``b``, column ``m``). Our ``range`` field is compared as it is: it is in the unit's convention,
-   RANGE from the lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset
-   taking off √(n² + z0²), :func:`~lidar_fmu.sensors.ouster.range_offset_m`; docs/sensors.md, "Range
-   convention"). A held-out pixel is
-   *covered* when its ray meets the mesh (a noise-free cast of the geometry alone), and *inside the mesh* when
-   the mesh also goes on beyond it on every side the unit looked (:func:`inside_mesh`): on the mesh's rim the
-   surface ends or breaks somewhere within a pixel spacing of the ray, and the mesh cannot say where. Which
-   pixels return (both, only real, only ours; per beam) is compared inside the mesh, and given apart for the
-   rim. A pixel is *away from depth edges* when its 8 neighbours on the real destaggered image (all columns)
-   are valid and agree with it by the same ``max_jump`` rule.
-
-Noise σ is measured the same way on real and simulated held-out pixels: a pixel's range against the straight
-line through its two held-out neighbours on the same beam (columns m ± 2), along its own ray; for
-independent noise of σ per pixel that residual has σ·√1.5, and σ is its MAD·1.4826/√1.5.
+For each frame of the recording (:mod:`.recording`; the unit's rays: :mod:`.units`): the scene rebuilt from its
+even columns (:func:`mesh_from_pixels`), the unit simulated on that mesh firing exactly the recording's rays, and
+the two compared ray for ray on the odd columns (:func:`compare_frame`, :func:`summarize`): which pixels return,
+range differences, noise σ per range band, intensity rankings, the range limit. Every maker's recording is
+compared the same way. The method, its figures and the results on the shared recordings: docs/validation.md.
 """
 from __future__ import annotations
 
