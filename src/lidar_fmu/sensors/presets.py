@@ -1,41 +1,10 @@
-"""Predefined sensors as plain spec dictionaries (the same keys a spec file uses).
+"""Predefined sensors as plain spec dictionaries (the same keys a spec file uses): the table of every maker's
+presets, each maker's own defined, with its sources, in its module (:mod:`.velodyne`, :mod:`.ouster`,
+:mod:`.rosette` for Livox, :mod:`.ibeo`, :mod:`.hesai`, :mod:`.automotive`); the Aeva Aeries II, whose maker has
+no module, here.
 
-``range_accuracy_m`` is each datasheet's range accuracy, what ``noise:
-"datasheet"`` uses as the range σ. Datasheets write "±3 cm (typical)" without
-saying whether that is one sigma; it is taken as one sigma (assumed), as the
-units that do say (HDL-32E/-64E, Livox: "1σ") quote values of the same size.
-
-Beam elevations come from the sensors' calibration files where we have them
-(Velodyne, ``data/``, ros-drivers/velodyne, BSD-3-Clause) and from datasheets
-otherwise (nominal, evenly spaced). Spinning sensors sweep clockwise seen from
-above, as Velodyne and Ouster units do, so ``horizontal_fov_deg`` runs from
-+180° down to −180°.
-
-``range_reflectivity`` pairs are datasheet values: HDL-64E 50 m at 10 % and
-120 m at 80 % (Velodyne, HDL-64E S2 datasheet and user's manual, "50 m for
-pavement, 120 m for cars and foliage"); Ouster OS1 (gen 1) 40 m at 10 % and
-120 m at 80 % (Ouster OS1 datasheet, gen 1); Ibeo LUX 50 m at 10 % remission
-(Ibeo LUX datasheet; one pair: a root-2 fit, extended targets). Two
-pairs use the logarithmic fit, which passes through both. Velodyne's VLP-16,
-Puck Hi-Res and HDL-32E datasheets give 100 m without a reflectivity, so those
-presets have no limit below max_range_m.
-
-``beam_divergence_mrad`` ([horizontal, vertical], full width at half maximum,
-:mod:`lidar_fmu.physics.echoes`): Ouster OS1 (gen 1) datasheet "beam divergence 0.13°
-(FWHM; 64 and 16 channel), 0.18° (FWHM; 128 channel)", one figure for both
-axes; Velodyne's user manuals, appendix "Laser Pulse", §F.2.3 "Beam
-Divergence" (VLS-128 manual, Table F-1): 3.0 mrad horizontal, 1.5 mrad
-vertical, taken as FWHM (assumed: the manual names no convention). The other
-Velodyne units (VLP-16, Puck Hi-Res, HDL-32E, VLP-32C, HDL-64E) carry the same
-3.0 × 1.5 mrad, **assumed**: their datasheets give no divergence and they share
-the 903/905 nm edge-emitter optics. Livox Mid-70 and Avia datasheets: 0.28°
-(vertical) × 0.03° (horizontal). Ibeo LUX: **assumed** 0.08° × 0.8° (h × v):
-each of its layers spans its 0.8° spacing vertically (the LUX datasheet's
-"3.2° for 4 layers"), horizontally the 0.08° of a 0.125° step unit; no
-datasheet figure found. ``beam_diameter_m``: Ouster OS1 (gen 1) datasheet,
-"beam diameter exiting sensor 10 mm"; the others give none and leave it 0 (a
-point source: their footprints are right beyond a few metres, too small
-nearer).
+Conventions every preset keeps (``range_accuracy_m`` taken as one sigma, beam elevations from calibration files
+or datasheets, spinning units sweeping clockwise, ``[180, -180]``) and the table of presets: docs/sensors.md.
 """
 from __future__ import annotations
 

@@ -301,7 +301,11 @@ _HDL64E = {
     "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
 }
 
-#: Velodyne presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`)
+#: Velodyne presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`). Beam elevations from the units'
+#: calibration files (``data/``, ros-drivers/velodyne, BSD-3-Clause). ``range_reflectivity``: HDL-64E 50 m at 10 %
+#: and 120 m at 80 % (HDL-64E S2 datasheet and user's manual, "50 m for pavement, 120 m for cars and foliage"; the
+#: log fit passes through both); the VLP-16, Puck Hi-Res and HDL-32E datasheets give 100 m without a
+#: reflectivity, so those presets have no limit below max_range_m. Divergence: :data:`_VELODYNE_DIVERGENCE_MRAD`.
 VELODYNE_PRESETS: dict[str, dict] = {
     "velodyne_vlp16": {
         "range_accuracy_m": 0.03,  # VLP-16 datasheet (63-9229): range accuracy up to ±3 cm (typical)
