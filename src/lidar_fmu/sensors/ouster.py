@@ -531,6 +531,19 @@ def _os1_gen1(channels: int) -> dict:
     }
 
 
+#: what both OS1-128 presets share after their rays (Ouster OS1-128 datasheet)
+_OS1_128 = {
+    "frame_rate_hz": 10.0,
+    "min_range_m": 0.3,
+    "max_range_m": 120.0,
+    "wavelength_nm": 865.0,
+    "beam_divergence_mrad": OS1_128_DIVERGENCE_MRAD,
+    "beam_diameter_m": OS1_BEAM_DIAMETER_M,
+    "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
+    "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
+}
+
+
 #: Ouster presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`). Beam elevations evenly spaced over the
 #: datasheet's field (``ouster_os1_128_cal``: one unit's metadata). ``range_reflectivity``: Ouster OS1 (gen 1)
 #: datasheet, 40 m at 10 % and 120 m at 80 % (log fit, through both); divergence and the 10 mm exit beam:
@@ -545,14 +558,7 @@ OUSTER_PRESETS: dict[str, dict] = {
         "channels": 128,
         "horizontal_fov_deg": _FULL_TURN_CW,
         "horizontal_samples": 1024,
-        "frame_rate_hz": 10.0,
-        "min_range_m": 0.3,
-        "max_range_m": 120.0,
-        "wavelength_nm": 865.0,
-        "beam_divergence_mrad": OS1_128_DIVERGENCE_MRAD,
-        "beam_diameter_m": OS1_BEAM_DIAMETER_M,
-        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
-        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
+        **_OS1_128,
     },
     "ouster_os1_128_cal": {
         "range_accuracy_m": 0.03,  # Ouster OS1-128 datasheet: range accuracy ±3 cm (Lambertian), ±10 cm (retroreflectors)
@@ -560,13 +566,6 @@ OUSTER_PRESETS: dict[str, dict] = {
         # the unit's metadata JSON (beam altitudes +20.95…−21.82°, staggered azimuths, beam origins, column
         # timing): sensors/data/ouster_os1_128_v2.3.0_1024x10.json, from ouster-sdk's tests (BSD-3-Clause)
         "ouster_metadata": "ouster_os1_128_v2.3.0_1024x10.json",
-        "frame_rate_hz": 10.0,
-        "min_range_m": 0.3,
-        "max_range_m": 120.0,
-        "wavelength_nm": 865.0,
-        "beam_divergence_mrad": OS1_128_DIVERGENCE_MRAD,
-        "beam_diameter_m": OS1_BEAM_DIAMETER_M,
-        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
-        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
+        **_OS1_128,
     },
 }

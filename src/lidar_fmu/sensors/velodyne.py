@@ -301,38 +301,33 @@ _HDL64E = {
     "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
 }
 
+def _puck(description: str, calibration: str) -> dict:
+    """A 16-beam Puck preset (VLP-16, Puck Hi-Res: they differ in their beams alone). Range accuracy up to ±3 cm
+    (typical): VLP-16 datasheet (63-9229), Puck Hi-Res datasheet."""
+    return {
+        "range_accuracy_m": 0.03,
+        "description": description,
+        "calibration": calibration,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 900,
+        "frame_rate_hz": 20.0,
+        "firing_interval_s": 2.304e-6,
+        "min_range_m": 0.5,
+        "max_range_m": 100.0,
+        "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
+    }
+
+
 #: Velodyne presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`). Beam elevations from the units'
 #: calibration files (``data/``, ros-drivers/velodyne, BSD-3-Clause). ``range_reflectivity``: HDL-64E 50 m at 10 %
 #: and 120 m at 80 % (HDL-64E S2 datasheet and user's manual, "50 m for pavement, 120 m for cars and foliage"; the
 #: log fit passes through both); the VLP-16, Puck Hi-Res and HDL-32E datasheets give 100 m without a
 #: reflectivity, so those presets have no limit below max_range_m. Divergence: :data:`_VELODYNE_DIVERGENCE_MRAD`.
 VELODYNE_PRESETS: dict[str, dict] = {
-    "velodyne_vlp16": {
-        "range_accuracy_m": 0.03,  # VLP-16 datasheet (63-9229): range accuracy up to ±3 cm (typical)
-        "description": "Velodyne VLP-16 (Puck), 16 beams ±15°, 0.4° at 20 Hz",
-        "calibration": "velodyne_VLP16db.yaml",
-        "horizontal_fov_deg": _FULL_TURN_CW,
-        "horizontal_samples": 900,
-        "frame_rate_hz": 20.0,
-        "firing_interval_s": 2.304e-6,
-        "min_range_m": 0.5,
-        "max_range_m": 100.0,
-        "wavelength_nm": 903.0,
-        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
-    },
-    "velodyne_puck_hires": {
-        "range_accuracy_m": 0.03,  # Puck Hi-Res datasheet: range accuracy up to ±3 cm (typical)
-        "description": "Velodyne Puck Hi-Res, 16 beams ±10° (1.33° steps), 0.4° at 20 Hz",
-        "calibration": "velodyne_VLP16_hires_db.yaml",
-        "horizontal_fov_deg": _FULL_TURN_CW,
-        "horizontal_samples": 900,
-        "frame_rate_hz": 20.0,
-        "firing_interval_s": 2.304e-6,
-        "min_range_m": 0.5,
-        "max_range_m": 100.0,
-        "wavelength_nm": 903.0,
-        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
-    },
+    "velodyne_vlp16": _puck("Velodyne VLP-16 (Puck), 16 beams ±15°, 0.4° at 20 Hz", "velodyne_VLP16db.yaml"),
+    "velodyne_puck_hires": _puck("Velodyne Puck Hi-Res, 16 beams ±10° (1.33° steps), 0.4° at 20 Hz",
+                                 "velodyne_VLP16_hires_db.yaml"),
     "velodyne_hdl32e": {
         "range_accuracy_m": 0.02,  # HDL-32E datasheet: accuracy < 2 cm (one sigma at 25 m)
         "description": "Velodyne HDL-32E, 32 beams −30.67…+10.67°, 0.16° at 10 Hz",
