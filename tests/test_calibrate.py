@@ -10,6 +10,7 @@ from helpers.recordings import DATA, corrugated_wall_scene, simulated_recording
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.physics.range_limit import fit_range_limit as datasheet_fit
 from lidar_fmu.recordings.calibrate import calibrated_spec, fit_detection_width, fit_noise, fit_range_limit
+from lidar_fmu.recordings.ouster import OusterGeometry
 from lidar_fmu.recordings.validate import sensor_spec
 from lidar_fmu.sensors import load_sensor
 from lidar_fmu.sensors.ouster import read_ouster_metadata
@@ -30,7 +31,7 @@ def test_calibrate_recovers_the_noise_a_simulated_unit_has(floor_m, shot_m):
     spec = sensor_spec(metadata, cal, None, False) | {
         "noise": {"range_sigma_m": floor_m, "shot_sigma_m": shot_m, "seed": 5}}
     recording = simulated_recording(cal, metadata, spec=spec)
-    sigma0, shot, bins = fit_noise([recording], cal, metadata)
+    sigma0, shot, bins = fit_noise([recording], OusterGeometry(cal, metadata))
     assert sigma0 == pytest.approx(floor_m, rel=0.2)
     assert shot == pytest.approx(shot_m, rel=0.2, abs=5e-4)
     if shot_m:  # the data themselves show σ growing with the signal proxy
@@ -43,7 +44,7 @@ def test_the_noise_fit_leaves_out_the_surface_shape_the_mesh_follows():
     cal, metadata = _unit()
     spec = sensor_spec(metadata, cal, None, False) | {"noise": {"range_sigma_m": 0.005, "shot_sigma_m": 0.0, "seed": 3}}
     recording = simulated_recording(cal, metadata, spec=spec, scene=corrugated_wall_scene(amplitude_m=0.2))
-    sigma0, shot, bins = fit_noise([recording], cal, metadata)
+    sigma0, shot, bins = fit_noise([recording], OusterGeometry(cal, metadata))
     assert max(b["unit_sigma_m"] for b in bins) > 0.01  # the shape is there, in the unit's own chord
     for b in bins:  # the wall's pixels span too narrow a signal range to tell σ0 from σ_shot apart: σ as fitted
         assert np.hypot(sigma0, shot * np.sqrt(b["x_median"])) == pytest.approx(0.005, rel=0.2)
@@ -95,7 +96,7 @@ def test_a_room_sized_recording_keeps_the_datasheet_limit():
     cal, metadata = _unit()
     recording = simulated_recording(cal, metadata)
     sheet = load_sensor(metadata)
-    spec = calibrated_spec([recording], cal, metadata)
+    spec = calibrated_spec([recording], OusterGeometry(cal, metadata))
     assert spec["range_reflectivity"] == sheet.spec["range_reflectivity"]
     assert spec["max_range_m"] == sheet.max_range_m and spec["min_range_m"] <= sheet.min_range_m
 
@@ -126,7 +127,7 @@ def test_calibrate_recovers_the_detection_edge_a_simulated_unit_has(width):
         "range_reflectivity": {"pairs": pairs, "fit": "root3"}, "detection": "logistic", "detection_width": width}
     recordings = [simulated_recording(cal, metadata, spec=spec | {"noise": {"seed": seed}}) for seed in range(3)]
     limit = datasheet_fit(pairs, "root3", 120.0)
-    found, figures = fit_detection_width(recordings, cal, limit)
+    found, figures = fit_detection_width(recordings, OusterGeometry(cal, metadata), limit)
     assert figures["fitted"] and figures["pixels"] > 5000
     assert found == pytest.approx(width, rel=0.2)
 

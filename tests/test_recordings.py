@@ -9,8 +9,8 @@ import pytest
 
 from helpers.matching import nearest_distances, same_returns
 from lidar_fmu.recordings.hesai import decode_hesai, scan_points
+from lidar_fmu.recordings.makers import open_recording
 from lidar_fmu.recordings.packets import read_packets
-from lidar_fmu.recordings.units import open_recording
 from lidar_fmu.recordings.validate import validate
 from lidar_fmu.sensors.hesai import read_hesai_calibration
 from lidar_fmu.tools.cli import main

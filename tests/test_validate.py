@@ -9,7 +9,7 @@ import pytest
 from helpers.recordings import DATA, simulated_recording
 from lidar_fmu.geometry.scene import Scene
 from lidar_fmu.geometry.transforms import pose_matrix
-from lidar_fmu.recordings.ouster import read_recording
+from lidar_fmu.recordings.ouster import OusterGeometry, read_recording
 from lidar_fmu.recordings.recording import Recording, RecordingError, read_kitti_poses
 from lidar_fmu.recordings.validate import (
     compare_frame,
@@ -100,7 +100,8 @@ def test_the_unit_against_itself_agrees_pixel_for_pixel(off_by_one):
     rays = pixel_rays(cal)
     recording = simulated_recording(cal, metadata, off_by_one)
     spec = sensor_spec(metadata, cal, None, False)
-    result = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)
+    unit = OusterGeometry(cal, metadata)
+    result = summarize([compare_frame(recording, 0, unit, rays, spec, "embree")], recording, unit)
     a = result["agreement"]
     if not off_by_one:
         assert a["both"] > 10_000
@@ -203,7 +204,8 @@ def test_a_dual_return_recording_reports_second_returns():
     recording = read_recording(npz, cal, metadata)
     spec = sensor_spec(metadata, cal, None, recording.dual)
     assert spec["returns"] == "dual"
-    result = summarize([compare_frame(recording, 0, cal, pixel_rays(cal), spec, "embree")], recording, cal)
+    unit = OusterGeometry(cal, metadata)
+    result = summarize([compare_frame(recording, 0, unit, pixel_rays(cal), spec, "embree")], recording, unit)
     second = result["second_return"]
     assert second["real_fraction_all_sent"] == pytest.approx(1089 / 16373)
     assert second["both"] + second["only_real"] == round(second["real_fraction_covered"]
@@ -265,7 +267,8 @@ def test_pixels_on_the_meshs_rim_are_compared_apart():
     range_mm[:, foot + 1:] = 0
     range_mm[:, foot, 1::2] = 0
     spec = sensor_spec(metadata, cal, None, False)
-    result = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)
+    unit = OusterGeometry(cal, metadata)
+    result = summarize([compare_frame(recording, 0, unit, rays, spec, "embree")], recording, unit)
     inside, rim = result["agreement"], result["agreement_rim"]
     assert inside["both"] > 1000 and inside["only_sim"] == 0 and inside["only_real"] == 0
     assert rim["only_sim"] > 0.5 * np.count_nonzero(range_mm[0, foot - 1, 1::2])
@@ -283,7 +286,8 @@ def test_the_units_reflectivity_reaches_our_range_limit(x_m, returns):
     limit = Lidar(Scene(), spec, backend="embree").sensor.range_limit.max_range_m_for(0.02)
     assert 11.0 < limit < 38.0  # the wall's ranges (10–11 m at 10 m, 40–40.3 m at 40 m) lie on either side
     recording = _wall_recording(cal, rays, x_m, 2)
-    a = summarize([compare_frame(recording, 0, cal, rays, spec, "embree")], recording, cal)["agreement"]
+    unit = OusterGeometry(cal, metadata)
+    a = summarize([compare_frame(recording, 0, unit, rays, spec, "embree")], recording, unit)["agreement"]
     assert a["both"] + a["only_real"] > 500
     assert (a["real_returns_found"] > 0.95) if returns else (a["both"] == 0)
 

@@ -126,12 +126,13 @@ class ContinuousScan:
                           self.channels, len(shots))
 
 
-def spherical_directions(azimuth_rad, elevation_rad) -> np.ndarray:
-    """(N, 3) float32 unit vectors from azimuth/elevation arrays (rad)."""
+def spherical_directions(azimuth_rad, elevation_rad, dtype=np.float32) -> np.ndarray:
+    """(..., 3) unit vectors from azimuth/elevation arrays (rad), computed in float64 and given as ``dtype``
+    (float32: rays; float64: a recording's pixels)."""
     az = np.asarray(azimuth_rad, dtype=np.float64)
     el = np.asarray(elevation_rad, dtype=np.float64)
     ce = np.cos(el)
-    return np.stack([ce * np.cos(az), ce * np.sin(az), np.sin(el)], axis=-1).astype(np.float32)
+    return np.stack([ce * np.cos(az), ce * np.sin(az), np.sin(el)], axis=-1).astype(dtype)
 
 
 def scan_grid(

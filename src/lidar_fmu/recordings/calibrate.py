@@ -1,44 +1,11 @@
 """``lidar-fmu calibrate``: what a unit's datasheet does not say, fitted from its own recording(s).
 
-From the same inputs :mod:`lidar_fmu.recordings.validate` takes (a recording and the unit's calibration: an
-Ouster's metadata JSON, a Hesai CSV, a Velodyne YAML, or a preset) it fits, over every sent pixel of every frame:
-
-- **min / max range**: the unit's nearest and farthest real return (RANGE, the unit's convention), widened by
-  :data:`RANGE_MARGIN` so that the returns themselves lie inside.
-- **the range–reflectivity limit** r_L(ρ) = A·ρ^(1/n) (``range_reflectivity`` with fit ``root2``, ``root3`` or
-  ``root4``; ρ = REFLECTIVITY / 100, 0 taken as 0.5 %: the unit rounds to whole percent). The exponent is the
-  one under which the dark reflectivities (below 20 %, where the limit and not the scene bounds the returns)
-  need the most nearly equal A; A is the smallest that leaves at most :data:`BEYOND_FRACTION` of each
-  reflectivity band's returns beyond r_L (validate's bands). Where the law so fitted falls short of the
-  datasheet's own 10 % range, the scene and not the unit bounded the returns (a room): the unit's resolved
-  law (:func:`~lidar_fmu.sensors.ouster.unit_spec`) stays. Min/max range likewise only widen the resolved ones.
-- **the detection edge**: ``detection: logistic`` (:mod:`lidar_fmu.physics.effects`) with its width w by
-  maximum likelihood (:func:`fit_detection_width`): each odd-column pixel whose two same-beam neighbours return
-  and agree is one draw of P(r / r_L(ρ)) at their range and REFLECTIVITY. Too few pixels near r_L: the
-  resolved width stays.
-- **the intensity law** (``intensity_law``, :func:`lidar_fmu.physics.range_limit.intensity_law_percent`), where
-  the recording has SIGNAL: the reference range and exponents whose intensity of the unit's own REFLECTIVITY and
-  RANGE ranks its SIGNAL best (Spearman), on a grid.
-- **range noise** σ(r, ρ)² = σ0² + (σ_shot · (r / 10 m) / √ρ)² (``range_noise``, the shot-noise model of
-  :func:`lidar_fmu.physics.effects.range_sigma_m`), on validate's own measure: every frame's scene rebuilt from
-  its even columns (:func:`lidar_fmu.recordings.validate.frame_scene`), and on each held-out pixel the chord residual
-  (its range against the line through its same-beam held-out neighbours m ± 2) of the unit's RANGE *less* that
-  of the noise-free mesh cast on the same ray (:func:`~lidar_fmu.recordings.validate.held_out_chord_residuals`). The
-  surface shape the mesh follows cancels pixel by pixel; what is left is the unit's noise (of the pixel, its
-  neighbours and the mesh's corners, :data:`DIFFERENCE_VARIANCE_FACTOR`). σ per bin of the signal proxy
-  x = (r / 10 m)² / ρ, and σ² = σ0² + σ_shot²·x fitted to the bins by least squares, both ≥ 0. Shape between
-  mesh pixels that the mesh does not follow (foliage, corners) still adds to it: an upper bound, tighter than
-  the chord of the unit alone.
-
-Pixels: the fits use every frame's pixels (the edge and noise: odd columns; ranges: every column), and validate
-compares on the odd columns, so on the recording fitted they share pixels; a handful of numbers fitted from
-10⁴–10⁵ pixels cannot follow any one of them, and another recording of the line is the clean check.
-
-The spec written is the unit's own resolution (an Ouster's :func:`lidar_fmu.sensors.ouster.unit_spec`: its rays
-from the metadata; a Velodyne's or Hesai's model preset with its calibration file) with the fitted keys in place
-of the datasheet's, and ``noise: physical``: a calibrated unit is asked to be as noisy as the real one. A
-datasheet without a range–reflectivity figure (the VLP-16's) keeps the range limit off unless the fitted law
-reaches the unit's maximum range at 10 %.
+From the inputs :mod:`.validate` takes (recordings of one unit and its calibration, or a preset) it fits min/max
+range, the range–reflectivity limit r_L(ρ) (:func:`fit_range_limit`), the detection edge
+(:func:`fit_detection_width`), the intensity law (:func:`fit_intensity_law`, where the recording has SIGNAL) and
+range noise σ(r, ρ) on validate's own measure (:func:`fit_noise`), and writes them into the unit's own spec with
+``noise: physical`` (:func:`calibrated_spec`). Each fit, what it cannot fit, and the results: docs/validation.md
+("lidar-fmu calibrate").
 """
 from __future__ import annotations
 
@@ -58,11 +25,10 @@ from ..physics.effects import (
 )
 from ..physics.range_limit import RangeReflectivityLimit
 from ..sensors import load_sensor
-from ..sensors.ouster import OusterCalibration
 from ..sensors.spec import FILE_KEYS
-from .ouster import as_geometry
+from .makers import open_recording
 from .recording import Recording
-from .units import UnitGeometry, open_recording
+from .units import UnitGeometry
 from .validate import (
     MAX_JUMP,
     MIN_REFLECTIVITY_SIGNAL_RANK,
@@ -140,13 +106,12 @@ def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
     return best[1], best[2]
 
 
-def fit_noise(recordings: list[Recording], cal: OusterCalibration | UnitGeometry, metadata_path: str,
-              max_jump: float = MAX_JUMP, backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
+def fit_noise(recordings: list[Recording], geometry: UnitGeometry, max_jump: float = MAX_JUMP,
+              backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
     """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc).
 
     Per bin of x, σ_u of validate's chord residual of the unit's held-out pixels less that of the noise-free mesh
     on the same pixels (:data:`DIFFERENCE_VARIANCE_FACTOR`): what the mesh follows is surface shape, not noise."""
-    geometry = as_geometry(cal, metadata_path)
     # casts the geometry only: the unit's rays are what count; loaded once for every frame
     sensor = load_sensor(geometry.sensor_spec(None, False))
     xs, unit, mesh = [], [], []
@@ -188,7 +153,7 @@ def fit_noise(recordings: list[Recording], cal: OusterCalibration | UnitGeometry
     return math.sqrt(floor_var), math.sqrt(shot_var), bins
 
 
-def fit_detection_width(recordings: list[Recording], cal: OusterCalibration | UnitGeometry,
+def fit_detection_width(recordings: list[Recording], unit: UnitGeometry,
                         limit: RangeReflectivityLimit,
                         max_jump: float = MAX_JUMP) -> tuple[float, dict[str, Any]]:
     """(w, figures) of the logistic edge P(x) = (1 − p₀) / (1 + 19·x^(1/w)), x = r / r_L(ρ), by maximum likelihood.
@@ -204,7 +169,7 @@ def fit_detection_width(recordings: list[Recording], cal: OusterCalibration | Un
             image[(image <= 0) | ~recording.pixels_sent(f)] = np.nan
             refl = recording.images["reflectivity"][f].astype(np.float64)
             left, right = np.roll(image, 1, axis=1), np.roll(image, -1, axis=1)
-            columns = np.arange(cal.columns)
+            columns = np.arange(unit.columns)
             target = ((columns % 2 == 1) & sent & np.roll(sent, 1) & np.roll(sent, -1))[None, :] & ranges_agree(
                 left, right, max_jump=max_jump)
             range_m = 0.5 * (left + right)[target]
@@ -260,15 +225,14 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
     return best[1] | {"_spearman": best[0]}
 
 
-def calibrated_spec(recordings: list[Recording], cal: OusterCalibration | UnitGeometry, metadata_path: str,
+def calibrated_spec(recordings: list[Recording], geometry: UnitGeometry,
                     max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """The unit's spec with the fitted keys (module doc); ``_fit`` holds the figures behind them."""
-    geometry = as_geometry(cal, metadata_path)
     range_m, refl = _returns(recordings)
     if len(range_m) < MIN_SAMPLES:
         raise UserError(f"calibrate: {len(range_m)} returns in the recording(s); too few to fit anything")
     fit, a = fit_range_limit(range_m, refl)
-    sigma0, shot, bins = fit_noise(recordings, geometry, metadata_path, max_jump)
+    sigma0, shot, bins = fit_noise(recordings, geometry, max_jump)
     n = ROOT_FITS[fit]
     spec = geometry.base_spec()
     names = ", ".join(r.name for r in recordings)
@@ -332,7 +296,7 @@ def calibrate(recording_paths: list[str], metadata_path: str, output: str, max_j
                             f"(Spearman {rank:.2f}, calibrated units ≥ {MIN_REFLECTIVITY_SIGNAL_RANK:g}), so it "
                             "holds no calibrated reflectivity (as on early firmware) and r_L, the detection edge, "
                             "the noise's signal term and the intensity law cannot be fitted from it")
-    spec = calibrated_spec(recordings, geometry, metadata_path, max_jump)
+    spec = calibrated_spec(recordings, geometry, max_jump)
     fitted = spec.pop("_fit")
     # the unit's files named from the spec's folder (load_sensor reads them from there): they move together
     for key in FILE_KEYS:

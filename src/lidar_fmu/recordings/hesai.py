@@ -1,39 +1,12 @@
-"""Hesai point-cloud packets decoded, and a Hesai recording as rings × azimuth bins.
+"""Hesai point-cloud packets decoded (:func:`decode_hesai`; each model's layout: :func:`packet_layout`), and a Hesai
+recording as rings × azimuth bins (:func:`open_hesai`).
 
-**Packets.** Each model's UDP layout, from the user manuals' "Data structure" chapters (Point Cloud Data Packet:
-header, body of blocks, tail), as nebula (tier4/nebula, ``nebula_hesai_decoders/decoders/pandar_*.hpp``) and
-HesaiLidar_SDK_2.0 (``libhesai/UdpProtocol/``) lay them out; read whole packets at once as numpy structured
-arrays. All little-endian:
-
-* Pandar40P: no header; 10 blocks of (0xFFEE, Azimuth u16, 40 × (Distance u16, Reflectivity u8)); tail of
-  22 bytes (Timestamp µs at byte 10, Return Mode at 14, date and time from byte 16, year − 2000); 4 mm units.
-* Pandar64: 8-byte header (0xEEFF, lasers, blocks, reserved, distance unit mm, 2 reserved); 6 blocks of
-  (Azimuth, 64 × 3 bytes); the Pandar40P's tail.
-* 12-byte header (0xEEFF, protocol major.minor, status, reserved, lasers, blocks, echo, distance unit mm, echo
-  number, flags), then by protocol:
-  * 6.1 PandarXT-16/32 (8 blocks), XT32M2X (6 blocks): blocks of (Azimuth, lasers × (Distance, Reflectivity,
-    reserved)); tail of 24 bytes (Return Mode at 10, date and time at 13, year − 1900, Timestamp at 19);
-  * 3.1 PandarQT64: 4 blocks of 4-byte units; tail (Timestamp at 12, Return Mode at 16, date at 18);
-  * 3.2 QT128C2X: 2 blocks of 4-byte units, body CRC, functional safety (17 bytes); tail (mode flag at 5, Return
-    Mode at 12, date at 15, Timestamp at 21);
-  * 1.4 Pandar128E3X / OT128 (status byte above 127): 2 blocks of 3-byte units (+1 byte each for the flags'
-    confidence, weight factor, ambient light), body CRC, functional safety where flag 0x04, tail of 26 bytes
-    (azimuth state at 9, operational state at 11, Return Mode at 12, date at 15, Timestamp at 21).
-
-A firing of the head is ``n`` adjacent blocks with the same Azimuth in an ``n``-return mode (the Return Mode
-byte: 0x33–0x38 single, 0x39–0x3c and 0x3e dual, 0x3d triple). Distance × the distance unit is the range (m,
-from the unit's origin). A return of channel ``k`` lies at sweep ``Azimuth/100 + azimuth_k`` (clockwise from the
-front) and elevation ``elevation_k`` of the unit's angle-correction CSV (:mod:`lidar_fmu.sensors.hesai`).
-
-**Checked against nebula's own decoder**: every point of nebula's reference clouds of the shared recordings lies
-within 0.005 mm of one of ours (``tests/test_hesai_recordings.py``, docs/validation.md).
-
-**Recording.** Each firing's returns: the strongest (highest reflectivity; ties to the earlier block) is the
-first return, the strongest of the others at another distance the second — Ouster's strongest-first order, what
-validate compares. Binned by :func:`~lidar_fmu.recordings.recording.binned_recording` at the unit's step (the
-Azimuth's median advance between firings), every firing known (an empty slot is a firing without a return),
-except the channels that do not fire in a block: the QT128C2X's firing loops (its firetime correction says which
-channel fires in which loop).
+A firing of the head is ``n`` adjacent blocks with the same Azimuth in an ``n``-return mode; a return of channel
+``k`` lies at sweep ``Azimuth/100 + azimuth_k`` (clockwise from the front) and elevation ``elevation_k`` of the
+unit's angle-correction CSV (:mod:`lidar_fmu.sensors.hesai`). Each firing's strongest return is the first, the
+strongest of the others at another distance the second (:func:`hesai_firings`). Checked against nebula's own
+decoder (``tests/test_recordings.py``); how, and the recordings read: docs/validation.md ("Velodyne and Hesai
+recordings").
 """
 from __future__ import annotations
 
@@ -50,13 +23,12 @@ from ..sensors.hesai import (
     HesaiCalibrationError,
     HesaiModel,
     preset_of,
-    read_hesai_calibration,
     read_hesai_firetimes,
 )
 from ..sensors.spec import SensorSpecError, data_file
-from .packets import Packets, PacketSourceError, is_packet_source, read_packets
-from .recording import Firings, Recording, RecordingError, binned_recording
-from .units import BinnedGeometry
+from .packets import Packets, PacketSourceError, read_packets
+from .recording import Firings, Recording, RecordingError
+from .units import BinnedGeometry, BinnedUnit, UnitFile, open_binned
 
 #: Return Mode byte → (returns a firing holds, name)
 RETURN_MODES = {0x33: (1, "first"), 0x34: (1, "second"), 0x35: (1, "third"), 0x36: (1, "fourth"),
@@ -92,7 +64,31 @@ class Layout:
 
 
 def packet_layout(payload: bytes) -> Layout | None:
-    """The :class:`Layout` of one UDP payload, or None when it is no Hesai point-cloud packet of a model here."""
+    """The :class:`Layout` of one UDP payload, or None when it is no Hesai point-cloud packet of a model here.
+
+    Each model's layout, from the user manuals' "Data structure" chapters (Point Cloud Data Packet: header, body of
+    blocks, tail), as nebula (tier4/nebula, ``nebula_hesai_decoders/decoders/pandar_*.hpp``) and
+    HesaiLidar_SDK_2.0 (``libhesai/UdpProtocol/``) lay them out. All little-endian:
+
+    * Pandar40P: no header; 10 blocks of (0xFFEE, Azimuth u16, 40 × (Distance u16, Reflectivity u8)); tail of
+      22 bytes (Timestamp µs at byte 10, Return Mode at 14, date and time from byte 16, year − 2000); 4 mm units.
+    * Pandar64: 8-byte header (0xEEFF, lasers, blocks, reserved, distance unit mm, 2 reserved); 6 blocks of
+      (Azimuth, 64 × 3 bytes); the Pandar40P's tail.
+    * 12-byte header (0xEEFF, protocol major.minor, status, reserved, lasers, blocks, echo, distance unit mm,
+      echo number, flags), then by protocol:
+
+      * 6.1 PandarXT-16/32 (8 blocks), XT32M2X (6 blocks): blocks of (Azimuth, lasers × (Distance,
+        Reflectivity, reserved)); tail of 24 bytes (Return Mode at 10, date and time at 13, year − 1900,
+        Timestamp at 19);
+      * 3.1 PandarQT64: 4 blocks of 4-byte units; tail (Timestamp at 12, Return Mode at 16, date at 18);
+      * 3.2 QT128C2X: 2 blocks of 4-byte units, body CRC, functional safety (17 bytes); tail (mode flag at 5,
+        Return Mode at 12, date at 15, Timestamp at 21);
+      * 1.4 Pandar128E3X / OT128 (status byte above 127): 2 blocks of 3-byte units (+1 byte each for the flags'
+        confidence, weight factor, ambient light), body CRC, functional safety where flag 0x04, tail of 26 bytes
+        (azimuth state at 9, operational state at 11, Return Mode at 12, date at 15, Timestamp at 21).
+
+    Return Mode byte: 0x33–0x38 single, 0x39–0x3c and 0x3e dual, 0x3d triple (:data:`RETURN_MODES`). Distance ×
+    the distance unit is the range (m, from the unit's origin)."""
     size = len(payload)
     if size in (1262, 1266):  # Pandar40P: 1240-byte body + 22-byte tail (+ UDP sequence)
         return Layout("Pandar40P", np.dtype([_blocks(10, 40, 3, sob=True), ("tail", _TAIL_40P)]), 2000, 0.004)
@@ -290,37 +286,29 @@ def azimuth_step_deg(scan: HesaiScan) -> float:
     return float(np.median(advance)) / 100.0
 
 
-def _calibration_of(metadata: str) -> tuple[str, HesaiCalibration, str | None]:
-    """(the preset or file named, its angle correction, the preset's name or None)."""
-    if metadata in HESAI_PRESETS:
-        spec = HESAI_PRESETS[metadata]
-        return data_file(spec["calibration"]), read_hesai_calibration(data_file(spec["calibration"])), metadata
-    try:
-        return metadata, read_hesai_calibration(metadata), None
-    except HesaiCalibrationError as exc:
-        raise UserError(f"--metadata {metadata}: {exc}") from None
+def open_hesai(recording_path: str, unit: UnitFile) -> tuple[Recording, BinnedGeometry]:
+    """A Hesai recording (capture or bag) and its unit (``unit``: an angle-correction CSV or a ``hesai_*`` preset).
+    One line where the recording is no Hesai capture, or its unit does not match the file."""
+    return open_binned(recording_path, unit, "Hesai", _binned_unit)
 
 
-def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeometry]:
-    """A Hesai recording (capture or bag) and its unit; ``metadata`` the unit's angle-correction CSV or a
-    ``hesai_*`` preset. One line where the recording is no Hesai capture, or its unit does not match the file."""
-    if not is_packet_source(recording_path):
-        raise UserError(f"recording {recording_path}: a Hesai unit's recording is a .pcap/.pcapng capture or a ROS 2 "
-                        "bag (folder, .db3 or .mcap) of its packets")
-    cal_path, cal, preset = _calibration_of(metadata)
+def _binned_unit(recording_path: str, unit: UnitFile) -> BinnedUnit:
+    """Binned at the unit's step (the Azimuth's median advance between firings), every firing known (an empty slot
+    is a firing without a return), except the channels that do not fire in a block: the QT128C2X's firing loops
+    (its firetime correction says which channel fires in which loop)."""
+    cal: HesaiCalibration = unit.calibration
     try:
         scan = decode_hesai(read_packets(recording_path))
     except PacketSourceError as exc:
         raise RecordingError(str(exc)) from None
     model = scan.model
-    if preset is not None and HESAI_PRESETS[preset]["hesai_model"] != model.name:
-        raise RecordingError(f"recording {recording_path} is a {model.name}, not the preset {preset}'s "
-                             f"{HESAI_PRESETS[preset]['hesai_model']}")
+    if unit.preset is not None and HESAI_PRESETS[unit.preset]["hesai_model"] != model.name:
+        raise RecordingError(f"recording {recording_path} is a {model.name}, not the preset {unit.preset}'s "
+                             f"{HESAI_PRESETS[unit.preset]['hesai_model']}")
     if cal.channels != model.channels:
         raise RecordingError(f"recording {recording_path} is a {model.name} ({model.channels} channels), but "
-                             f"{os.path.basename(cal_path)} calibrates {cal.channels} channels")
-    preset = preset or preset_of(model.name)
-    spec = {"preset": preset, "calibration": os.path.abspath(cal_path)}
+                             f"{os.path.basename(unit.path)} calibrates {cal.channels} channels")
+    preset = unit.preset or preset_of(model.name)
     fires = None
     if model.name == "PandarQT128":
         try:
@@ -328,24 +316,9 @@ def open_hesai(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeo
         except (HesaiCalibrationError, SensorSpecError) as exc:
             raise UserError(str(exc)) from None
         fires = np.isfinite(firetimes.offset_s)
-    firings = hesai_firings(scan, cal, fires)
-    channel_of_row = np.argsort(-cal.elevation_deg, kind="stable")  # top row first
-    row_of_channel = np.argsort(channel_of_row)
-    step = azimuth_step_deg(scan)
-    name = os.path.splitext(os.path.basename(os.path.normpath(recording_path)))[0]
-    recording = binned_recording(name, scan.profile, firings, row_of_channel, step, empty_firings_known=True)
-    if not recording.frames:
-        raise RecordingError(f"recording {recording_path} holds no complete turn of its unit (its {scan.packets} "
-                             "packets cover less than half a turn)")
-    if scan.skipped:
-        recording = _noted(recording, f"{scan.skipped} packet(s) that are not this {model.name}'s point-cloud "
-                                      "packets skipped")
-    geometry = BinnedGeometry(model.name, metadata, spec, np.radians(cal.elevation_deg[channel_of_row]),
-                              channel_of_row, recording.images["range_mm"].shape[2])
-    return recording, geometry
-
-
-def _noted(recording: Recording, note: str) -> Recording:
-    import dataclasses
-
-    return dataclasses.replace(recording, notes=(*recording.notes, note))
+    skipped = (f"{scan.skipped} packet(s) that are not this {model.name}'s point-cloud packets skipped",)
+    return BinnedUnit(model.name, scan.profile, hesai_firings(scan, cal, fires),
+                      np.argsort(-cal.elevation_deg, kind="stable"), np.radians(cal.elevation_deg),
+                      azimuth_step_deg(scan), True, {"preset": preset, "calibration": os.path.abspath(unit.path)},
+                      capture_notes=skipped if scan.skipped else (),
+                      too_short=f" (its {scan.packets} packets cover less than half a turn)")

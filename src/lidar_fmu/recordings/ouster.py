@@ -37,7 +37,7 @@ from ..sensors.ouster import (
 )
 from ..sensors.spec import Sensor, resolve_spec
 from .recording import FIELDS, Recording, RecordingError
-from .units import PixelRays, UnitGeometry
+from .units import PixelRays, UnitFile, UnitGeometry
 
 
 def read_recording(path: str, cal: OusterCalibration, metadata_path: str) -> Recording:
@@ -210,18 +210,6 @@ class OusterGeometry(UnitGeometry):
         return RangeReflectivityLimit(unit_figures(self.cal).datasheet.pairs, "log", max_range_m)
 
 
-def as_geometry(unit: OusterCalibration | UnitGeometry, metadata_path: str) -> UnitGeometry:
-    """``unit`` as a :class:`UnitGeometry` (an Ouster calibration read from ``metadata_path`` wrapped)."""
-    return OusterGeometry(unit, metadata_path) if isinstance(unit, OusterCalibration) else unit
-
-
-def open_ouster(recording_path: str, metadata: str) -> tuple[Recording, OusterGeometry]:
-    """An Ouster recording and its unit; ``metadata`` the unit's metadata JSON or a preset naming one."""
-    from ..sensors.presets import PRESETS
-
-    if metadata in PRESETS:
-        from ..sensors.spec import data_file
-
-        metadata = data_file(PRESETS[metadata]["ouster_metadata"])
-    cal = unit_metadata(metadata)
-    return read_recording(recording_path, cal, metadata), OusterGeometry(cal, metadata)
+def open_ouster(recording_path: str, unit: UnitFile) -> tuple[Recording, OusterGeometry]:
+    """An Ouster recording and its unit (``unit``: a metadata JSON or a preset naming one)."""
+    return read_recording(recording_path, unit.calibration, unit.path), OusterGeometry(unit.calibration, unit.path)

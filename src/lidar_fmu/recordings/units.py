@@ -1,30 +1,26 @@
 """What ``validate`` and ``calibrate`` need of the unit a recording came from: each pixel's ray, the unit's own
-spec, and the simulated unit firing exactly the recording's rays.
-
-:func:`open_recording` reads a recording with the reader its unit's calibration calls for (``--metadata``):
-
-* an Ouster metadata JSON (or a preset that names one): :mod:`.ouster` (``.npz`` or ``.pcap`` via ouster-sdk);
-* a Hesai angle-correction CSV (or a ``hesai_*`` preset): :mod:`.hesai` (``.pcap``/``.pcapng`` or a ROS 2 bag
-  of ``pandar_msgs`` / ``nebula_msgs`` packets, decoded here);
-* a Velodyne calibration YAML (or a ``velodyne_*`` preset): :mod:`.velodyne` (``.pcap``/``.pcapng`` or a bag of
-  ``velodyne_msgs`` packets, decoded with velodyne-decoder).
+spec, and the simulated unit firing exactly the recording's rays (:class:`UnitGeometry`); and the skeleton every
+unit recorded as rings × azimuth bins is opened with (:func:`open_binned`). Which maker's reader a recording is
+opened with: :mod:`.makers`.
 """
 from __future__ import annotations
 
 import abc
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import UserError
-from ..geometry.pattern import RayPattern
+from ..geometry.pattern import RayPattern, spherical_directions
 from ..physics.echoes import DEFAULT_DUAL_SAMPLES
 from ..physics.range_limit import RangeReflectivityLimit, parse_range_reflectivity
 from ..sensors.spec import Sensor, resolve_spec
-from .recording import Recording
+from .packets import is_packet_source
+from .recording import Firings, Recording, RecordingError, binned_recording
 
 
 @dataclass(frozen=True)
@@ -113,8 +109,7 @@ class BinnedGeometry(UnitGeometry):
             raise UserError(f"recording {recording.name} holds no per-pixel azimuths: not a binned recording")
         azimuth = recording.azimuth_rad[frame]
         elevation = np.broadcast_to(self.elevation_rad[:, None], azimuth.shape)
-        direction = np.stack([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
-                              np.sin(elevation)], axis=-1)
+        direction = spherical_directions(azimuth, elevation, np.float64)
         origin = np.zeros_like(direction)
         if self._origin is not None:
             channel = np.broadcast_to(self.channel_of_row[:, None], azimuth.shape)
@@ -144,50 +139,57 @@ class BinnedGeometry(UnitGeometry):
         return resolved
 
 
-def open_recording(recording_path: str, metadata: str) -> tuple[Recording, UnitGeometry]:
-    """The recording at ``recording_path`` and its unit, read as ``metadata`` (a calibration file or a preset,
-    module doc) says; one :class:`~lidar_fmu.errors.UserError` line for a file that is neither."""
-    from ..sensors.presets import PRESETS
+@dataclass(frozen=True)
+class UnitFile:
+    """The unit's calibration as ``--metadata`` named it: ``metadata`` (a file or a preset), the file it is read
+    from, what it reads as, and the preset named (None: a file)."""
 
-    kind = _kind_of(metadata, PRESETS)
-    if kind == "ouster":
-        from .ouster import open_ouster
-
-        return open_ouster(recording_path, metadata)
-    if kind == "hesai":
-        from .hesai import open_hesai
-
-        return open_hesai(recording_path, metadata)
-    from .velodyne import open_velodyne
-
-    return open_velodyne(recording_path, metadata)
+    metadata: str
+    path: str
+    calibration: Any
+    preset: str | None
 
 
-def _kind_of(metadata: str, presets: dict) -> str:
-    """``ouster``, ``hesai`` or ``velodyne``: which reader ``--metadata`` calls for."""
-    if metadata in presets:
-        spec = presets[metadata]
-        if "ouster_metadata" in spec:
-            return "ouster"
-        if "hesai_model" in spec:
-            return "hesai"
-        if "calibration" in spec:
-            return "velodyne"
-        raise UserError(f"--metadata {metadata}: this preset has no unit calibration (Ouster metadata, Hesai angle "
-                        "correction or Velodyne calibration) to read a recording with")
-    if not os.path.isfile(metadata):
-        raise UserError(f"--metadata {metadata}: file not found (give the unit's calibration file or a preset)")
-    lower = metadata.lower()
-    if lower.endswith(".json"):
-        return "ouster"
-    if lower.endswith(".csv"):
-        from ..sensors.robosense import looks_like_robosense_angles
+@dataclass(frozen=True)
+class BinnedUnit:
+    """What a maker's decoder makes of a recording of a unit that does not fire on a fixed grid: its firings, how
+    they are binned (:func:`~lidar_fmu.recordings.recording.binned_recording`) and where its rays leave it."""
 
-        if looks_like_robosense_angles(metadata):
-            raise UserError(f"--metadata {metadata}: a RoboSense angle.csv; RoboSense recordings are not read (Velodyne, "
-                            "Hesai and Ouster ones are)")
-        return "hesai"
-    if lower.endswith((".yaml", ".yml", ".xml")):
-        return "velodyne"
-    raise UserError(f"--metadata {metadata}: expected an Ouster metadata .json, a Hesai angle-correction .csv or a "
-                    "Velodyne calibration .yaml/.xml")
+    model: str
+    profile: str
+    firings: Firings
+    channel_of_row: np.ndarray  # (B,) int64: the channel of each row, top row first
+    elevation_rad: np.ndarray  # (channels,) by channel
+    step_deg: float  # the unit's horizontal step: the bins' width
+    empty_firings_known: bool  # the packets say which firings found nothing (else: only returns are known)
+    spec: dict[str, Any]  # the unit's own spec: its model's preset with its calibration file
+    #: origin(channel (N,), azimuth (N,)) → (N, 3) m: where each ray leaves the unit; None: its origin
+    origin: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    #: notes on the calibration (before the binning's own) and on the capture (after them)
+    calibration_notes: tuple[str, ...] = ()
+    capture_notes: tuple[str, ...] = ()
+    #: what a recording too short for one turn is told, after that
+    too_short: str = ""
+
+
+def open_binned(recording_path: str, unit: UnitFile, maker: str,
+                decode: Callable[[str, UnitFile], BinnedUnit]) -> tuple[Recording, BinnedGeometry]:
+    """A recording (capture or bag) of a ``maker``'s unit, decoded by ``decode``, as rings × azimuth bins, and the
+    unit. One line where the recording is no packet capture, or holds no complete turn."""
+    if not is_packet_source(recording_path):
+        raise UserError(f"recording {recording_path}: a {maker} unit's recording is a .pcap/.pcapng capture or a ROS "
+                        "2 bag (folder, .db3 or .mcap) of its packets")
+    decoded = decode(recording_path, unit)
+    row_of_channel = np.argsort(decoded.channel_of_row)
+    name = os.path.splitext(os.path.basename(os.path.normpath(recording_path)))[0]
+    recording = binned_recording(name, decoded.profile, decoded.firings, row_of_channel, decoded.step_deg,
+                                 empty_firings_known=decoded.empty_firings_known)
+    if not recording.frames:
+        raise RecordingError(f"recording {recording_path} holds no complete turn of its unit{decoded.too_short}")
+    if decoded.calibration_notes or decoded.capture_notes:
+        recording = dataclasses.replace(recording, notes=(*decoded.calibration_notes, *recording.notes,
+                                                          *decoded.capture_notes))
+    geometry = BinnedGeometry(decoded.model, unit.metadata, decoded.spec,
+                              decoded.elevation_rad[decoded.channel_of_row], decoded.channel_of_row,
+                              recording.images["range_mm"].shape[2], origin=decoded.origin)
+    return recording, geometry

@@ -1,38 +1,10 @@
 """``lidar-fmu validate``: a real recording against our simulation of the same unit, pixel by pixel.
 
-For each frame of the recording (:mod:`lidar_fmu.recordings.recording`; an Ouster's staggered range images, the
-unit's own pixel order, or the rings × azimuth bins of a unit that does not fire on a fixed grid, whose columns
-are already destaggered and whose pixels carry their own azimuths: :mod:`lidar_fmu.recordings.units`, below
-written for the Ouster):
-
-1. **Scene from the even columns.** Every valid pixel of an even measurement column becomes a vertex at the
-   unit's own point (``beam origin + (RANGE − n) · direction``, :func:`pixel_rays`). Vertices are joined on
-   the *destaggered* grid (beam ``b`` of column ``m`` sits at grid column ``m + round(W · azimuth_b / 360°)``,
-   so grid neighbours look the same way), two triangles per grid cell. A triangle is made only where the
-   ranges of its three corners agree: ``max r / min r − 1 < max_jump`` (default 5 %), so depth edges are not
-   bridged; a cell whose first split loses a triangle is tried with the other diagonal. Each triangle carries
-   the reflectivity the unit measured at its corners (their mean REFLECTIVITY, 0–100 = Lambertian percent),
-   divided by the cosine of the triangle's incidence, floored at 0.1, ρ0 at most 1 (the unit cannot know the
-   incidence, so its REFLECTIVITY holds that cosine; our physics multiplies it back in, ρ0·cos θ).
-2. **The unit simulated** from its metadata (:func:`lidar_fmu.sensors.load_sensor` with ``ouster_metadata``)
-   through :class:`~lidar_fmu.scan.lidar.Lidar` on the default backend, its pose the identity (the mesh is
-   in the sensor frame). Each triangle carries its own Lambertian reflectance (``Mesh.face_reflectance``, as
-   a PLY face property ``reflectivity`` does), which the returns stage takes over any material.
-3. **Compared on the odd columns**, ray for ray: our ray ``(m − first) · B + b`` is the unit's pixel
-   (beam ``b``, column ``m``). Our ``range`` field is compared as it is: it is in the unit's convention,
-   RANGE from the lidar origin (ouster-sdk ``make_xyz_lut``: points = RANGE · direction + offset, the offset
-   taking off √(n² + z0²), :func:`~lidar_fmu.sensors.ouster.range_offset_m`; docs/sensors.md, "Range
-   convention"). A held-out pixel is
-   *covered* when its ray meets the mesh (a noise-free cast of the geometry alone), and *inside the mesh* when
-   the mesh also goes on beyond it on every side the unit looked (:func:`inside_mesh`): on the mesh's rim the
-   surface ends or breaks somewhere within a pixel spacing of the ray, and the mesh cannot say where. Which
-   pixels return (both, only real, only ours; per beam) is compared inside the mesh, and given apart for the
-   rim. A pixel is *away from depth edges* when its 8 neighbours on the real destaggered image (all columns)
-   are valid and agree with it by the same ``max_jump`` rule.
-
-Noise σ is measured the same way on real and simulated held-out pixels: a pixel's range against the straight
-line through its two held-out neighbours on the same beam (columns m ± 2), along its own ray; for
-independent noise of σ per pixel that residual has σ·√1.5, and σ is its MAD·1.4826/√1.5.
+For each frame of the recording (:mod:`.recording`; the unit's rays: :mod:`.units`): the scene rebuilt from its
+even columns (:func:`mesh_from_pixels`), the unit simulated on that mesh firing exactly the recording's rays, and
+the two compared ray for ray on the odd columns (:func:`compare_frame`, :func:`summarize`): which pixels return,
+range differences, noise σ per range band, intensity rankings, the range limit. Every maker's recording is
+compared the same way. The method, its figures and the results on the shared recordings: docs/validation.md.
 """
 from __future__ import annotations
 
@@ -40,7 +12,7 @@ import json
 import math
 import os
 import time
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
@@ -48,18 +20,14 @@ from ..errors import LidarFmuError, UserError
 from ..geometry.scene import Mesh, Scene, concatenate
 from ..scan.lidar import Lidar
 from ..sensors import load_sensor
-from ..sensors.ouster import OusterCalibration
 from ..sensors.spec import Sensor
+from .makers import open_recording
 from .ouster import pixel_rays, sensor_spec, unit_metadata
 from .recording import Recording, read_kitti_poses
 from .registration import icp_poses
-from .units import PixelRays, UnitGeometry, open_recording
+from .units import PixelRays, UnitGeometry
 
 __all__ = ["PixelRays", "pixel_rays", "sensor_spec", "unit_metadata", "validate"]
-
-#: what the comparison needs of a unit: its range image's shape and range convention (``beams``, ``columns``,
-#: ``beam_origin_mm``), which an Ouster calibration and every :class:`UnitGeometry` have
-Unit: TypeAlias = "UnitGeometry | OusterCalibration"
 
 #: relative range jump between neighbours above which they are not one surface (mesh edges, depth-edge mask)
 MAX_JUMP = 0.05
@@ -401,17 +369,17 @@ def frame_to_frame_noise(recording: Recording, rays: PixelRays, spec: Sensor | d
     return {"pairs": len(poses) - 1, "bands": bands}
 
 
-def frame_scene(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
+def frame_scene(recording: Recording, frame: int, unit: UnitGeometry, rays: PixelRays,
                 max_jump: float = MAX_JUMP) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[Mesh, np.ndarray] | None]:
     """(the unit's RANGE image, mesh pixels, held-out pixels, the mesh of the mesh pixels or None) of one frame:
     the scene rebuilt from its even measurement columns (with the second-return layer of a dual recording), to
     be compared on the odd ones."""
     real_range = _frame_image(recording, frame, rays)
     sent = recording.pixels_sent(frame) & (rays.ray_index >= 0)
-    measurement = np.arange(cal.columns)[None, :]
+    measurement = np.arange(unit.columns)[None, :]
     mesh_pixels = np.broadcast_to(sent & (measurement % 2 == 0), real_range.shape)
     held_out = np.broadcast_to(sent & (measurement % 2 == 1), real_range.shape)
-    floor = float(getattr(cal, "reflectivity_floor_percent", 0.0))  # an Ouster calibration: none
+    floor = float(unit.reflectivity_floor_percent)
     made = mesh_from_pixels(rays, real_range, recording.images["reflectivity"][frame], mesh_pixels, max_jump,
                             reflectivity_floor=floor)
     if made is not None and recording.dual:
@@ -419,13 +387,13 @@ def frame_scene(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
     return real_range, mesh_pixels, held_out, made
 
 
-def held_out_chord_residuals(recording: Recording, frame: int, cal: Unit, rays: PixelRays,
+def held_out_chord_residuals(recording: Recording, frame: int, unit: UnitGeometry, rays: PixelRays,
                              spec: Sensor | dict, backend: str = "auto", max_jump: float = MAX_JUMP
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(ok, the unit's residual, the mesh's) images of validate's noise measure on one frame: every covered
     held-out pixel's chord residual (neighbours m ± 2) in the unit's RANGE and in the noise-free cast of the
     mesh, ``ok`` where both count. None when the frame makes no mesh."""
-    real_range, _, held_out, made = frame_scene(recording, frame, cal, rays, max_jump)
+    real_range, _, held_out, made = frame_scene(recording, frame, unit, rays, max_jump)
     if made is None:
         return None
     truth = _geometry_image(_unit_lidar(made[0], spec, backend), rays, np.eye(4))
@@ -435,11 +403,11 @@ def held_out_chord_residuals(recording: Recording, frame: int, cal: Unit, rays: 
     return ok_real & ok_mesh, real, mesh
 
 
-def compare_frame(recording: Recording, frame: int, cal: Unit, rays: PixelRays, spec: Sensor | dict,
+def compare_frame(recording: Recording, frame: int, unit: UnitGeometry, rays: PixelRays, spec: Sensor | dict,
                   backend: str = "auto", max_jump: float = MAX_JUMP) -> dict[str, Any]:
     """Pixel-level arrays of one frame's comparison (:func:`summarize` turns a list of them into figures)."""
     images = recording.images
-    real_range, mesh_pixels, held_out, made = frame_scene(recording, frame, cal, rays, max_jump)
+    real_range, mesh_pixels, held_out, made = frame_scene(recording, frame, unit, rays, max_jump)
     if made is None:
         raise ValidateError(f"{recording.name} frame {recording.frame_id[frame]}: no two neighbouring pixels "
                             f"agree in range; nothing to rebuild the scene from")
@@ -527,7 +495,7 @@ def range_limit_table(recording: Recording, sensor) -> dict[str, Any]:
             "above_max_range": int((rng > sensor.max_range_m).sum()), "max_range_m": sensor.max_range_m}
 
 
-def summarize(frames: list[dict[str, Any]], recording: Recording, cal: Unit) -> dict[str, Any]:
+def summarize(frames: list[dict[str, Any]], recording: Recording, unit: UnitGeometry) -> dict[str, Any]:
     """The figures of a recording from its frames' pixel arrays."""
     def cat(key):
         return np.concatenate([f[key] for f in frames])
@@ -576,7 +544,7 @@ def summarize(frames: list[dict[str, Any]], recording: Recording, cal: Unit) -> 
         "abs_delta_all": _quantiles(np.abs(delta)), "abs_delta_away_from_edges": _quantiles(away),
         "range_bias_unit_convention_m": float(np.median(delta[edge_free])) if len(away) else None,
         "range_bias_noise_free_m": float(np.median(truth_delta[edge_free])) if len(away) else None,
-        "beam_origin_mm": cal.beam_origin_mm,
+        "beam_origin_mm": unit.beam_origin_mm,
         "noise_bands": bands, "intensity_spearman": intensity,
         "scan_s": [f["scan_s"] for f in frames],
     }

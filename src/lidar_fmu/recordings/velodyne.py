@@ -20,30 +20,15 @@ interpolating it differently (nebula to the next block, velodyne-decoder over th
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import numpy as np
 
-from ..errors import UserError
-from ..sensors.presets import PRESETS
-from ..sensors.spec import SensorSpecError, data_file
-from ..sensors.velodyne import (
-    VelodyneCalibration,
-    VelodyneCalibrationError,
-    beam_geometry,
-    read_velodyne_calibration,
-    velodyne_xml,
-)
-from .packets import PacketSourceError, is_packet_source, read_packets
-from .recording import Firings, Recording, RecordingError, binned_recording, sweep_rate_deg_per_s
-from .units import BinnedGeometry
+from ..sensors.velodyne import MODEL_PRESETS, VelodyneCalibration, beam_geometry, velodyne_xml
+from .packets import PacketSourceError, read_packets
+from .recording import Firings, Recording, RecordingError, sweep_rate_deg_per_s
+from .units import BinnedGeometry, BinnedUnit, UnitFile, open_binned
 
-#: velodyne-decoder's model names → our presets of that model (the calibration replaces the preset's own)
-MODEL_PRESETS = {"VLP16": "velodyne_vlp16", "PuckLite": "velodyne_vlp16", "PuckHiRes": "velodyne_puck_hires",
-                 "HDL32E": "velodyne_hdl32e", "VLP32C": "velodyne_vlp32c", "VLS128": "velodyne_vls128",
-                 "AlphaPrime": "velodyne_vls128", "HDL64E_S2": "velodyne_hdl64e_s2",
-                 "HDL64E_S3": "velodyne_hdl64e_s3", "HDL64E_S1": "velodyne_hdl64e"}
 #: the head's horizontal step per model at 10 Hz (the firing sequence's period × 3600°/s): VLP-16 55.296 µs,
 #: HDL-32E 46.08 µs, VLP-32C 55.296 µs, VLS-128 53.3 µs, HDL-64E 48 µs (lidar_fmu.sensors.velodyne.FIRING)
 SEQUENCE_S = {"VLP16": 55.296e-6, "PuckLite": 55.296e-6, "PuckHiRes": 55.296e-6, "HDL32E": 46.08e-6,
@@ -55,16 +40,6 @@ PACKET_BYTES = 1206
 #: Puck Hi-Res and HDL-32E 2 mm, VLP-32C and VLS-128 4 mm (the manuals' data packet chapters, as velodyne-decoder's
 #: ``calib_db.cpp`` lists them)
 DISTANCE_UNIT_M = {0x22: 0.002, 0x24: 0.002, 0x21: 0.002, 0x28: 0.004, 0xA1: 0.004}
-
-
-def _calibration_of(metadata: str) -> tuple[str, VelodyneCalibration, str | None]:
-    """(the calibration file, its corrections, the preset named or None)."""
-    preset = metadata if metadata in PRESETS else None
-    path = data_file(PRESETS[metadata]["calibration"]) if preset else metadata
-    try:
-        return path, read_velodyne_calibration(path), preset
-    except (VelodyneCalibrationError, SensorSpecError) as exc:
-        raise UserError(f"--metadata {metadata}: {exc}") from None
 
 
 def decode_velodyne(recording_path: str, cal_path: str, lasers: int):
@@ -149,43 +124,33 @@ def velodyne_firings(points: np.ndarray, cal: VelodyneCalibration, stamp_s: floa
     return firings, by_elevation
 
 
-def open_velodyne(recording_path: str, metadata: str) -> tuple[Recording, BinnedGeometry]:
-    """A Velodyne recording (capture or bag) and its unit; ``metadata`` the unit's calibration YAML or a
-    ``velodyne_*`` preset. One line where the recording is no Velodyne capture or its unit does not match."""
-    if not is_packet_source(recording_path):
-        raise UserError(f"recording {recording_path}: a Velodyne unit's recording is a .pcap/.pcapng capture or a ROS "
-                        "2 bag (folder, .db3 or .mcap) of its packets")
-    cal_path, cal, preset = _calibration_of(metadata)
-    model, mode, points, stamp_s, notes = decode_velodyne(recording_path, cal_path, cal.lasers)
+def open_velodyne(recording_path: str, unit: UnitFile) -> tuple[Recording, BinnedGeometry]:
+    """A Velodyne recording (capture or bag) and its unit (``unit``: a calibration YAML or a ``velodyne_*``
+    preset). One line where the recording is no Velodyne capture or its unit does not match."""
+    return open_binned(recording_path, unit, "Velodyne", _binned_unit)
+
+
+def _binned_unit(recording_path: str, unit: UnitFile) -> BinnedUnit:
+    cal: VelodyneCalibration = unit.calibration
+    model, mode, points, stamp_s, notes = decode_velodyne(recording_path, unit.path, cal.lasers)
     if not len(points):
         raise RecordingError(f"recording {recording_path} holds no return")
     if model not in MODEL_PRESETS:
         raise RecordingError(f"recording {recording_path}: velodyne-decoder found a {model}, a model without a preset "
                              "here")
     if int(points["ring"].max()) >= cal.lasers:
-        raise RecordingError(f"recording {recording_path} is a {model}, but {os.path.basename(cal_path)} calibrates "
+        raise RecordingError(f"recording {recording_path} is a {model}, but {os.path.basename(unit.path)} calibrates "
                              f"{cal.lasers} lasers")
     firings, by_elevation = velodyne_firings(points, cal, stamp_s)
-    row_of_channel = np.empty(cal.lasers, np.int64)
-    row_of_channel[by_elevation[::-1]] = np.arange(cal.lasers)  # top row first
     step = sweep_rate_deg_per_s(firings) * SEQUENCE_S[model]  # the sweep of one firing sequence
     if not step > 0:
         raise RecordingError(f"recording {recording_path}: the head is not turning")
-    name = os.path.splitext(os.path.basename(os.path.normpath(recording_path)))[0]
     profile = f"Velodyne {model}, {'dual' if firings.range2_m is not None else 'single'} return ({mode.lower()})"
-    recording = binned_recording(name, profile, firings, row_of_channel, step, empty_firings_known=False)
-    if not recording.frames:
-        raise RecordingError(f"recording {recording_path} holds no complete turn of its unit")
-    if notes:
-        recording = dataclasses.replace(recording, notes=(*notes, *recording.notes))
-    spec = {"preset": preset or MODEL_PRESETS[model], "calibration": os.path.abspath(cal_path)}
-    channel_of_row = by_elevation[::-1]
 
     def origin(laser, azimuth):
         return beam_geometry(cal, laser, azimuth - cal.rot_correction_rad[laser])[0]
 
-    geometry = BinnedGeometry(model, metadata, spec, cal.vert_correction_rad[channel_of_row], channel_of_row,
-                              recording.images["range_mm"].shape[2],
-                              origin=origin if (np.any(cal.vert_offset_m) or np.any(cal.horiz_offset_m)) else None)
-    return recording, geometry
-
+    offsets = np.any(cal.vert_offset_m) or np.any(cal.horiz_offset_m)
+    return BinnedUnit(model, profile, firings, by_elevation[::-1], cal.vert_correction_rad, step, False,
+                      {"preset": unit.preset or MODEL_PRESETS[model], "calibration": os.path.abspath(unit.path)},
+                      origin=origin if offsets else None, calibration_notes=tuple(notes))

@@ -369,7 +369,7 @@ def _preset(model: str, description: str, range_m: tuple[float, float], reach_at
 #: ("Specifications" section and the "Channel Distribution" appendix) or datasheet, cited per line; min/max range
 #: the unit's reporting limits (the manuals' measurement range, as nebula's decoders enforce them). All 905 nm
 #: (the manuals' laser safety sections). ``range_accuracy_m`` is the datasheet's typical accuracy taken as 1σ
-#: (assumed, as for every preset: presets.py's module doc).
+#: (assumed, as for every preset: docs/sensors.md, "Presets").
 HESAI_PRESETS: dict[str, dict] = {
     "hesai_pandar40p": _preset(
         "Pandar40P", "Hesai Pandar40P, 40 channels −25…+15°, 0.2° at 10 Hz",

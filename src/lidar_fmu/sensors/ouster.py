@@ -505,3 +505,67 @@ def ouster_rays(cal: OusterCalibration):
     time_s = (m - m[0]) % cal.columns * column_period_s
     return (origins.astype(np.float32), directions.astype(np.float32), beam.astype(np.uint32),
             m.astype(np.uint32), time_s.astype(np.float32))
+
+
+#: a full turn swept clockwise seen from above, as the units turn: +180° down to −180°
+_FULL_TURN_CW = [180.0, -180.0]
+
+
+def _os1_gen1(channels: int) -> dict:
+    """The Ouster OS1 (gen 1) preset of ``channels`` beams (16 or 64: they differ in nothing else)."""
+    return {
+        "range_accuracy_m": 0.03,  # Ouster OS1 (gen 1) datasheet: range accuracy ±3 cm (Lambertian targets)
+        "description": f"Ouster OS1-{channels} (gen 1), {channels} beams ±16.6°, 1024 columns at 10 Hz",
+        "vertical_fov_deg": [-16.6, 16.6],
+        "channels": channels,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 1024,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.8,
+        "max_range_m": 120.0,
+        "wavelength_nm": 850.0,
+        "beam_divergence_mrad": OS1_16_64_DIVERGENCE_MRAD,
+        "beam_diameter_m": OS1_BEAM_DIAMETER_M,
+        "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
+        "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
+    }
+
+
+#: what both OS1-128 presets share after their rays (Ouster OS1-128 datasheet)
+_OS1_128 = {
+    "frame_rate_hz": 10.0,
+    "min_range_m": 0.3,
+    "max_range_m": 120.0,
+    "wavelength_nm": 865.0,
+    "beam_divergence_mrad": OS1_128_DIVERGENCE_MRAD,
+    "beam_diameter_m": OS1_BEAM_DIAMETER_M,
+    "return_order": "strongest_to_weakest",  # the unit's default (ouster-sdk sensor_config.h)
+    "range_reflectivity": {"pairs": [[0.10, 40.0], [0.80, 120.0]], "fit": "log"},
+}
+
+
+#: Ouster presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`). Beam elevations evenly spaced over the
+#: datasheet's field (``ouster_os1_128_cal``: one unit's metadata). ``range_reflectivity``: Ouster OS1 (gen 1)
+#: datasheet, 40 m at 10 % and 120 m at 80 % (log fit, through both); divergence and the 10 mm exit beam:
+#: :data:`OS1_16_64_DIVERGENCE_MRAD`, :data:`OS1_BEAM_DIAMETER_M`.
+OUSTER_PRESETS: dict[str, dict] = {
+    "ouster_os1_16": _os1_gen1(16),
+    "ouster_os1_64": _os1_gen1(64),
+    "ouster_os1_128": {
+        "range_accuracy_m": 0.03,  # Ouster OS1-128 datasheet: range accuracy ±3 cm (Lambertian), ±10 cm (retroreflectors)
+        "description": "Ouster OS1-128, 128 beams ±22.5°, 1024 columns at 10 Hz (512/2048 via horizontal_samples)",
+        "vertical_fov_deg": [-22.5, 22.5],
+        "channels": 128,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 1024,
+        **_OS1_128,
+    },
+    "ouster_os1_128_cal": {
+        "range_accuracy_m": 0.03,  # Ouster OS1-128 datasheet: range accuracy ±3 cm (Lambertian), ±10 cm (retroreflectors)
+        "description": "Ouster OS1-128 unit 122201000998 (ouster-sdk test data): its own calibration, 15.8 mm beam origins",
+        # the unit's metadata JSON (beam altitudes +20.95…−21.82°, staggered azimuths, beam origins, column
+        # timing): sensors/data/ouster_os1_128_v2.3.0_1024x10.json, from ouster-sdk's tests (BSD-3-Clause)
+        "ouster_metadata": "ouster_os1_128_v2.3.0_1024x10.json",
+        **_OS1_128,
+    },
+}

@@ -82,3 +82,44 @@ def rosette_scan(*, points_per_second: float, channels: int, horizontal_rotation
         return directions, np.tile(np.arange(channels, dtype=np.uint32), len(time_s))
 
     return ContinuousScan(shots_per_second, channels, rays_of_shots)
+
+
+#: Livox Mid-70 and Avia datasheets: beam divergence 0.28° (vertical) × 0.03° (horizontal)
+_LIVOX_DIVERGENCE_MRAD = [round(np.radians(0.03) * 1e3, 3), round(np.radians(0.28) * 1e3, 3)]
+#: Livox presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`)
+LIVOX_PRESETS: dict[str, dict] = {
+    # Livox prism scanners: rosettes that never repeat (rosette.py, a ContinuousScan); each frame casts the
+    # shots fired since the last.
+    "livox_mid70": {
+        "range_accuracy_m": 0.02,  # Livox Mid-70 datasheet: range precision (1σ @ 20 m) 2 cm
+        # Livox Mid-70 datasheet / user manual v1.2: 70.4° circular FOV, 100 000 points/s (first return),
+        # 90 m at 10 %, 260 m at 80 % reflectivity, minimum range 0.05 m, 905 nm, 10 Hz point-cloud frames.
+        # Curve rates: Project AirSim's Mid-70 (rosette.MID70_*).
+        "description": "Livox Mid-70, 70.4° circular non-repetitive rosette, 100 k points/s, 10 Hz frames",
+        "rosette": {"points_per_second": 100000, "channels": 1, "horizontal_rotation_hz": MID70_HORIZONTAL_HZ,
+                    "vertical_rotation_hz": MID70_VERTICAL_HZ, "radial_scaling": 1.0,
+                    "cone_half_angles_deg": [35.2, 35.2]},
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.05,
+        "max_range_m": 260.0,
+        "wavelength_nm": 905.0,
+        "beam_divergence_mrad": _LIVOX_DIVERGENCE_MRAD,
+        "range_reflectivity": {"pairs": [[0.10, 90.0], [0.80, 260.0]], "fit": "log"},
+    },
+    "livox_avia": {
+        "range_accuracy_m": 0.02,  # Livox Avia datasheet: range precision (1σ @ 20 m) 2 cm
+        # Livox Avia datasheet / user manual v1.0: 70.4° × 77.2° FOV (non-repetitive pattern), 6 lasers,
+        # 240 000 points/s (first return), 190 m at 10 %, 450 m at 80 %, 905 nm, 10 Hz frames. Curve rates:
+        # assumed the Mid-70's (Livox publishes none); the six channels spread evenly (rosette.py).
+        "description": "Livox Avia, 70.4° × 77.2° non-repetitive rosette, 6 channels, 240 k points/s, 10 Hz",
+        "rosette": {"points_per_second": 240000, "channels": 6, "horizontal_rotation_hz": MID70_HORIZONTAL_HZ,
+                    "vertical_rotation_hz": MID70_VERTICAL_HZ, "radial_scaling": 1.0,
+                    "cone_half_angles_deg": [35.2, 38.6]},
+        "frame_rate_hz": 10.0,
+        "min_range_m": 1.0,  # assumed: the Avia's datasheet gives no minimum; Livox's 1 m blind zone note
+        "max_range_m": 450.0,
+        "wavelength_nm": 905.0,
+        "beam_divergence_mrad": _LIVOX_DIVERGENCE_MRAD,
+        "range_reflectivity": {"pairs": [[0.10, 190.0], [0.80, 450.0]], "fit": "log"},
+    },
+}

@@ -271,3 +271,118 @@ def velodyne_pattern(cal: VelodyneCalibration, timing: FiringTiming, *, columns:
     return RayPattern(directions.astype(np.float32), laser.astype(np.uint32), column.astype(np.uint32),
                       time_s.astype(np.float32), cal.lasers, columns,
                       origins=origins.astype(np.float32) if offsets else None)
+
+
+#: velodyne-decoder's model names → our presets of that model (the calibration replaces the preset's own)
+MODEL_PRESETS = {"VLP16": "velodyne_vlp16", "PuckLite": "velodyne_vlp16", "PuckHiRes": "velodyne_puck_hires",
+                 "HDL32E": "velodyne_hdl32e", "VLP32C": "velodyne_vlp32c", "VLS128": "velodyne_vls128",
+                 "AlphaPrime": "velodyne_vls128", "HDL64E_S2": "velodyne_hdl64e_s2",
+                 "HDL64E_S3": "velodyne_hdl64e_s3", "HDL64E_S1": "velodyne_hdl64e"}
+
+
+#: a full turn swept clockwise seen from above, as the units turn: +180° down to −180°
+_FULL_TURN_CW = [180.0, -180.0]
+#: Velodyne VLS-128 user manual, Table F-1 "Beam Divergence": 3.0 mrad horizontal, 1.5 mrad vertical; the other
+#: Velodyne presets assumed the same (docs/sensors.md)
+_VELODYNE_DIVERGENCE_MRAD = [3.0, 1.5]
+
+#: what every HDL-64E preset shares (they differ in their unit calibration). HDL-64E S2/S3 datasheets and
+#: user's manuals: 120 m, 905 nm, 5–15 Hz (S3: 5–20 Hz), 50 m at 10 % and 120 m at 80 % reflectivity, distance
+#: accuracy < 2 cm (1σ); 2083 upper+lower firings of 48 µs per 100 ms turn (velodyne.FIRING["HDL-64E"])
+_HDL64E = {
+    "velodyne_model": "HDL-64E",
+    "horizontal_fov_deg": _FULL_TURN_CW,
+    "frame_rate_hz": 10.0,
+    "min_range_m": 0.9,
+    "max_range_m": 120.0,
+    "wavelength_nm": 905.0,
+    "range_reflectivity": {"pairs": [[0.10, 50.0], [0.80, 120.0]], "fit": "log"},
+    "range_accuracy_m": 0.02,
+    "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
+}
+
+def _puck(description: str, calibration: str) -> dict:
+    """A 16-beam Puck preset (VLP-16, Puck Hi-Res: they differ in their beams alone). Range accuracy up to ±3 cm
+    (typical): VLP-16 datasheet (63-9229), Puck Hi-Res datasheet."""
+    return {
+        "range_accuracy_m": 0.03,
+        "description": description,
+        "calibration": calibration,
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 900,
+        "frame_rate_hz": 20.0,
+        "firing_interval_s": 2.304e-6,
+        "min_range_m": 0.5,
+        "max_range_m": 100.0,
+        "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
+    }
+
+
+#: Velodyne presets (merged into :data:`lidar_fmu.sensors.presets.PRESETS`). Beam elevations from the units'
+#: calibration files (``data/``, ros-drivers/velodyne, BSD-3-Clause). ``range_reflectivity``: HDL-64E 50 m at 10 %
+#: and 120 m at 80 % (HDL-64E S2 datasheet and user's manual, "50 m for pavement, 120 m for cars and foliage"; the
+#: log fit passes through both); the VLP-16, Puck Hi-Res and HDL-32E datasheets give 100 m without a
+#: reflectivity, so those presets have no limit below max_range_m. Divergence: :data:`_VELODYNE_DIVERGENCE_MRAD`.
+VELODYNE_PRESETS: dict[str, dict] = {
+    "velodyne_vlp16": _puck("Velodyne VLP-16 (Puck), 16 beams ±15°, 0.4° at 20 Hz", "velodyne_VLP16db.yaml"),
+    "velodyne_puck_hires": _puck("Velodyne Puck Hi-Res, 16 beams ±10° (1.33° steps), 0.4° at 20 Hz",
+                                 "velodyne_VLP16_hires_db.yaml"),
+    "velodyne_hdl32e": {
+        "range_accuracy_m": 0.02,  # HDL-32E datasheet: accuracy < 2 cm (one sigma at 25 m)
+        "description": "Velodyne HDL-32E, 32 beams −30.67…+10.67°, 0.16° at 10 Hz",
+        "calibration": "velodyne_32db.yaml",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "horizontal_samples": 2250,
+        "frame_rate_hz": 10.0,
+        "firing_interval_s": 1.152e-6,
+        "min_range_m": 1.0,
+        "max_range_m": 100.0,
+        "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
+    },
+    "velodyne_hdl64e": {
+        **_HDL64E,
+        "description": "Velodyne HDL-64E S2, 64 beams −24.7…+2.0° (unit calibration), 0.17° at 10 Hz",
+        "calibration": "velodyne_64e_utexas.yaml",
+    },
+    # From velodyne-decoder's calibrations (data/velodyne_decoder_*.yml, BSD-3-Clause): per-laser angles and,
+    # for the HDL-64E, the beam-origin offsets; timed by each model's documented firing sequence
+    # (velodyne.FIRING). Columns: the firing sequences of one turn at frame_rate_hz.
+    "velodyne_vlp32c": {
+        "range_accuracy_m": 0.03,  # VLP-32C datasheet: range accuracy up to ±3 cm (typical)
+        # VLP-32C (Ultra Puck) datasheet: 32 channels, −25…+15°, 200 m, 903 nm, 5–20 Hz, 0.1–0.4°
+        "description": "Velodyne VLP-32C (Ultra Puck), 32 beams −25…+15°, paired firings, 0.2° at 10 Hz",
+        "calibration": "velodyne_decoder_VLP-32C.yml",
+        "velodyne_model": "VLP-32C",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.5,  # assumed: the datasheet gives none; the VLP-16's 0.5 m (same Puck optics family)
+        "max_range_m": 200.0,
+        "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
+    },
+    "velodyne_vls128": {
+        "range_accuracy_m": 0.03,  # VLS-128 (Alpha Prime) datasheet: range accuracy ±3 cm (typical)
+        # VLS-128 (Alpha Prime) datasheet: 128 channels, −25…+15°, 245 m, 903 nm, 5–20 Hz, 0.1–0.4°
+        "description": "Velodyne VLS-128 (Alpha Prime), 128 beams −25…+15°, 8 lasers per 2.665 µs slot, 10 Hz",
+        "calibration": "velodyne_decoder_Alpha_Prime.yml",
+        "velodyne_model": "VLS-128",
+        "horizontal_fov_deg": _FULL_TURN_CW,
+        "frame_rate_hz": 10.0,
+        "min_range_m": 0.5,  # assumed: the datasheet gives none; as the VLP-16's 0.5 m
+        "max_range_m": 245.0,
+        "wavelength_nm": 903.0,
+        "beam_divergence_mrad": _VELODYNE_DIVERGENCE_MRAD,
+    },
+    "velodyne_hdl64e_s2": {
+        **_HDL64E,
+        "description": "Velodyne HDL-64E S2.1 (SZTAKI unit calibration, beam origin offsets), 10 Hz",
+        "calibration": "velodyne_decoder_HDL-64E_S2.1-sztaki.yml",
+    },
+    "velodyne_hdl64e_s3": {
+        **_HDL64E,
+        "description": "Velodyne HDL-64E S3 (VeloView default calibration, beam origin offsets), 10 Hz",
+        "calibration": "velodyne_decoder_HDL-64E_S3-VeloView.yml",
+    },
+}
