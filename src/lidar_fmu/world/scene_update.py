@@ -22,7 +22,7 @@ from ..errors import LidarFmuError
 from ..geometry.assets import AssetError, resolve_inside
 from ..geometry.scene import Mesh, MeshError, Scene, box_mesh, load_mesh, stood_up
 from ..geometry.transforms import PoseError, pose_matrices, pose_matrix, up_axis_of
-from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view
+from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view, in_world
 from ..osi.ground_truth import decode_road, decode_stationary
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from . import build_road_world, ground_plane_mesh
@@ -43,11 +43,10 @@ WARNED_KEPT = 1024
 
 def _pose_problem(obj) -> str:
     """Why ``obj``'s pose cannot be used ('' if it can): not finite, or farther than any world reaches."""
-    # plain floats, not numpy: this runs for every object of every step
     position = [float(v) for v in obj.position_m]
-    if not all(map(math.isfinite, position)):
-        return "position is not finite"
-    if max(map(abs, position)) > MAX_POSITION_M:
+    if not in_world(position):
+        if not all(map(math.isfinite, position)):
+            return "position is not finite"
         return f"position lies beyond ±{MAX_POSITION_M:g} m"
     if not all(math.isfinite(float(v)) for v in obj.orientation_rad):
         return "orientation is not finite"
@@ -250,7 +249,7 @@ class SceneUpdater:
     def _place_ground_plane(self, frame: SensorViewFrame) -> None:
         """A trace without lanes: a ground plane under the host, at its wheels' height (none without a host)."""
         ground = self._host_ground_z(frame)
-        if ground is None or abs(ground) > MAX_POSITION_M:
+        if ground is None or not in_world(ground):
             return
         host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
         assert host is not None  # (there is one: it gave the ground height)
