@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from ..geometry.scene import Mesh
+from ..geometry.scene import Mesh, merge
 from .shapes import (
     MeshBuilder,
     add,
@@ -24,7 +24,6 @@ from .shapes import (
     cylinder_between,
     ellipsoid,
     frustum,
-    merge,
     normalised,
     place,
     rotation_x,
