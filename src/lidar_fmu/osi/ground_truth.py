@@ -12,10 +12,8 @@ Bad ground truth stays local: an element with points that are not finite or
 lie beyond any world, with nothing usable left, or too large, is repaired
 where that is unambiguous (points dropped, lines thinned out) or left out,
 and each such element is named once in :attr:`RoadGroundTruth.problems`;
-the rest decodes. Bounds (time and memory stay bounded whatever a message
-holds): at most :data:`MAX_LINE_POINTS` points per line (more are thinned to
-that many, evenly, without reading the others), :data:`MAX_POLYGON_VERTICES`
-per polygon, :data:`MAX_ELEMENTS` elements of each kind.
+the rest decodes. Time and memory stay bounded whatever a message holds
+(:data:`MAX_LINE_POINTS`, :data:`MAX_POLYGON_VERTICES`, :data:`MAX_ELEMENTS`).
 
 Units and frames as OSI's: metres and radians, world frame; a base polygon is
 in its object's frame (x forward, y left, origin at the bounding-box centre).
