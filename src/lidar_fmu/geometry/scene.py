@@ -11,6 +11,7 @@ those in use (backends drop what they built for it when ``revision`` changes).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
@@ -120,7 +121,7 @@ class Mesh:
         return self.vertices[self.faces]
 
 
-def merge(shapes) -> tuple[np.ndarray, np.ndarray]:
+def merge(shapes: Sequence[tuple[ArrayLike, ArrayLike]]) -> tuple[np.ndarray, np.ndarray]:
     """Shapes ``(vertices (V, 3) m, faces (F, 3))`` joined into one, each one's face indices offset past the
     vertices before it."""
     vertices = [np.asarray(v, float) for v, _ in shapes]
@@ -170,7 +171,7 @@ def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "
     return Mesh(*box_shape((length_m, width_m, height_m)), np.zeros(12, np.int32), (material,), name)
 
 
-def box_shape(size_m) -> tuple[np.ndarray, np.ndarray]:
+def box_shape(size_m: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """A box of ``size_m`` (length, width, height) centred at the origin: (8 corners (8, 3) m, 12 outward
     triangles (12, 3))."""
     half = 0.5 * np.asarray(size_m, np.float64)
