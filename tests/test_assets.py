@@ -19,13 +19,13 @@ import pytest
 import trimesh
 
 from helpers.osi_views import sensor_view
-from lidar_fmu.cosim.scene_update import SceneUpdater
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.errors import LidarFmuError
 from lidar_fmu.geometry.assets import AssetError, max_mesh_bytes, resolve_inside
 from lidar_fmu.geometry.scene import MeshError, Scene, load_mesh
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE
 from lidar_fmu.tools.cli import main
+from lidar_fmu.world.scene_update import SceneUpdater
 
 SPEC = {"horizontal_fov_deg": [-60, 60], "horizontal_resolution_deg": 1.0, "vertical_fov_deg": [-15, 15],
         "channels": 16, "max_range_m": 60}

@@ -22,10 +22,10 @@ from helpers.road_views import (
     dash_starts,
     road_view,
 )
-from lidar_fmu.cosim.scene_update import GROUND_PLANE_ID
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 from lidar_fmu.tools.cli import main as cli_main
+from lidar_fmu.world.scene_update import GROUND_PLANE_ID
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "osi")
 ROOF = 1.3  # above the rear axle (0.3 m up): the top of the host's 1.5 m box, plus 0.1 m

@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 
 from lidar_fmu import Lidar, Scene, box_mesh
-from lidar_fmu.cosim.scene_update import GROUND_PLANE_ID, SensorViewScene
 from lidar_fmu.errors import LidarFmuError
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import RerunRecording
 from lidar_fmu.io.rerun import ENVIRONMENT_CLASS
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
+from lidar_fmu.world.scene_update import GROUND_PLANE_ID, SensorViewScene
 
 pytest.importorskip("rerun")
 RrdReader = pytest.importorskip("rerun.chunk").RrdReader

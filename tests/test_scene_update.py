@@ -1,4 +1,4 @@
-"""OSI ground truth → scene instances (:class:`lidar_fmu.cosim.scene_update.SceneUpdater`).
+"""OSI ground truth → scene instances (:class:`lidar_fmu.world.scene_update.SceneUpdater`).
 
 Objects without a model share one unit box stretched by their instance pose,
 so sizes that jitter every step add no meshes; meshes no instance uses leave
@@ -12,7 +12,6 @@ import pytest
 import trimesh
 
 from helpers.osi_views import sensor_view
-from lidar_fmu.cosim.scene_update import UNUSED_MESHES_KEPT, SceneUpdater
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.scene import Scene, box_mesh
 from lidar_fmu.geometry.transforms import PoseError, pose_matrix
@@ -20,6 +19,7 @@ from lidar_fmu.osi.decode import ObjectState, SensorViewFrame
 from lidar_fmu.physics.returns import Materials
 from lidar_fmu.raycast import cuda_available
 from lidar_fmu.scan.lidar import Lidar
+from lidar_fmu.world.scene_update import UNUSED_MESHES_KEPT, SceneUpdater
 
 #: a small pattern all round (360 × 16 rays), for speed
 SPEC = {"horizontal_fov_deg": [-180, 180], "horizontal_resolution_deg": 1.0, "vertical_fov_deg": [-15, 15],

@@ -1,2 +1,2 @@
-"""Co-simulation: one OSI sensor-model step without FMI, the scene it keeps, the OSMP plumbing, and the FMU
-package built from ``fmu/`` (see ``docs/fmu.md``)."""
+"""Co-simulation: one OSI sensor-model step without FMI, the OSMP plumbing, and the FMU and SSP packages built
+from ``fmu/`` (see ``docs/fmu.md``); the scene it keeps follows the ground truth by :mod:`lidar_fmu.world`."""

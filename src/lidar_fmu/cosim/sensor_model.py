@@ -48,7 +48,7 @@ from ..scan.lidar import Lidar, ScanPlan
 from ..scan.motion import first_firing_s, motion_since, rates_jump
 from ..scan.velocity import SceneVelocities, velocities_of_motion
 from ..sensors.rig import RigMember, load_rig, rig_sensor_ids
-from .scene_update import SceneUpdater
+from ..world.scene_update import SceneUpdater
 
 STAGES = ("decode", "scene", "cast", "physics", "encode")
 
@@ -77,7 +77,7 @@ class OsiSensorModel:
         """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
         several (:func:`~lidar_fmu.sensors.rig.load_rig`). ``materials``: a visual → IR material map file;
         ``ir_database``: a user's IR material database file (both optional). ``environment`` (a mesh file,
-        "auto" or "none") and ``objects`` ("auto" or "boxes"): :class:`~.scene_update.SceneUpdater`."""
+        "auto" or "none") and ``objects`` ("auto" or "boxes"): :class:`~lidar_fmu.world.scene_update.SceneUpdater`."""
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():

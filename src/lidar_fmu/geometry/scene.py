@@ -11,6 +11,7 @@ those in use (backends drop what they built for it when ``revision`` changes).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
@@ -105,17 +106,22 @@ class Mesh:
         return self.vertices[self.faces]
 
 
+def merge(shapes: Sequence[tuple[ArrayLike, ArrayLike]]) -> tuple[np.ndarray, np.ndarray]:
+    """Shapes ``(vertices (V, 3) m, faces (F, 3))`` joined into one, each one's face indices offset past the
+    vertices before it."""
+    vertices = [np.asarray(v, float) for v, _ in shapes]
+    offsets = np.cumsum([0] + [len(v) for v in vertices[:-1]])
+    faces = [np.asarray(f, np.int64) + o for (_, f), o in zip(shapes, offsets)]
+    return np.concatenate(vertices), np.concatenate(faces)
+
+
 def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
     """Merge meshes into one, unifying material names (and keeping per-face reflectances where given)."""
     names: dict[str, int] = {}
-    vertices, faces, mats = [], [], []
-    offset = 0
+    mats = []
     for mesh in meshes:
         remap = np.array([names.setdefault(n, len(names)) for n in mesh.material_names], dtype=np.int32)
-        vertices.append(mesh.vertices)
-        faces.append(mesh.faces + offset)
         mats.append(remap[mesh.face_material])
-        offset += len(mesh.vertices)
     reflectance = None
     if any(mesh.face_reflectance is not None for mesh in meshes):
         reflectance = np.concatenate([np.full(mesh.triangle_count, np.nan, np.float32) if mesh.face_reflectance is None
@@ -125,8 +131,8 @@ def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
         object_id = np.concatenate([np.full(mesh.triangle_count, INSTANCE_ID) if mesh.face_object_id is None
                                     else mesh.face_object_id for mesh in meshes])
     properties = {k: v for mesh in meshes for k, v in (mesh.material_properties or {}).items()} or None
-    return Mesh(np.concatenate(vertices), np.concatenate(faces), np.concatenate(mats), tuple(names), name,
-                reflectance, object_id, properties)
+    vertices, faces = merge([(mesh.vertices, mesh.faces) for mesh in meshes])
+    return Mesh(vertices, faces, np.concatenate(mats), tuple(names), name, reflectance, object_id, properties)
 
 
 def stood_up(mesh: Mesh, up: str) -> Mesh:
@@ -147,20 +153,22 @@ def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "
     """Closed box centred at the origin: x = length, y = width, z = height (OSI ``base.dimension``)."""
     if not all(np.isfinite([length_m, width_m, height_m])) or min(length_m, width_m, height_m) <= 0:
         raise MeshError(f"box dimensions must be positive and finite, got {length_m}, {width_m}, {height_m}")
-    half = 0.5 * np.array([length_m, width_m, height_m])
+    return Mesh(*box_shape((length_m, width_m, height_m)), np.zeros(12, np.int32), (material,), name)
+
+
+def box_shape(size_m: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """A box of ``size_m`` (length, width, height) centred at the origin: (8 corners (8, 3) m, 12 outward
+    triangles (12, 3))."""
+    half = 0.5 * np.asarray(size_m, np.float64)
     corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64) * half
-    # Outward-facing (counter-clockwise seen from outside) triangles of the six sides.
+    # corner index = 4·(x > 0) + 2·(y > 0) + (z > 0); each side two triangles, counter-clockwise seen from outside
     faces = np.array(
-        [
-            [0, 1, 3], [0, 3, 2],  # -x
-            [4, 6, 7], [4, 7, 5],  # +x
-            [0, 4, 5], [0, 5, 1],  # -y
-            [2, 3, 7], [2, 7, 6],  # +y
-            [0, 2, 6], [0, 6, 4],  # -z
-            [1, 5, 7], [1, 7, 3],  # +z
-        ]
+        [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5],  # -x, +x
+         [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],  # -y, +y
+         [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]],  # -z, +z
+        np.int64,
     )
-    return Mesh(corners, faces, np.zeros(12, np.int32), (material,), name)
+    return corners, faces
 
 
 def _material_name(geometry: object) -> str:

@@ -26,13 +26,21 @@ class SensorViewError(LidarFmuError, ValueError):
     """The SensorView bytes cannot be used (malformed, truncated, NaN poses…)."""
 
 
+def in_world(values, axis: int | None = None) -> np.bool_ | np.ndarray:
+    """Whether coordinates ``values`` (m) lie in some world: finite and within ±MAX_POSITION_M — all of them
+    (``axis`` None: one bool), or each row along ``axis`` (a mask: ``axis=1`` of (N, 3) points)."""
+    # NaN compares false: one comparison rules out what is not finite and what lies too far
+    return np.all(np.abs(np.asarray(values, np.float64)) <= MAX_POSITION_M, axis=axis)
+
+
 def check_position(position, what: str) -> None:
     """Raise :class:`SensorViewError` if ``position`` (x, y, z in m) is not finite or lies beyond ±MAX_POSITION_M."""
     values = [float(v) for v in position]
+    if in_world(values):
+        return
     if not all(map(math.isfinite, values)):
         raise SensorViewError(f"{what} contains NaN or infinite values: {values}")
-    if max(map(abs, values)) > MAX_POSITION_M:
-        raise SensorViewError(f"{what} {values} lies beyond ±{MAX_POSITION_M:g} m: no world is that large")
+    raise SensorViewError(f"{what} {values} lies beyond ±{MAX_POSITION_M:g} m: no world is that large")
 
 
 @dataclass

@@ -12,22 +12,19 @@ Bad ground truth stays local: an element with points that are not finite or
 lie beyond any world, with nothing usable left, or too large, is repaired
 where that is unambiguous (points dropped, lines thinned out) or left out,
 and each such element is named once in :attr:`RoadGroundTruth.problems`;
-the rest decodes. Bounds (time and memory stay bounded whatever a message
-holds): at most :data:`MAX_LINE_POINTS` points per line (more are thinned to
-that many, evenly, without reading the others), :data:`MAX_POLYGON_VERTICES`
-per polygon, :data:`MAX_ELEMENTS` elements of each kind.
+the rest decodes. Time and memory stay bounded whatever a message holds
+(:data:`MAX_LINE_POINTS`, :data:`MAX_POLYGON_VERTICES`, :data:`MAX_ELEMENTS`).
 
 Units and frames as OSI's: metres and radians, world frame; a base polygon is
 in its object's frame (x forward, y left, origin at the bounding-box centre).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .decode import MAX_POSITION_M, ObjectState, SensorViewError, _object
+from .decode import MAX_POSITION_M, ObjectState, SensorViewError, _object, in_world
 
 #: points read of one boundary line, centerline or logical boundary; a longer one is thinned to this many, evenly
 #: (a 10 km line keeps a point every 0.5 m)
@@ -147,7 +144,7 @@ def _points(repeated, what: str, problems: _Problems, get) -> tuple[np.ndarray, 
     if not len(chosen):
         return chosen, np.zeros((0, 3))
     xyz = np.array([(v.x, v.y, v.z) for v in (get(repeated[int(i)]) for i in chosen)], np.float64)
-    good = np.all(np.isfinite(xyz), axis=1) & np.all(np.abs(xyz) <= MAX_POSITION_M, axis=1)
+    good = in_world(xyz, axis=1)
     if not good.all():
         problems.add(f"{what}: {int((~good).sum())} of its points are not finite or lie beyond "
                      f"±{MAX_POSITION_M:g} m; left out")
@@ -221,7 +218,7 @@ def _logical_lane(message) -> LaneStrip:
 
 def _finite(values, what: str) -> tuple:
     values = tuple(float(v) for v in values)
-    if not all(map(math.isfinite, values)) or max(map(abs, values)) > MAX_POSITION_M:
+    if not in_world(values):
         raise SensorViewError(f"{what} is not finite or lies beyond ±{MAX_POSITION_M:g} m: {list(values)}")
     return values
 
@@ -249,7 +246,7 @@ def _polygon(repeated, what: str, problems: _Problems) -> np.ndarray | None:
     if len(chosen) < count:
         problems.add(f"{what}: base polygon of {count} vertices, thinned to {len(chosen)}")
     xy = np.array([(repeated[int(i)].x, repeated[int(i)].y) for i in chosen], np.float64).reshape(-1, 2)
-    if not np.all(np.isfinite(xy)) or (len(xy) and np.abs(xy).max() > MAX_POSITION_M):
+    if not in_world(xy):
         problems.add(f"{what}: base polygon has vertices that are not finite; its box is used instead")
         return None
     return xy if len(xy) >= 3 else None

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..cache import cache_dir
 from ..errors import UserError
-from ..geometry.scene import Mesh, Scene
+from ..geometry.scene import Mesh, Scene, merge
 from ..geometry.transforms import pose_matrix
 from ..scan.lidar import ADAPTIVE_STAGES, Lidar
 
@@ -62,13 +62,13 @@ def street_scene(work_dir: str | None) -> tuple[Scene, np.ndarray]:
 
 def world_triangles(scene: Scene):
     """All placed triangles in world coordinates (for the reference caster)."""
-    vertices, faces, offset = [], [], 0
+    placed = []
     for mesh_index, pose in zip(scene.instance_mesh_index, scene.poses):
         mesh = scene.meshes[mesh_index]
-        vertices.append(mesh.vertices @ pose[:3, :3].T.astype(np.float32) + pose[:3, 3].astype(np.float32))
-        faces.append(mesh.faces + offset)
-        offset += len(mesh.vertices)
-    return np.concatenate(vertices).astype(np.float32), np.concatenate(faces).astype(np.uint32)
+        placed.append((mesh.vertices @ pose[:3, :3].T.astype(np.float32) + pose[:3, 3].astype(np.float32),
+                       mesh.faces))
+    vertices, faces = merge(placed)
+    return vertices.astype(np.float32), faces.astype(np.uint32)
 
 
 def open3d_reference(scene: Scene):

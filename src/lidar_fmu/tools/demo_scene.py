@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..geometry.scene import Mesh, Scene, load_mesh
+from ..geometry.scene import Mesh, Scene, load_mesh, merge
 from ..geometry.transforms import pose_matrix
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from ..world.road_users import car_parts
@@ -37,7 +37,6 @@ from ..world.shapes import (
     box,
     cylinder_between,
     grid,
-    merge,
     place,
     quads,
     rotation_z,
@@ -495,16 +494,16 @@ def _centre_parts(parts: Parts):
 def _obj_text(parts: Parts, mtl_name: str, title: str) -> str:
     """OBJ text: all vertices, then one ``usemtl`` section per material (1-based faces)."""
     merged = [(m, merge(vfs)) for m, vfs in parts.items() if vfs]
+    vertices, faces = merge([vf for _, vf in merged])
     # +0.0 turns -0.0 into 0.0 so no "-0.0000" appears.
-    vertices = np.round(np.concatenate([v for _, (v, _) in merged]), 4) + 0.0
+    vertices = np.round(vertices, 4) + 0.0
     # One %-format over a flat tuple formats every number in C; no per-vertex loop.
     lines = [f"# {title}\n", f"mtllib {mtl_name}\n", f"o {os.path.splitext(mtl_name)[0]}\n"]
     lines.append(("v %.4f %.4f %.4f\n" * len(vertices)) % tuple(vertices.ravel().tolist()))
-    offset = 1
-    for material, (v, f) in merged:
+    sections = np.split(faces + 1, np.cumsum([len(f) for _, (_, f) in merged])[:-1])  # OBJ counts from 1
+    for (material, _), section in zip(merged, sections):
         lines.append(f"usemtl {material}\n")
-        lines.append(("f %d %d %d\n" * len(f)) % tuple((f + offset).ravel().tolist()))
-        offset += len(v)
+        lines.append(("f %d %d %d\n" * len(section)) % tuple(section.ravel().tolist()))
     return "".join(lines)
 
 

@@ -89,7 +89,7 @@ def load_scenario(path) -> dict:
     step_s = scenario.get("step_size_s")
     if step_s is not None and not (type(step_s) in (int, float) and math.isfinite(step_s) and step_s > 0):
         raise UserError(f"scenario {path}: step_size_s must be a number of seconds > 0 (an FMI step), got {step_s!r}")
-    from ..cosim.scene_update import check_objects, check_up_axis
+    from ..world.scene_update import check_objects, check_up_axis
 
     try:
         scenario["up_axis"] = check_up_axis(scenario.get("up_axis"))
@@ -112,7 +112,7 @@ def trace_scenario(trace_path, sensor=None, assets=None) -> dict:
     """The scenario of a bare SensorView trace: no scenario file, the ``sensor`` (preset, spec file or mapping)
     and ``assets`` (where the objects' ``model_reference`` strings resolve; without it they are OSI's boxes)
     given beside it; named by the trace's OSI name (``…_sv_…_<frames>_<name>.osi`` → ``<name>``)."""
-    from ..cosim.scene_update import check_up_axis
+    from ..world.scene_update import check_up_axis
 
     path = os.path.abspath(os.fspath(trace_path))
     if not os.path.isfile(path):
@@ -176,8 +176,8 @@ def roof_mounting(sensor_view: bytes, host_id: int | None) -> dict:
 def model_of(parameters: dict, sensor=None, **options):
     """The :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel` the FMU builds from ``parameters``
     (:func:`fmu_parameters`), in-process; ``sensor`` replaces the parameters' (a rig, for the bench)."""
-    from ..cosim.scene_update import mounting_of_parameters
     from ..cosim.sensor_model import OsiSensorModel
+    from ..world.scene_update import mounting_of_parameters
 
     mounting = mounting_of_parameters(parameters)
     return OsiSensorModel(

@@ -155,9 +155,9 @@ class RerunLog:
     """A Rerun recording (``.rrd``) of the replay: each frame's scene meshes and points, at the sensor's pose."""
 
     def __init__(self, path: str, scenario_name: str, parameters: dict):
-        from ..cosim.scene_update import SensorViewScene
         from ..io import RerunRecording
         from ..io.rerun import check_rerun_output
+        from ..world.scene_update import SensorViewScene
 
         check_rerun_output(path)
         self.recording = RerunRecording(path, recording_name=scenario_name)
@@ -182,8 +182,8 @@ class RerunLog:
 def measured_sensor_pose(view, sensor_data: bytes, default_mounting: np.ndarray) -> np.ndarray:
     """The world_from_sensor pose a lidar measured a frame from: the host's pose in the decoded SensorView
     ``view`` times the mounting its SensorData names (what the FMU used), else the view's or the default."""
-    from ..cosim.scene_update import sensor_pose_in
     from ..osi.detections import sensor_data_mounting
+    from ..world.scene_update import sensor_pose_in
 
     mounting = sensor_data_mounting(sensor_data)
     posed = view if mounting is None else dataclasses.replace(view, mounting_pose=mounting)
@@ -196,8 +196,8 @@ class RosbagLog:
     A rig's lidars share one bag, each in a lane of its own (:meth:`lane`)."""
 
     def __init__(self, path: str, parameters: dict, frame_id: str = "lidar", topic: str | None = None):
-        from ..cosim.scene_update import mounting_of_parameters
         from ..io.rosbag import check_rosbag_output
+        from ..world.scene_update import mounting_of_parameters
 
         check_rosbag_output(path)  # before any work; the bag itself is started with the replay (:meth:`open`)
         self.path, self.frame_id, self.topic = path, frame_id, topic

@@ -11,6 +11,8 @@ triangles with infrared materials and OSI ids, in plain functions of decoded gro
 * :func:`road_user_mesh` and :func:`stationary_mesh` — the shared meshes of road users and stationary objects by
   their OSI class (:mod:`.road_users`, :mod:`.roadside`), for objects without a model of their own.
 
+:mod:`.scene_update` keeps a scene in step with the ground truth each step, deciding what to rebuild.
+
 Every material is named ``ir:<IR material>`` (:mod:`lidar_fmu.physics.materials`); docs/world.md shows what the
 road looks like and what is still approximate.
 """

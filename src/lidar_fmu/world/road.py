@@ -1,24 +1,12 @@
 """The road from ground truth: lane surfaces, paint, kerbs, guard rails, walls and road markings, labelled by OSI id.
 
-:func:`build_road` turns a :class:`~lidar_fmu.osi.ground_truth.RoadGroundTruth`
-into shapes on a :class:`~.shapes.MeshBuilder` and says where the road ends
-(its outer edges, for :mod:`.terrain`):
-
-* **Lanes** become surfaces between their left and right boundaries
-  (chained when a side has several), following the points' heights;
-  a lane with a side but no boundary there (or none at all) is its
-  centerline widened by half the distance to its neighbours' centerlines
-  (else :data:`DEFAULT_LANE_WIDTH_M`). Material by type (:data:`LANE_MATERIALS`).
-* **Boundaries** by type: ``SOLID_LINE``/``DASHED_LINE`` paint strips of the
-  points' width (dashes where the points' ``dash`` states, or OSI's rule of a
-  point at each dash's start and end, put them; else :func:`standard_dashes`),
-  ``BOTTS_DOTS`` raised markers at each point, ``CURB`` a step of the points'
-  height (the non-driving side, or the outside, lifted by it),
-  ``GUARD_RAIL`` a steel W-beam on posts, ``BARRIER`` a concrete safety-shape
-  barrier, ``SOUND_BARRIER`` and ``STRUCTURE`` walls; the ``*_EDGE`` types name
-  the ground beyond them (:data:`EDGE_MATERIALS`).
-* **Road markings** (stop lines, arrows, crossings): their base polygon (else
-  their box) as paint.
+:func:`build_road` turns a :class:`~lidar_fmu.osi.ground_truth.RoadGroundTruth` into shapes on a
+:class:`~.shapes.MeshBuilder` and says where the road ends (its outer edges, for :mod:`.terrain`): lanes become
+surfaces between their boundaries (else their centerline widened, :data:`DEFAULT_LANE_WIDTH_M`; material by
+:data:`LANE_MATERIALS`); boundaries by type become paint strips and dashes (:func:`standard_dashes`), Botts' dots,
+kerbs, guard rails, barriers and walls (the ``*_EDGE`` types name the ground beyond them,
+:data:`EDGE_MATERIALS`); road markings become paint of their base polygon (else their box). docs/world.md, "What
+becomes what", says each rule in full.
 
 Every face carries the OSI id of the lane, boundary or marking it came from.
 Values a trace leaves out are standard ones, each cited where it is defined.

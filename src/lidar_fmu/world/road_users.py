@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from ..geometry.scene import Mesh
+from ..geometry.scene import Mesh, merge
 from .shapes import (
     MeshBuilder,
     add,
@@ -24,7 +24,6 @@ from .shapes import (
     cylinder_between,
     ellipsoid,
     frustum,
-    merge,
     normalised,
     place,
     rotation_x,
@@ -36,15 +35,52 @@ from .shapes import (
     unit_icosphere,
 )
 
+# --------------------------------------------------------------------------------------------- car proportions
+# Where no source is cited, a value is assumed: read off photographs of typical cars, because no standard gives a
+# body's shape; a lidar sees these parts at a few centimetres' resolution at best.
+
+#: bonnet and boot lids fall from this share of the half length to the ends, by this share of the body's half
+#: height at the top
+LID_START_SHARE, LID_SPAN_SHARE, LID_DROP_SHARE = 0.45, 0.55, 0.35
+#: the cabin overlaps the body below the belt line by this much (m), so there is no seam
+CABIN_OVERLAP_M = 0.12
+#: cabin width as a share of the body's; its superellipsoid exponent (the larger, the squarer)
+CABIN_WIDTH_SHARE, CABIN_EXPONENT = 0.92, 6.0
+#: how the windscreen and rear window lean in with height (taper · rise^this) and the sides' tumblehome share
+TAPER_POWER, TUMBLEHOME_SHARE = 1.2, 0.12
+#: glass band of the cabin: from this far above the belt line (m) up to this share of the cabin's half height
+#: (parameter t of its cube surface, -1 at the bottom, 1 at the top)
+GLASS_ABOVE_BELT_M, GLASS_TOP_T = 0.03, 0.75
+#: side glass ends at the A and C pillars (|t| of the length), the B pillar stands at this t; windscreen and rear
+#: window span this |t| of the width
+PILLAR_AC_T, PILLAR_B_T, END_GLASS_T = 0.82, 0.1, 0.8
+#: a cube-surface parameter within this of ±1 lies on that side (float rounding)
+SIDE_TOLERANCE = 1e-9
+#: tyre width (m): 205 mm tyres on cars narrower than 1.85 m, 235–245 mm on wider ones (ETRTO sizes of the models
+#: in CAR_SPECS); the tyre's outer side stands this far inside the body (m)
+NARROW_TYRE_M, WIDE_TYRE_M, WIDE_CAR_M, TYRE_INSET_M = 0.22, 0.24, 1.85, 0.03
+#: rim radius over tyre radius (an R16–R17 rim in a 16–17 in wheel's tyre: 0.62–0.63) and the rim's tyre width
+#: less this (m); sections of tyre and rim
+TYRE_INNER_SHARE, RIM_SHARE, RIM_NARROWER_M, TYRE_SECTIONS, RIM_SECTIONS = 0.62, 0.63, 0.02, 32, 24
+#: head and tail lamps: this far below the belt line (m), their centres this far inside the body's sides (m), sunk
+#: this far into the body (m), semi-axes (m)
+LAMP_BELOW_BELT_M, LAMP_INSET_M, LAMP_SINK_M, LAMP_RADII_M = 0.17, 0.27, 0.045, (0.07, 0.22, 0.07)
+#: icosphere subdivisions of lamps, heads and round parts (320 triangles: round enough at a lidar's resolution)
+ROUND_SUBDIVISIONS = 2
+#: bumpers: half depth and half height (m), this far inside the body's sides and ends (m), centred this high
+#: above the clearance (m), cells of their rounded box
+BUMPER_HALF_DEPTH_M, BUMPER_HALF_HEIGHT_M, BUMPER_INSET_M, BUMPER_END_INSET_M = 0.12, 0.1, 0.02, 0.1
+BUMPER_ABOVE_CLEARANCE_M, BUMPER_CELLS = 0.16, 6
+
 
 def car_body(spec):
     """Lower body from the sill to the belt line, with the bonnet falling to the nose."""
     half = np.array([spec["length_m"] / 2, spec["width_m"] / 2, (spec["belt_m"] - spec["clearance_m"]) / 2])
     v, f = rounded_box(half, spec["body_cells"])
     # Bonnet and boot lids slope down towards the ends (quadratic in x, more on top).
-    ends = np.clip((np.abs(v[:, 0]) - 0.45 * half[0]) / (0.55 * half[0]), 0.0, 1.0) ** 2
+    ends = np.clip((np.abs(v[:, 0]) - LID_START_SHARE * half[0]) / (LID_SPAN_SHARE * half[0]), 0.0, 1.0) ** 2
     top = np.clip(v[:, 2] / half[2], 0.0, 1.0)
-    v[:, 2] -= 0.35 * half[2] * ends * top
+    v[:, 2] -= LID_DROP_SHARE * half[2] * ends * top
     v[:, 2] += spec["clearance_m"] + half[2]
     return (v, f), half
 
@@ -55,62 +91,63 @@ def car_cabin(spec):
     Glass is chosen per quad in the undeformed cube parameters ``t`` so window
     edges follow grid lines (straight) instead of zig-zagging across triangles.
     """
-    z0 = spec["belt_m"] - 0.12  # overlap the body so there is no seam
-    half = np.array([spec["cabin_length_m"] / 2, 0.92 * spec["width_m"] / 2, (spec["height_m"] - z0) / 2])
+    z0 = spec["belt_m"] - CABIN_OVERLAP_M
+    half = np.array([spec["cabin_length_m"] / 2, CABIN_WIDTH_SHARE * spec["width_m"] / 2, (spec["height_m"] - z0) / 2])
     t, f = cube_surface(spec["cabin_cells"])
-    v = superellipsoid(t, half, 6.0)
+    v = superellipsoid(t, half, CABIN_EXPONENT)
     rise = np.clip((v[:, 2] + half[2]) / (2 * half[2]), 0.0, 1.0)  # 0 at the belt, 1 at the roof
     taper = np.where(v[:, 0] > 0, spec["taper_front"], spec["taper_rear"])
-    v[:, 0] *= 1.0 - taper * rise ** 1.2
-    v[:, 1] *= 1.0 - 0.12 * rise  # tumblehome: side windows lean inwards
+    v[:, 0] *= 1.0 - taper * rise ** TAPER_POWER
+    v[:, 1] *= 1.0 - TUMBLEHOME_SHARE * rise  # tumblehome: side windows lean inwards
     v += (spec["cabin_x_m"], 0.0, z0 + half[2])
     corners = t[f]
     quad = 0.5 * (corners.min(axis=1) + corners.max(axis=1))  # a half-quad triangle spans its whole quad
     step = 2.0 / spec["cabin_cells"]
-    band = (quad[:, 2] > (spec["belt_m"] + 0.03 - z0) / half[2] - 1.0) & (quad[:, 2] < 0.75)
-    side = np.abs(quad[:, 1]) > 1.0 - 1e-9
-    ends = np.abs(quad[:, 0]) > 1.0 - 1e-9
-    side_glass = side & (np.abs(quad[:, 0]) < 0.82) & (np.abs(quad[:, 0] - 0.1) > 0.5 * step)  # A/C, B pillars
+    band = (quad[:, 2] > (spec["belt_m"] + GLASS_ABOVE_BELT_M - z0) / half[2] - 1.0) & (quad[:, 2] < GLASS_TOP_T)
+    side = np.abs(quad[:, 1]) > 1.0 - SIDE_TOLERANCE
+    ends = np.abs(quad[:, 0]) > 1.0 - SIDE_TOLERANCE
+    side_glass = side & (np.abs(quad[:, 0]) < PILLAR_AC_T) & (np.abs(quad[:, 0] - PILLAR_B_T) > 0.5 * step)
     if spec["cargo_x_m"] is not None:  # panel van: no side glass behind the cab
         side_glass &= quad[:, 0] > (spec["cargo_x_m"] - spec["cabin_x_m"]) / half[0]
-    glass = band & (side_glass | (ends & (np.abs(quad[:, 1]) < 0.8)))
+    glass = band & (side_glass | (ends & (np.abs(quad[:, 1]) < END_GLASS_T)))
     return compact(v, f[~glass]), compact(v, f[glass])
 
 
 def car_wheels(spec):
     """Four tyres (annuli) with rims, axis along y, standing on z = 0."""
     r = spec["wheel_radius_m"]
-    tyre_w = 0.22 if spec["width_m"] < 1.85 else 0.24
-    y = spec["width_m"] / 2 - tyre_w / 2 - 0.03
+    tyre_w = NARROW_TYRE_M if spec["width_m"] < WIDE_CAR_M else WIDE_TYRE_M
+    y = spec["width_m"] / 2 - tyre_w / 2 - TYRE_INSET_M
     axle_x = spec["wheelbase_m"] / 2
     to_y = rotation_x(np.pi / 2)  # cylinder axis z → y
     tyres, rims = [], []
     for x in (-axle_x, axle_x):
         for sy in (-y, y):
             centre = (x, sy, r)
-            tyres.append(place(unit_annulus(0.62, 32), (r, r, tyre_w), to_y, centre))
-            rims.append(place(unit_cylinder(24), (0.63 * r, 0.63 * r, tyre_w - 0.02), to_y, centre))
+            tyres.append(place(unit_annulus(TYRE_INNER_SHARE, TYRE_SECTIONS), (r, r, tyre_w), to_y, centre))
+            rims.append(place(unit_cylinder(RIM_SECTIONS), (RIM_SHARE * r, RIM_SHARE * r, tyre_w - RIM_NARROWER_M),
+                              to_y, centre))
     return merge(tyres), merge(rims)
 
 
 def car_lights_and_bumpers(spec, body_half):
     """Head/tail lights seated into the body ends, bumpers below them."""
     centre_z = spec["clearance_m"] + body_half[2]
-    light_z = spec["belt_m"] - 0.17
-    light_y = spec["width_m"] / 2 - 0.27
-    unit = unit_icosphere(2)
+    light_z = spec["belt_m"] - LAMP_BELOW_BELT_M
+    light_y = spec["width_m"] / 2 - LAMP_INSET_M
+    unit = unit_icosphere(ROUND_SUBDIVISIONS)
     lights: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"headlight_glass": [], "taillight_red": []}
     for end, material in ((1.0, "headlight_glass"), (-1.0, "taillight_red")):
         for sy in (-light_y, light_y):
             surface_x = superellipse_x(body_half, sy, light_z - centre_z)
-            centre = (end * (surface_x - 0.045), sy, light_z)
-            lights[material].append(place(unit, (0.07, 0.22, 0.07), None, centre))
-    bumper_half = np.array([0.12, spec["width_m"] / 2 - 0.02, 0.1])
+            centre = (end * (surface_x - LAMP_SINK_M), sy, light_z)
+            lights[material].append(place(unit, LAMP_RADII_M, None, centre))
+    bumper_half = np.array([BUMPER_HALF_DEPTH_M, spec["width_m"] / 2 - BUMPER_INSET_M, BUMPER_HALF_HEIGHT_M])
     bumpers = []
     for end in (1.0, -1.0):
-        x = end * (spec["length_m"] / 2 - 0.1)
-        v, f = rounded_box(bumper_half, 6)
-        bumpers.append((v + (x, 0.0, spec["clearance_m"] + 0.16), f))
+        x = end * (spec["length_m"] / 2 - BUMPER_END_INSET_M)
+        v, f = rounded_box(bumper_half, BUMPER_CELLS)
+        bumpers.append((v + (x, 0.0, spec["clearance_m"] + BUMPER_ABOVE_CLEARANCE_M), f))
     return {k: merge(v) for k, v in lights.items()}, merge(bumpers)
 
 
@@ -151,24 +188,19 @@ PAINTS = tuple(sorted({name for name, _ in PAINT_SHARES}))
 #: car classes: the proportions of a typical model of each (the instance pose fits the mesh into the object's own
 #: box). Small: VW up! 3.60 × 1.64 × 1.50 m; compact: VW Golf 8 4.28 × 1.79 × 1.46 m; car (OSI's medium): VW Passat
 #: B8 4.77 × 1.83 × 1.46 m; luxury: Mercedes-Benz S-Class W223 5.18 × 1.95 × 1.50 m; van: VW Crafter 5.99 × 2.04 ×
-#: 2.36 m (manufacturers' data sheets)
-CAR_SPECS: dict[str, dict] = {
-    "small_car": dict(length_m=3.6, width_m=1.64, height_m=1.5, clearance_m=0.15, belt_m=0.92, cabin_length_m=2.3,
-                      cabin_x_m=-0.2, taper_front=0.45, taper_rear=0.12, wheel_radius_m=0.3, wheelbase_m=2.42,
-                      body_cells=14, cabin_cells=12, cargo_x_m=None),
-    "compact_car": dict(length_m=4.28, width_m=1.79, height_m=1.46, clearance_m=0.15, belt_m=0.92,
-                        cabin_length_m=2.6, cabin_x_m=-0.3, taper_front=0.48, taper_rear=0.15, wheel_radius_m=0.32,
-                        wheelbase_m=2.63, body_cells=14, cabin_cells=12, cargo_x_m=None),
-    "car": dict(length_m=4.77, width_m=1.83, height_m=1.46, clearance_m=0.15, belt_m=0.92, cabin_length_m=2.8,
-                cabin_x_m=-0.25, taper_front=0.5, taper_rear=0.42, wheel_radius_m=0.33, wheelbase_m=2.79,
-                body_cells=16, cabin_cells=14, cargo_x_m=None),
-    "luxury_car": dict(length_m=5.18, width_m=1.95, height_m=1.5, clearance_m=0.14, belt_m=0.95,
-                       cabin_length_m=3.1, cabin_x_m=-0.3, taper_front=0.5, taper_rear=0.45, wheel_radius_m=0.35,
-                       wheelbase_m=3.11, body_cells=16, cabin_cells=14, cargo_x_m=None),
-    "van": dict(length_m=5.99, width_m=2.04, height_m=2.36, clearance_m=0.2, belt_m=1.15, cabin_length_m=5.0,
-                cabin_x_m=-0.45, taper_front=0.2, taper_rear=0.02, wheel_radius_m=0.36, wheelbase_m=3.64,
-                body_cells=18, cabin_cells=16, cargo_x_m=0.6),
-}
+#: 2.36 m (manufacturers' data sheets); clearance, belt line, cabin, tapers, wheels and mesh cells assumed from
+#: photographs of the same models, one row per class in the columns of _CAR_SPEC_FIELDS
+_CAR_SPEC_FIELDS = ("length_m", "width_m", "height_m", "clearance_m", "belt_m", "cabin_length_m", "cabin_x_m",
+                    "taper_front", "taper_rear", "wheel_radius_m", "wheelbase_m", "body_cells", "cabin_cells",
+                    "cargo_x_m")
+CAR_SPECS: dict[str, dict] = {name: dict(zip(_CAR_SPEC_FIELDS, row)) for name, row in {
+    #              length width height clear. belt  cabin  cab_x  taper f/r    wheel wheelb. cells   cargo_x
+    "small_car": (3.6, 1.64, 1.5, 0.15, 0.92, 2.3, -0.2, 0.45, 0.12, 0.3, 2.42, 14, 12, None),
+    "compact_car": (4.28, 1.79, 1.46, 0.15, 0.92, 2.6, -0.3, 0.48, 0.15, 0.32, 2.63, 14, 12, None),
+    "car": (4.77, 1.83, 1.46, 0.15, 0.92, 2.8, -0.25, 0.5, 0.42, 0.33, 2.79, 16, 14, None),
+    "luxury_car": (5.18, 1.95, 1.5, 0.14, 0.95, 3.1, -0.3, 0.5, 0.45, 0.35, 3.11, 16, 14, None),
+    "van": (5.99, 2.04, 2.36, 0.2, 1.15, 5.0, -0.45, 0.2, 0.02, 0.36, 3.64, 18, 16, 0.6),
+}.items()}
 #: classes drawn as one of the cars above
 CAR_CLASSES = {"land_vehicle": "car", "vehicle": "car"}
 #: a rider (or a person on a wheelchair or scooter) is drawn where the object's box is at least this tall (m): OSI
@@ -177,6 +209,20 @@ RIDER_HEIGHT_M = 1.3
 #: licence plates (EU: 520 × 110 mm, retroreflective: DIN 74069 / ECE sheeting) and rear reflex reflectors (ECE R3
 #: class IA, red cube-corner prisms whose dye is transparent in the near infrared): retroreflective
 PLATE_SIZE_M = (0.52, 0.11)
+#: plate and reflector thickness (m) and how far they stand out of the body (m): assumed, a pressed aluminium plate
+PLATE_THICKNESS_M, PLATE_PROUD_M = 0.01, 0.005
+#: rear reflex reflectors (width, height m; ECE R3 class IA: at least 25 cm², typical 80 × 40 mm), this share of
+#: the width out from the centre line
+REFLECTOR_SIZE_M, REFLECTOR_Y_SHARE = (0.08, 0.04), 0.4
+#: a car's plates and reflectors this high above its clearance (m): assumed, as on the models in CAR_SPECS
+PLATE_ABOVE_CLEARANCE_M, REFLECTOR_ABOVE_CLEARANCE_M = 0.3, 0.35
+#: a car's seats (assumed, a typical front row and rear bench): below the belt line by (m), x of the front and rear
+#: rows from the cabin's centre (m), cushion (depth, width share, height m), backrest set back (m), raised (m) and
+#: (depth, height m)
+SEAT_BELOW_BELT_M, SEAT_ROWS_X_M, SEAT_CUSHION = 0.15, (0.25, -0.6), (0.5, 0.8, 0.45)
+BACKREST_BACK_M, BACKREST_UP_M, BACKREST_DEPTH_M, BACKREST_HEIGHT_M = 0.25, 0.35, 0.12, 0.6
+#: dashboard: its front this far behind the cabin's front (m), (depth m, width share, height m)
+DASHBOARD_BACK_M, DASHBOARD_SIZE = 0.35, (0.4, 0.85, 0.25)
 
 
 def paint_of(object_id: int) -> str:
@@ -207,10 +253,12 @@ def _plates_and_reflectors(parts: dict, length_m: float, width_m: float, plate_z
     w, h = PLATE_SIZE_M
     ends = (1.0, -1.0) if front else (-1.0,)
     for end in ends:
-        add(parts, "ir:retroreflector", box((end * (0.5 * length_m + 0.005), 0.0, plate_z_m), (0.01, w, h)))
+        add(parts, "ir:retroreflector", box((end * (0.5 * length_m + PLATE_PROUD_M), 0.0, plate_z_m),
+                                            (PLATE_THICKNESS_M, w, h)))
     z = plate_z_m if reflector_z_m is None else reflector_z_m
-    for y in (-0.4 * width_m, 0.4 * width_m):
-        add(parts, "ir:retroreflector", box((-(0.5 * length_m + 0.005), y, z), (0.01, 0.08, 0.04)))
+    for y in (-REFLECTOR_Y_SHARE * width_m, REFLECTOR_Y_SHARE * width_m):
+        add(parts, "ir:retroreflector", box((-(0.5 * length_m + PLATE_PROUD_M), y, z),
+                                            (PLATE_THICKNESS_M, *REFLECTOR_SIZE_M)))
 
 
 def _car(spec: dict, paint: str) -> dict:
@@ -219,13 +267,17 @@ def _car(spec: dict, paint: str) -> dict:
     length, width = spec["length_m"], spec["width_m"]
     # the body spans −L/2…L/2 (car_body); seats and dashboard fill the cabin between belt line and roof
     belt, cabin_x = spec["belt_m"], spec["cabin_x_m"]
-    seat_z = belt - 0.15
-    for x in (cabin_x + 0.25, cabin_x - 0.6):
-        add(parts, "ir:textile", box((x, 0.0, seat_z), (0.5, 0.8 * width, 0.45)))
-        add(parts, "ir:textile", box((x - 0.25, 0.0, seat_z + 0.35), (0.12, 0.8 * width, 0.6)))
-    add(parts, "ir:plastic_black", box((cabin_x + 0.5 * spec["cabin_length_m"] - 0.35, 0.0, belt),
-                                       (0.4, 0.85 * width, 0.25)))
-    _plates_and_reflectors(parts, length, width, spec["clearance_m"] + 0.3, reflector_z_m=spec["clearance_m"] + 0.35)
+    seat_z = belt - SEAT_BELOW_BELT_M
+    depth, width_share, height = SEAT_CUSHION
+    for x in (cabin_x + SEAT_ROWS_X_M[0], cabin_x + SEAT_ROWS_X_M[1]):
+        add(parts, "ir:textile", box((x, 0.0, seat_z), (depth, width_share * width, height)))
+        add(parts, "ir:textile", box((x - BACKREST_BACK_M, 0.0, seat_z + BACKREST_UP_M),
+                                     (BACKREST_DEPTH_M, width_share * width, BACKREST_HEIGHT_M)))
+    depth, width_share, height = DASHBOARD_SIZE
+    add(parts, "ir:plastic_black", box((cabin_x + 0.5 * spec["cabin_length_m"] - DASHBOARD_BACK_M, 0.0, belt),
+                                       (depth, width_share * width, height)))
+    _plates_and_reflectors(parts, length, width, spec["clearance_m"] + PLATE_ABOVE_CLEARANCE_M,
+                           reflector_z_m=spec["clearance_m"] + REFLECTOR_ABOVE_CLEARANCE_M)
     return parts
 
 

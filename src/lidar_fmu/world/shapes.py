@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from ..geometry.scene import INSTANCE_ID, Mesh
+from ..geometry.scene import INSTANCE_ID, Mesh, box_shape, merge
 from .lines import fill_polygon
 
 #: (vertices (V, 3) m, faces (F, 3)): one shape
@@ -28,15 +28,7 @@ def frozen(*arrays):
 @functools.cache
 def unit_box():
     """Side 1, centred at the origin: 8 corners, 12 outward triangles."""
-    corners = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.5, 0.5)])
-    # corner index = 4·(x > 0) + 2·(y > 0) + (z > 0); each side two triangles, counter-clockwise seen from outside
-    faces = np.array(
-        [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5],  # -x, +x
-         [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],  # -y, +y
-         [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]],  # -z, +z
-        np.int64,
-    )
-    return frozen(corners, faces)
+    return frozen(*box_shape((1.0, 1.0, 1.0)))
 
 
 def _ring(sections: int) -> np.ndarray:
@@ -179,14 +171,6 @@ def quads(corners_m):
     base = 4 * np.arange(len(corners))[:, None]
     faces = np.concatenate([base + [0, 1, 2], base + [0, 2, 3]])
     return corners.reshape(-1, 3), faces
-
-
-def merge(vf_list):
-    """Concatenate (V, F) pairs into one, offsetting face indices."""
-    vertices = [np.asarray(v, float) for v, _ in vf_list]
-    offsets = np.cumsum([0] + [len(v) for v in vertices[:-1]])
-    faces = [np.asarray(f, np.int64) + o for (_, f), o in zip(vf_list, offsets)]
-    return np.concatenate(vertices), np.concatenate(faces)
 
 
 def compact(vertices, faces):
@@ -351,12 +335,9 @@ class MeshBuilder:
         """The gathered shapes as one mesh (``None`` when there is none); OSI ids only where some shape has one."""
         if not self._shapes:
             return None
-        sizes = np.array([len(v) for v, _, _, _ in self._shapes])
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        faces = np.concatenate([f + o for (_, f, _, _), o in zip(self._shapes, offsets)])
+        vertices, faces = merge([(v, f) for v, f, _, _ in self._shapes])
         counts = [len(f) for _, f, _, _ in self._shapes]
         material = np.repeat([m for _, _, m, _ in self._shapes], counts).astype(np.int32)
         labels = np.repeat(np.array([i for _, _, _, i in self._shapes], np.uint64), counts)
         ids = None if np.all(labels == INSTANCE_ID) else labels
-        return Mesh(np.concatenate([v for v, _, _, _ in self._shapes]), faces, material, tuple(self._materials),
-                    name, None, ids)
+        return Mesh(vertices, faces, material, tuple(self._materials), name, None, ids)

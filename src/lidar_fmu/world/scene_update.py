@@ -1,25 +1,15 @@
-"""Keep a :class:`~lidar_fmu.geometry.scene.Scene` in step with OSI ground truth.
+"""Keep a :class:`~lidar_fmu.geometry.scene.Scene` in step with OSI ground truth (docs/world.md, "Objects step by
+step").
 
-Each step adds, moves and removes instances by OSI object id. An object's
-mesh comes from its ``model_reference`` (a mesh file resolved against the
-assets directory, authored with its origin at the bounding-box centre, x
-forward, y left, z up), else from what OSI says it is: its class's shared
-mesh (:mod:`lidar_fmu.world`: a car, a truck, a pedestrian, a tree…) or, for
-an unclassified object or with ``objects: boxes``, the one unit box every
-such object shares; both are stretched to its ``base.dimension`` by its
-instance pose (world pose · diag(length, width, height)): sizes that change
-every step (tracked objects) only change poses, never add meshes. Meshes are
-loaded once and shared by every object that uses them; a loaded mesh no object
-has used for a while is forgotten (a few stay, for objects that come back), so
-memory stays flat however many objects and files a run goes through.
+Each step adds, moves and removes instances by OSI object id. An object's mesh is its ``model_reference``'s (a
+mesh file in the assets folder), else its OSI class's shared mesh (:mod:`lidar_fmu.world`), else the one unit box;
+its instance pose (world pose · diag(length, width, height)) fits either into its ``base.dimension``. Meshes are
+loaded once and shared; the ones no object uses are forgotten but a few, so memory stays flat.
 
-The environment is a mesh (a parameter, or the ground truth's own
-``model_reference``), else the road the ground truth describes (lanes,
-markings, signs, lights and the terrain beyond, built once per content by
-:mod:`lidar_fmu.world`), else, without lanes, a ground plane under the host.
-
-An object that cannot be placed is left out with one warning naming its id
-(once per id and reason); the rest of the frame goes on.
+The environment is a mesh (a parameter, or the ground truth's own ``model_reference``), else the road the ground
+truth describes (built once per content), else, without lanes, a ground plane under the host. An object that
+cannot be placed is left out with one warning naming its id (once per id and reason); the rest of the frame goes
+on.
 """
 from __future__ import annotations
 
@@ -32,8 +22,12 @@ from ..errors import LidarFmuError
 from ..geometry.assets import AssetError, resolve_inside
 from ..geometry.scene import Mesh, MeshError, Scene, box_mesh, load_mesh, stood_up
 from ..geometry.transforms import PoseError, pose_matrices, pose_matrix, up_axis_of
-from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view
+from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view, in_world
+from ..osi.ground_truth import decode_road, decode_stationary
 from ..pointcloud import ENVIRONMENT_ID_BASE
+from . import build_road_world, ground_plane_mesh
+from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
+from .roadside import stationary_mesh
 
 #: Box sides (m) an object without a model may have. Below 5e-5 m a box is thinner than the spacing of
 #: float32 coordinates a few hundred metres out (6.1e-5 m at 512 m): its faces collapse onto each other in
@@ -49,11 +43,10 @@ WARNED_KEPT = 1024
 
 def _pose_problem(obj) -> str:
     """Why ``obj``'s pose cannot be used ('' if it can): not finite, or farther than any world reaches."""
-    # plain floats, not numpy: this runs for every object of every step
     position = [float(v) for v in obj.position_m]
-    if not all(map(math.isfinite, position)):
-        return "position is not finite"
-    if max(map(abs, position)) > MAX_POSITION_M:
+    if not in_world(position):
+        if not all(map(math.isfinite, position)):
+            return "position is not finite"
         return f"position lies beyond ±{MAX_POSITION_M:g} m"
     if not all(math.isfinite(float(v)) for v in obj.orientation_rad):
         return "orientation is not finite"
@@ -229,9 +222,6 @@ class SceneUpdater:
         self._place_stationary({})
 
     def _update_road(self, frame: SensorViewFrame) -> None:
-        from ..osi.ground_truth import decode_road
-        from ..world import build_road_world
-
         part = frame.road_part
         if part and part != self._road_part:
             self._road_part = part
@@ -259,13 +249,11 @@ class SceneUpdater:
     def _place_ground_plane(self, frame: SensorViewFrame) -> None:
         """A trace without lanes: a ground plane under the host, at its wheels' height (none without a host)."""
         ground = self._host_ground_z(frame)
-        if ground is None or abs(ground) > MAX_POSITION_M:
+        if ground is None or not in_world(ground):
             return
         host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
         assert host is not None  # (there is one: it gave the ground height)
         if self._ground_plane is None:
-            from ..world import ground_plane_mesh
-
             self._ground_plane = ground_plane_mesh(self.reach_m)
             self.scene.add_instance(GROUND_PLANE_ID, self._ground_plane)
         pose = pose_matrix((host.position_m[0], host.position_m[1], ground))
@@ -276,8 +264,6 @@ class SceneUpdater:
         part = frame.stationary_part
         if not part or part == self._stationary_part:
             return
-        from ..osi.ground_truth import decode_stationary
-
         self._stationary_part = part
         objects, problems = decode_stationary(part)
         self._stationary_references = {o.model_reference for o in objects if o.model_reference}
@@ -315,8 +301,6 @@ class SceneUpdater:
         if self.objects == "boxes" or not obj.object_class:
             mesh, scaled = self.unit_box, True
         else:
-            from ..world import stationary_mesh
-
             problems: list[str] = []
             mesh, scaled = stationary_mesh(obj, problems)
             for problem in problems:
@@ -347,8 +331,6 @@ class SceneUpdater:
         """The shared mesh of a moving object's OSI class (None: it has none, or objects are boxes)."""
         if self.objects != "auto" or not obj.object_class:
             return None
-        from ..world import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
-
         if obj.object_class not in ROAD_USER_CLASSES:
             return None
         return road_user_mesh(obj.object_class, paint_of(obj.id), float(obj.dimension_m[2]) >= RIDER_HEIGHT_M)
