@@ -60,7 +60,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
 from .range_limit import RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params, range_limit_m
 from .weather import (
@@ -166,8 +166,9 @@ def _physical_noise(spec: dict) -> dict:
     if figures is None:
         raise EffectsError("noise: 'physical' needs the unit's fitted range_noise: {range_sigma_m, shot_sigma_m} "
                            "(an Ouster unit's metadata has them; lidar-fmu calibrate fits them)")
-    if not isinstance(figures, dict) or set(figures) - set(RANGE_NOISE_KEYS):
+    if not isinstance(figures, dict):
         raise EffectsError(f"range_noise must be a mapping of {', '.join(RANGE_NOISE_KEYS)}, got {shown(figures)}")
+    refuse_unknown_keys(figures, RANGE_NOISE_KEYS, "range_noise", EffectsError)
     return {key: _noise_value(key, value, "range_noise.") for key, value in figures.items()}
 
 
@@ -222,9 +223,7 @@ def parse_effects(spec: dict) -> Effects:
     if not isinstance(noise, dict):
         raise EffectsError(f"noise must be 'physical', 'datasheet', true or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
                            f"got {shown(noise)}")
-    unknown = set(noise) - _NOISE_KEYS
-    if unknown:
-        raise EffectsError(f"unknown noise key(s): {', '.join(sorted(unknown))}")
+    refuse_unknown_keys(noise, _NOISE_KEYS, "noise", EffectsError)
     values = {key: _noise_value(key, noise.get(key, 0.0), "noise.") for key in _NOISE_KEYS - {"seed"}}
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:

@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from .effects import _frame_key_of, draw_normal
 
 #: keys of a spec's ``radial_velocity`` mapping
@@ -79,9 +79,10 @@ def parse_radial_velocity(value) -> RadialVelocity | None:
         return None
     if value is True:
         return RadialVelocity()
-    if not isinstance(value, dict) or set(value) - set(RADIAL_VELOCITY_KEYS):
+    if not isinstance(value, dict):
         raise RadialVelocityError(f"radial_velocity must be true, false or a mapping of "
                                   f"{', '.join(RADIAL_VELOCITY_KEYS)} (m/s), got {shown(value)}")
+    refuse_unknown_keys(value, RADIAL_VELOCITY_KEYS, "radial_velocity", RadialVelocityError)
     figures = {}
     for key in RADIAL_VELOCITY_KEYS:
         figure = value.get(key, 0.0)

@@ -78,6 +78,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
+from ..documents import refuse_unknown_keys
 from ..errors import LidarFmuError
 
 #: range–reflectivity fits (``range_reflectivity.fit`` in a sensor spec), in code order
@@ -324,9 +325,7 @@ def parse_range_reflectivity(value, max_range_m: float) -> RangeReflectivityLimi
             f"range_reflectivity must be a mapping {{pairs: [[reflectivity, range_m], ...], fit: ...}}, "
             f"got {value!r}"
         )
-    unknown = sorted(set(value) - set(SPEC_KEYS), key=str)
-    if unknown:
-        raise RangeLimitError(f"range_reflectivity: unknown key(s) {', '.join(map(repr, unknown))}; expected {SPEC_KEYS}")
+    refuse_unknown_keys(value, SPEC_KEYS, "range_reflectivity", RangeLimitError)
     if "pairs" not in value:
         raise RangeLimitError("range_reflectivity.pairs is missing: give [[reflectivity, range_m], ...]")
     fit = value.get("fit", "log")

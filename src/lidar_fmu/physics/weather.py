@@ -139,7 +139,6 @@ from objects and from the environment by the id alone.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 from collections.abc import Mapping
@@ -148,7 +147,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from ..errors import LidarFmuError
 from .range_limit import range_limit_m
 
@@ -663,11 +662,7 @@ def parse_weather(value) -> Weather | None:
     if not isinstance(value, Mapping):
         raise WeatherError(f"weather must be a mapping with keys {', '.join(WEATHER_KEYS)}, got {shown(value)}")
     known = (*WEATHER_KEYS, "clutter")
-    for key in value:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            raise WeatherError(f"weather: unknown key {key!r}{hint}")
+    refuse_unknown_keys(value, known, "weather", WeatherError)
     return Weather(**{key: value[key] for key in known if key in value})
 
 

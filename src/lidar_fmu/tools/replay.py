@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from ..documents import read_document, shown
+from ..documents import read_document, refuse_unknown_keys, shown
 from ..errors import UserError, brief
 from ..osi.decode import sensor_view_time_s
 from ..osi.trace import STEP_LOOKAHEAD, TraceError, median_step_s
@@ -65,9 +65,7 @@ def load_scenario(path) -> dict:
     scenario = read_document(path, "scenario", UserError, syntax="yaml")  # bounded: size, depth, aliases
     if not isinstance(scenario, dict) or "trace" not in scenario:
         raise UserError(f"scenario {path} must be a mapping with at least 'trace'")
-    unknown = set(scenario) - SCENARIO_KEYS
-    if unknown:
-        raise UserError(f"scenario {path}: unknown key(s) {', '.join(sorted(unknown))}")
+    refuse_unknown_keys(scenario, SCENARIO_KEYS, f"scenario {path}", UserError)
     folder = os.path.dirname(os.path.abspath(path))
     scenario = dict(scenario)
     scenario["folder"] = folder

@@ -41,7 +41,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..documents import read_document
+from ..documents import read_document, refuse_unknown_keys
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
@@ -187,9 +187,10 @@ def _sensor_axis(entries: list, base_dir: str) -> list[tuple[str, str | dict]]:
 def _mounting_axis(entries: list) -> list[tuple[str, dict | None]]:
     axis: list[tuple[str, dict | None]] = []
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or set(entry) - MOUNTING_KEYS:
+        if not isinstance(entry, dict):
             raise UserError(f"sweep: a mounting must be a mapping of {', '.join(sorted(MOUNTING_KEYS))}, "
                             f"got {entry!r}")
+        refuse_unknown_keys(entry, MOUNTING_KEYS, f"sweep: mountings[{i}]", UserError)
         axis.append((_label(entry.get("name", f"mount{i}")), {k: v for k, v in entry.items() if k != "name"}))
     return axis
 
@@ -225,9 +226,7 @@ def plan_runs(sweep: dict, base_dir: str) -> list[Run]:
     last axis varies fastest."""
     import itertools
 
-    unknown = set(sweep) - SWEEP_KEYS
-    if unknown:
-        raise UserError(f"sweep: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(SWEEP_KEYS))})")
+    refuse_unknown_keys(sweep, SWEEP_KEYS, "sweep", UserError)
     frames = sweep.get("frames")
     if frames is not None and (not isinstance(frames, int) or isinstance(frames, bool) or frames < 1):
         raise UserError(f"sweep: 'frames' must be a whole number ≥ 1, got {frames!r}")

@@ -49,7 +49,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from ...documents import read_document, shown, syntax_of
+from ...documents import read_document, refuse_unknown_keys, shown, syntax_of
 from ..hit_rules import MATERIAL_CLASSES
 from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_reflectance
 
@@ -252,9 +252,7 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
     """One file entry → IRMaterial (spectrum evaluated at ``wavelength_nm``); a bad value is refused naming its key."""
     if not isinstance(entry, dict):
         raise MaterialError(f"{where}: each entry must be a mapping, got {shown(entry)}")
-    unknown = set(entry) - _ENTRY_KEYS
-    if unknown:
-        raise MaterialError(f"{where}: unknown keys {shown(sorted(map(str, unknown)))} (known: {sorted(_ENTRY_KEYS)})")
+    refuse_unknown_keys(entry, _ENTRY_KEYS, where, MaterialError)
     name: Any = entry.get("name")  # anything: IRMaterial says if it is no name
     where = f"{where} ({shown(name)})"
     given = [k for k in ("reflectance", "spectrum", "angle_table") if entry.get(k) is not None]
@@ -334,10 +332,7 @@ def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
             raise MaterialError(f"material file {path}: 'materials' maps names to names, as a visual → IR material "
                                 "map does; a map goes to --materials (scenario 'materials:', FMU 'materials'), an IR "
                                 "material database holds 'materials: [entry, …]'")
-        unknown = set(document) - _FILE_KEYS
-        if unknown:
-            raise MaterialError(f"material file {path}: unknown keys {shown(sorted(map(str, unknown)))} "
-                                f"(known: {sorted(_FILE_KEYS)})")
+        refuse_unknown_keys(document, _FILE_KEYS, f"material file {path}", MaterialError)
     else:
         entries = document
     if not isinstance(entries, list):
