@@ -138,7 +138,8 @@ def test_livox_avia_has_six_channels_and_its_oval_fov():
 
 
 @pytest.mark.parametrize("entry, message", [
-    (rosette(**{"points-per-secnd": 5}), "unknown AirSim lidar setting.*points-per-secnd"),
+    (rosette(**{"points-per-secnd": 5}),
+     r"AirSim lidar entry: unknown key 'points-per-secnd' \(did you mean 'points-per-second'\?\)"),
     (rosette(**{"lidar-type": "livox_mid360"}), "unknown AirSim lidar-type 'livox_mid360'"),
     (rosette(**{"horizontal-fov-end-deg": 180.0}), "narrower than 360"),
     ({"type": "lidar", "lidar-type": "livox_avia", "vertical-fov-lower-deg": 0}, "takes its FOV from the datasheet"),

@@ -75,7 +75,7 @@ def test_radial_velocity_is_switched_by_the_spec():
 
 @pytest.mark.parametrize("value, words", [
     ("yes", "radial_velocity must be true, false or a mapping"),
-    ({"resolution": 0.1}, "radial_velocity must be true, false or a mapping"),
+    ({"resolution": 0.1}, r"radial_velocity: unknown key 'resolution' \(did you mean 'resolution_m_s'\?\)"),
     ({"sigma_m_s": -0.1}, "radial_velocity.sigma_m_s must be a number in 0 … 10 m/s"),
     ({"resolution_m_s": float("nan")}, "radial_velocity.resolution_m_s must be a number"),
     ({"resolution_m_s": True}, "radial_velocity.resolution_m_s must be a number"),

@@ -378,7 +378,8 @@ def test_parse_range_reflectivity():
         ({"fit": "log"}, "range_reflectivity.pairs is missing"),
         ({"pairs": [[0.1, 60.0]], "fit": "log"}, "range_reflectivity.pairs: "),
         ({"pairs": [[0.1, 60.0], [0.8, 120.0]], "fit": "lgo"}, "range_reflectivity.fit: "),
-        ({"pairs": [[0.1, 60.0], [0.8, 120.0]], "fits": "log"}, "unknown key(s) 'fits'"),
+        ({"pairs": [[0.1, 60.0], [0.8, 120.0]], "fits": "log"},
+         "range_reflectivity: unknown key 'fits' (did you mean 'fit'?)"),
         ({"pairs": 60.0}, "range_reflectivity.pairs: "),
     ],
 )

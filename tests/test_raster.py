@@ -68,7 +68,7 @@ def test_facet_tilts_and_channels_offset_the_beams():
 @pytest.mark.parametrize("raster, message", [
     ("grid", "'raster' must be a mapping"),
     ({"columns": 10}, "needs horizontal_fov_deg"),
-    (BASE | {"colums": 3}, "unknown raster key"),
+    (BASE | {"colums": 3}, "'raster': unknown key 'colums' (did you mean 'columns'?)"),
     (BASE | {"columns": 0}, "'raster.columns' must be an integer"),
     (BASE | {"lines": 2.5}, "'raster.lines' must be an integer"),
     (BASE | {"horizontal_fov_deg": [10, -10, 3]}, "'raster.horizontal_fov_deg' must be [start_deg, end_deg]"),

@@ -124,7 +124,7 @@ def test_preset_override(tmp_path):
         ({"vertical_angles_deg": [0], "horizontal_samples": -3}, "horizontal_samples"),
         ({"vertical_angles_deg": "abc", "horizontal_samples": 10}, "vertical_angles_deg"),
         ({"angle_pairs_deg": [[1, 2, 3]]}, "angle_pairs_deg"),
-        ({"preset": "ibeo_lux", "max_range_mm": 3}, "unknown sensor spec key"),
+        ({"preset": "ibeo_lux", "max_range_mm": 3}, "sensor spec: unknown key 'max_range_mm'"),
         ({"preset": "ibeo_lux", "min_range_m": 300}, "min_range_m"),
         ("missing.yaml", "not found"),
     ],

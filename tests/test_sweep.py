@@ -74,7 +74,8 @@ def test_the_example_sweep_file_plans_the_demo_with_four_lidars():
     ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "frame": 2}, "unknown key.*frame"),
     ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "frames": 0}, "'frames' must be a whole number"),
     ({"scenarios": ["a", "x/a"], "sensors": ["velodyne_vlp16"]}, "two runs would both write a__velodyne_vlp16/"),
-    ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "mountings": [{"pos": [0, 0, 1]}]}, "a mounting must be"),
+    ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "mountings": [{"pos": [0, 0, 1]}]},
+     r"mountings\[0\]: unknown key 'pos'"),
     ({"scenarios": ["a"], "sensors": ["velodyne_vlp16"], "spec": {"noise": "datasheet"}}, "non-empty list of values"),
     ({"scenarios": ["a"], "sensors": [3]}, "a sensor must be"),
     # a mistyped preset is named as a preset, with the presets it resembles, not taken for a spec file's path

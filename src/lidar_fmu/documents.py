@@ -12,16 +12,19 @@ and, where it has one, the line and column:
   and YAML of more than :data:`MAX_YAML_NODES` nodes;
 * syntax errors (YAML and JSON).
 
-:func:`shown` writes a value into an error message, at most :data:`SHOWN_CHARS` characters however large it is;
-:func:`one_line` bounds a whole message. This module imports nothing of the package but the errors, so every
+:func:`refuse_unknown_keys` is the one check of a mapping's keys against those it may have. :func:`shown` writes a
+value into an error message, at most :data:`SHOWN_CHARS` characters however large it is; :func:`one_line` bounds a
+whole message. This module imports nothing of the package but the errors, so every
 layer can use it.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 import reprlib
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from .errors import LidarFmuError, brief
@@ -40,6 +43,11 @@ MAX_ALIAS_NODES = 10_000
 SHOWN_CHARS = 80
 #: longest error line built here (a path and a reason)
 MESSAGE_CHARS = 600
+#: unknown keys an error message names (a hostile file's thousands of keys are neither each shown nor compared)
+UNKNOWN_KEYS_SHOWN = 5
+#: the known keys are listed while they fit in this many characters; longer lists (a sensor spec's ~50 keys) leave
+#: the reader with the "did you mean" hints and the docs
+KNOWN_KEYS_CHARS = 300
 
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 6, 6, 4
@@ -56,6 +64,30 @@ def shown(value: Any) -> str:
 def one_line(message: str, limit: int = MESSAGE_CHARS) -> str:
     """``message`` on one line, cut to ``limit`` characters (:func:`lidar_fmu.errors.brief`)."""
     return brief(str(message), limit)
+
+
+def refuse_unknown_keys(mapping: Mapping[Any, Any], known: Collection[str], what: str,
+                        error: type[Exception] = LidarFmuError) -> None:
+    """``error`` with one line if ``mapping`` has a key not in ``known``; ``what`` names what is read (a file, a key
+    path). The line names the unknown keys (at most :data:`UNKNOWN_KEYS_SHOWN`, each bounded by :func:`shown`),
+    each with the known key it resembles, and lists the known keys (in their given order; a set's sorted)::
+
+        weather: unknown key 'rain_mm_hr' (did you mean 'rain_mm_h'?); known: fog_visibility_m, rain_mm_h, …
+    """
+    unknown = [key for key in mapping if key not in known]
+    if not unknown:
+        return
+    names = sorted(known) if isinstance(known, (set, frozenset)) else list(known)
+    named = []
+    for key in sorted(unknown, key=str)[:UNKNOWN_KEYS_SHOWN]:
+        text = str(key)
+        close = difflib.get_close_matches(text, names, n=1, cutoff=0.6) if len(text) <= SHOWN_CHARS else []
+        named.append(f"{shown(key)} (did you mean {close[0]!r}?)" if close else shown(key))
+    more = f" and {len(unknown) - UNKNOWN_KEYS_SHOWN} more" if len(unknown) > UNKNOWN_KEYS_SHOWN else ""
+    listed = ", ".join(names)
+    known_text = f"; known: {listed}" if len(listed) <= KNOWN_KEYS_CHARS else ""
+    plural = "s" if len(unknown) > 1 else ""
+    raise error(one_line(f"{what}: unknown key{plural} {', '.join(named)}{more}{known_text}"))
 
 
 def strip_json_comments(text: str) -> str:
@@ -240,4 +272,5 @@ def _bounded_loader() -> type:
 
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "MAX_JSON_BYTES", "MAX_YAML_BYTES", "MAX_YAML_NODES", "one_line",
-           "parse_document", "read_document", "read_text", "shown", "strip_json_comments", "syntax_of"]
+           "parse_document", "read_document", "read_text", "refuse_unknown_keys", "shown", "strip_json_comments",
+           "syntax_of"]

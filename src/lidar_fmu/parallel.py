@@ -1,31 +1,17 @@
 """Numba's threading layer, chosen once for the package: one that several threads may enter at once.
 
-Two sensor models (two FMU instances, two :class:`~lidar_fmu.cosim.sensor_model.OsiSensorModel`)
-stepped from two host threads run the parallel ``prange`` kernels concurrently.
-Numba's own ``workqueue`` layer does not allow that: it aborts the process
-(SIGABRT, "the workqueue threading layer is not threadsafe"). Numba falls back
-to it silently where neither GNU OpenMP nor TBB loads, so
-:func:`threadsafe_layer` picks the layer before Numba starts its threads:
+Two sensor models stepped from two host threads run the parallel ``prange`` kernels concurrently; Numba's own
+``workqueue`` layer aborts the process then (SIGABRT), and Numba falls back to it silently where neither GNU OpenMP
+nor TBB loads. So :func:`threadsafe_layer` picks the layer before Numba starts its threads:
 
-* ``omp`` where ``libgomp.so.1`` loads (it comes with gcc; Debian/Ubuntu
-  package ``libgomp1``);
-* else ``tbb`` where a TBB 2021.6 or later loads, a PyPI ``tbb`` in
-  ``<prefix>/lib`` included (pip puts it where the loader does not look, so it
-  is loaded from there first);
-* else ``workqueue``, and :func:`serial` then lets one thread at a time into a
-  scan: correct, just not concurrent.
+* ``omp`` where ``libgomp.so.1`` loads (it comes with gcc; Debian/Ubuntu package ``libgomp1``);
+* else ``tbb`` where a TBB 2021.6 or later loads, a PyPI ``tbb`` in ``<prefix>/lib`` included;
+* else ``workqueue``, and :func:`serial` then lets one thread at a time into a scan: correct, not concurrent.
 
-Idle threads **sleep** (``OMP_WAIT_POLICY=PASSIVE``, set before libgomp loads
-unless the environment sets it): GNU OpenMP's default lets a parallel loop's
-threads spin for a while after it ends, and in a co-simulation what runs next
-(the master, other FMUs, this model's serial steps) then shares the cores with
-spinning threads. Measured on the 2-core VM beside another busy process
-(``lidar-fmu bench``'s OS1-128 frame with noise): 46 / 32 ms per scan sleeping
-against 60 / 48 ms spinning, and 20–30 % less CPU time.
-
-``NUMBA_THREADING_LAYER`` set to anything but ``default`` is respected; if the
-layer it names is not thread-safe, :func:`serial` serialises too. So does a
-process whose threads Numba launched before this module chose.
+Idle threads **sleep** (``OMP_WAIT_POLICY=PASSIVE``, set before libgomp loads unless the environment sets it), so
+that what runs next in a co-simulation does not share the cores with spinning threads (measured: docs/architecture.md,
+"Threads"). ``NUMBA_THREADING_LAYER`` set to anything but ``default`` is respected; if the layer it names is not
+thread-safe, :func:`serial` serialises too. So does a process whose threads Numba launched before this module chose.
 """
 from __future__ import annotations
 

@@ -1,36 +1,10 @@
 """LAS 1.4 / LAZ point-cloud files through ``laspy`` (LAZ compressed by ``lazrs``).
 
-Point data record format 6 (LAS 1.4), one record per return:
-
-===================== ==========================================================================
-LAS dimension         from
-===================== ==========================================================================
-X Y Z                 ``x y z`` (sensor frame, or world with ``frame="world"``); scale 0.001
-                      (millimetres), offset 0 in the sensor frame, whole metres below the
-                      points' minimum in the world frame
-intensity             the OSI ``intensity`` (%) → ``round(655.35 · clip(intensity, 0, 100))``;
-                      0 for points without one
-return_number         ``echo + 1`` when the points have an ``echo`` field (0 = the first return
-                      of its ray), else 1
-number_of_returns     returns sharing the point's ray (``ray_index``) when ``echo`` is present,
-                      at least ``return_number``; else 1
-gps_time              scenario time (s, not a GPS epoch) the point fired at: the frame's
-                      ``first_firing_s`` (``timestamp_s`` where unknown) ``+ time`` when the
-                      points have a ``time`` field, else ``+`` the ray's firing time when the
-                      cloud carries its pattern; ``timestamp_s`` for a snapshot cloud (every
-                      point cast at the frame's end) and points without firing times
-classification        0 (created, never classified): saturation is not a class, it is kept
-                      below
-extra bytes           every other field under its own name and type: ``range reflectivity
-                      normal_x normal_y normal_z beam_id object_id saturated ring``
-                      (``object_id`` uint64 in full; ``point_source_id`` is only 16 bits),
-                      an FMCW unit's ``radial_velocity``
-===================== ==========================================================================
-
-``intensity`` is the 16-bit dimension LAS tools colour by (0.0015 % a step);
-``reflectivity`` stays exact (float32) among the extra bytes. A VLR (user id
-``lidar_fmu``, record 1) holds the frame's times as JSON: ``{"timestamp_s": …,
-"first_firing_s": …}``.
+Point data record format 6, one record per return: ``X Y Z`` in millimetres (sensor frame, or world with
+``frame="world"``), the OSI intensity scaled to 16 bits, ``return_number`` / ``number_of_returns`` from the
+``echo`` field, ``gps_time`` the scenario time each point fired at, and every other field exactly among the extra
+bytes (``object_id`` as uint64). A VLR (user id ``lidar_fmu``, record 1) holds the frame's times as JSON.
+The dimensions one by one: docs/formats.md, "LAS / LAZ".
 """
 from __future__ import annotations
 
@@ -126,7 +100,7 @@ def write_las(path, cloud, *, frame: str = "sensor", compress: bool | None = Non
 
     ``.laz`` is LAZ-compressed (``compress`` overrides the extension);
     ``frame="world"`` writes positions moved by ``cloud.sensor_pose``. See
-    the module docstring for the dimensions.
+    docs/formats.md, "LAS / LAZ", for the dimensions.
     """
     try:
         import laspy

@@ -1,32 +1,11 @@
 """PLY point-cloud files (binary little-endian, vertices only), in the types Open3D reads.
 
-Vertex properties, in this order, for :meth:`~lidar_fmu.PointCloud.records`::
-
-    float x, y, z          m, sensor frame
-    float range            m
-    float reflectivity     0–1
-    float nx, ny, nz       unit normal, sensor frame (the names Open3D, trimesh,
-                           CloudCompare and MeshLab recognise as normals)
-    int   beam_id
-    int   object_id_low    the low 32 bits of object_id
-    int   object_id_high   the high 32 bits of object_id
-    uchar saturated
-    float time             s after the frame's first firing (not for a snapshot cloud)
-    uchar echo
-    float intensity        OSI intensity, %
-    int   ring             0 = the lowest beam
-    float radial_velocity  m/s, dr/dt (an FMCW unit's only)
-
-Open3D's tensor reader (``open3d.t.io.read_point_cloud``) keeps only ``uchar``,
-``int``, ``float`` and ``double`` properties and skips the others (``uint``,
-``ushort``, ``char``, ``short``), so every integer field other than a byte is
-written as ``int`` (int32): exact for ``beam_id``, ``ring`` and
-``material_id``; a uint32 value past 2³¹−1 is refused. PLY has no 64-bit type
-and a double cannot hold every 64-bit id (``NO_OBJECT_ID`` = 2⁶⁴−1), so a
-64-bit field is split losslessly into ``<name>_low``/``<name>_high``, each the
-32 bits as an ``int``: ``object_id = uint32(high) << 32 | uint32(low)``.
-Comments name the frame and its times (``comment timestamp_s …``,
-``comment first_firing_s …``).
+The vertex properties follow :meth:`~lidar_fmu.PointCloud.records`, with ``nx ny nz`` for the normal (the names
+Open3D, trimesh, CloudCompare and MeshLab recognise). Open3D's tensor reader keeps only ``uchar``, ``int``,
+``float`` and ``double``, so every integer field other than a byte is written as ``int`` (a uint32 past 2³¹−1 is
+refused), and a 64-bit field is split losslessly into ``<name>_low``/``<name>_high``:
+``object_id = uint32(high) << 32 | uint32(low)``. Comments name the frame's times. The properties and their
+types: docs/formats.md, "PLY".
 """
 from __future__ import annotations
 
@@ -69,7 +48,7 @@ def _ply_layout(points: np.ndarray) -> list[tuple[str, str, np.dtype, str, int]]
 def write_ply(path, cloud) -> None:
     """Write the returns of ``cloud`` (a PointCloud or structured point array) as a binary PLY.
 
-    See the module docstring for the properties; 64-bit integer fields
+    See docs/formats.md, "PLY", for the properties; 64-bit integer fields
     (``object_id``) become ``<name>_low``/``<name>_high`` pairs of 32-bit words.
     Open3D (``read_point_cloud``: points and normals), trimesh, CloudCompare
     and MeshLab read the result.

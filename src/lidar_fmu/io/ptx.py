@@ -1,34 +1,11 @@
 """PTX files (Leica's ASCII format for one organized scan) and the organized grid they need.
 
-Layout, one value group per line::
-
-    columns
-    rows
-    tx ty tz                  scanner registered position (m, world)
-    ax ay az                  scanner X axis in the world
-    bx by bz                  scanner Y axis
-    cx cy cz                  scanner Z axis
-    r11 r21 r31 0             world_from_sensor as a row-vector matrix:
-    r12 r22 r32 0             the transpose of our column-vector 4×4,
-    r13 r23 r33 0             translation in the last line (Leica's
-    tx  ty  tz  1             convention: p_world = [p 1] · M)
-    x y z intensity           rows × columns lines, column after column
-
-Points are in the sensor frame (m); intensity is the reflectivity clipped to
-[0, 1]. A grid cell without a return is the line ``0 0 0 0``, so the body is
-always ``rows × columns`` lines. Within a column the lines run from the lowest
-to the highest beam (ascending elevation), whatever the emitter order of the
-sensor (Velodyne interleaves its lasers); columns are in firing order.
-
-A ray with two echoes (a dual-return sensor, :mod:`lidar_fmu.physics.echoes`) holds its
-nearest, echo 0, in the grid; the second echoes go into a second grid file of
-their own, ``NAME.echo1.ptx`` beside ``NAME.ptx`` (as Ouster's ``RANGE`` and
-``RANGE2`` images), written only when the cloud has any.
-
-The grid is the cloud's ray pattern (``PointCloud.pattern``, the rays the
-returns were cast with): its rows, columns and beam elevations, never guessed
-from the returns or the sensor's name. A cloud without one cannot be written
-as PTX.
+A header (columns, rows, the scanner's registered position and axes, the world-from-sensor matrix in Leica's
+row-vector convention), then ``x y z intensity`` for rows × columns cells, column after column, each from the
+lowest to the highest beam; a cell without a return is ``0 0 0 0``. The grid is the cloud's own ray pattern
+(``PointCloud.pattern``), never guessed, so a cloud without one cannot be written as PTX. A dual-return scan's
+second echoes go to a second grid, ``NAME.echo1.ptx`` (as Ouster's ``RANGE2``). The layout line by line:
+docs/formats.md, "PTX".
 """
 from __future__ import annotations
 
@@ -138,7 +115,7 @@ def _format_header_numbers(rows_of_numbers) -> str:
 
 
 def write_ptx(path, cloud, pattern=None) -> None:
-    """Write ``cloud`` as a PTX file of its organized ``rows × columns`` grid (see the module docstring).
+    """Write ``cloud`` as a PTX file of its organized ``rows × columns`` grid (docs/formats.md, "PTX").
 
     The grid is the ray pattern's: ``pattern``, by default the one the cloud
     carries (a scan does; points read from a file or decoded from OSI do not,

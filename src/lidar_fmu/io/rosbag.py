@@ -4,23 +4,11 @@
         bag.add_lidar("lidar")                                  # topic /lidar/points, frame_id lidar
         bag.write("lidar", cloud, world_from_sensor)            # at cloud.timestamp_s
 
-Each lidar gets a ``sensor_msgs/msg/PointCloud2`` topic and each frame its
-pose on ``/tf`` (``tf2_msgs/msg/TFMessage``: ``map`` → the lidar's
-``frame_id``), both stamped with the frame's time (``cloud.timestamp_s``: when
-the frame ends, the SensorView's time), which is also the message's log time.
-
-Point fields (little-endian, unorganized: height 1), from
-:meth:`~lidar_fmu.PointCloud.records`: ``x y z`` float32 (m, sensor frame),
-``intensity`` float32 (the OSI intensity, %), ``ring`` uint16 (0 = the lowest
-beam), ``time`` float32 (s), then ``range reflectivity`` float32, ``beam_id``
-uint32, ``object_id_low object_id_high`` uint32 (``PointField`` has no 64-bit
-integer: ``object_id = high << 32 | low``) and the rest of the record in its
-own type (an FMCW unit's ``radial_velocity`` float32, m/s). ``time`` is the point's firing time relative to the header stamp, as
-velodyne_pointcloud writes it when it stamps a cloud with its last packet
-(``timestamp_first_packet: false``; ros-drivers/velodyne#350): from about
-−1 frame period to 0, so ``stamp + time`` is when the point fired. A snapshot
-cloud (``motion_distortion`` off) has no ``time`` field: every point was cast
-at the stamp.
+Each lidar gets a ``sensor_msgs/msg/PointCloud2`` topic (``x y z intensity ring time`` first, as
+velodyne_pointcloud's ``PointXYZIRT``, then the rest of the record; ``object_id`` as two uint32 words) and each
+frame its pose on ``/tf`` (``map`` → the lidar's ``frame_id``), both stamped with the frame's end. ``time`` is
+relative to that stamp, as velodyne_pointcloud writes it (ros-drivers/velodyne#350). The fields and stamps:
+docs/formats.md, "ROS 2 bags".
 """
 from __future__ import annotations
 

@@ -1,83 +1,20 @@
 """Beam divergence and multiple echoes: a beam's footprint cast as sub-rays, their hits formed into echoes.
 
-A real beam is a cone, not a line. At an object's edge part of the footprint
-lands on the object and part on what lies behind, and the receiver sees two
-pulses: a dual-return unit reports both. Spec keys (:func:`parse_footprint`):
+A real beam is a cone, not a line: at an object's edge part of the footprint lands on the object and part on what
+lies behind, and a dual-return unit reports both. The spec keys ``beam_divergence_mrad``, ``divergence_samples``,
+``beam_diameter_m``, ``returns``, ``return_order``, ``divergence_sampling`` and ``echo_separation_m``
+(:func:`parse_footprint`) set it up; with the defaults a beam is one ray and gives one return.
 
-``beam_divergence_mrad``  ``[horizontal, vertical]`` full width at half maximum (FWHM) of the beam's
-                          intensity, as Ouster's datasheet quotes it (presets carry their datasheets'
-                          values, :mod:`lidar_fmu.sensors.presets`)
-``divergence_samples``    sub-rays per beam across the footprint (default 1: the beam's centre ray alone,
-                          exactly today's single ray)
-``beam_diameter_m``       the beam's diameter where it leaves the unit (default 0: a point; Ouster OS1
-                          datasheet: 10 mm): the footprint at range r spans about this plus r·divergence,
-                          which matters within a few metres
-``returns``               ``"strongest"`` (default), ``"first"``, ``"last"`` or ``"dual"`` (two echoes, chosen
-                          and ordered by ``return_order``); ``"dual"`` without ``divergence_samples`` casts
-                          :data:`DEFAULT_DUAL_SAMPLES` sub-rays per beam
-``return_order``          which two echoes ``dual`` reports and in which order (:data:`RETURN_ORDERS`):
-                          ``"strongest_last"`` (default; Velodyne's dual mode, VLP-16 user manual 63-9243 Rev D
-                          §9.3: the strongest and the last, "if the strongest return is also the last return,
-                          then the second-strongest return is provided"; numbered by range) or Ouster's
-                          orders (ouster-sdk ``ouster_core/include/ouster/core/sensor_config.h``, enum
-                          ``ReturnOrder``: ``STRONGEST_TO_WEAKEST``, the default, ``NEAREST_TO_FARTHEST``,
-                          ``FARTHEST_TO_NEAREST``; lower case here): the two strongest echoes, numbered in that
-                          order, as the unit fills RANGE and RANGE2
-``divergence_sampling``   ``"adaptive"`` (default) or ``"full"``: where the sub-rays are cast (:func:`refine_mask`)
-``echo_separation_m``     echoes closer than this merge into one (the receiver cannot tell two pulses
-                          apart that overlap; default :data:`DEFAULT_ECHO_SEPARATION_M`)
+* :func:`footprint_offsets`: the sub-rays on a sunflower spiral across the Gaussian beam's 1/e² ellipse, each
+  with its cell's energy;
+* :func:`first_pass_sub_rays`, :func:`refine_mask`: adaptive sampling, one sub-ray per beam first, then the other
+  sub-rays of the beams near a range step;
+* :func:`form_echoes` (one compiled pass after every backend): a beam's sub-ray hits split into echoes, and the
+  mode (strongest, first, last, dual in its ``return_order``) picks one or two;
+  :mod:`lidar_fmu.physics.effects` then acts on each echo.
 
-**Footprint** (:func:`footprint_offsets`). The beam is Gaussian, ``I ∝ exp(−2ρ²)``
-with ρ the angle off the axis in units of the 1/e² half-width ``w`` on each
-axis (the TEM00 profile, Siegman, *Lasers*, 1986, §17.1; ``w = FWHM / √(2 ln 2)``).
-``divergence_samples`` = S sub-rays sit on a sunflower (Vogel) spiral filling
-the 1/e² ellipse in equal areas, ρₖ = √((k + ½)/S), each carrying the
-energy ``wₖ ∝ exp(−2ρₖ²)`` of its cell, normalised to Σwₖ = 1; the 13.5 % of
-the power outside the 1/e² contour is left out. With a ``beam_diameter_m`` D
-the sub-rays also leave from across the exit aperture, sub-ray k offset from
-the beam's origin by the same sunflower point scaled to D/2 (taken as the
-1/e² diameter, assumed), so it keeps its place in the footprint at every range. HELIOS++ samples the footprint
-the same way, sub-rays weighted by the Gaussian profile (Winiwarter et al.
-2022, *Remote Sensing of Environment* 269, §2.3.2). The sub-rays of one beam
-are adjacent in the ray batch (ray ``i·S + k``), so a caster's 8-ray packets
-hold one or two beams' footprints.
-
-**Echoes** (:func:`form_echoes`, one compiled pass after every backend). A
-beam's sub-ray hits, sorted by range, split into echoes wherever two
-neighbours lie ``echo_separation_m`` or more apart. An echo at range r
-carries the energy of its sub-rays: its reflectivity is ``Σ wₖ ρₖ`` (half the
-footprint on a 40 % wall reads 20 %, what the unit's calibrated reflectivity
-would), its received power ``Σ wₖ ρₖ / rₖ²`` decides "strongest", its range is
-the power-weighted mean range and its normal and ``object_id`` are those of
-its strongest sub-ray. The range–reflectivity limit then applies to each
-echo's own reflectivity (a retroreflector in the footprint saturates it,
-:mod:`lidar_fmu.physics.returns`), and of the echoes above it the mode picks one or
-two. Reported echoes are numbered in the point field ``echo`` in the
-``return_order``: by range (0 = nearest) for ``strongest_last`` and the
-single-echo modes, else as the Ouster unit fills its RANGE (0) and RANGE2 (1) fields.
-OSI ``echo_pulse_width`` = ``echo_separation_m`` (the pulse's
-length in range) plus the range spread of the echo's sub-rays (a slanted or
-stepped footprint stretches the pulse).
-
-**Adaptive sampling** (``divergence_sampling: adaptive``, the default; :func:`refine_mask`). Second echoes
-happen where a footprint straddles a range step, so only beams near one need their sub-rays. The first cast is
-one sub-ray per beam, sub-ray ``(beam + column) mod S`` (:func:`first_pass_sub_rays`): cycling through the
-footprint along every row and column, it meets in every S-th beam a pole or wire that centre rays would pass
-between; casters group its rays into packets by the beams' own directions (the centre rays' packet order), which
-keeps them as coherent as centre rays. Where two grid neighbours' ranges step by ``echo_separation_m`` or more,
-the beams whose footprint can reach the step, and across a thin object's step the rows (columns) beside
-(:data:`THIN_ACROSS_REACH`), have their other S − 1 sub-rays cast, and with the first cast's return are formed
-into echoes exactly as full sampling forms them (same sub-rays, same order, same sums); every other beam is one
-echo, its first-cast sub-ray's return (weight 1). The selection is one compiled pass over the scan grid, after
-the backend, so every backend refines the same beams; the echoes of all beams are formed in one pass over the two
-casts' returns, read in sub-ray order (:func:`sub_ray_stream`).
-
-**Effects** (:mod:`lidar_fmu.physics.effects`) then act on each echo: its own range
-limit under weather extinction, detection probability, dropout and noise. The
-random draws are keyed by the ray, so the two echoes of one pulse share them
-(dropout loses the whole pulse; range noise of both echoes moves together, as
-a common start-pulse jitter would); each echo's detection probability is its
-own.
+The model, its sources (Siegman's TEM00 profile, HELIOS++, the Velodyne and Ouster return orders), the defaults'
+reasons and the checks against a real dual-return recording: docs/physics.md, "Beam divergence and multiple echoes".
 """
 from __future__ import annotations
 

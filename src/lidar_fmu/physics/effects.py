@@ -1,55 +1,21 @@
 """What a real unit does to the returns the geometry gives: weather, detection probability, dropout, noise.
 
-One compiled pass over a frame's returns (:func:`apply_effects`), after any
-backend's physics, in the same place for every backend (the CUDA backend's
-returns come back to the host anyway):
+One compiled pass over a frame's returns (:func:`apply_effects`), after any backend's physics, in the same place
+for every backend (the CUDA backend's returns come back to the host anyway), in this order:
 
-0. **Weather** (spec key ``weather``, or the FMU's SensorView
-   ``environmental_conditions``; :mod:`lidar_fmu.physics.weather`): a return at r
-   keeps ``T = exp(−2αr)`` of its power, so it is detected on ``ρ·T`` (the
-   range–reflectivity limit and the detection law below take the attenuated
-   reflectivity; saturated retroreflectors stay saturated) and its intensity
-   is scaled by T; fog, rain and snow echo back near the sensor (clutter,
-   :func:`~lidar_fmu.physics.weather.clutter_return`): a ray's clutter replaces its
-   return when it is the stronger echo, with ``object_id`` =
-   :data:`~lidar_fmu.physics.weather.WEATHER_OBJECT_ID`.
-1. **Detection** (spec key ``detection``). ``"threshold"`` (default): a return
-   is kept iff ``r ≤ r_L(ρ)`` (the range–reflectivity limit, decided in the
-   physics pass). ``"probabilistic"``: datasheet ranges are quoted at ≥ 90 %
-   detection probability (e.g. Ouster OS1 datasheet, "range (80 % Lambertian
-   reflectivity, ≥ 90 % detection probability)"), so P(r_L) = 0.9, and
-   :func:`detection_probability` is a threshold detector in Gaussian noise:
-   the echo's amplitude falls as 1/r² for an extended Lambertian target, so
-   with x = r / r_L, ``P(x) = Φ(S/x² − S + z₀.₉)`` where z₀.₉ = Φ⁻¹(0.9) and
-   S the amplitude signal-to-noise ratio at r_L. **S = 6 is assumed** (no
-   datasheet gives it): P falls from 0.9 at r_L to 0.29 at 1.2·r_L and 0.05 at
-   1.4·r_L, and is 0.9999+ inside 0.8·r_L. The physics pass then keeps returns
-   up to :data:`STRETCH`·r_L (where P < 10⁻³) and this pass draws each one.
-   ``"logistic"``: the soft edge the real units show (pixels that come and go
-   from frame to frame sit well inside the farthest returns), a logistic in
-   log range, ``P(x) = 1 / (1 + 19 · x^(1/w))`` with x = r / r_L: P = 0.05 at
-   r_L (r_L is then the range that only 5 % of a surface's returns pass, what
-   ``lidar-fmu calibrate`` fits), 0.5 at x = 19^(−w) and → 1 inside. ``w`` is
-   the spec key ``detection_width`` (default :data:`DETECTION_WIDTH`).
-   OSI ``existence_probability`` is P (1 under ``threshold``).
-2. **Dropout** (``noise.dropout``): each return is lost with that probability.
-3. **Noise** (spec key ``noise``, off when absent): range noise along the ray,
-   N(0, σ) with ``σ² = (range_sigma_m + range_sigma_per_m · r)² + σ_shot²``
-   (the first term Rmagine's relative Gaussian), ``σ_shot = shot_sigma_m ·
-   (r / 10 m) / √ρ`` the shot-noise-limited timing of the echo (see
-   :func:`range_sigma_m`), plus a per-beam bias N(0, ``laser_bias_sigma_m``) drawn
-   once per sensor from the seed (BlenSor's per-laser noise); the point stays
-   on its ray. ``angle_sigma_deg`` turns the direction by a Gaussian angle
-   orthogonal to the ray (the VTK scanner's orthogonal noise). ``"noise":
-   "datasheet"`` uses the preset's ``range_accuracy_m`` as σ; ``"noise":
-   "physical"`` the unit's fitted ``range_noise: {range_sigma_m, shot_sigma_m}``
-   (an Ouster unit's metadata resolves with them, ``lidar-fmu calibrate`` fits
-   them); ``noise: true`` is ``physical`` where the spec has ``range_noise``,
-   else ``datasheet``.
+0. **weather** (:mod:`lidar_fmu.physics.weather`): two-way extinction, and clutter that replaces a ray's return
+   where it is the stronger echo;
+1. **detection** (spec key ``detection``): ``threshold`` (r ≤ r_L), ``probabilistic``
+   (:func:`detection_probability`, 90 % at r_L as datasheets quote) or ``logistic`` (the soft edge real units show,
+   its width ``detection_width``); OSI ``existence_probability`` is P;
+2. **dropout** (``noise.dropout``);
+3. **noise** (spec key ``noise``, off when absent): range noise along the ray (:func:`range_sigma_m`: a floor and
+   the echo's shot-noise-limited timing), a per-beam bias, angular noise; ``datasheet``, ``physical`` or ``true``
+   pick the figures (:func:`parse_effects`).
 
-**Reproducible.** Every random number is a hash of (seed, frame counter, ray
-index, draw), never the clock: the same inputs give the same bytes, frame
-after frame; another seed gives other noise (:func:`uniform`).
+Every random number is a hash of (seed, frame counter, ray index, draw), never the clock: the same inputs give the
+same bytes (:func:`uniform`). The laws, their sources and what they were checked against: docs/physics.md, "Noise,
+detection probability and weather".
 """
 from __future__ import annotations
 
@@ -60,7 +26,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
 from .range_limit import RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params, range_limit_m
 from .weather import (
@@ -166,8 +132,9 @@ def _physical_noise(spec: dict) -> dict:
     if figures is None:
         raise EffectsError("noise: 'physical' needs the unit's fitted range_noise: {range_sigma_m, shot_sigma_m} "
                            "(an Ouster unit's metadata has them; lidar-fmu calibrate fits them)")
-    if not isinstance(figures, dict) or set(figures) - set(RANGE_NOISE_KEYS):
+    if not isinstance(figures, dict):
         raise EffectsError(f"range_noise must be a mapping of {', '.join(RANGE_NOISE_KEYS)}, got {shown(figures)}")
+    refuse_unknown_keys(figures, RANGE_NOISE_KEYS, "range_noise", EffectsError)
     return {key: _noise_value(key, value, "range_noise.") for key, value in figures.items()}
 
 
@@ -222,9 +189,7 @@ def parse_effects(spec: dict) -> Effects:
     if not isinstance(noise, dict):
         raise EffectsError(f"noise must be 'physical', 'datasheet', true or a mapping of {', '.join(sorted(_NOISE_KEYS))}, "
                            f"got {shown(noise)}")
-    unknown = set(noise) - _NOISE_KEYS
-    if unknown:
-        raise EffectsError(f"unknown noise key(s): {', '.join(sorted(unknown))}")
+    refuse_unknown_keys(noise, _NOISE_KEYS, "noise", EffectsError)
     values = {key: _noise_value(key, noise.get(key, 0.0), "noise.") for key in _NOISE_KEYS - {"seed"}}
     seed = noise.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:

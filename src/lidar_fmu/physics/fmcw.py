@@ -1,42 +1,19 @@
 """FMCW radial velocity: the Doppler velocity an FMCW lidar measures with each return.
 
-An FMCW (frequency-modulated continuous-wave) lidar mixes its echo with its
-own chirp: the beat frequencies of the up- and the down-chirp differ by twice
-the Doppler shift ``f_D = 2 v_r / λ``, so every return carries, besides its
-range, the rate at which that range changes, ``v_r = dr/dt`` (Hexsel, Vhavle,
-Chen, "DICP: Doppler Iterative Closest Point Algorithm", RSS 2022, §III: the
-Doppler velocity of a point is its velocity relative to the sensor projected
-on the ray). That is the velocity of the surface point hit, minus the
-velocity of the ray's origin, projected on the ray's unit direction ``u``
-(from the sensor to the point), at the ray's firing time:
+An FMCW lidar's up- and down-chirp beat frequencies differ by twice the Doppler shift, so every return carries
+its radial velocity ``v_r = dr/dt``: the velocity of the surface point hit minus that of the ray's origin, both
+rigid bodies' velocity fields, projected on the ray at its firing time (Hexsel, Vhavle, Chen, "DICP", RSS 2022,
+§III; :func:`radial_velocity_m_s`):
 
     ``v_r = u · (v_o + ω_o × (p − c_o(t)) − v_s − ω_s × (o − c_s(t)))``
 
-with ``p`` the point, ``o`` the ray's origin, ``(v_o, ω_o)`` the linear and
-angular velocity of the object hit about its reference point ``c_o`` (an OSI
-object's ``base.position``, the bounding-box centre, moving at ``v_o``), and
-``(v_s, ω_s)`` those of the body that carries the sensor (the host vehicle)
-about ``c_s``: a rigid body's velocity field (:func:`radial_velocity_m_s`).
-Aeva's own FMCW sensor for CARLA computes the same projection (yuchnw/carla,
-``AFMCWLidar::ComputeDopplerVelocity``, "Copyright Aeva 2024": the target's
-velocity minus the sensor's, dotted with the direction from the sensor to the
-target), so **v_r is positive when the range grows (receding) and negative
-when the surface approaches**: an Aeva Aeries II reports it so, as the
-``range_rate`` point field of tier4/nebula's decoder. The environment and
-anything without a velocity stand still: their ``v_r`` is the sensor's own
-motion, ``−u · v_s``.
+positive when the range grows, as an Aeva Aeries II reports it. The unit then quantizes it to its resolution and,
+with the spec's ``noise`` on, adds Gaussian noise of its precision drawn from the noise seed, the frame counter and
+the ray (:func:`~lidar_fmu.physics.effects.draw_normal`): ``v = res · round((v_r + σ·n) / res)``.
 
-The unit's output then **quantizes** it to its velocity resolution (the
-Aeries II's point record carries it as a 16-bit fixed-point number of 2⁻⁸ m/s,
-tier4/nebula ``PointCloudPoint::velocity``, ``FixedPoint<int16_t, 8>``) and,
-when the spec's ``noise`` is on, adds Gaussian noise of the unit's velocity
-precision ``σ``, drawn from the noise seed, the frame counter and the ray
-(:func:`~lidar_fmu.physics.effects.draw_normal`, a stream of its own), never the
-clock: ``v = res · round((v_r + σ·n) / res)``.
-
-Spec key ``radial_velocity``: absent or ``false`` (a pulsed unit: no radial
-velocity, and nothing in the outputs changes), ``true`` (exact), or a mapping
-``{resolution_m_s, sigma_m_s}`` (each ≥ 0, 0: none).
+Spec key ``radial_velocity`` (:func:`parse_radial_velocity`): absent or ``false`` (a pulsed unit: nothing in the
+outputs changes), ``true`` (exact), or ``{resolution_m_s, sigma_m_s}``. The model, its sign and sources, and where
+the velocities come from: docs/physics.md, "FMCW radial velocity"; the Aeries II's figures: docs/sensors.md.
 """
 from __future__ import annotations
 
@@ -47,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from .effects import _frame_key_of, draw_normal
 
 #: keys of a spec's ``radial_velocity`` mapping
@@ -79,9 +56,10 @@ def parse_radial_velocity(value) -> RadialVelocity | None:
         return None
     if value is True:
         return RadialVelocity()
-    if not isinstance(value, dict) or set(value) - set(RADIAL_VELOCITY_KEYS):
+    if not isinstance(value, dict):
         raise RadialVelocityError(f"radial_velocity must be true, false or a mapping of "
                                   f"{', '.join(RADIAL_VELOCITY_KEYS)} (m/s), got {shown(value)}")
+    refuse_unknown_keys(value, RADIAL_VELOCITY_KEYS, "radial_velocity", RadialVelocityError)
     figures = {}
     for key in RADIAL_VELOCITY_KEYS:
         figure = value.get(key, 0.0)

@@ -1,34 +1,13 @@
 """Ground truth beside the measurement: what each return's ray met, before the unit's errors.
 
-BlenSor writes 12 fields per measurement, among them the clean distance and
-clean x, y, z beside the noisy ones and the id of the object hit
-(Gschwandtner et al., ISVC 2011, §3.6), so algorithms can be scored against
-the truth. Asked for (``Lidar.scan(..., ground_truth=True)``, ``lidar-fmu
-scan --ground-truth``, a scenario's ``ground_truth: true``), a
-:class:`~lidar_fmu.pointcloud.PointCloud` carries :data:`GROUND_TRUTH_DTYPE`
-beside its points (``cloud.ground_truth``, one row per point), and the file
-writers append these fields (:meth:`~lidar_fmu.pointcloud.PointCloud.records`).
-Off by default: a record stays 46 bytes.
-
-Per point, from its ray's return as the geometry and the materials gave it
-(after glass and mirrors, before weather, detection draws, noise and ToF
-folding):
-
-* ``x_true y_true z_true range_true``: the noise-free, unfolded return of the
-  ray's centre (m, sensor frame; ``range_true`` in the unit's own range
-  convention, as ``range``). A mirror's ghost is its truth too: the light
-  did travel that path; ``object_id`` names the surface it met;
-* ``material_id``: the IR material it met (its position in the sensor's
-  :class:`~lidar_fmu.physics.materials.MaterialDatabase`, e.g. ``load_database(905).names``);
-* ``incidence_angle_rad``: between the ray and the surface normal (for a ghost,
-  the last segment's, at the surface it met).
-
-A weather echo on a ray that met nothing has NaN positions and
-:data:`NO_MATERIAL`. OSI's ``LidarDetection`` has no field for any of this
-(the nearest, ``SensorData.sensor_view[].lidar_sensor_view[].reflection``, is
-the host's ray-tracing *input* to a sensor model, without material or angle),
-so through the FMU ground truth is not published: it is for the API and for
-files (``lidar-fmu replay`` runs the model in-process beside the FMU for it).
+As BlenSor writes the clean distance and position beside the noisy ones (Gschwandtner et al., ISVC 2011, §3.6),
+a :class:`~lidar_fmu.pointcloud.PointCloud` asked for it (``Lidar.scan(..., ground_truth=True)``, ``lidar-fmu scan
+--ground-truth``, a scenario's ``ground_truth: true``) carries :data:`GROUND_TRUTH_DTYPE` beside its points
+(``cloud.ground_truth``, one row per point: ``x_true y_true z_true range_true``, ``material_id``,
+``incidence_angle_rad``), taken from its ray's return after glass and mirrors, before weather, detection draws,
+noise and ToF folding; the file writers append these fields (:meth:`~lidar_fmu.pointcloud.PointCloud.records`).
+Off by default. OSI has no field for any of this, so the FMU publishes none (``lidar-fmu replay`` runs the model
+in-process beside the FMU for it). The fields and their meaning: docs/physics.md, "Ground truth".
 """
 from __future__ import annotations
 

@@ -1,71 +1,18 @@
 """Range–reflectivity limit: how far a surface of reflectivity R can be seen.
 
-Datasheets give the maximum range for a few Lambertian targets, e.g.
-``[10 %, 60 m]`` and ``[80 %, 120 m]``. LiMOX (Rott et al., Fig. 7) extends
-such pairs to every reflectivity with a curve fit r_L(R); a return at range d
+Datasheets give the maximum range for a few Lambertian targets, e.g. ``[10 %, 60 m]`` and ``[80 %, 120 m]``.
+LiMOX (Rott et al., Fig. 7) extends such pairs to every reflectivity with a curve fit r_L(R); a return at range d
 off a surface of reflectivity R is kept iff ``d <= r_L(R)``. In a sensor spec::
 
     range_reflectivity: {pairs: [[0.10, 60.0], [0.80, 120.0]], fit: log}
 
-pairs are ``[reflectivity (0–1, may exceed 1 up to 1.5), range (m)]``.
+:func:`fit_range_limit` fits ``linear``, ``root2``/``root3``/``root4``, ``log``, ``blensor`` or ``constant``
+into a :class:`RangeReflectivityLimit`; below the lowest pair every fitted law follows the root-2 law of an
+extended Lambertian target (the lidar range equation). :func:`range_limit_m` is the same r_L for one return,
+compiled with Numba so that physics kernels call it inline with ``*limit.kernel_params()``.
 
-Every fit has the closed form ``r_L = clip(max(c, f(R)), 0, max_range_m)``
-for R ≥ R_lo (the lowest pair's reflectivity), ``r_L = r_lo·√(R/R_lo)`` for
-0 < R < R_lo (the root-2 tail below the pairs, see below), and r_L = 0 for
-R <= 0 (nothing comes back off a black surface). (a, b, c) are
-``RangeReflectivityLimit.coefficients``; c is 0 except for ``blensor``:
-
-========  ==========================  ===============================================
-fit       f(R)                        fitted from the pairs (R_i, r_i)
-========  ==========================  ===============================================
-linear    a + b·R                     least squares (exact for two pairs)
-root2     a·R^(1/2)                   a = Σ r_i R_i^(1/n) / Σ R_i^(2/n), least squares
-root3     a·R^(1/3)                   in linear space, one parameter (b = 0 unused).
-root4     a·R^(1/4)                   n = 2/3/4: extended / line / point target
-log       a + b·ln R                  least squares (exact for two pairs)
-blensor   a + b·R, floor c = r_1      line through the first and last pair
-constant  max_range_m                 no fit; needs one pair only for symmetry
-========  ==========================  ===============================================
-
-**Outside the pairs.** Datasheet pairs say nothing below the darkest target
-they quote, and the fits extrapolate badly there: the log fit of the OS1 pairs
-(10 %, 40 m), (80 %, 120 m) reaches 0 m at R ≈ 3.5 %, so asphalt at grazing
-incidence (ρ = 0.28·cos θ, a few %) vanished beyond ~11 m, and the
-linear fit keeps 29 m at R → 0. Physics does know the law there: for an
-extended (beam-filling) Lambertian target the received power is
-P_r ∝ ρ/r² (the lidar range equation, e.g. Jelalian, *Laser Radar Systems*,
-1992, ch. 1; LiMOX's root-2 row), so at a fixed detection threshold
-r_L ∝ √ρ. Below the lowest pair, R < R_lo, every fitted law (linear, root2,
-root3, root4, log) therefore follows the root-2 law anchored at the pair,
-``r_L = r_lo·√(R/R_lo)`` with r_lo = the fit's own r_L(R_lo) (so r_L is
-continuous there; for a single-pair root2 fit the tail is its own law).
-Above the highest pair each fit keeps its own law (linear and blensor rising
-linearly, root-n as R^(1/n), log as ln R, all still rising), clipped at the
-sensor's ``max_range_m``. ``blensor`` and ``constant`` keep their own
-conventions below the pairs (BlenSor's floor: every R > 0 seen up to r_1;
-constant: no limit); for them (R_lo, r_lo) = (0, 0), which turns the tail off.
-(R_lo, r_lo) are ``RangeReflectivityLimit.tail``.
-
-**BlenSor.** BlenSor's scanners compute the minimum detectable reflectivity at
-distance d as ``R_min(d) = R_1 + slope·(d − r_1)`` for d ≥ r_1 (defaults
-r_1 = 50 m, R_1 = 0.1, slope = 0.01 /m, i.e. 80 % at 120 m) and ``−1`` below
-r_1, and keep a hit iff ``R > R_min(d)``. So below r_1 *every* surface is
-seen, whatever its reflectivity, and beyond the last pair the line goes on
-rising until the sensor's max range. Here the line runs through the first and
-last pair, ``R_min(d) = R_1 + (R_2 − R_1)(d − r_1)/(r_2 − r_1)``, and r_L is its
-inverse: ``r_L(R) = r_1`` for 0 < R ≤ R_1 (the floor c) and
-``a + b·R`` (b = (r_2 − r_1)/(R_2 − R_1), a = r_1 − b·R_1) above, extrapolated
-past the last pair. The floor is why the coefficients are (a, b, c) and not
-just (a, b): a line plus a hold needs three numbers. Deviations from BlenSor,
-all on sets of measure zero or by convention: R ≤ 0 is never detected, and
-``d <= r_L`` keeps the boundary where BlenSor's ``R > R_min`` drops it.
-
-Fits that need two pairs (linear, log, blensor) require the ranges to rise
-strictly with reflectivity, so that r_L is increasing and has an inverse
-(:meth:`RangeReflectivityLimit.min_reflectivity_for`, used for plots).
-
-:func:`range_limit_m` is the same r_L for one return, compiled with Numba so
-that physics kernels can call it inline with ``*limit.kernel_params()``.
+The fits' closed forms, the root-2 tail's reason and source, BlenSor's convention and ours beside it:
+docs/physics.md, "Range limit".
 """
 from __future__ import annotations
 
@@ -78,6 +25,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
+from ..documents import refuse_unknown_keys
 from ..errors import LidarFmuError
 
 #: range–reflectivity fits (``range_reflectivity.fit`` in a sensor spec), in code order
@@ -231,7 +179,7 @@ class RangeReflectivityLimit:
     """r_L(R): the largest range (m) at which reflectivity R is detected.
 
     ``RangeReflectivityLimit(pairs, fit, max_range_m)`` checks its input and
-    fits ``coefficients`` = (a, b, c) of the module docstring's closed forms.
+    fits ``coefficients`` = (a, b, c) of the closed forms in docs/physics.md, "Range limit".
     """
 
     pairs: tuple[tuple[float, float], ...]  # (reflectivity, range_m), sorted by reflectivity
@@ -324,9 +272,7 @@ def parse_range_reflectivity(value, max_range_m: float) -> RangeReflectivityLimi
             f"range_reflectivity must be a mapping {{pairs: [[reflectivity, range_m], ...], fit: ...}}, "
             f"got {value!r}"
         )
-    unknown = sorted(set(value) - set(SPEC_KEYS), key=str)
-    if unknown:
-        raise RangeLimitError(f"range_reflectivity: unknown key(s) {', '.join(map(repr, unknown))}; expected {SPEC_KEYS}")
+    refuse_unknown_keys(value, SPEC_KEYS, "range_reflectivity", RangeLimitError)
     if "pairs" not in value:
         raise RangeLimitError("range_reflectivity.pairs is missing: give [[reflectivity, range_m], ...]")
     fit = value.get("fit", "log")

@@ -1,145 +1,23 @@
 """Weather: extinction of the lidar signal and clutter echoes from fog, rain and snow.
 
-A sensor spec may set ``weather: {fog_visibility_m, rain_mm_h, snow_mm_h}``
-(:func:`parse_weather`); without it the FMU takes the SensorView's OSI
-``environmental_conditions`` (:func:`lidar_fmu.osi.decode.from_osi_environment`). Either gives a
-:class:`Weather`, whose numbers feed two compiled, scalar pieces of physics
-that a per-return pass calls inline:
+A sensor spec may set ``weather: {fog_visibility_m, rain_mm_h, snow_mm_h, clutter}`` (:func:`parse_weather`);
+without it the FMU takes the SensorView's OSI ``environmental_conditions``
+(:func:`lidar_fmu.osi.decode.from_osi_environment`). Either gives a :class:`Weather`, whose numbers feed two
+compiled, scalar pieces of physics that a per-return pass calls inline:
 
-* **Extinction.** A return at range r keeps ``two_way_transmission(α, r) =
-  exp(−2αr)`` of its power, α the one-way extinction coefficient (1/m,
-  :attr:`Weather.extinction_per_m`). The reported reflectivity is multiplied
-  by it, and the range–reflectivity limit is applied to the attenuated value:
-  a surface of reflectivity R at range r is kept iff ``r <= r_L(R·T(r))``
-  (:func:`detectable_in_weather`).
-* **Clutter.** :func:`clutter_return` decides, from uniforms the caller
-  draws, whether a weather echo (fog soft target, or one rain drop or snow
-  flake in the beam) comes back before the hard target, at what range and
-  with what reflectivity. Such returns carry :data:`WEATHER_OBJECT_ID`.
+* **extinction**: a return at range r keeps ``exp(−2αr)`` of its power, and the range–reflectivity limit applies
+  to the attenuated reflectivity (:func:`detectable_in_weather`);
+* **clutter**: :func:`clutter_return` decides, from uniforms the caller draws, whether a weather echo (fog as a
+  soft target, :func:`fog_echo`; or the nearest rain drop or snow flake in the beam) comes back before the hard
+  target, at what range and with what reflectivity; such returns carry :data:`WEATHER_OBJECT_ID`.
 
-Extinction laws (α one-way, 1/m; dB/km → 1/m is ×ln(10)/10⁴)
--------------------------------------------------------------
-============  =================================  =============================================
-medium        law                                source
-============  =================================  =============================================
-fog           α = 3.912 / V  (V in m)            Koschmieder: V is the range at 2 % contrast,
-                                                 ln(1/0.02) = 3.912
-rain          γ = 1.076·R^0.67 dB/km (R mm/h)    Carbonneau & Wisely 1998, as quoted in the FSO
-                                                 literature (e.g. Al Naboulsi, Sizun & de Fornel
-                                                 2005, URSI GA, "Propagation of optical and
-                                                 infrared waves in the atmosphere")
-snow          γ = a·S^b dB/km (S mm/h, λ nm),    ITU-R Rec. P.1817-1 (2012) "Propagation data
-              dry snow: a = 5.42e-5·λ +          required for the design of terrestrial free-
-              5.4958776, b = 1.38; λ = 905 nm    space optical links", Table 2 (dry snow)
-============  =================================  =============================================
-
-Numbers: fog V = 50 m → α = 0.0782 /m; rain 25 mm/h → 9.30 dB/km = 2.14e-3 /m;
-dry snow 5 mm/h → 51.1 dB/km = 1.18e-2 /m.
-
-Why these and not others: raindrops (0.1–6 mm) are far larger than 905 nm, so
-their extinction efficiency is 2 and rain extinction is flat from the visible
-to the near infrared (Chu & Hogg 1968, Bell Syst. Tech. J. 47(5) "Effects of
-precipitation on propagation at 0.63, 3.5, and 10.6 microns"; ITU-R P.1814):
-a free-space-optics law fitted in the visible/NIR holds at 905 nm. Sanity
-check against Koschmieder: ITU-R P.1817-1's visibility code puts "strong rain,
-25 mm/h" at V = 1.9 km, i.e. α = 3.912/1900 = 2.06e-3 /m, within 4 % of the
-Carbonneau law's 2.14e-3 /m; and 37 times less than fog of V = 50 m. The law
-Goodin et al. 2019 use (Electronics 8(1):89, "Predicting the influence of rain
-on LIDAR in ADAS"), α = 0.01·R^0.6, was rejected: read per metre, as
-simulators reproducing it do (e.g. the ``msu_rain`` of Kilic et al. 2021, LISA),
-it gives 0.069 /m at 25 mm/h, the extinction of 57 m fog, 33 times what the
-visibility code says; read per km it is 30 times too weak. (Goodin's text
-itself was not read here, only its reproductions.) For snow the dry-snow
-branch is used because one ``snow_mm_h`` cannot say wet or dry; wet snow
-(a = 1.023e-4·λ + 3.7855466, b = 0.72) is weaker above 1 mm/h (12.4 dB/km at
-5 mm/h). Whether P.1817-1's S is a liquid-equivalent or a depth rate is not
-stated there; it is taken as liquid-equivalent, as OSI's precipitation
-intensity is. 5 mm/h of dry snow gives V = 3.912/0.0118 = 330 m, in the range
-of the meteorological "heavy snow" (visibility < 400 m).
-
-Clutter model
--------------
-Two published single-scattering models, and the stronger of their two echoes kept:
-
-* Fog, as a soft target (Hahner, Sakaridis, Dai & Van Gool 2021, ICCV, "Fog
-  simulation on real LiDAR point clouds for 3D object detection in adverse
-  weather", after Rasshofer, Spies & Spies 2011, Adv. Radio Sci. 9). The
-  received power from fog is the integral over range of the backscattering
-  coefficient β, the transmitter/receiver overlap ξ(R), the two-way
-  transmission and 1/R², weighted by the pulse shape sin²(π·t/(2τ_H)):
-
-      P_fog(R) = π·β·∫ sin²(π·(R − R')/(c·τ_H)) · ξ(R') · exp(−2αR') / R'² dR'
-
-  over the pulse's extent R − c·τ_H ≤ R' ≤ R, and only before the hard target
-  (their Heaviside cut). The hard target's peak with the same system
-  constants is ``ρ·ξ(r)·exp(−2αr)/r²`` (Lambertian: their β₀ = ρ/π; the
-  common factor π is taken out of both, so powers compare with ``ρ/r²``
-  floors). :func:`fog_echo` integrates the soft term on a fixed grid (midpoint
-  rule, 64 receive positions × 32 points per pulse, within 2 % of a 1 mm
-  reference) and reports the peak; the echo's range is the pulse centre's,
-  R − c·τ_H/2 (their shift), drawn uniformly (``u3``) between the two
-  half-power points of the fog's received pulse (their noise variants spread
-  it likewise, by about a metre). :func:`fog_echo_table` tabulates it against
-  the hard target's range once per weather (5 cm steps, cached), so a ray
-  looks its echo up. Constants, all Hahner et al.'s (their ParameterSet in
-  LiDAR_fog_sim): β = 0.046 / MOR (1/(m·sr); MOR = ln(20)/α, the 5 %
-  visibility; their range 0.023–0.092); τ_H = 20 ns (c·τ_H/2 = 3.0 m); ξ
-  linear (their ``linear_xsi``) from 0 at R_1 = 1.67 m to 1 at R_2 = 7.63 m,
-  the range where a receiver of 3.5° field of view 10 cm beside a transmitter
-  of 2° starts to see, and fully sees, the beam (their eqs. 11–12 with their
-  optics constants). Departure: their code compares the fog with the real
-  point's intensity through a hard-target reflectivity γ = 10⁻⁶ (not ρ), a
-  calibration to their data; here the hard target is the surface's own ρ, as
-  the lidar equation has it.
-* Rain drops and snow flakes, as discrete scatterers (Kilic, Hegde, Sindagi,
-  Cooper, Foster & Patel 2021, arXiv:2107.07004, "Lidar Light Scattering
-  Augmentation (LISA)"). Particles of diameter ≥ 0.05 mm fill space as a
-  Poisson process with the Marshall–Palmer (rain) or Gunn–Marshall (snow)
-  size distribution; the beam is a cone of diameter R·tan(θ); a particle of
-  diameter D at range R reflects the Fresnel reflectance of water at normal
-  incidence, ((n−1)/(n+1))² with n = 1.328, times min(1, (D/(R·tanθ))²) of
-  the beam. Departure: LISA draws every particle in the cone and keeps the
-  strongest; here only the nearest one beyond ``min_range_m`` is drawn (its
-  range in closed form from ``u1``, its diameter from ``u2``). The echo
-  power falls as D²/R⁴ while D is smaller than the beam, so the nearest
-  particle is the strongest unless a farther one is much larger; the
-  simplification undercounts drop echoes a little and needs two uniforms
-  instead of hundreds.
-
-An echo is **detected** when its received power (``ρ·T(R)/R²`` for a drop,
-``P_fog`` for fog) reaches ``min_power_per_m2``, the weakest power the sensor
-resolves (:func:`detection_floor_per_m2` takes it from the datasheet pairs:
-the smallest R_i / r_i²). This is the threshold both papers use (LISA: a
-90 % target at the maximum range). It is used instead of the range–reflectivity
-curve because the datasheet fits are calibrated at tens of metres and ≥ 10 %
-reflectivity: extrapolated to the sub-percent echoes a few metres from the
-sensor, the ``log`` fit clips to zero below 3.5 % and would hide all fog, while
-the lidar equation they rest on does not. A **strongest-return** sensor (both
-papers' "strongest" mode) reports the echo only when it outshines the hard
-return, and then instead of it; a multi-return sensor reports every detected
-echo before the target. ``Weather(clutter=False)`` (spec ``weather: {clutter:
-false}``) keeps the extinction and drops every weather echo.
-
-What to expect, with an OS1-like floor (0.80/120² = 5.6e-5): the fog echo
-peaks 3–4 m out at 1.3–1.6e-4 (2–3 × the floor) for MOR 10–70 m, at 1.4 ×
-the floor at MOR 100 m (V = 131 m) and below it from V ≈ 200 m on: light
-fog only dims. A 50 % wall at 10 m in V = 50 m fog outshines the fog (its
-echo is 7.5 × the fog's) on every ray; beyond about 17 m the fog replaces it.
-docs/physics.md sets these against the fog-chamber measurements. 25 mm/h of
-rain echoes on about 5 % of the rays that miss, 5 mm/h of snow likewise.
-
-Object id
----------
-:data:`WEATHER_OBJECT_ID` is 2⁶⁴ − 2. Not 0: 0 is a valid
-OSI id and a valid scene instance id here (:class:`~lidar_fmu.geometry.scene.Scene`
-takes ids in [0, 2⁶³)); 2⁶⁴ − 1 is :data:`~lidar_fmu.pointcloud.NO_OBJECT_ID`,
-the static environment's. 2⁶⁴ − 2 can be neither, so a user tells clutter
-from objects and from the environment by the id alone.
+The laws, their sources and why they were chosen, the clutter models and their departures from the papers, and
+the model set against the fog chamber: docs/physics.md, "Noise, detection probability and weather". Each
+constant's source is cited beside it below.
 """
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 from collections.abc import Mapping
@@ -148,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from ..errors import LidarFmuError
 from .range_limit import range_limit_m
 
-#: object_id of weather returns (fog, rain, snow echoes); see the module docstring.
+#: object_id of weather returns (fog, rain, snow echoes): 2⁶⁴ − 2, neither a scene instance's id (< 2⁶³) nor the
+#: environment's NO_OBJECT_ID (2⁶⁴ − 1), so clutter is told apart by the id alone
 WEATHER_OBJECT_ID = np.uint64(2**64 - 2)
 
 #: Keys of the spec's ``weather`` mapping.
@@ -248,7 +127,8 @@ DEFAULT_MIN_RANGE_M = 1.0
 DEFAULT_BEAM_DIVERGENCE_RAD = 3e-3
 #: Nearest overlap start the soft-target integral accepts (m): ξ/R² is not integrable at R = 0.
 _MIN_OVERLAP_START_M = 0.05
-#: Grid of the soft-target integral: receive positions, and points per pulse window (module docstring).
+#: Grid of the soft-target integral: receive positions, and points per pulse window (midpoint rule, within 2 % of
+#: a 1 mm reference)
 _FOG_RECEIVE_STEPS = 64
 _FOG_PULSE_STEPS = 32
 #: Step (m) of the hard target's range in :func:`fog_echo_table`.
@@ -463,7 +343,7 @@ def clutter_return(
     ``range_m`` is below ``target_range_m``; ``reflectivity`` is the echo's Lambertian-equivalent
     reflectivity at that range as the sensor reports it (power · r²), two-way extinction included (do not
     attenuate it again, nor apply the range–reflectivity limit: detection is decided here). Without clutter
-    the result is ``(False, inf, 0.0)``. Model: the module docstring.
+    the result is ``(False, inf, 0.0)``. Model: docs/physics.md, "Weather: extinction laws, drop echoes, detection".
     """
     best_power = 0.0
     best_range = np.inf
@@ -663,11 +543,7 @@ def parse_weather(value) -> Weather | None:
     if not isinstance(value, Mapping):
         raise WeatherError(f"weather must be a mapping with keys {', '.join(WEATHER_KEYS)}, got {shown(value)}")
     known = (*WEATHER_KEYS, "clutter")
-    for key in value:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            raise WeatherError(f"weather: unknown key {key!r}{hint}")
+    refuse_unknown_keys(value, known, "weather", WeatherError)
     return Weather(**{key: value[key] for key in known if key in value})
 
 

@@ -3,24 +3,18 @@
     lidar = Lidar(scene, load_sensor("ouster_os1_128"))
     cloud = lidar.scan(sensor_pose)          # PointCloud in the sensor frame
 
-``sensor_pose`` is the 4×4 world_from_sensor matrix (m). Each scan re-reads the
-scene's instance poses, casts the sensor's pattern as one
-:class:`~lidar_fmu.raycast.RayBatch` and turns hits into returns, all behind
-the backend's one call (:meth:`~lidar_fmu.raycast.Backend.returns`).
+``sensor_pose`` is the 4×4 world_from_sensor matrix (m). Each scan re-reads the scene's instance poses, casts the
+sensor's pattern as one :class:`~lidar_fmu.raycast.RayBatch` and turns hits into returns, all behind the backend's
+one call (:meth:`~lidar_fmu.raycast.Backend.returns`). Then, whichever backend cast them:
 
-A sensor with ``divergence_samples`` > 1 casts each beam's footprint as that
-many sub-rays, adjacent in the batch, and forms the beam's echoes from their
-hits (:mod:`lidar_fmu.physics.echoes`) before the effects, whichever backend cast them.
-
-With a :class:`~lidar_fmu.scan.motion.FrameMotion` (how the sensor and objects
-moved over the frame) and the sensor's ``motion_distortion`` on, each ray
-leaves the sensor where it was when the ray fired and meets the objects where
-they were then (:func:`~lidar_fmu.scan.motion.cast_moving`).
-
-An FMCW sensor (spec key ``radial_velocity``) gives each return its radial
-velocity from the velocities of the sensor and of the instances
-(:class:`~lidar_fmu.scan.velocity.SceneVelocities`, else those the motion
-implies; :mod:`lidar_fmu.physics.fmcw`), last, after the effects.
+* a sensor with ``divergence_samples`` > 1 casts each beam's footprint as that many sub-rays, adjacent in the
+  batch, and forms the beam's echoes from their hits (:mod:`lidar_fmu.physics.echoes`) before the effects;
+* with a :class:`~lidar_fmu.scan.motion.FrameMotion` and the sensor's ``motion_distortion`` on, each ray leaves the
+  sensor where it was when the ray fired and meets the objects where they were then
+  (:func:`~lidar_fmu.scan.motion.cast_moving`);
+* an FMCW sensor (spec key ``radial_velocity``) gives each return its radial velocity from the velocities of the
+  sensor and of the instances (:class:`~lidar_fmu.scan.velocity.SceneVelocities`, else those the motion implies;
+  :mod:`lidar_fmu.physics.fmcw`), last, after the effects.
 """
 from __future__ import annotations
 

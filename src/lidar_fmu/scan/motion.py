@@ -1,29 +1,22 @@
 """Motion during a frame: the sensor and the objects move while the rays fire.
 
-A spinning lidar fires its columns over the whole frame period (an OS1-128's
-1,024 columns over 100 ms, while a car at 72 km/h moves 2 m), so a real unit's
-raw cloud is *distorted*: each point is measured from where the sensor was
-when its ray fired, against the objects where they were then, and reported
-in the sensor frame of that instant. LiMOX states it does not model this;
-deskewing tools (LIO-SAM, FAST-LIO, KISS-ICP) exist because real clouds have it.
-
-Poses between two SensorViews are interpolated: position linearly, orientation
-by slerp (constant angular velocity about one axis), the same law for the
-sensor and for every object (:func:`interpolate_pose`). Before the first
-SensorView they are extrapolated from OSI ``base.velocity`` and
-``base.orientation_rate`` (:func:`~lidar_fmu.geometry.transforms.extrapolate_pose`).
+A spinning lidar fires its columns over the whole frame period, so a real unit's raw cloud is *distorted*: each
+point is measured from where the sensor was when its ray fired, against the objects where they were then, and
+reported in the sensor frame of that instant. Poses between two SensorViews are interpolated (position linearly,
+orientation by slerp: :func:`interpolate_pose`), the same law for the sensor and for every object; before the
+first SensorView they are extrapolated from OSI ``base.velocity`` and ``base.orientation_rate``
+(:func:`~lidar_fmu.geometry.transforms.extrapolate_pose`).
 
 How a frame is cast (:func:`cast_moving`):
 
-* the **sensor's** motion is exact per ray: each ray is moved from the sensor
-  frame at its firing time into the sensor frame at the frame's end (one
-  rotation about one axis and a shift along one line, vectorized);
-* **objects** are posed in ``motion_slices`` time slices (a few per frame):
-  each slice's rays see the objects where they were at the slice's middle;
-  the static environment needs none;
-* every return is then reported in the sensor frame *at its own firing time*:
-  ``origin + range · direction`` of its ray in the pattern, exactly as the
-  unit reports it.
+* the **sensor's** motion is exact per ray: each ray is moved from the sensor frame at its firing time into the
+  sensor frame at the frame's end (one rotation about one axis and a shift along one line, vectorized);
+* **objects** are posed in ``motion_slices`` time slices (a few per frame): each slice's rays see the objects
+  where they were at the slice's middle; the static environment needs none;
+* every return is then reported in the sensor frame *at its own firing time*: ``origin + range · direction`` of
+  its ray in the pattern, exactly as the unit reports it.
+
+The spec keys and what was checked: docs/sensors.md, "Firing time and motion distortion".
 """
 from __future__ import annotations
 

@@ -1,27 +1,17 @@
 """Velocities at a frame, and each return's radial velocity from them (an FMCW unit's, :mod:`lidar_fmu.physics.fmcw`).
 
-A :class:`SceneVelocities` holds, in the world frame at the frame's end (the
-view's time), the rigid-body velocity of the body that carries the sensor
-(the host vehicle, or the sensor alone) and of each moving scene instance:
-the velocity of a reference point and an angular velocity, so that a
-material point ``x`` of the body moves with ``v + ω × (x − c)``. An
-instance's reference point is its pose's origin (an OSI object's
-``base.position``, the bounding-box centre); the carrier's is given.
+A :class:`SceneVelocities` holds, in the world frame at the frame's end (the view's time), the rigid-body velocity
+of the body that carries the sensor (the host vehicle, or the sensor alone) and of each moving scene instance: the
+velocity ``v`` of a reference point ``c`` and an angular velocity ``ω``, so a point ``x`` of the body moves with
+``v + ω × (x − c)``. An instance's reference point is its pose's origin (an OSI object's ``base.position``, the
+bounding-box centre); the carrier's is given. They come from :func:`velocities_of_motion` (the pose changes of a
+:class:`~lidar_fmu.scan.motion.FrameMotion`, for the sensor and every instance that moved), with OSI's own
+``base.velocity`` and ``base.orientation_rate`` laid over those where the SensorView sets them
+(:func:`lidar_fmu.cosim.sensor_model.view_velocities`), or from a script's own, passed to
+:meth:`~lidar_fmu.scan.lidar.Lidar.scan`.
 
-Where they come from:
-
-* :func:`velocities_of_motion`: the pose changes of a
-  :class:`~lidar_fmu.scan.motion.FrameMotion` (position linear, rotation about
-  one axis at a constant rate: the law the motion distortion interpolates by),
-  for the sensor and every instance that moved; the rest stand still;
-* the co-simulation lays OSI's own ``base.velocity`` and
-  ``base.orientation_rate`` over those, where the SensorView sets them
-  (:func:`lidar_fmu.cosim.sensor_model.view_velocities`);
-* a script passes its own to :meth:`~lidar_fmu.scan.lidar.Lidar.scan`.
-
-:func:`radial_velocity_of` places each return's ray where it fired (the
-sensor's turn and shift over the frame, as the cast placed it) and hands the
-returns to the compiled pass.
+:func:`radial_velocity_of` places each return's ray where it fired (the sensor's turn and shift over the frame, as
+the cast placed it) and hands the returns to the compiled pass. The model: docs/physics.md, "FMCW radial velocity".
 """
 from __future__ import annotations
 

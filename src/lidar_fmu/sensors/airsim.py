@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from ..documents import refuse_unknown_keys
 from .presets import PRESETS
 
 #: Every setting of a lidar entry the documentation lists (``vertical-fov-start/end-deg`` in its table, the sample
@@ -192,9 +193,7 @@ def airsim_spec(data: dict, error, select_id=None, default_name: str | None = No
     The sensor's name is the entry's ``id``, else ``default_name`` (a file's name), else ``airsim_<lidar-type>``.
     """
     entry = _entry(data, error, select_id)
-    unknown = set(entry) - AIRSIM_KEYS
-    if unknown:
-        raise error(f"unknown AirSim lidar setting(s): {', '.join(sorted(unknown))}")
+    refuse_unknown_keys(entry, AIRSIM_KEYS, "AirSim lidar entry", error)
     if entry.get("type", "lidar") != "lidar":
         raise error(f"AirSim sensor type must be 'lidar', got {entry.get('type')!r}")
     kind = str(entry.get("lidar-type", "generic_cylindrical")).replace("-", "_")

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..documents import shown
+from ..documents import refuse_unknown_keys, shown
 from ..errors import LidarFmuError
 from ..geometry.pattern import MAX_RAYS_PER_FRAME, RayPattern, spherical_directions
 
@@ -191,10 +191,7 @@ def parse_raster(raster) -> Raster:
     if not isinstance(raster, dict):
         raise RasterSpecError(f"sensor spec key 'raster' must be a mapping of the keys {', '.join(RASTER_KEYS)}, "
                               f"got {shown(raster)}")
-    unknown = sorted(map(str, set(raster) - set(RASTER_KEYS)))
-    if unknown:
-        raise RasterSpecError(f"unknown raster key(s) {', '.join(map(shown, unknown[:5]))}; known: "
-                              f"{', '.join(RASTER_KEYS)}")
+    refuse_unknown_keys(raster, RASTER_KEYS, "sensor spec key 'raster'", RasterSpecError)
     if "horizontal_fov_deg" not in raster or "columns" not in raster:
         raise RasterSpecError("sensor spec key 'raster' needs horizontal_fov_deg [start, end] and columns")
     channels = (_array(raster, "channels", "a list of [azimuth_deg, elevation_deg] pairs", 2, 180.0)

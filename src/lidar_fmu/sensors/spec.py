@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from ..documents import one_line, read_document, shown
+from ..documents import one_line, read_document, refuse_unknown_keys, shown
 from ..errors import LidarFmuError
 from ..geometry.pattern import (
     MAX_RAYS_PER_FRAME,
@@ -216,18 +216,6 @@ def _beside(spec: dict[str, Any], folder: str) -> dict[str, Any]:
     return spec
 
 
-def _unknown_keys(unknown: set) -> str:
-    """The message for spec keys that are none: each with the known key it resembles, if one does."""
-    import difflib
-
-    keys, named = sorted(map(str, unknown)), []
-    for key in keys[:5]:  # (a hostile spec's thousands of keys are not each compared)
-        close = difflib.get_close_matches(key.lower(), sorted(KNOWN_KEYS), n=1, cutoff=0.6)
-        named.append(f"{shown(key)} (did you mean {close[0]!r}?)" if close else shown(key))
-    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
-    return f"unknown sensor spec key(s): {', '.join(named)}{more}"
-
-
 def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
     """Turn a preset name, spec file path or dict into one flat spec dict."""
     file_name = None  # a spec file's name: the sensor's name unless the spec gives one
@@ -262,9 +250,7 @@ def resolve_spec(spec: SensorSpec) -> dict[str, Any]:
         spec = airsim_spec(rest, SensorSpecError, spec.get("airsim_id"), file_name)
     elif file_name is not None:
         spec.setdefault("name", file_name)
-    unknown = set(spec) - KNOWN_KEYS
-    if unknown:
-        raise SensorSpecError(_unknown_keys(unknown))
+    refuse_unknown_keys(spec, KNOWN_KEYS, "sensor spec", SensorSpecError)
     preset = spec.get("preset")
     if preset is not None:
         if not isinstance(preset, str):
@@ -576,8 +562,7 @@ def _continuous(spec: dict[str, Any]) -> ContinuousScan:
         raise SensorSpecError(f"rosette must be a mapping, got {shown(rosette)}")
     known = {"points_per_second", "channels", "horizontal_rotation_hz", "vertical_rotation_hz", "radial_scaling",
              "vertical_fov_deg", "cone_half_angles_deg"}
-    if set(rosette) - known:
-        raise SensorSpecError(f"unknown rosette key(s): {', '.join(sorted(set(rosette) - known))}")
+    refuse_unknown_keys(rosette, known, "sensor spec key 'rosette'", SensorSpecError)
     channels = rosette.get("channels", 1)
     if not isinstance(channels, (int, np.integer)) or isinstance(channels, bool) or not 1 <= channels <= 4096:
         raise SensorSpecError(f"rosette channels must be an integer in 1..4096, got {shown(channels)}")

@@ -1,24 +1,12 @@
 """``lidar-fmu bench --scaling``: how the cast grows with scene size and with the number of moving instances.
 
-Three sweeps with the OS1-128×1024 pattern (131,072 rays), each point the
-median of ``repeat`` casts, Open3D's ``RaycastingScene`` measured in the same
-run on the same rays where it can hold the scene:
-
-1. **one mesh**, 10 k → 10 M triangles: a closed UV sphere (radius 20 m)
-   around the sensor, so every ray hits and, once the mesh is fine, every hit
-   is a different triangle;
-2. **a tiled city**: one building mesh (20 × 20 × 30 m, 3,072 triangles)
-   instanced on a square grid of 40 m blocks on a ground plane, 12 k → 10 M
-   placed triangles, the sensor at street level in the middle. Ours keeps the
-   blocks as instances (two-level BVH); Open3D gets the same triangles
-   flattened into one mesh;
-3. **moving instances**, 1 → 10,000 boxes around the sensor, every one moved
-   every frame: the top-level update plus the cast, against the same scene
-   standing still (the cast alone).
-
-A BVH cast costs ~log(triangles) per ray while the scene fits the caches;
-:func:`print_scaling` reports the growth per decade so a reader sees where it
-stays logarithmic and where it does not (memory, instance overhead).
+Three sweeps with the OS1-128×1024 pattern (131,072 rays), each point the median of ``repeat`` casts, Open3D's
+``RaycastingScene`` measured in the same run on the same rays where it can hold the scene: one mesh (a UV sphere
+around the sensor, 10 k → 10 M triangles), a tiled city (one building instanced on a grid, 12 k → 10 M placed
+triangles) and moving instances (1 → 10,000 boxes, each moved every frame). A BVH cast costs ~log(triangles) per
+ray while the scene fits the caches; :func:`print_scaling` reports the growth per decade so a reader sees where it
+stays logarithmic and where it does not. The scenes and the figures: docs/benchmarks.md, "Cost against scene size
+and instance count".
 """
 from __future__ import annotations
 

@@ -1,23 +1,18 @@
 """Procedural, deterministic demo street scene (meshes on disk + parked-car layout).
 
-:func:`generate_street` writes a ~200 m straight urban street as real mesh files
-with named visual materials:
+:func:`generate_street` writes a ~200 m straight urban street as real mesh files with named visual materials:
 
-* ``street.obj`` / ``street.mtl`` – the static world (road, lane markings,
-  kerbs, sidewalks, grass strips, buildings with recessed windows, street
-  lights, trees, traffic signs) in one multi-material OBJ;
-* ``car_<type>.obj`` / ``.mtl`` – car models in the OSI object frame (origin at
-  the bounding-box centre, x forward, y left, z up, metres);
-* ``layout.json`` – the parked cars (bounding-box-centre poses) and triangle
-  totals.
+* ``street.obj`` / ``street.mtl``: the static world (road, lane markings, kerbs, sidewalks, grass strips, buildings
+  with recessed windows, street lights, trees, traffic signs) in one multi-material OBJ;
+* ``car_<type>.obj`` / ``.mtl``: car models in the OSI object frame (origin at the bounding-box centre, x forward,
+  y left, z up, metres);
+* ``layout.json``: the parked cars (bounding-box-centre poses) and triangle totals.
 
-World frame: x along the street (−100 m … +100 m), y across (road centred on
-y = 0), z up, road surface at z = 0. Traffic drives on the right, so cars on the
-y < 0 kerb face +x and cars on the y > 0 kerb face −x.
+World frame: x along the street (−100 m … +100 m), y across (road centred on y = 0), z up, road surface at z = 0.
+Traffic drives on the right, so cars on the y < 0 kerb face +x and cars on the y > 0 kerb face −x.
 
-Everything is drawn from one ``numpy.random.Generator(seed)`` in a fixed order
-and numbers are written with fixed formats, so the same seed gives
-byte-identical files. :func:`load_street_scene` turns the files into a
+Everything is drawn from one ``numpy.random.Generator(seed)`` in a fixed order and numbers are written with fixed
+formats, so the same seed gives byte-identical files. :func:`load_street_scene` turns the files into a
 :class:`~lidar_fmu.geometry.scene.Scene`.
 """
 from __future__ import annotations

@@ -1,34 +1,16 @@
 """Replay an OSI scenario through the built FMU, frame by frame, as a master would.
 
-A scenario is a folder with ``scenario.yaml``::
+A scenario is a folder with ``scenario.yaml`` (:func:`load_scenario`; :data:`SCENARIO_KEYS`: at least ``trace``,
+and ``sensor``, ``assets``, ``environment``, ``materials``, ``ir_database``, ``step_size_s``, ``backend``,
+``mounting``, ``up_axis``, ``ground_truth``, …; relative paths are relative to the folder). A bare SensorView
+trace is a scenario too (:func:`trace_scenario`). Outputs: per-frame PCDs, a SensorData trace, a preview PNG and
+animated GIF, and ``summary.json``; a rig's lidars each get those in ``sensor_<id>/``. A damaged trace is replayed
+up to its first damaged frame, which the summary and the :class:`DamagedTraceError` raised at the end name. The
+files a replay writes are listed in :data:`MANIFEST`; the next replay into the folder removes them first, and
+only them. With ``ground_truth: true`` the model also steps in-process beside the FMU (:class:`GroundTruthTwin`),
+as OSI has no field for ground truth.
 
-    trace: <SensorView trace: .osi, .osi.xz or .mcap>
-    sensor: <preset name | spec file | mapping of spec keys>
-    assets: <folder where model_reference strings resolve>   (optional)
-    environment: <static world mesh>                          (optional)
-    materials: <visual → IR material map>                     (optional)
-    ir_database: <IR material database file>                  (optional; laid over the built-in materials)
-    step_size_s: <s > 0>        (optional; default: the median timestamp spacing of its first frames)
-    backend: auto | embree | cuda                             (optional)
-    mounting: {position_m: [x, y, z], orientation_rad: [roll, pitch, yaw]}  (optional)
-    disable_self_hits: true                                   (optional)
-    up_axis: y | z          (optional; up axis of the assets' meshes; default by format: glTF/GLB y, others z)
-    ground_truth: true      (optional; the frame PCDs also carry each point's noise-free truth, see below)
-
-Relative paths are relative to the scenario folder. A bare SensorView trace
-is a scenario too (:func:`trace_scenario`): its objects as OSI gives them, the
-sensor and assets given beside it. Outputs: per-frame PCDs, a SensorData
-trace, a preview PNG and animated GIF, and ``summary.json``; a rig's lidars
-each get those in a folder of their own, ``sensor_<id>/``. A damaged trace is
-replayed up to its first damaged frame, which the summary and the
-:class:`DamagedTraceError` raised at the end name. The files a replay writes
-are listed in :data:`MANIFEST`; the next replay into the folder removes them
-first, and only them.
-
-OSI has no field for ground truth (:mod:`lidar_fmu.physics.ground_truth`), so with
-``ground_truth: true`` the replay steps the model in-process beside the FMU,
-on the same SensorViews with the same parameters (:class:`GroundTruthTwin`),
-and writes its truth beside the FMU's points: one more model step per frame.
+The keys one by one, the outputs and their names: docs/replay.md.
 """
 from __future__ import annotations
 
@@ -43,7 +25,7 @@ import time
 
 import numpy as np
 
-from ..documents import read_document, shown
+from ..documents import read_document, refuse_unknown_keys, shown
 from ..errors import UserError, brief
 from ..osi.decode import sensor_view_time_s
 from ..osi.trace import STEP_LOOKAHEAD, TraceError, median_step_s
@@ -65,9 +47,7 @@ def load_scenario(path) -> dict:
     scenario = read_document(path, "scenario", UserError, syntax="yaml")  # bounded: size, depth, aliases
     if not isinstance(scenario, dict) or "trace" not in scenario:
         raise UserError(f"scenario {path} must be a mapping with at least 'trace'")
-    unknown = set(scenario) - SCENARIO_KEYS
-    if unknown:
-        raise UserError(f"scenario {path}: unknown key(s) {', '.join(sorted(unknown))}")
+    refuse_unknown_keys(scenario, SCENARIO_KEYS, f"scenario {path}", UserError)
     folder = os.path.dirname(os.path.abspath(path))
     scenario = dict(scenario)
     scenario["folder"] = folder

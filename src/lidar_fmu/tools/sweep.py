@@ -1,29 +1,19 @@
 """Scenario sweeps: many replays (scenario × sensor × mounting × weather × spec keys) on a Dask cluster.
 
-A sweep file (YAML) lists what to cross; relative paths are relative to it::
+A sweep file (YAML: ``scenarios``, ``sensors``, and optionally ``mountings``, ``weather``, ``spec``, ``frames``;
+relative paths relative to it) lists what to cross. Each run replays its scenario through the FMU exactly as
+``lidar-fmu replay`` does, into ``OUT/<scenario>__<sensor>[__<mounting>][__<weather>][__<key-value>…]/`` (same
+files, same SensorData bytes). Three parts, each usable alone:
 
-    scenarios: [<scenario folder or scenario.yaml | {name: …, path: …}>, ...]   # as `lidar-fmu replay` takes them
-    sensors: [<preset name | spec file | inline spec mapping>, ...]
-    mountings: [{name: roof, position_m: [x, y, z], orientation_rad: [r, p, y]}, ...]   (optional)
-    weather: [clear, {name: fog50, fog_visibility_m: 50}, ...]                           (optional)
-    spec: {<sensor spec key>: [<value>, ...], ...}    (optional; each key crossed, e.g. noise: [null, datasheet])
-    frames: <N>                                       (optional; replay at most N frames per run)
+* :func:`plan_runs`: the crossing, from the sweep mapping (it reads no file);
+* :func:`run_one`: one run on whichever process executes it (a Dask worker, or this process with ``serial``); it
+  never raises: a failure, a frame the FMU flagged invalid included, is its result;
+* :func:`run_sweep`: resume, execution (``LocalCluster``, an external scheduler, or serial), one retry of runs
+  whose worker died, progress on stderr, the report (``OUT/sweep.csv``, ``OUT/sweep.png``).
 
-Each run replays its scenario through the FMU exactly as ``lidar-fmu replay``
-does, into ``OUT/<scenario>__<sensor>[__<mounting>][__<weather>][__<key-value>…]/``
-(same files, same SensorData bytes). Three parts, each usable alone:
-
-* :func:`plan_runs` — the crossing, from the sweep mapping (it reads no file);
-* :func:`run_one` — one run on whichever process executes it (a Dask worker,
-  or this process with ``serial``); it never raises: a failure, a frame the
-  FMU flagged invalid included, is its result;
-* :func:`run_sweep` — resume, execution (``LocalCluster``, an external
-  scheduler, or serial), one retry of runs whose worker died, progress on
-  stderr, the report (``OUT/sweep.csv``, ``OUT/sweep.png``).
-
-Workers read inputs and write outputs by path: every worker must see the
-sweep's scenarios, spec files and ``OUT`` at the same paths as the client
-(a shared file system); the sweep checks that before it starts.
+Workers read inputs and write outputs by path, so every worker must see the sweep's files and ``OUT`` at the same
+paths as the client (a shared file system); the sweep checks that first. The file format and running on a
+cluster: docs/sweeps.md.
 """
 from __future__ import annotations
 
@@ -41,7 +31,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..documents import read_document
+from ..documents import read_document, refuse_unknown_keys
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 
 # The stages a command needs are imported inside the functions that run it: `lidar-fmu` starts, and each
@@ -187,9 +177,10 @@ def _sensor_axis(entries: list, base_dir: str) -> list[tuple[str, str | dict]]:
 def _mounting_axis(entries: list) -> list[tuple[str, dict | None]]:
     axis: list[tuple[str, dict | None]] = []
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or set(entry) - MOUNTING_KEYS:
+        if not isinstance(entry, dict):
             raise UserError(f"sweep: a mounting must be a mapping of {', '.join(sorted(MOUNTING_KEYS))}, "
                             f"got {entry!r}")
+        refuse_unknown_keys(entry, MOUNTING_KEYS, f"sweep: mountings[{i}]", UserError)
         axis.append((_label(entry.get("name", f"mount{i}")), {k: v for k, v in entry.items() if k != "name"}))
     return axis
 
@@ -225,9 +216,7 @@ def plan_runs(sweep: dict, base_dir: str) -> list[Run]:
     last axis varies fastest."""
     import itertools
 
-    unknown = set(sweep) - SWEEP_KEYS
-    if unknown:
-        raise UserError(f"sweep: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(SWEEP_KEYS))})")
+    refuse_unknown_keys(sweep, SWEEP_KEYS, "sweep", UserError)
     frames = sweep.get("frames")
     if frames is not None and (not isinstance(frames, int) or isinstance(frames, bool) or frames < 1):
         raise UserError(f"sweep: 'frames' must be a whole number ≥ 1, got {frames!r}")

@@ -1,40 +1,16 @@
 """Infrared (lidar-wavelength) materials: what a surface returns, by class and reflectance.
 
-An :class:`IRMaterial` has a *class* (:data:`MATERIAL_CLASSES`) that decides
-what a ray does there, and a reflectance that decides how strong the return is:
+An :class:`IRMaterial` has a *class* (:data:`MATERIAL_CLASSES`) that decides what a ray does there, and a
+reflectance that decides how strong the return is: a Lambertian ``reflectance`` ρ0 with ρ(θ) = ρ0·cos θ, or an
+``angle_table`` of ρ at :data:`ANGLES_DEG`, or a ``spectrum`` evaluated at the sensor's wavelength; fixed values
+are near-infrared (≈ 850–950 nm) and ``wavelength_factors`` scales them elsewhere (:func:`wavelength_factor`).
+Retroreflective values are Lambertian-equivalent, so they may be far above 1.
 
-* a Lambertian ``reflectance`` ρ0 (0–1) with ρ(θ) = ρ0·cos θ, or
-* an ``angle_table`` of ρ at :data:`ANGLES_DEG` (0–80°), linear in between and
-  falling linearly to 0 at 90°.
-
-ρ(θ) is the factor of the lidar equation for an extended target
-(received power ∝ ρ(θ)/r²), so a Lambertian surface gives ρ0·cos θ.
-For ``retroreflective`` materials the value is *Lambertian-equivalent*: the ρ a
-Lambertian surface facing the sensor would need to return the same power, so it
-may be far above 1 (see the ``retroreflector`` entry of ``data/ir_materials.yaml``).
-
-Material files (the built-in ``data/ir_materials.yaml`` and user YAML/JSON: a user's IR material database)
-hold ``materials: [entry, …]`` (or just the list; a ``description:`` beside it is free text); an entry is::
-
-    name: asphalt                    # unique; later files replace same-named entries
-    class: general                   # one of MATERIAL_CLASSES (default general)
-    reflectance: 0.28                # exactly one of reflectance (0–1),
-    spectrum: spectra/asphalt.txt    #   spectrum (ASTER text file, relative to the file), or
-    angle_table: [0.5, …]            #   angle_table (9 values at ANGLES_DEG)
-    source: "where the value comes from, or why it is assumed"
-    assumed: false                   # true when no measurement backs the value
-    wavelength_factors: [[905, 1.0], [1550, 0.18]]   # optional, with reflectance or angle_table
-
-Spectrum entries are evaluated at the sensor wavelength. Fixed reflectances and
-tables are near-infrared (≈ 850–950 nm) values; ``wavelength_factors`` (pairs of
-wavelength in nm, ascending, and a factor ≥ 0) scales them at other wavelengths:
-the factor is interpolated linearly at the sensor's wavelength and held beyond
-the first and last pair (:func:`wavelength_factor`). Without it a fixed value
-holds at every wavelength, which is right only where the material has no
-absorption band between 850 nm and the sensor's wavelength (docs/physics.md
-lists what changes at 1550 nm).
-:data:`FACE_REFLECTIVITY` is reserved: it marks the triangles whose mesh gives
-their own reflectance, and no user file or map may name it.
+:class:`MaterialDatabase` holds the built-in ``data/ir_materials.yaml`` with the user's material files laid over it
+(:func:`read_material_file`: ``materials: [entry, …]``, later files replacing same-named entries).
+:data:`FACE_REFLECTIVITY` is reserved: it marks the triangles whose mesh gives their own reflectance, and no user
+file or map may name it. The file format, the built-in materials and their sources: docs/physics.md, "Infrared
+materials".
 """
 from __future__ import annotations
 
@@ -49,7 +25,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from ...documents import read_document, shown, syntax_of
+from ...documents import read_document, refuse_unknown_keys, shown, syntax_of
 from ..hit_rules import MATERIAL_CLASSES
 from .spectra import ANGLES_DEG, MaterialError, read_angle_table_csv, spectrum_reflectance
 
@@ -252,9 +228,7 @@ def _entry_material(entry, where: str, base_dir: str, wavelength_nm: float) -> I
     """One file entry → IRMaterial (spectrum evaluated at ``wavelength_nm``); a bad value is refused naming its key."""
     if not isinstance(entry, dict):
         raise MaterialError(f"{where}: each entry must be a mapping, got {shown(entry)}")
-    unknown = set(entry) - _ENTRY_KEYS
-    if unknown:
-        raise MaterialError(f"{where}: unknown keys {shown(sorted(map(str, unknown)))} (known: {sorted(_ENTRY_KEYS)})")
+    refuse_unknown_keys(entry, _ENTRY_KEYS, where, MaterialError)
     name: Any = entry.get("name")  # anything: IRMaterial says if it is no name
     where = f"{where} ({shown(name)})"
     given = [k for k in ("reflectance", "spectrum", "angle_table") if entry.get(k) is not None]
@@ -319,7 +293,7 @@ def wavelength_factor(pairs, wavelength_nm: float, where: str = "material") -> f
 
 
 def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
-    """IR materials of a YAML/JSON material file (see the module docstring) or an angle-table CSV.
+    """IR materials of a YAML/JSON material file (docs/physics.md, "Infrared materials") or an angle-table CSV.
 
     CSV materials are class ``general`` with the file as their source.
     """
@@ -334,10 +308,7 @@ def read_material_file(path, wavelength_nm: float = 905.0) -> list[IRMaterial]:
             raise MaterialError(f"material file {path}: 'materials' maps names to names, as a visual → IR material "
                                 "map does; a map goes to --materials (scenario 'materials:', FMU 'materials'), an IR "
                                 "material database holds 'materials: [entry, …]'")
-        unknown = set(document) - _FILE_KEYS
-        if unknown:
-            raise MaterialError(f"material file {path}: unknown keys {shown(sorted(map(str, unknown)))} "
-                                f"(known: {sorted(_FILE_KEYS)})")
+        refuse_unknown_keys(document, _FILE_KEYS, f"material file {path}", MaterialError)
     else:
         entries = document
     if not isinstance(entries, list):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
+from ...documents import refuse_unknown_keys
 from .database import FACE_REFLECTIVITY, MaterialDatabase, MaterialError, _load_document
 
 if TYPE_CHECKING:
@@ -102,9 +103,7 @@ def _map_from_dict(data, origin: str) -> MaterialMap:
     if not isinstance(data, dict):
         raise MaterialError(f"material map {origin}: expected a mapping with 'default' and 'materials', "
                             f"got {type(data).__name__}")
-    unknown = set(data) - _MAP_KEYS
-    if unknown:
-        raise MaterialError(f"material map {origin}: unknown keys {sorted(unknown)} (known: {sorted(_MAP_KEYS)})")
+    refuse_unknown_keys(data, _MAP_KEYS, f"material map {origin}", MaterialError)
     default = data.get("default", DEFAULT_IR_MATERIAL)
     entries = data.get("materials") or {}
     if not isinstance(default, str) or not default:
