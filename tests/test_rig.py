@@ -41,7 +41,7 @@ def test_rig_specs_in_every_form_and_errors_that_name_the_entry(tmp_path):
         load_rig({"sensors": [SPEC | {"mounting": {"xyz_m": [1, 2]}}]})
     with pytest.raises(SensorSpecError, match="non-empty list"):
         load_rig({"sensors": []})
-    with pytest.raises(SensorSpecError, match="a rig has only 'sensors'"):
+    with pytest.raises(SensorSpecError, match="unknown key 'max_range_m'; known: sensors, name, description"):
         load_rig({"sensors": [SPEC], "max_range_m": 5})
 
 

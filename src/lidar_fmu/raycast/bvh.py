@@ -349,7 +349,7 @@ def instance_table(bvhs, mesh_roots, mesh_index, poses):
 
 
 # --------------------------------------------------------------------------- traversal
-# The two node tests both levels of the traversal make, one body each: registered (inlined) for the CPU here, and
+# The node steps both levels of the traversal take, one body each: registered (inlined) for the CPU here, and
 # for the GPU by cuda.py, so the CPU's and the GPU's compiled traversals each call their own.
 @register_jitable(inline="always")
 def _box_hit(lo, hi, node, ox, oy, oz, ix, iy, iz, best_t):
@@ -377,11 +377,24 @@ def _box_hit(lo, hi, node, ox, oy, oz, ix, iy, iz, best_t):
 
 
 @register_jitable(inline="always")
-def _second_child_nearer(lo, hi, first, dx, dy, dz):
-    """Does child ``first + 1``'s box centre lie nearer along ``d`` than child ``first``'s (visit it first)?"""
-    return ((lo[first, 0] + hi[first, 0] - lo[first + 1, 0] - hi[first + 1, 0]) * dx
-            + (lo[first, 1] + hi[first, 1] - lo[first + 1, 1] - hi[first + 1, 1]) * dy
-            + (lo[first, 2] + hi[first, 2] - lo[first + 1, 2] - hi[first + 1, 2]) * dz) > _ZERO
+def _enter_nearer_child(lo, hi, first, dx, dy, dz, stack, sp):
+    """An inner node's children are ``first`` and ``first + 1``: push the one whose box centre lies farther along
+    ``d`` onto ``stack[sp]`` and return the nearer, visited first."""
+    second_nearer = ((lo[first, 0] + hi[first, 0] - lo[first + 1, 0] - hi[first + 1, 0]) * dx
+                     + (lo[first, 1] + hi[first, 1] - lo[first + 1, 1] - hi[first + 1, 1]) * dy
+                     + (lo[first, 2] + hi[first, 2] - lo[first + 1, 2] - hi[first + 1, 2]) * dz) > _ZERO
+    if second_nearer:
+        stack[sp] = first
+        return first + 1
+    stack[sp] = first + 1
+    return first
+
+
+@register_jitable(inline="always")
+def _reciprocal(dx, dy, dz):
+    """1/d per axis, a zero component mapped to :data:`_BIG` (avoids 0·inf = NaN in the slabs)."""
+    return (_ONE / dx if dx != _ZERO else _BIG, _ONE / dy if dy != _ZERO else _BIG,
+            _ONE / dz if dz != _ZERO else _BIG)
 
 
 # One loop over 80 lines on purpose: its triangle test runs per triangle, the innermost work of every cast on the
@@ -403,10 +416,7 @@ def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_
     best_tri = -1
     best_u = _ZERO
     best_v = _ZERO
-    # 1/d with zero components mapped to a big finite number (avoids 0·inf = NaN in the slabs)
-    ix = _ONE / dx if dx != _ZERO else _BIG
-    iy = _ONE / dy if dy != _ZERO else _BIG
-    iz = _ONE / dz if dz != _ZERO else _BIG
+    ix, iy, iz = _reciprocal(dx, dy, dz)
     # watertight test set-up: kz = dominant axis of d, shear so the ray runs along +z
     adx = dx if dx >= _ZERO else -dx
     ady = dy if dy >= _ZERO else -dy
@@ -432,13 +442,7 @@ def _intersect_closest_py(node_lo, node_hi, node_child, node_count, tri_v0, tri_
             count = node_count[node]
             first = node_child[node]
             if count == 0:
-                # visit the child whose centre lies nearer along the ray first
-                if _second_child_nearer(node_lo, node_hi, first, dx, dy, dz):
-                    stack[sp] = first
-                    node = first + 1
-                else:
-                    stack[sp] = first + 1
-                    node = first
+                node = _enter_nearer_child(node_lo, node_hi, first, dx, dy, dz, stack, sp)
                 sp += 1
                 continue
             for k in range(first, first + count):
@@ -508,9 +512,7 @@ def make_closest_over_instances(jit, traverse):
         best_tri = -1
         best_u = _ZERO
         best_v = _ZERO
-        ix = _ONE / dx if dx != _ZERO else _BIG
-        iy = _ONE / dy if dy != _ZERO else _BIG
-        iz = _ONE / dz if dz != _ZERO else _BIG
+        ix, iy, iz = _reciprocal(dx, dy, dz)
         sp = 0
         node = 0
         while True:
@@ -518,12 +520,7 @@ def make_closest_over_instances(jit, traverse):
                 count = tlas_count[node]
                 first = tlas_child[node]
                 if count == 0:
-                    if _second_child_nearer(tlas_lo, tlas_hi, first, dx, dy, dz):
-                        top_stack[sp] = first
-                        node = first + 1
-                    else:
-                        top_stack[sp] = first + 1
-                        node = first
+                    node = _enter_nearer_child(tlas_lo, tlas_hi, first, dx, dy, dz, top_stack, sp)
                     sp += 1
                     continue
                 for e in range(first, first + count):

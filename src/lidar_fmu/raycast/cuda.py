@@ -54,8 +54,9 @@ from .backend import Backend, into
 from .bvh import (
     STACK_SIZE,
     _box_hit,
+    _enter_nearer_child,
     _intersect_closest_py,
-    _second_child_nearer,
+    _reciprocal,
     cached_bvh,
     concatenate,
     instance_table,
@@ -73,8 +74,8 @@ RECORD_FIELDS = ("x", "y", "z", "range", "reflectivity", "normal_x", "normal_y",
                  "saturated", "ray_index", "material_id")
 _WIDTH = len(RECORD_FIELDS)
 
-# the BVH's node tests, which both levels of the traversal call (before the traversal is compiled)
-for _node_test in (_box_hit, _second_child_nearer):
+# the BVH's node steps, which both levels of the traversal call (before the traversal is compiled)
+for _node_test in (_box_hit, _enter_nearer_child, _reciprocal):
     register_jitable(inline="always")(_node_test)
 _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)

@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from ..documents import refuse_unknown_keys
+from ..documents import refuse_unknown_keys, shown
 from .presets import PRESETS
 
 #: Every setting of a lidar entry the documentation lists (``vertical-fov-start/end-deg`` in its table, the sample
@@ -161,8 +161,9 @@ def _check_report_settings(entry: dict, error) -> None:
 
 def _origin(entry: dict, error) -> dict:
     origin = entry.get("origin") or {}
-    if not isinstance(origin, dict) or set(origin) - {"xyz", "rpy-deg", "rpy"}:
-        raise error(f"AirSim setting 'origin' must hold xyz and rpy-deg (or rpy), got {origin!r}")
+    if not isinstance(origin, dict):
+        raise error(f"AirSim setting 'origin' must hold xyz and rpy-deg (or rpy), got {shown(origin)}")
+    refuse_unknown_keys(origin, ("xyz", "rpy-deg", "rpy"), "AirSim setting 'origin'", error)
 
     if "rpy-deg" in origin and "rpy" in origin:
         raise error("AirSim setting origin has both rpy-deg and rpy")

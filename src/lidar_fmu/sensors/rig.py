@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..documents import parse_document
+from ..documents import parse_document, refuse_unknown_keys
 from ..geometry.transforms import pose_matrix
 from .airsim import robot_config_lidars
 from .spec import Sensor, SensorSpecError, _read_spec_file, load_sensor
@@ -35,6 +35,8 @@ from .spec import Sensor, SensorSpecError, _read_spec_file, load_sensor
 MAX_RIG_SIZE = 64
 #: OSI identifiers are uint64: ids given to lidars count on modulo this
 SENSOR_ID_MODULUS = 2**64
+#: a rig file's keys
+RIG_KEYS = ("sensors", "name", "description")
 
 
 @dataclass(frozen=True)
@@ -126,10 +128,7 @@ def _indexed(entries) -> list[tuple[int, Any]]:
 
 
 def _only_sensors(data: dict, where: str):
-    extra = set(data) - {"sensors", "name", "description"}
-    if extra:
-        raise SensorSpecError(f"{where}: a rig has only 'sensors' (and a name/description), got also "
-                              f"{', '.join(sorted(extra))}")
+    refuse_unknown_keys(data, RIG_KEYS, where, SensorSpecError)
     return data["sensors"]
 
 
