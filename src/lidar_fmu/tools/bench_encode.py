@@ -14,6 +14,7 @@ import numpy as np
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_version_pb2 import InterfaceVersion
 
+from ..geometry.pattern import spherical_directions
 from ..geometry.transforms import pose_matrix
 from ..osi.encode import (
     DATA_QUALIFIER_AVAILABLE,
@@ -94,9 +95,8 @@ def random_cloud(n: int, seed: int = 0) -> PointCloud:
     r = rng.uniform(0.5, 120.0, n)
     az = rng.uniform(-np.pi, np.pi, n)
     el = rng.uniform(-0.4, 0.4, n)
-    points["x"] = r * np.cos(el) * np.cos(az)
-    points["y"] = r * np.cos(el) * np.sin(az)
-    points["z"] = r * np.sin(el)
+    xyz = r[:, None] * spherical_directions(az, el, np.float64)
+    points["x"], points["y"], points["z"] = xyz.T
     points["range"] = r
     points["reflectivity"] = rng.uniform(0.0, 1.0, n)
     points["beam_id"] = rng.integers(0, 128, n)
