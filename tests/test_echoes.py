@@ -12,7 +12,7 @@ from lidar_fmu import Lidar, Scene
 from lidar_fmu.geometry.scene import box_mesh
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
-from lidar_fmu.osi.encode import encode_sensor_data
+from lidar_fmu.osi.encode import LidarDetectionBlock, encode_sensor_data
 from lidar_fmu.physics.echoes import Footprint, footprint_offsets, sub_ray_pattern
 from lidar_fmu.scan.motion import FrameMotion
 from lidar_fmu.sensors import SensorSpecError, load_sensor
@@ -206,10 +206,10 @@ def test_motion_distortion_with_sub_rays():
 
 def test_osi_carries_one_detection_per_echo_with_its_pulse_width():
     _, cloud = scan("dual")
-    args = dict(timestamp_s=0.1, sensor_id=3, mounting_position=np.eye(4), cycle_counter=1,
-                intensity_percent=cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
-    data = encode_sensor_data(cloud, **args)
-    assert data == build_sensor_data_reference(cloud, **args).SerializeToString()
+    block = LidarDetectionBlock(cloud, sensor_id=3, mounting_position=np.eye(4),
+                                intensity_percent=cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m)
+    data = encode_sensor_data(block, timestamp_s=0.1, cycle_counter=1)
+    assert data == build_sensor_data_reference(block, timestamp_s=0.1, cycle_counter=1).SerializeToString()
     message = SensorData()
     message.ParseFromString(data)
     detections = message.feature_data.lidar_sensor[0].detection

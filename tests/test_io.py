@@ -384,7 +384,7 @@ def test_preview_of_a_cloud_without_pattern_is_the_bird_s_eye_view_alone(cloud, 
     from matplotlib.image import imread
 
     from lidar_fmu.osi.detections import sensor_data_to_points
-    from lidar_fmu.osi.encode import encode_sensor_data
+    from lidar_fmu.osi.encode import LidarDetectionBlock, encode_sensor_data
 
     write_preview(tmp_path / "grid.png", cloud)
     write_preview(tmp_path / "bare.png", dataclasses.replace(cloud, pattern=None))
@@ -393,7 +393,7 @@ def test_preview_of_a_cloud_without_pattern_is_the_bird_s_eye_view_alone(cloud, 
     assert bare[..., :3].std() > 0.05
     # points decoded from OSI know no grid either (rows = columns = 0) until organized
     decoded = sensor_data_to_points(encode_sensor_data(
-        cloud, timestamp_s=1.25, sensor_id=1, mounting_position=np.eye(4), cycle_counter=1))
+        LidarDetectionBlock(cloud, sensor_id=1, mounting_position=np.eye(4)), timestamp_s=1.25, cycle_counter=1))
     write_preview(tmp_path / "decoded.png", decoded)
     assert imread(tmp_path / "decoded.png").shape == bare.shape
 

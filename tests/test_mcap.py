@@ -4,7 +4,7 @@ from mcap.reader import make_reader
 
 from lidar_fmu import Lidar, Scene
 from lidar_fmu.geometry.scene import box_mesh
-from lidar_fmu.osi.encode import encode_sensor_data_buffer
+from lidar_fmu.osi.encode import LidarDetectionBlock, encode_sensor_data_buffer
 from lidar_fmu.osi.mcap import TOPIC, SensorDataMcapWriter
 from lidar_fmu.osi.trace import TraceWriter, read_trace
 
@@ -19,9 +19,9 @@ def _frames(count):
         pose = np.eye(4)
         pose[:3, 3] = [-6.0 - 0.5 * k, 0.0, 0.2]
         cloud = lidar.scan(pose, timestamp_s=0.1 * k)
-        frames.append(bytes(encode_sensor_data_buffer(cloud, timestamp_s=0.1 * k, sensor_id=7, mounting_position=np.eye(4),
-                                                      cycle_counter=k,
-                                                      intensity_percent=cloud.intensity_percent)))
+        block = LidarDetectionBlock(cloud, sensor_id=7, mounting_position=np.eye(4),
+                                    intensity_percent=cloud.intensity_percent)
+        frames.append(bytes(encode_sensor_data_buffer(block, timestamp_s=0.1 * k, cycle_counter=k)))
     return frames
 
 

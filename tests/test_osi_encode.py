@@ -14,6 +14,7 @@ from lidar_fmu.geometry.transforms import pose_matrix, roll_pitch_yaw, rotation_
 from lidar_fmu.osi.encode import (
     DATA_QUALIFIER_AVAILABLE,
     DATA_QUALIFIER_NOT_AVAILABLE,
+    LidarDetectionBlock,
     atan2_rad,
     encode_empty_sensor_data,
     encode_sensor_data,
@@ -25,7 +26,13 @@ from lidar_fmu.pointcloud import NO_OBJECT_ID, POINT_DTYPE, PointCloud
 from lidar_fmu.tools.bench_encode import build_sensor_data_reference, random_cloud
 
 MOUNT = pose_matrix((1.25, -0.4, 1.85), (0.05, -0.2, 2.6))
-KW = dict(timestamp_s=12.345678901, sensor_id=42, mounting_position=MOUNT, cycle_counter=7)
+HEAD = dict(timestamp_s=12.345678901, cycle_counter=7)  # the SensorData's own fields
+KW = dict(**HEAD, sensor_id=42, mounting_position=MOUNT)
+
+
+def block(cloud, **fields) -> LidarDetectionBlock:
+    """The one lidar of these tests: ``cloud`` under KW's sensor id and mounting, with ``fields`` of the block."""
+    return LidarDetectionBlock(cloud, sensor_id=42, mounting_position=MOUNT, **fields)
 
 
 def make_cloud(n: int, seed: int) -> PointCloud:
@@ -99,9 +106,9 @@ def official_sensor_data(cloud, *, timestamp_s, sensor_id, mounting_position, cy
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_bytes_identical_to_official_serializer(seed):
     cloud = make_cloud(300, seed)
-    ours = encode_sensor_data(cloud, **KW)
+    ours = encode_sensor_data(block(cloud), **HEAD)
     assert ours == official_sensor_data(cloud, **KW).SerializeToString()
-    assert ours == build_sensor_data_reference(cloud, **KW).SerializeToString()
+    assert ours == build_sensor_data_reference(block(cloud), **HEAD).SerializeToString()
 
 
 def test_zero_valued_optional_fields_are_written_like_proto2():
@@ -109,7 +116,7 @@ def test_zero_valued_optional_fields_are_written_like_proto2():
     cloud.points["object_id"] = 0
     cloud.points["beam_id"] = 0
     cloud.points["reflectivity"] = 0.0
-    ours = encode_sensor_data(cloud, **KW, existence_probability=0.0)
+    ours = encode_sensor_data(block(cloud, existence_probability=0.0), **HEAD)
     assert ours == official_sensor_data(cloud, **KW, existence=0.0).SerializeToString()
     d = SensorData.FromString(ours).feature_data.lidar_sensor[0].detection[0]
     assert d.HasField("object_id") and d.HasField("beam_id")
@@ -121,10 +128,10 @@ def test_per_point_existence_and_intensity():
     rng = np.random.default_rng(0)
     existence = rng.random(200)
     intensity = rng.uniform(0, 100, 200)
-    ours = encode_sensor_data(cloud, **KW, existence_probability=existence, intensity_percent=intensity)
+    ours = encode_sensor_data(block(cloud, existence_probability=existence, intensity_percent=intensity), **HEAD)
     assert ours == official_sensor_data(cloud, **KW, existence=existence, intensity=intensity).SerializeToString()
     with pytest.raises(ValueError):
-        encode_sensor_data(cloud, **KW, existence_probability=np.ones(3))
+        encode_sensor_data(block(cloud, existence_probability=np.ones(3)), **HEAD)
 
 
 def test_radial_velocities_are_written_in_osis_sign():
@@ -134,20 +141,20 @@ def test_radial_velocities_are_written_in_osis_sign():
     range_rate = np.random.default_rng(8).normal(scale=20.0, size=300).astype(np.float32)
     range_rate[:3] = (0.0, -0.0, -10.0)
     pulse = np.random.default_rng(9).uniform(1.0, 3.0, 300)
-    ours = encode_sensor_data(cloud, **KW, echo_pulse_width_m=pulse, radial_velocity_m_s=range_rate)
+    ours = encode_sensor_data(block(cloud, echo_pulse_width_m=pulse, radial_velocity_m_s=range_rate), **HEAD)
     expected = official_sensor_data(cloud, **KW)
     for d, width, rate in zip(expected.feature_data.lidar_sensor[0].detection, pulse, range_rate):
         d.echo_pulse_width = float(width)
         d.radial_velocity = 0.0 - float(rate)
     assert ours == expected.SerializeToString()
-    assert ours == build_sensor_data_reference(cloud, **KW, echo_pulse_width_m=pulse,
-                                               radial_velocity_m_s=range_rate).SerializeToString()
+    assert ours == build_sensor_data_reference(block(cloud, echo_pulse_width_m=pulse, radial_velocity_m_s=range_rate),
+                                               **HEAD).SerializeToString()
     written = [d.radial_velocity for d in SensorData.FromString(ours).feature_data.lidar_sensor[0].detection]
     assert written[2] == 10.0 and math.copysign(1.0, written[0]) == math.copysign(1.0, written[1]) == 1.0
     big = random_cloud(40_000, seed=10)  # several writing chunks
     rates = np.linspace(-50, 50, 40_000, dtype=np.float32)
-    assert encode_sensor_data(big, **KW, radial_velocity_m_s=rates) == build_sensor_data_reference(
-        big, **KW, radial_velocity_m_s=rates).SerializeToString()
+    assert encode_sensor_data(block(big, radial_velocity_m_s=rates), **HEAD) == build_sensor_data_reference(
+        block(big, radial_velocity_m_s=rates), **HEAD).SerializeToString()
 
 
 def test_every_varint_size_and_long_length_prefixes():
@@ -156,14 +163,14 @@ def test_every_varint_size_and_long_length_prefixes():
     cloud = make_cloud(len(values), 5)
     cloud.points["object_id"] = values
     cloud.points["beam_id"] = (values & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    assert encode_sensor_data(cloud, **KW) == official_sensor_data(cloud, **KW).SerializeToString()
+    assert encode_sensor_data(block(cloud), **HEAD) == official_sensor_data(cloud, **KW).SerializeToString()
     big = random_cloud(40_000, seed=6)  # lidar_sensor / feature_data lengths need 4-byte varints
-    assert encode_sensor_data(big, **KW) == build_sensor_data_reference(big, **KW).SerializeToString()
+    assert encode_sensor_data(block(big), **HEAD) == build_sensor_data_reference(block(big), **HEAD).SerializeToString()
 
 
 def test_full_scan_survives_an_official_parse_and_reserialize():
     cloud = random_cloud(131072, seed=13)
-    ours = encode_sensor_data(cloud, **KW)
+    ours = encode_sensor_data(block(cloud), **HEAD)
     parsed = SensorData.FromString(ours)
     assert len(parsed.feature_data.lidar_sensor[0].detection) == 131072
     assert parsed.SerializeToString() == ours
@@ -171,7 +178,7 @@ def test_full_scan_survives_an_official_parse_and_reserialize():
 
 def test_parsed_fields_match_the_cloud():
     cloud = make_cloud(300, 7)
-    msg = SensorData.FromString(encode_sensor_data(cloud, **KW))
+    msg = SensorData.FromString(encode_sensor_data(block(cloud), **HEAD))
     version = VERSION_FILE.GetOptions().Extensions[current_interface_version]
     assert (msg.version.version_major, msg.version.version_minor, msg.version.version_patch) == (
         version.version_major, version.version_minor, version.version_patch)
@@ -225,7 +232,7 @@ def test_empty_variant_has_qualifier_and_no_detections():
 
 def test_cloud_without_points_is_available_with_zero_detections():
     empty = PointCloud(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), 16, 1800)
-    ours = encode_sensor_data(empty, **KW)
+    ours = encode_sensor_data(block(empty), **HEAD)
     assert ours == official_sensor_data(empty, **KW).SerializeToString()
     header = SensorData.FromString(ours).feature_data.lidar_sensor[0].header
     assert header.data_qualifier == DATA_QUALIFIER_AVAILABLE and header.number_of_valid_detections == 0
@@ -258,7 +265,7 @@ def test_timestamp_rejects_non_finite():
 
 def test_measurement_times():
     msg = SensorData.FromString(encode_sensor_data(
-        make_cloud(10, 8), **KW, measurement_time_s=12.3, last_measurement_time_s=12.25))
+        block(make_cloud(10, 8), measurement_time_s=12.3), **HEAD, last_measurement_time_s=12.25))
     h = msg.feature_data.lidar_sensor[0].header
     assert (h.measurement_time.seconds, h.measurement_time.nanos) == (12, 300_000_000)
     assert (msg.last_measurement_time.seconds, msg.last_measurement_time.nanos) == (12, 250_000_000)
@@ -278,21 +285,21 @@ def test_mounting_position_round_trip(rpy):
 
 def test_buffer_output_reuses_out():
     cloud = make_cloud(100, 9)
-    expected = encode_sensor_data(cloud, **KW)
+    expected = encode_sensor_data(block(cloud), **HEAD)
     out = np.zeros(len(expected) + 50, np.uint8)
-    buf = encode_sensor_data_buffer(cloud, **KW, out=out)
+    buf = encode_sensor_data_buffer(block(cloud), **HEAD, out=out)
     assert buf.base is out and buf.tobytes() == expected
     small = np.zeros(10, np.uint8)
-    fresh = encode_sensor_data_buffer(cloud, **KW, out=small)
+    fresh = encode_sensor_data_buffer(block(cloud), **HEAD, out=small)
     assert fresh.base is None and fresh.tobytes() == expected and not small.any()
 
 
 def test_strided_points_and_wrong_dtype():
     cloud = make_cloud(90, 10)
     view = cloud.points[::3]
-    assert encode_sensor_data(view, **KW) == encode_sensor_data(view.copy(), **KW)
+    assert encode_sensor_data(block(view), **HEAD) == encode_sensor_data(block(view.copy()), **HEAD)
     with pytest.raises(TypeError):
-        encode_sensor_data(np.zeros((4, 3), np.float32), **KW)
+        encode_sensor_data(block(np.zeros((4, 3), np.float32)), **HEAD)
 
 
 def test_atan2_matches_libm_within_two_ulp_and_signed_zeros():
@@ -312,6 +319,6 @@ def test_atan2_matches_libm_within_two_ulp_and_signed_zeros():
 def test_spherical_angles_helper_matches_encoded():
     cloud = make_cloud(50, 12)
     az, el = spherical_angles(cloud.points)
-    det = SensorData.FromString(encode_sensor_data(cloud, **KW)).feature_data.lidar_sensor[0].detection
+    det = SensorData.FromString(encode_sensor_data(block(cloud), **HEAD)).feature_data.lidar_sensor[0].detection
     assert az.tolist() == [d.position.azimuth for d in det]
     assert el.tolist() == [d.position.elevation for d in det]

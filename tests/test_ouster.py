@@ -325,11 +325,12 @@ def test_osi_detections_decode_to_the_points_of_an_ouster_unit():
     """OSI's Spherical3d position is the point (its distance from the sensor frame's origin), not the unit's
     range reading, which is measured from elsewhere (16.7 mm along the beam and 38 mm below, on this unit)."""
     from lidar_fmu.osi.detections import sensor_data_to_points
-    from lidar_fmu.osi.encode import encode_sensor_data
+    from lidar_fmu.osi.encode import LidarDetectionBlock, encode_sensor_data
 
     tm = trimesh.creation.icosphere(subdivisions=4, radius=7.0)
     scene = Scene.from_meshes([Mesh(tm.vertices, tm.faces, np.zeros(len(tm.faces), np.int32), ("wall",), "s")])
     cloud = Lidar(scene, CURRENT_128, backend="embree").scan(np.eye(4))
-    data = encode_sensor_data(cloud, timestamp_s=0.0, sensor_id=1, mounting_position=np.eye(4), cycle_counter=0)
+    data = encode_sensor_data(LidarDetectionBlock(cloud, sensor_id=1, mounting_position=np.eye(4)), timestamp_s=0.0,
+                              cycle_counter=0)
     decoded = sensor_data_to_points(data)
     assert np.abs(decoded.xyz.astype(np.float64) - cloud.xyz.astype(np.float64)).max() < 1e-5

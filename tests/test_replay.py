@@ -12,7 +12,7 @@ from lidar_fmu.errors import LidarFmuError
 from lidar_fmu.geometry.pattern import angle_list
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
-from lidar_fmu.osi.encode import encode_sensor_data
+from lidar_fmu.osi.encode import LidarDetectionBlock, encode_sensor_data
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, RayMatchError, match_rays
 
 #: a sensor no preset is named after: interleaved beams (like Velodyne's), a 270° sweep
@@ -32,7 +32,8 @@ def _room():
 
 
 def _through_osi(cloud):
-    data = encode_sensor_data(cloud, timestamp_s=1.0, sensor_id=1, mounting_position=np.eye(4), cycle_counter=1)
+    data = encode_sensor_data(LidarDetectionBlock(cloud, sensor_id=1, mounting_position=np.eye(4)), timestamp_s=1.0,
+                              cycle_counter=1)
     return sensor_data_to_points(data)
 
 

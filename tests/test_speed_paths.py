@@ -93,12 +93,12 @@ def test_detections_written_in_parts_are_the_same_bytes(monkeypatch):
     cloud["reflectivity"] = rng.uniform(0, 1, len(cloud))
     cloud["beam_id"] = rng.integers(0, 200, len(cloud))
     cloud["object_id"] = rng.integers(0, 2**40, len(cloud))
-    kwargs = dict(timestamp_s=1.5, sensor_id=3, mounting_position=np.eye(4), cycle_counter=4,
-                  existence_probability=rng.uniform(0, 1, len(cloud)), intensity_percent=rng.uniform(0, 100, len(cloud)),
-                  echo_pulse_width_m=rng.uniform(1, 5, len(cloud)))
-    whole = bytes(encode_module.encode_sensor_data_buffer(cloud, **kwargs))
+    block = encode_module.LidarDetectionBlock(
+        cloud, sensor_id=3, mounting_position=np.eye(4), existence_probability=rng.uniform(0, 1, len(cloud)),
+        intensity_percent=rng.uniform(0, 100, len(cloud)), echo_pulse_width_m=rng.uniform(1, 5, len(cloud)))
+    whole = bytes(encode_module.encode_sensor_data_buffer(block, timestamp_s=1.5, cycle_counter=4))
     monkeypatch.setattr(encode_module, "_CHUNK_POINTS", 97)  # 11 parts, the last one short
-    assert bytes(encode_module.encode_sensor_data_buffer(cloud, **kwargs)) == whole
+    assert bytes(encode_module.encode_sensor_data_buffer(block, timestamp_s=1.5, cycle_counter=4)) == whole
 
 
 def test_returns_filled_in_parts_are_the_same(monkeypatch):

@@ -18,6 +18,22 @@ from ..pointcloud import POINT_DTYPE, PointCloud
 
 _FEATURE_DATA, _LIDAR_SENSOR, _DETECTION = 26, 3, 2
 _MOUNTING_POSITION = 6  # SensorData.mounting_position (osi_sensordata.proto)
+_OBJECT_ID, _POSITION, _BEAM_ID = 2, 3, 13  # LidarDetection's Identifier and Spherical3d fields
+
+#: the double fields decoded, one row each of the kernel's ``values`` array
+_DOUBLES = ("distance", "azimuth", "elevation", "reflectivity", "intensity", "existence_probability", "radial_velocity")
+
+
+def _rows(numbered: dict[int, str]) -> np.ndarray:
+    """A message's field number → its row of :data:`_DOUBLES` (−1: a field not decoded), for the kernel to index."""
+    rows = np.full(max(numbered) + 1, -1, np.int64)
+    for number, name in numbered.items():
+        rows[number] = _DOUBLES.index(name)
+    return rows
+
+
+_DETECTION_ROWS = _rows({1: "existence_probability", 7: "intensity", 10: "reflectivity", 12: "radial_velocity"})
+_SPHERICAL_ROWS = _rows({1: "distance", 2: "azimuth", 3: "elevation"})
 
 
 @njit(cache=True, nogil=True)
@@ -76,6 +92,13 @@ def _f64(buf, pos):
 
 
 @njit(cache=True, nogil=True)
+def _store_double(values, k, rows, number, buf, pos):
+    """``values[row, k]`` = the double at ``buf[pos]``, where field ``number`` has a row in ``rows``."""
+    if number < rows.shape[0] and rows[number] >= 0:
+        values[rows[number], k] = _f64(buf, pos)
+
+
+@njit(cache=True, nogil=True)
 def _identifier(buf, start, end):
     pos = start
     while pos < end:
@@ -90,8 +113,7 @@ def _identifier(buf, start, end):
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectivity, intensity, existence, object_id,
-            beam_id, radial_velocity):
+def _decode(buf, start, end, count_only, values, object_id, beam_id):
     pos = start
     k = 0
     while pos < end:
@@ -115,38 +137,23 @@ def _decode(buf, start, end, count_only, distance, azimuth, elevation, reflectiv
                 fnum = np.int64(fkey >> np.uint64(3))
                 fwire = np.int64(fkey & np.uint64(7))
                 if fwire == 1:
-                    value = _f64(buf, p)
-                    if fnum == 1:
-                        existence[k] = value
-                    elif fnum == 7:
-                        intensity[k] = value
-                    elif fnum == 10:
-                        reflectivity[k] = value
-                    elif fnum == 12:
-                        radial_velocity[k] = value
+                    _store_double(values, k, _DETECTION_ROWS, fnum, buf, p)
                     p += 8
                 elif fwire == 2:
                     m, p = _varint(buf, p)
                     s_end = p + np.int64(m)
-                    if fnum == 2:
+                    if fnum == _OBJECT_ID:
                         object_id[k] = _identifier(buf, p, s_end)
-                    elif fnum == 13:
+                    elif fnum == _BEAM_ID:
                         beam_id[k] = _identifier(buf, p, s_end)
-                    elif fnum == 3:
+                    elif fnum == _POSITION:
                         q = p
                         while q < s_end:
                             skey, q = _varint(buf, q)
-                            snum = np.int64(skey >> np.uint64(3))
                             if np.int64(skey & np.uint64(7)) != 1:
                                 q = _skip(buf, q, np.int64(skey & np.uint64(7)))
                                 continue
-                            value = _f64(buf, q)
-                            if snum == 1:
-                                distance[k] = value
-                            elif snum == 2:
-                                azimuth[k] = value
-                            elif snum == 3:
-                                elevation[k] = value
+                            _store_double(values, k, _SPHERICAL_ROWS, np.int64(skey >> np.uint64(3)), buf, q)
                             q += 8
                     p = s_end
                 else:
@@ -166,23 +173,18 @@ def decode_detections(sensor_data: bytes) -> dict:
     start, end = _field(buf, 0, len(buf), _FEATURE_DATA)
     if start >= 0:
         start, end = _field(buf, start, end, _LIDAR_SENSOR)
-    names = ("distance", "azimuth", "elevation", "reflectivity", "intensity", "existence_probability")
-    empty = np.zeros(0)
     if start < 0:
-        return {**{n: empty for n in names}, "object_id": np.zeros(0, np.uint64), "beam_id": np.zeros(0, np.uint64),
-                "radial_velocity": empty}
-    n = _decode(buf, start, end, True, empty, empty, empty, empty, empty, empty, np.zeros(0, np.uint64),
-                np.zeros(0, np.uint64), empty)
-    if n < 0:
-        raise ValueError("SensorData lidar detections are truncated or malformed")
-    out = {name: np.zeros(n) for name in names}
-    out["object_id"] = np.zeros(n, np.uint64)
-    out["beam_id"] = np.zeros(n, np.uint64)
-    out["radial_velocity"] = np.full(n, np.nan)
-    # (the six arrays of `names` unpacked: mypy cannot count a generator's items against the kernel's parameters)
-    _decode(buf, start, end, False, *(out[name] for name in names), out["object_id"], out["beam_id"],  # type: ignore[call-arg]
-            out["radial_velocity"])
-    return out
+        n = 0
+    else:
+        n = _decode(buf, start, end, True, np.zeros((len(_DOUBLES), 0)), np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+        if n < 0:
+            raise ValueError("SensorData lidar detections are truncated or malformed")
+    values = np.zeros((len(_DOUBLES), n))
+    values[_DOUBLES.index("radial_velocity")] = np.nan  # a detection without one keeps NaN
+    object_id, beam_id = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    if n:
+        _decode(buf, start, end, False, values, object_id, beam_id)
+    return {**dict(zip(_DOUBLES, values)), "object_id": object_id, "beam_id": beam_id}
 
 
 def sensor_data_to_points(sensor_data: bytes) -> PointCloud:

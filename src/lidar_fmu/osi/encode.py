@@ -496,16 +496,21 @@ def _per_point(values, m: int, what: str) -> np.ndarray:
     return arr
 
 
+def _per_point_or_empty(values, m: int, what: str) -> np.ndarray:
+    """A fresh float64 array of one value per point, or an empty one where ``values`` is None (not given)."""
+    return np.empty(0, np.float64) if values is None else np.broadcast_to(_per_point(values, m, what), (m,)).copy()
+
+
 class LidarDetectionBlock(NamedTuple):
     """One lidar's part of a SensorData: its points (sensor frame) and the header it is reported under."""
 
     cloud: object  # a PointCloud or its POINT_DTYPE array
     sensor_id: int
     mounting_position: object  # 4×4 vehicle_from_sensor or an osi3.MountingPosition
-    measurement_time_s: float | None = None
+    measurement_time_s: float | None = None  # the header's; None: the SensorData's timestamp
     existence_probability: object = 1.0  # scalar or one per point
-    intensity_percent: object = None  # None: reflectivity · 100
-    data_qualifier: object = None  # None: DATA_QUALIFIER_AVAILABLE
+    intensity_percent: object = None  # scalar or one per point; None: reflectivity · 100
+    data_qualifier: object = None  # a SensorDetectionHeader.DataQualifier value or name; None: DATA_QUALIFIER_AVAILABLE
     echo_pulse_width_m: object = None  # one per point (lidar_fmu.physics.echoes), or None: not written
     #: one dr/dt (m/s, negative approaching) per point (an FMCW unit, lidar_fmu.physics.fmcw), written as OSI's
     #: radial_velocity (positive toward the sensor); None: not written
@@ -513,21 +518,13 @@ class LidarDetectionBlock(NamedTuple):
 
 
 def encode_sensor_data_buffer(
-    cloud,
+    lidar: LidarDetectionBlock,
     *,
     timestamp_s: float,
-    sensor_id: int,
-    mounting_position,
     cycle_counter: int,
-    measurement_time_s: float | None = None,
     version: InterfaceVersion | None = None,
-    data_qualifier=None,
-    existence_probability=1.0,
-    intensity_percent=None,
     last_measurement_time_s: float | None = None,
     out: np.ndarray | None = None,
-    echo_pulse_width_m=None,
-    radial_velocity_m_s=None,
 ) -> np.ndarray:
     """:func:`encode_sensor_data` as a uint8 array, optionally written into ``out``.
 
@@ -538,10 +535,8 @@ def encode_sensor_data_buffer(
     hand out the returned array's address directly (OSMP double-buffering:
     alternate two ``out`` arrays).
     """
-    lidar = LidarDetectionBlock(cloud, sensor_id, mounting_position, measurement_time_s, existence_probability,
-                                intensity_percent, data_qualifier, echo_pulse_width_m, radial_velocity_m_s)
-    return encode_lidars_buffer([lidar], timestamp_s=timestamp_s, sensor_id=sensor_id,
-                                mounting_position=mounting_position, cycle_counter=cycle_counter, version=version,
+    return encode_lidars_buffer([lidar], timestamp_s=timestamp_s, sensor_id=lidar.sensor_id,
+                                mounting_position=lidar.mounting_position, cycle_counter=cycle_counter, version=version,
                                 last_measurement_time_s=last_measurement_time_s, out=out)
 
 
@@ -567,19 +562,14 @@ def encode_lidars_buffer(
         points = _points(lidar.cloud)
         m = len(points)
         existence = _per_point(lidar.existence_probability, m, "existence_probability")
-        intensity = (
-            np.empty(0, np.float64) if lidar.intensity_percent is None
-            else np.broadcast_to(_per_point(lidar.intensity_percent, m, "intensity_percent"), (m,)).copy()
-        )
+        intensity = _per_point_or_empty(lidar.intensity_percent, m, "intensity_percent")
+        pulse_width = _per_point_or_empty(lidar.echo_pulse_width_m, m, "echo_pulse_width_m")
+        radial_velocity = _per_point_or_empty(lidar.radial_velocity_m_s, m, "radial_velocity_m_s")
         header = _detection_header(
             measurement_time_s=timestamp_s if lidar.measurement_time_s is None else lidar.measurement_time_s,
             cycle_counter=cycle_counter, mounting_position=lidar.mounting_position,
             data_qualifier=DATA_QUALIFIER_AVAILABLE if lidar.data_qualifier is None else lidar.data_qualifier,
             number_of_valid_detections=m, sensor_id=lidar.sensor_id)
-        pulse_width = (np.empty(0, np.float64) if lidar.echo_pulse_width_m is None
-                       else np.broadcast_to(_per_point(lidar.echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).copy())
-        radial_velocity = (np.empty(0, np.float64) if lidar.radial_velocity_m_s is None else np.broadcast_to(
-            _per_point(lidar.radial_velocity_m_s, m, "radial_velocity_m_s"), (m,)).copy())
         chunks = _chunks(points, existence, intensity, pulse_width, radial_velocity)
         detections_nbytes = sum(nbytes for *_, nbytes in chunks)
         # lidar_sensor(3){ header(1) ‖ detection(2)* }
@@ -647,41 +637,27 @@ _scratch = threading.local()
 
 
 def encode_sensor_data(
-    cloud,
+    lidar: LidarDetectionBlock,
     *,
     timestamp_s: float,
-    sensor_id: int,
-    mounting_position,
     cycle_counter: int,
-    measurement_time_s: float | None = None,
     version: InterfaceVersion | None = None,
-    data_qualifier=None,
-    existence_probability=1.0,
-    intensity_percent=None,
     last_measurement_time_s: float | None = None,
-    echo_pulse_width_m=None,
-    radial_velocity_m_s=None,
 ) -> bytes:
-    """Serialized ``osi3.SensorData`` with one LidarDetection per point of ``cloud``.
+    """Serialized ``osi3.SensorData`` with one LidarDetection per point of ``lidar.cloud``.
 
-    ``cloud``: a :class:`~lidar_fmu.pointcloud.PointCloud` (or its POINT_DTYPE
-    array), sensor frame. ``timestamp_s``: simulation time of this output.
-    ``mounting_position``: 4×4 vehicle_from_sensor pose (converted with
-    R = Rz(yaw)·Ry(pitch)·Rx(roll)) or an ``osi3.MountingPosition``; it goes
-    into both ``SensorData.mounting_position`` and the detection header.
-    ``measurement_time_s`` (header) defaults to ``timestamp_s``;
-    ``last_measurement_time_s`` to ``measurement_time_s``. ``version``
-    defaults to the installed bindings' interface version.
-    ``data_qualifier``: a ``SensorDetectionHeader.DataQualifier`` value or
-    name, default DATA_QUALIFIER_AVAILABLE — also for a cloud without points,
-    since a working sensor that saw nothing still delivers valid data; use
-    :func:`encode_empty_sensor_data` when there is no measurement.
-    ``existence_probability``, ``intensity_percent``: scalar or one per point;
-    intensity defaults to ``reflectivity · 100``. ``echo_pulse_width_m``: one per
-    point (written as ``echo_pulse_width``), or None (not written).
-    ``radial_velocity_m_s``: one ``dr/dt`` per point (written as
-    ``radial_velocity`` in OSI's sign, positive toward the sensor), or None (not
-    written).
+    ``lidar``: the one lidar's :class:`LidarDetectionBlock` (what its fields
+    default to, and what its detections carry, is said there); its sensor id
+    and ``mounting_position`` (a 4×4 vehicle_from_sensor pose, converted with
+    R = Rz(yaw)·Ry(pitch)·Rx(roll), or an ``osi3.MountingPosition``) go into
+    both the SensorData and the detection header. ``timestamp_s``: simulation
+    time of this output; the block's ``measurement_time_s`` (header) defaults
+    to it, ``last_measurement_time_s`` to the measurement time. ``version``
+    defaults to the installed bindings' interface version. The block's
+    ``data_qualifier`` defaults to DATA_QUALIFIER_AVAILABLE — also for a cloud
+    without points, since a working sensor that saw nothing still delivers
+    valid data; use :func:`encode_empty_sensor_data` when there is no
+    measurement.
 
     Bytes are identical to ``SerializeToString()`` of the same message built
     with the official classes (see the module docstring for the fields).
@@ -689,14 +665,9 @@ def encode_sensor_data(
     the size of the largest message) so only the final copy into ``bytes``
     touches new memory.
     """
-    buf = encode_sensor_data_buffer(
-        cloud, timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
-        cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
-        data_qualifier=data_qualifier, existence_probability=existence_probability,
-        intensity_percent=intensity_percent, last_measurement_time_s=last_measurement_time_s,
-        out=getattr(_scratch, "buffer", None), echo_pulse_width_m=echo_pulse_width_m,
-        radial_velocity_m_s=radial_velocity_m_s,
-    )
+    buf = encode_sensor_data_buffer(lidar, timestamp_s=timestamp_s, cycle_counter=cycle_counter, version=version,
+                                    last_measurement_time_s=last_measurement_time_s,
+                                    out=getattr(_scratch, "buffer", None))
     if buf.base is None:  # outgrew the scratch: keep a little headroom for the next, slightly larger scan
         _scratch.buffer = np.empty(len(buf) + len(buf) // 4, np.uint8)
     return buf.tobytes()

@@ -14,11 +14,14 @@ import numpy as np
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_version_pb2 import InterfaceVersion
 
+from ..geometry.pattern import spherical_directions
 from ..geometry.transforms import pose_matrix
 from ..osi.encode import (
     DATA_QUALIFIER_AVAILABLE,
+    LidarDetectionBlock,
     _build_head,
     _per_point,
+    _per_point_or_empty,
     _points,
     atan2_rad,
     encode_sensor_data,
@@ -30,21 +33,13 @@ from ..pointcloud import POINT_DTYPE, PointCloud
 
 
 def build_sensor_data_reference(
-    cloud,
+    lidar: LidarDetectionBlock,
     *,
     timestamp_s: float,
-    sensor_id: int,
-    mounting_position,
     cycle_counter: int,
-    measurement_time_s: float | None = None,
     version: InterfaceVersion | None = None,
-    data_qualifier=None,
-    existence_probability=1.0,
-    intensity_percent=None,
     last_measurement_time_s: float | None = None,
     atan2=atan2_rad.py_func,
-    echo_pulse_width_m=None,
-    radial_velocity_m_s=None,
 ) -> SensorData:
     """The same message as :func:`encode_sensor_data`, built with the official classes in a Python loop.
 
@@ -53,29 +48,28 @@ def build_sensor_data_reference(
     kernel's :func:`atan2_rad`, gives identical bytes; ``math.atan2`` differs
     in the last bits of some angles.
     """
-    points = _points(cloud)
+    points = _points(lidar.cloud)
     m = len(points)
-    existence = np.broadcast_to(_per_point(existence_probability, m, "existence_probability"), (m,)).tolist()
+    existence = np.broadcast_to(_per_point(lidar.existence_probability, m, "existence_probability"), (m,)).tolist()
     reflectivity = points["reflectivity"].tolist()
     intensity = (
-        [r * 100.0 for r in reflectivity] if intensity_percent is None
-        else np.broadcast_to(_per_point(intensity_percent, m, "intensity_percent"), (m,)).tolist()
+        [r * 100.0 for r in reflectivity] if lidar.intensity_percent is None
+        else _per_point_or_empty(lidar.intensity_percent, m, "intensity_percent").tolist()
     )
     msg, header = _build_head(
-        timestamp_s=timestamp_s, sensor_id=sensor_id, mounting_position=mounting_position,
-        cycle_counter=cycle_counter, measurement_time_s=measurement_time_s, version=version,
-        data_qualifier=DATA_QUALIFIER_AVAILABLE if data_qualifier is None else data_qualifier,
+        timestamp_s=timestamp_s, sensor_id=lidar.sensor_id, mounting_position=lidar.mounting_position,
+        cycle_counter=cycle_counter, measurement_time_s=lidar.measurement_time_s, version=version,
+        data_qualifier=DATA_QUALIFIER_AVAILABLE if lidar.data_qualifier is None else lidar.data_qualifier,
         number_of_valid_detections=m, last_measurement_time_s=last_measurement_time_s,
     )
-    lidar = msg.feature_data.lidar_sensor.add()
-    lidar.header.CopyFrom(header)
-    pulse_width = (None if echo_pulse_width_m is None
-                   else np.broadcast_to(_per_point(echo_pulse_width_m, m, "echo_pulse_width_m"), (m,)).tolist())
-    radial_velocity = (None if radial_velocity_m_s is None
-                       else np.broadcast_to(_per_point(radial_velocity_m_s, m, "radial_velocity_m_s"), (m,)).tolist())
+    sensor = msg.feature_data.lidar_sensor.add()
+    sensor.header.CopyFrom(header)
+    # empty where the block gives none: that field is not written
+    pulse_width = _per_point_or_empty(lidar.echo_pulse_width_m, m, "echo_pulse_width_m").tolist()
+    radial_velocity = _per_point_or_empty(lidar.radial_velocity_m_s, m, "radial_velocity_m_s").tolist()
     columns = (points[name].tolist() for name in ("x", "y", "z", "object_id", "beam_id"))
     for x, y, z, object_id, beam_id, refl, exist, intens in zip(*columns, reflectivity, existence, intensity):
-        d = lidar.detection.add()
+        d = sensor.detection.add()
         d.existence_probability = exist
         d.object_id.value = object_id
         d.position.distance = math.sqrt(x * x + y * y + z * z)  # the point's position, not the unit's range
@@ -83,10 +77,10 @@ def build_sensor_data_reference(
         d.position.elevation = atan2(z, math.sqrt(x * x + y * y))
         d.intensity = intens
         d.reflectivity = refl
-        if pulse_width is not None:
-            d.echo_pulse_width = pulse_width[len(lidar.detection) - 1]
-        if radial_velocity is not None:  # OSI's sign: positive toward the sensor, −dr/dt
-            d.radial_velocity = 0.0 - radial_velocity[len(lidar.detection) - 1]
+        if pulse_width:
+            d.echo_pulse_width = pulse_width[len(sensor.detection) - 1]
+        if radial_velocity:  # OSI's sign: positive toward the sensor, −dr/dt
+            d.radial_velocity = 0.0 - radial_velocity[len(sensor.detection) - 1]
         d.beam_id.value = beam_id
     return msg
 
@@ -101,9 +95,8 @@ def random_cloud(n: int, seed: int = 0) -> PointCloud:
     r = rng.uniform(0.5, 120.0, n)
     az = rng.uniform(-np.pi, np.pi, n)
     el = rng.uniform(-0.4, 0.4, n)
-    points["x"] = r * np.cos(el) * np.cos(az)
-    points["y"] = r * np.cos(el) * np.sin(az)
-    points["z"] = r * np.sin(el)
+    xyz = r[:, None] * spherical_directions(az, el, np.float64)
+    points["x"], points["y"], points["z"] = xyz.T
     points["range"] = r
     points["reflectivity"] = rng.uniform(0.0, 1.0, n)
     points["beam_id"] = rng.integers(0, 128, n)
@@ -124,12 +117,10 @@ def bench_encode(n: int = 131072, n_reference: int = 5000, repeats: int = 20) ->
     ``math.atan2``, not the slower pure-Python ``atan2_rad``) on
     ``n_reference`` points, serializes it, and is extrapolated per detection.
     """
-    kwargs: dict[str, Any] = dict(
-        timestamp_s=12.345, sensor_id=7, mounting_position=pose_matrix((1.5, 0.0, 1.8), (0.0, 0.05, 0.0)),
-        cycle_counter=42,
-    )
-    cloud = random_cloud(n)
-    encode_sensor_data(random_cloud(16, seed=1), **kwargs)  # JIT compile / cache load
+    kwargs: dict[str, Any] = dict(timestamp_s=12.345, cycle_counter=42)
+    mounting = pose_matrix((1.5, 0.0, 1.8), (0.0, 0.05, 0.0))
+    lidar = LidarDetectionBlock(random_cloud(n), sensor_id=7, mounting_position=mounting)
+    encode_sensor_data(lidar._replace(cloud=random_cloud(16, seed=1)), **kwargs)  # JIT compile / cache load
 
     def times_ms(fn, count, clock=time.perf_counter):
         times = []
@@ -139,16 +130,16 @@ def bench_encode(n: int = 131072, n_reference: int = 5000, repeats: int = 20) ->
             times.append(clock() - t0)
         return float(np.median(times)) * 1e3, float(np.min(times)) * 1e3
 
-    encode_sensor_data(cloud, **kwargs)  # sizes the scratch buffer
-    encode_ms, encode_min_ms = times_ms(lambda: encode_sensor_data(cloud, **kwargs), repeats)
+    encode_sensor_data(lidar, **kwargs)  # sizes the scratch buffer
+    encode_ms, encode_min_ms = times_ms(lambda: encode_sensor_data(lidar, **kwargs), repeats)
     # CPU time of this thread: the figure to trust when other processes share the cores
-    encode_cpu_ms, _ = times_ms(lambda: encode_sensor_data(cloud, **kwargs), repeats, time.thread_time)
-    out = encode_sensor_data_buffer(cloud, **kwargs)
-    buffer_ms, buffer_min_ms = times_ms(lambda: encode_sensor_data_buffer(cloud, **kwargs, out=out), repeats)
+    encode_cpu_ms, _ = times_ms(lambda: encode_sensor_data(lidar, **kwargs), repeats, time.thread_time)
+    out = encode_sensor_data_buffer(lidar, **kwargs)
+    buffer_ms, buffer_min_ms = times_ms(lambda: encode_sensor_data_buffer(lidar, **kwargs, out=out), repeats)
 
-    ref_cloud = random_cloud(n_reference, seed=2)
-    build_ms, _ = times_ms(lambda: build_sensor_data_reference(ref_cloud, **kwargs, atan2=math.atan2), 3)
-    ref_msg = build_sensor_data_reference(ref_cloud, **kwargs, atan2=math.atan2)
+    reference = lidar._replace(cloud=random_cloud(n_reference, seed=2))
+    build_ms, _ = times_ms(lambda: build_sensor_data_reference(reference, **kwargs, atan2=math.atan2), 3)
+    ref_msg = build_sensor_data_reference(reference, **kwargs, atan2=math.atan2)
     serialize_ms, _ = times_ms(ref_msg.SerializeToString, 3)
     ref_per_detection_us = (build_ms + serialize_ms) / n_reference * 1e3
     reference_ms = ref_per_detection_us * n / 1e3

@@ -439,6 +439,19 @@ def _attach_signed_values(argv: list[str]) -> list[str]:
 _BACKENDS = list(BACKEND_NAMES)  # the ray casters ``--backend`` offers
 
 
+def _add_backend_option(p, what: str) -> None:
+    p.add_argument("--backend", default="auto", choices=_BACKENDS,
+                   help=f"{what}: auto picks cuda on an NVIDIA GPU, else embree")
+
+
+def _add_work_dir_option(p) -> None:
+    p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
+
+
+def _add_quiet_option(p, text: str = "no progress bar") -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help=text)
+
+
 def _add_scan(sub) -> None:
     p = sub.add_parser("scan", help="cast one frame of a sensor into meshes and write a point cloud")
     p.add_argument("--mesh", action="append", required=True, metavar="FILE[@x,y,z[,roll,pitch,yaw]]",
@@ -465,8 +478,7 @@ def _add_scan(sub) -> None:
     p.add_argument("--ground-truth", action="store_true",
                    help="also write each point's noise-free position and range, IR material id and incidence angle "
                         "(x_true y_true z_true range_true material_id incidence_angle_rad; not in .ptx)")
-    p.add_argument("--backend", default="auto", choices=_BACKENDS,
-                   help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
+    _add_backend_option(p, "ray caster")
     p.set_defaults(func=cmd_scan)
 
 
@@ -502,7 +514,7 @@ def _add_replay(sub) -> None:
     _add_output_options(p, trace_format="mcap")
     p.add_argument("--rosbag", metavar="DIR", help="also write a ROS 2 bag (MCAP storage) into the new folder DIR: "
                                                    "PointCloud2 on /lidar/points, the sensor pose on /tf")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_quiet_option(p)
     p.set_defaults(func=cmd_replay)
 
 
@@ -531,8 +543,7 @@ def _add_sweep(sub) -> None:
     p.add_argument("--fmu", default=None, help="FMU every worker drives (default: each worker's build of these "
                                                 "sources, content-hashed in its user cache)")
     _add_output_options(p, trace_format="osi", rerun=False)
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="no progress (shown on stderr: a line redrawn on a terminal, else a line per finished run)")
+    _add_quiet_option(p, "no progress (shown on stderr: a line redrawn on a terminal, else a line per finished run)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -544,7 +555,7 @@ def _add_demo(sub) -> None:
                    help="the street from its OSI ground truth alone (its SensorViews name no mesh: the road, "
                         "signs, buildings, trees and cars are built from lanes, markings and classes)")
     _add_output_options(p, trace_format="mcap")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_quiet_option(p)
     p.set_defaults(func=cmd_demo)
 
 
@@ -564,7 +575,7 @@ def _add_figures(sub) -> None:
     p = sub.add_parser("figures", help="draw the range-limit curves and the demo street coloured by reflectivity")
     p.add_argument("-o", "--output", default="figures",
                    help="folder for the PNGs (created; the repository's figures: -o docs in a checkout)")
-    p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
+    _add_work_dir_option(p)
     p.set_defaults(func=cmd_figures)
 
 
@@ -575,11 +586,10 @@ def _add_presets(sub) -> None:
 
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure cast and point-record speed against Open3D")
-    p.add_argument("--backend", default="auto", choices=_BACKENDS,
-                   help="ray caster to measure: auto picks cuda on an NVIDIA GPU, else embree")
+    _add_backend_option(p, "ray caster to measure")
     p.add_argument("--repeat", type=int, default=15, help="timed repetitions per case (median reported)")
     p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
-    p.add_argument("--work-dir", default=None, help="where the demo street is generated (default: a cache dir)")
+    _add_work_dir_option(p)
     p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
     p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
     p.add_argument("--sections", default=None, metavar="LIST",
@@ -619,8 +629,7 @@ def _add_soak(sub) -> None:
     p.add_argument("--fmu", nargs="?", const="", default=None, metavar="PATH",
                    help="step the built FMU through FMPy instead of the model in-process (no PATH: the default "
                         "FMU, built if stale)")
-    p.add_argument("--backend", default="auto", choices=_BACKENDS,
-                   help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
+    _add_backend_option(p, "ray caster")
     p.add_argument("--seed", type=int, default=0, help="seed of the pedestrians' paths and box jitter (default: 0)")
     p.set_defaults(func=cmd_soak)
 
