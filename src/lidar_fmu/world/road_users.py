@@ -281,13 +281,105 @@ def _car(spec: dict, paint: str) -> dict:
     return parts
 
 
-def _wheels(parts: dict, xs, half_track_m: float, radius_m: float, width_m: float, inner: float = 0.62) -> None:
+# ------------------------------------------------------------------------------ trucks, buses, trams and trains
+# Overall sizes are the cited models'; where no source is cited a part's size or place is assumed, read off
+# photographs of the same models, because no standard gives a body's parts (a lidar sees them at a few centimetres'
+# resolution at best). Boxes are written (centre (x, y, z) m, size (length, width, height) m) in the vehicle's own
+# frame: ground at z = 0, x forward, the body's middle at x = 0.
+
+#: heavy vehicles' wheels: tyre radius (m) and width (m), near a 315/80 R22.5 truck tyre (1.08 m across, 0.32 m
+#: wide, ETRTO) rounded (assumed); the tyre's centre this far inside the body's side (m); sections of tyre and rim
+HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M, HEAVY_TYRE_INSET_M = 0.5, 0.4, 0.25
+HEAVY_TYRE_SECTIONS, HEAVY_RIM_SECTIONS = 24, 16
+#: a truck cab: cells and exponent of its rounded box (squarer than a car's, assumed); windows above this share of
+#: its height up to this far below its roof (m), the windscreen within this of its front and the side windows within
+#: this of its sides (m), as far back as this from its front (m); the driver's seat this far behind the front (m),
+#: (depth m, width share, height m)
+CAB_CELLS, CAB_EXPONENT = 10, 6.0
+CAB_WINDOW_FROM_SHARE, CAB_WINDOW_BELOW_ROOF_M, CAB_GLASS_DEPTH_M, CAB_SIDE_WINDOW_LENGTH_M = 0.62, 0.15, 0.08, 1.0
+CAB_SEAT_BACK_M, CAB_SEAT_SIZE = 1.0, (0.6, 0.8, 0.6)
+#: thin round parts (forks, handlebars, drawbars, legs): sections of their tubes (assumed: a few centimetres across,
+#: 8 sections are round enough at a lidar's resolution)
+TUBE_SECTIONS = 8
+
+#: a rigid truck (MAN TGM-like, 9.4 × 2.55 × 3.6 m; EU limits: 2.55 m wide, 4 m high, Directive 96/53/EC): length,
+#: width (m); the cab's length, bottom and top (m); the box body's centre x and z, how much shorter than the truck
+#: and how high (m)
+TRUCK_LENGTH_M, TRUCK_WIDTH_M = 9.4, 2.55
+TRUCK_CAB_LENGTH_M, TRUCK_CAB_BOTTOM_M, TRUCK_CAB_TOP_M = 2.2, 0.6, 3.1
+TRUCK_BOX_X_M, TRUCK_BOX_Z_M, TRUCK_BOX_SHORTER_M, TRUCK_BOX_HEIGHT_M = -1.1, 2.2, 2.4, 2.8
+#: the truck's frame: centre height, how much shorter than the truck, (width, depth) (m)
+TRUCK_FRAME_Z_M, TRUCK_FRAME_SHORTER_M, TRUCK_FRAME_SIZE_M = 0.75, 0.4, (0.9, 0.3)
+#: side guards (UN ECE R73 lateral protection, lower edge at most 0.55 m above the road): centre x, this far
+#: inside the sides, centre height (m), size (m)
+TRUCK_GUARD_X_M, TRUCK_GUARD_INSET_M, TRUCK_GUARD_Z_M, TRUCK_GUARD_SIZE_M = -0.5, 0.05, 0.6, (3.0, 0.05, 0.25)
+#: axles x (m): one front, a tandem at the rear
+TRUCK_AXLES_X_M = (3.0, -2.2, -3.55)
+#: heavy vehicles' licence plates this high (m): within the 0.3–1.2 m Regulation (EU) No 1003/2010 allows
+HEAVY_PLATE_Z_M = 0.6
+
+#: a semitrailer tractor (6.0 × 2.5 × 3.9 m, a two-axle long-haul tractor): length, width (m); cab length, bottom and
+#: top (m); its frame (centre (x, z), how much shorter than the tractor, width, depth m); the fifth wheel (a box:
+#: centre, size m, at the usual coupling height of about 1.1–1.2 m, assumed); axles x (m)
+TRACTOR_LENGTH_M, TRACTOR_WIDTH_M = 6.0, 2.5
+TRACTOR_CAB_LENGTH_M, TRACTOR_CAB_BOTTOM_M, TRACTOR_CAB_TOP_M = 2.3, 0.6, 3.9
+TRACTOR_FRAME_X_M, TRACTOR_FRAME_Z_M, TRACTOR_FRAME_SHORTER_M, TRACTOR_FRAME_SIZE_M = -0.6, 0.9, 1.2, (1.0, 0.3)
+TRACTOR_FIFTH_WHEEL_M = ((-1.8, 0.0, 1.1), (1.0, 1.2, 0.12))
+TRACTOR_AXLES_X_M = (1.5, -2.2)
+
+#: box trailers: (length, width, height m, axles x m, floor height m). A semitrailer 13.6 × 2.55 × 4.0 m (the EU's
+#: standard box semitrailer, within Directive 96/53/EC), three axles at the rear; a drawbar trailer 7.0 × 2.55 ×
+#: 3.5 m, two axles in its middle (floors and axles assumed)
+SEMITRAILER = (13.6, 2.55, 4.0, (-3.8, -5.1, -6.4), 1.25)
+DRAWBAR_TRAILER = (7.0, 2.55, 3.5, (0.7, -0.7), 1.1)
+#: a drawbar: from this far below the floor (m) this far ahead of the box (m) down to this height (m), radius (m)
+DRAWBAR_BELOW_FLOOR_M, DRAWBAR_LENGTH_M, DRAWBAR_HITCH_Z_M, DRAWBAR_RADIUS_M = 0.1, 1.5, 0.5, 0.05
+#: a semitrailer's landing legs: this far out from the centre line (m), this far behind its front (m), (side m)
+LANDING_LEG_Y_M, LANDING_LEG_BACK_M, LANDING_LEG_SIDE_M = 0.8, 2.0, 0.1
+#: a trailer's plate this far below its floor (m)
+TRAILER_PLATE_BELOW_FLOOR_M = 0.2
+
+#: a city bus (Mercedes-Benz Citaro-like 12.1 × 2.55 × 3.1 m, data sheet): length, width, height, body above the
+#: road from (m); cells and exponent of its rounded box (squarer than a cab, assumed)
+BUS_LENGTH_M, BUS_WIDTH_M, BUS_HEIGHT_M, BUS_CLEARANCE_M = 12.1, 2.55, 3.1, 0.3
+BUS_CELLS, BUS_EXPONENT = 16, 10.0
+#: the bus's side window band (m above the road) ending this far from the ends (m); its windscreen within this of
+#: the front (m), from and to (m above the road)
+BUS_WINDOWS_Z_M, BUS_WINDOW_END_INSET_M = (1.15, 2.75), 0.2
+BUS_WINDSCREEN_DEPTH_M, BUS_WINDSCREEN_Z_M = 0.1, (0.9, 2.8)
+#: the bus's seat rows: from this far ahead of its rear to this far behind its front (m), this many rows, centre
+#: height (m), (depth, width, height m)
+BUS_SEATS_FROM_REAR_M, BUS_SEATS_FROM_FRONT_M, BUS_SEAT_ROWS = 1.5, 2.0, 8
+BUS_SEAT_Z_M, BUS_SEAT_SIZE_M = 1.0, (0.5, 2.0, 0.9)
+#: the bus's front and rear overhangs (m), its tyres this far inside its sides (m), radius and width (m), its
+#: plates this high (m)
+BUS_FRONT_OVERHANG_M, BUS_REAR_OVERHANG_M, BUS_TYRE_INSET_M = 2.7, 3.4, 0.3
+BUS_WHEEL_RADIUS_M, BUS_TYRE_WIDTH_M, BUS_PLATE_Z_M = 0.5, 0.35, 0.5
+
+#: rail vehicles: (length, width, height, floor m). A low-floor tram (Siemens Combino-like 30 × 2.65 × 3.4 m, floor
+#: assumed), a passenger coach (UIC-X 26.4 × 2.83 × 4.05 m, floor 1.2 m assumed)
+TRAM = (30.0, 2.65, 3.4, 0.35)
+COACH = (26.4, 2.83, 4.05, 1.2)
+#: a rail car's rounded box: cells and exponent (as the bus's, assumed); windows from and to this far above the
+#: floor (m)
+RAILCAR_CELLS, RAILCAR_EXPONENT, RAILCAR_WINDOWS_ABOVE_FLOOR_M = 20, 10.0, (0.9, 2.0)
+#: its seat rows: this far from both ends (m), this many, this far above the floor (m), (depth m, narrower than the
+#: car by m, height m)
+RAILCAR_SEATS_END_M, RAILCAR_SEAT_ROWS, RAILCAR_SEAT_ABOVE_FLOOR_M = 1.5, 10, 0.5
+RAILCAR_SEAT_DEPTH_M, RAILCAR_SEAT_NARROWER_M, RAILCAR_SEAT_HEIGHT_M = 0.5, 0.6, 0.9
+#: its bogies: at ± this share of its length from its middle, (length m, narrower than the car by m)
+RAILCAR_BOGIE_X_SHARE, RAILCAR_BOGIE_LENGTH_M, RAILCAR_BOGIE_NARROWER_M = 0.35, 2.5, 0.5
+
+
+def _wheels(parts: dict, xs, half_track_m: float, radius_m: float, width_m: float,
+            inner: float = TYRE_INNER_SHARE) -> None:
     to_y = rotation_x(np.pi / 2)
     for x in xs:
         for y in (-half_track_m, half_track_m):
-            add(parts, "ir:rubber_tyre", place(unit_annulus(inner, 24), (radius_m, radius_m, width_m), to_y,
-                                                (x, y, radius_m)))
-            add(parts, "ir:aluminum", place(unit_cylinder(16), (inner * radius_m, inner * radius_m, width_m - 0.02),
+            add(parts, "ir:rubber_tyre", place(unit_annulus(inner, HEAVY_TYRE_SECTIONS), (radius_m, radius_m, width_m),
+                                                to_y, (x, y, radius_m)))
+            add(parts, "ir:aluminum", place(unit_cylinder(HEAVY_RIM_SECTIONS),
+                                            (inner * radius_m, inner * radius_m, width_m - RIM_NARROWER_M),
                                             to_y, (x, y, radius_m)))
 
 
@@ -296,41 +388,47 @@ def _cab(parts: dict, front_x: float, length_m: float, width_m: float, bottom_m:
     """A truck or bus cab: a rounded box with a windscreen and side windows in its upper third."""
     half = np.array([0.5 * length_m, 0.5 * width_m, 0.5 * (top_m - bottom_m)])
     centre = (front_x - half[0], 0.0, bottom_m + half[2])
-    v, f = rounded_box(half, 10, 6.0)
+    v, f = rounded_box(half, CAB_CELLS, CAB_EXPONENT)
     v = v + centre
     tri = v[f].mean(axis=1)
-    window = (tri[:, 2] > bottom_m + 0.62 * (top_m - bottom_m)) & (tri[:, 2] < top_m - 0.15) & (
-        (tri[:, 0] > front_x - 0.08) | ((np.abs(tri[:, 1]) > 0.5 * width_m - 0.08) & (tri[:, 0] > front_x - 1.0)))
+    window = (tri[:, 2] > bottom_m + CAB_WINDOW_FROM_SHARE * (top_m - bottom_m)) & (
+        tri[:, 2] < top_m - CAB_WINDOW_BELOW_ROOF_M) & ((tri[:, 0] > front_x - CAB_GLASS_DEPTH_M) | (
+            (np.abs(tri[:, 1]) > 0.5 * width_m - CAB_GLASS_DEPTH_M) & (tri[:, 0] > front_x - CAB_SIDE_WINDOW_LENGTH_M)))
     add(parts, f"ir:{paint}", compact(v, f[~window]))
     add(parts, "ir:glass_clear", compact(v, f[window]))
-    add(parts, "ir:textile", box((front_x - 1.0, 0.0, bottom_m + 0.5 * (top_m - bottom_m)),
-                                 (0.6, 0.8 * width_m, 0.6)))
+    depth, width_share, height = CAB_SEAT_SIZE
+    add(parts, "ir:textile", box((front_x - CAB_SEAT_BACK_M, 0.0, bottom_m + 0.5 * (top_m - bottom_m)),
+                                 (depth, width_share * width_m, height)))
 
 
 def _heavy_truck(paint: str) -> dict:
-    """A rigid truck (MAN TGM-like, 9.4 × 2.55 × 3.6 m; EU limits: 2.55 m wide, 4 m high, Directive 96/53/EC): cab,
-    box body, three axles, side guards, plates and reflectors."""
+    """A rigid truck (:data:`TRUCK_LENGTH_M` …): cab, box body, three axles, side guards, plates and reflectors."""
     parts: dict = {}
-    length, width = 9.4, 2.55
-    _cab(parts, 0.5 * length, 2.2, width, 0.6, 3.1, paint)
-    add(parts, "ir:plastic_white", box((-1.1, 0.0, 2.2), (length - 2.4, width, 2.8)))
-    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.75), (length - 0.4, 0.9, 0.3)))
-    add(parts, "ir:metal_painted_dark", box((-0.5, 0.5 * width - 0.05, 0.6), (3.0, 0.05, 0.25)))
-    add(parts, "ir:metal_painted_dark", box((-0.5, -0.5 * width + 0.05, 0.6), (3.0, 0.05, 0.25)))
-    _wheels(parts, (3.0, -2.2, -3.55), 0.5 * width - 0.25, 0.5, 0.4)
-    _plates_and_reflectors(parts, length, width, 0.6)
+    length, width = TRUCK_LENGTH_M, TRUCK_WIDTH_M
+    _cab(parts, 0.5 * length, TRUCK_CAB_LENGTH_M, width, TRUCK_CAB_BOTTOM_M, TRUCK_CAB_TOP_M, paint)
+    add(parts, "ir:plastic_white", box((TRUCK_BOX_X_M, 0.0, TRUCK_BOX_Z_M),
+                                       (length - TRUCK_BOX_SHORTER_M, width, TRUCK_BOX_HEIGHT_M)))
+    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, TRUCK_FRAME_Z_M),
+                                            (length - TRUCK_FRAME_SHORTER_M, *TRUCK_FRAME_SIZE_M)))
+    add(parts, "ir:metal_painted_dark", box((TRUCK_GUARD_X_M, 0.5 * width - TRUCK_GUARD_INSET_M, TRUCK_GUARD_Z_M),
+                                            TRUCK_GUARD_SIZE_M))
+    add(parts, "ir:metal_painted_dark", box((TRUCK_GUARD_X_M, -0.5 * width + TRUCK_GUARD_INSET_M, TRUCK_GUARD_Z_M),
+                                            TRUCK_GUARD_SIZE_M))
+    _wheels(parts, TRUCK_AXLES_X_M, 0.5 * width - HEAVY_TYRE_INSET_M, HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M)
+    _plates_and_reflectors(parts, length, width, HEAVY_PLATE_Z_M)
     return parts
 
 
 def _semitractor(paint: str) -> dict:
-    """A semitrailer tractor (6.0 × 2.5 × 3.9 m): cab, chassis with the fifth wheel, two axles."""
+    """A semitrailer tractor (:data:`TRACTOR_LENGTH_M` …): cab, chassis with the fifth wheel, two axles."""
     parts: dict = {}
-    length, width = 6.0, 2.5
-    _cab(parts, 0.5 * length, 2.3, width, 0.6, 3.9, paint)
-    add(parts, "ir:metal_painted_dark", box((-0.6, 0.0, 0.9), (length - 1.2, 1.0, 0.3)))
-    add(parts, "ir:metal_painted_dark", box((-1.8, 0.0, 1.1), (1.0, 1.2, 0.12)))
-    _wheels(parts, (1.5, -2.2), 0.5 * width - 0.25, 0.5, 0.4)
-    _plates_and_reflectors(parts, length, width, 0.6)
+    length, width = TRACTOR_LENGTH_M, TRACTOR_WIDTH_M
+    _cab(parts, 0.5 * length, TRACTOR_CAB_LENGTH_M, width, TRACTOR_CAB_BOTTOM_M, TRACTOR_CAB_TOP_M, paint)
+    add(parts, "ir:metal_painted_dark", box((TRACTOR_FRAME_X_M, 0.0, TRACTOR_FRAME_Z_M),
+                                            (length - TRACTOR_FRAME_SHORTER_M, *TRACTOR_FRAME_SIZE_M)))
+    add(parts, "ir:metal_painted_dark", box(*TRACTOR_FIFTH_WHEEL_M))
+    _wheels(parts, TRACTOR_AXLES_X_M, 0.5 * width - HEAVY_TYRE_INSET_M, HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M)
+    _plates_and_reflectors(parts, length, width, HEAVY_PLATE_Z_M)
     return parts
 
 
@@ -339,43 +437,50 @@ def _box_trailer(length_m: float, width_m: float, height_m: float, axles, floor_
     parts: dict = {}
     add(parts, "ir:plastic_white", box((0.0, 0.0, floor_m + 0.5 * (height_m - floor_m)),
                                        (length_m, width_m, height_m - floor_m)))
-    _wheels(parts, axles, 0.5 * width_m - 0.25, 0.5, 0.4)
+    _wheels(parts, axles, 0.5 * width_m - HEAVY_TYRE_INSET_M, HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M)
     if drawbar:
-        add(parts, "ir:metal_painted_dark", frustum((0.5 * length_m, 0.0, floor_m - 0.1),
-                                                    (0.5 * length_m + 1.5, 0.0, 0.5), 0.05, 0.05, 8))
+        add(parts, "ir:metal_painted_dark", frustum((0.5 * length_m, 0.0, floor_m - DRAWBAR_BELOW_FLOOR_M),
+                                                    (0.5 * length_m + DRAWBAR_LENGTH_M, 0.0, DRAWBAR_HITCH_Z_M),
+                                                    DRAWBAR_RADIUS_M, DRAWBAR_RADIUS_M, TUBE_SECTIONS))
     else:
-        for y in (-0.8, 0.8):
-            add(parts, "ir:metal_painted_dark", box((0.5 * length_m - 2.0, y, 0.5 * floor_m), (0.1, 0.1, floor_m)))
-    _plates_and_reflectors(parts, length_m, width_m, floor_m - 0.2, front=False)
+        for y in (-LANDING_LEG_Y_M, LANDING_LEG_Y_M):
+            add(parts, "ir:metal_painted_dark", box((0.5 * length_m - LANDING_LEG_BACK_M, y, 0.5 * floor_m),
+                                                    (LANDING_LEG_SIDE_M, LANDING_LEG_SIDE_M, floor_m)))
+    _plates_and_reflectors(parts, length_m, width_m, floor_m - TRAILER_PLATE_BELOW_FLOOR_M, front=False)
     return parts
 
 
 def _semitrailer(paint: str) -> dict:
-    """A box semitrailer (13.6 × 2.55 × 4.0 m, the EU standard length), three axles at the rear."""
-    return _box_trailer(13.6, 2.55, 4.0, (-3.8, -5.1, -6.4), 1.25, False)
+    """A box semitrailer (:data:`SEMITRAILER`), three axles at the rear."""
+    return _box_trailer(*SEMITRAILER, False)
 
 
 def _trailer(paint: str) -> dict:
-    """A drawbar box trailer (7.0 × 2.55 × 3.5 m), two axles in its middle."""
-    return _box_trailer(7.0, 2.55, 3.5, (0.7, -0.7), 1.1, True)
+    """A drawbar box trailer (:data:`DRAWBAR_TRAILER`), two axles in its middle."""
+    return _box_trailer(*DRAWBAR_TRAILER, True)
 
 
 def _bus(paint: str) -> dict:
-    """A city bus (Mercedes-Benz Citaro-like 12.1 × 2.55 × 3.1 m): body, window band, two axles."""
+    """A city bus (:data:`BUS_LENGTH_M` …): body, window band, two axles."""
     parts: dict = {}
-    length, width, height = 12.1, 2.55, 3.1
-    half = np.array([0.5 * length, 0.5 * width, 0.5 * (height - 0.3)])
-    v, f = rounded_box(half, 16, 10.0)
-    v = v + (0.0, 0.0, 0.3 + half[2])
+    length, width, height = BUS_LENGTH_M, BUS_WIDTH_M, BUS_HEIGHT_M
+    half = np.array([0.5 * length, 0.5 * width, 0.5 * (height - BUS_CLEARANCE_M)])
+    v, f = rounded_box(half, BUS_CELLS, BUS_EXPONENT)
+    v = v + (0.0, 0.0, BUS_CLEARANCE_M + half[2])
     tri = v[f].mean(axis=1)
-    window = (tri[:, 2] > 1.15) & (tri[:, 2] < 2.75) & (np.abs(tri[:, 0]) < 0.5 * length - 0.2)
-    window |= (tri[:, 0] > 0.5 * length - 0.1) & (tri[:, 2] > 0.9) & (tri[:, 2] < 2.8)
+    (window_from, window_to), (screen_from, screen_to) = BUS_WINDOWS_Z_M, BUS_WINDSCREEN_Z_M
+    window = (tri[:, 2] > window_from) & (tri[:, 2] < window_to) & (
+        np.abs(tri[:, 0]) < 0.5 * length - BUS_WINDOW_END_INSET_M)
+    window |= (tri[:, 0] > 0.5 * length - BUS_WINDSCREEN_DEPTH_M) & (tri[:, 2] > screen_from) & (
+        tri[:, 2] < screen_to)
     add(parts, f"ir:{paint}", compact(v, f[~window]))
     add(parts, "ir:glass_clear", compact(v, f[window]))
-    for x in np.linspace(-0.5 * length + 1.5, 0.5 * length - 2.0, 8):  # seats behind the windows
-        add(parts, "ir:textile", box((x, 0.0, 1.0), (0.5, 2.0, 0.9)))
-    _wheels(parts, (0.5 * length - 2.7, -0.5 * length + 3.4), 0.5 * width - 0.3, 0.5, 0.35)
-    _plates_and_reflectors(parts, length, width, 0.5)
+    # seats behind the windows
+    for x in np.linspace(-0.5 * length + BUS_SEATS_FROM_REAR_M, 0.5 * length - BUS_SEATS_FROM_FRONT_M, BUS_SEAT_ROWS):
+        add(parts, "ir:textile", box((x, 0.0, BUS_SEAT_Z_M), BUS_SEAT_SIZE_M))
+    _wheels(parts, (0.5 * length - BUS_FRONT_OVERHANG_M, -0.5 * length + BUS_REAR_OVERHANG_M),
+            0.5 * width - BUS_TYRE_INSET_M, BUS_WHEEL_RADIUS_M, BUS_TYRE_WIDTH_M)
+    _plates_and_reflectors(parts, length, width, BUS_PLATE_Z_M)
     return parts
 
 
@@ -383,27 +488,31 @@ def _railcar(length_m: float, width_m: float, height_m: float, floor_m: float, p
     """A tram or a coach: body with a window band, bogies under it."""
     parts: dict = {}
     half = np.array([0.5 * length_m, 0.5 * width_m, 0.5 * (height_m - floor_m)])
-    v, f = rounded_box(half, 20, 10.0)
+    v, f = rounded_box(half, RAILCAR_CELLS, RAILCAR_EXPONENT)
     v = v + (0.0, 0.0, floor_m + half[2])
     tri = v[f].mean(axis=1)
-    window = (tri[:, 2] > floor_m + 0.9) & (tri[:, 2] < floor_m + 2.0)
+    window_from, window_to = RAILCAR_WINDOWS_ABOVE_FLOOR_M
+    window = (tri[:, 2] > floor_m + window_from) & (tri[:, 2] < floor_m + window_to)
     add(parts, f"ir:{paint}", compact(v, f[~window]))
     add(parts, "ir:glass_clear", compact(v, f[window]))
-    for x in np.linspace(-0.5 * length_m + 1.5, 0.5 * length_m - 1.5, 10):
-        add(parts, "ir:textile", box((x, 0.0, floor_m + 0.5), (0.5, width_m - 0.6, 0.9)))
-    for x in (-0.35 * length_m, 0.35 * length_m):
-        add(parts, "ir:metal_painted_dark", box((x, 0.0, 0.5 * floor_m), (2.5, width_m - 0.5, floor_m)))
+    for x in np.linspace(-0.5 * length_m + RAILCAR_SEATS_END_M, 0.5 * length_m - RAILCAR_SEATS_END_M,
+                         RAILCAR_SEAT_ROWS):
+        add(parts, "ir:textile", box((x, 0.0, floor_m + RAILCAR_SEAT_ABOVE_FLOOR_M),
+                                     (RAILCAR_SEAT_DEPTH_M, width_m - RAILCAR_SEAT_NARROWER_M, RAILCAR_SEAT_HEIGHT_M)))
+    for x in (-RAILCAR_BOGIE_X_SHARE * length_m, RAILCAR_BOGIE_X_SHARE * length_m):
+        add(parts, "ir:metal_painted_dark", box((x, 0.0, 0.5 * floor_m),
+                                                (RAILCAR_BOGIE_LENGTH_M, width_m - RAILCAR_BOGIE_NARROWER_M, floor_m)))
     return parts
 
 
 def _tram(paint: str) -> dict:
-    """A low-floor tram (Siemens Combino-like 30 × 2.65 × 3.4 m)."""
-    return _railcar(30.0, 2.65, 3.4, 0.35, paint)
+    """A low-floor tram (:data:`TRAM`)."""
+    return _railcar(*TRAM, paint)
 
 
 def _train(paint: str) -> dict:
-    """A passenger coach (UIC-X-like 26.4 × 2.83 × 4.05 m)."""
-    return _railcar(26.4, 2.83, 4.05, 1.2, paint)
+    """A passenger coach (:data:`COACH`)."""
+    return _railcar(*COACH, paint)
 
 
 # ----------------------------------------------------------------------------- people, riders and animals
