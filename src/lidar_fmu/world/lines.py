@@ -18,6 +18,12 @@ SAME_POINT_M = 1e-4
 #: a corner's offset is stretched by at most this much (a miter limit: at sharper corners the ribbon is pinched
 #: instead of shooting out; 2 allows corners up to 120°)
 MITER_LIMIT = 2.0
+#: a sum of two unit vectors shorter than this is a turn back (no direction of its own; float rounding), and the
+#: floor its length is divided by
+TURN_BACK_TOLERANCE, DIVISION_FLOOR = 1e-9, 1e-12
+#: a polygon with less area than this (m²) has none, and so has a triangle whose edges' cross product (twice its
+#: area) is shorter
+NO_AREA_M2 = 1e-9
 
 
 def clean(points: np.ndarray) -> np.ndarray:
@@ -66,7 +72,8 @@ def left_normals(points: np.ndarray) -> np.ndarray:
         mid = seg_left[:-1] + seg_left[1:]
         norm = np.linalg.norm(mid, axis=1)
         cos_half = np.clip(0.5 * norm, 1.0 / MITER_LIMIT, 1.0)  # cos of half the turn between the two segments
-        unit = np.where(norm[:, None] > 1e-9, mid / np.maximum(norm, 1e-12)[:, None], seg_left[:-1])
+        unit = np.where(norm[:, None] > TURN_BACK_TOLERANCE, mid / np.maximum(norm, DIVISION_FLOOR)[:, None],
+                        seg_left[:-1])
         left[1:-1] = unit / cos_half[:, None]
     return np.column_stack([left, np.zeros(n)])
 
@@ -187,7 +194,7 @@ def loft(a: np.ndarray, b: np.ndarray):
     vertices = np.concatenate([a, b])
     area = np.linalg.norm(np.cross(vertices[faces[:, 1]] - vertices[faces[:, 0]],
                                    vertices[faces[:, 2]] - vertices[faces[:, 0]]), axis=1)
-    return vertices, _facing_up(vertices, faces[area > 1e-9])
+    return vertices, _facing_up(vertices, faces[area > NO_AREA_M2])
 
 
 # ------------------------------------------------------------------------------------------------ polygons
@@ -200,7 +207,7 @@ def polygon_problem(xy: np.ndarray) -> str:
         return "fewer than 3 vertices"
     if _self_intersects(np.ascontiguousarray(xy, np.float64)):
         return "edges that cross each other"
-    if abs(signed_area(xy)) < 1e-9:
+    if abs(signed_area(xy)) < NO_AREA_M2:
         return "no area"
     return ""
 

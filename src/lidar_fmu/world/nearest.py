@@ -10,11 +10,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+#: side of the hash's square cells (m) where the caller names none (assumed: about a lane's width, so a cell holds
+#: a few road points and a query's rings end soon)
+DEFAULT_CELL_M = 5.0
+#: a search stops this far out (m) whatever it found: about the Earth's circumference, farther than any two points
+#: of one scene lie
+MAX_SEARCH_M = 4.0e7
+
 
 class PointIndex:
     """Points (N, 3) m, searchable by horizontal distance."""
 
-    def __init__(self, points: np.ndarray, cell_m: float = 5.0):
+    def __init__(self, points: np.ndarray, cell_m: float = DEFAULT_CELL_M):
         self.points = np.ascontiguousarray(points, np.float64).reshape(-1, 3)
         self.cell_m = float(cell_m)
         if len(self.points):
@@ -60,7 +67,7 @@ def _nearest(queries, xy, order, sorted_keys, origin, cell, rows, limit, distanc
             # every point of ring r lies at least (r − 1) cells away
             if ring > 0 and (ring - 1) * cell > min(best, limit[q]):
                 break
-            if ring > 0 and ring * cell > 4.0e7:
+            if ring > 0 and ring * cell > MAX_SEARCH_M:
                 break
             for ix in range(cx - ring, cx + ring + 1):
                 on_edge = ix == cx - ring or ix == cx + ring

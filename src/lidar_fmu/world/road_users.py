@@ -184,6 +184,9 @@ PAINT_SHARES = (("car_paint_white", 0.35), ("car_paint_black", 0.19), ("metal_pa
                 ("car_paint_silver", 0.10), ("metal_painted", 0.07), ("car_paint_red", 0.06),
                 ("metal_painted", 0.05))
 PAINTS = tuple(sorted({name for name, _ in PAINT_SHARES}))
+#: an id's paint draw: Fibonacci hashing (Knuth, TAOCP vol. 3, §6.4: multiply by 2⁶⁴/φ, keep 64 bits), scaled to
+#: [0, 1)
+FIBONACCI_HASH, HASH_MASK, HASH_RANGE = 0x9E3779B97F4A7C15, 0xFFFFFFFFFFFFFFFF, 2.0**64
 
 #: car classes: the proportions of a typical model of each (the instance pose fits the mesh into the object's own
 #: box). Small: VW up! 3.60 × 1.64 × 1.50 m; compact: VW Golf 8 4.28 × 1.79 × 1.46 m; car (OSI's medium): VW Passat
@@ -228,7 +231,7 @@ DASHBOARD_BACK_M, DASHBOARD_SIZE = 0.35, (0.4, 0.85, 0.25)
 def paint_of(object_id: int) -> str:
     """The body paint of an object that says no colour: drawn from :data:`PAINT_SHARES` by a hash of its id (the
     same object keeps its colour, run after run)."""
-    u = ((int(object_id) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) / 2.0**64
+    u = ((int(object_id) * FIBONACCI_HASH) & HASH_MASK) / HASH_RANGE
     total = 0.0
     for name, share in PAINT_SHARES:
         total += share
@@ -281,13 +284,105 @@ def _car(spec: dict, paint: str) -> dict:
     return parts
 
 
-def _wheels(parts: dict, xs, half_track_m: float, radius_m: float, width_m: float, inner: float = 0.62) -> None:
+# ------------------------------------------------------------------------------ trucks, buses, trams and trains
+# Overall sizes are the cited models'; where no source is cited a part's size or place is assumed, read off
+# photographs of the same models, because no standard gives a body's parts (a lidar sees them at a few centimetres'
+# resolution at best). Boxes are written (centre (x, y, z) m, size (length, width, height) m) in the vehicle's own
+# frame: ground at z = 0, x forward, the body's middle at x = 0.
+
+#: heavy vehicles' wheels: tyre radius (m) and width (m), near a 315/80 R22.5 truck tyre (1.08 m across, 0.32 m
+#: wide, ETRTO) rounded (assumed); the tyre's centre this far inside the body's side (m); sections of tyre and rim
+HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M, HEAVY_TYRE_INSET_M = 0.5, 0.4, 0.25
+HEAVY_TYRE_SECTIONS, HEAVY_RIM_SECTIONS = 24, 16
+#: a truck cab: cells and exponent of its rounded box (squarer than a car's, assumed); windows above this share of
+#: its height up to this far below its roof (m), the windscreen within this of its front and the side windows within
+#: this of its sides (m), as far back as this from its front (m); the driver's seat this far behind the front (m),
+#: (depth m, width share, height m)
+CAB_CELLS, CAB_EXPONENT = 10, 6.0
+CAB_WINDOW_FROM_SHARE, CAB_WINDOW_BELOW_ROOF_M, CAB_GLASS_DEPTH_M, CAB_SIDE_WINDOW_LENGTH_M = 0.62, 0.15, 0.08, 1.0
+CAB_SEAT_BACK_M, CAB_SEAT_SIZE = 1.0, (0.6, 0.8, 0.6)
+#: thin round parts (forks, handlebars, drawbars, legs): sections of their tubes (assumed: a few centimetres across,
+#: 8 sections are round enough at a lidar's resolution)
+TUBE_SECTIONS = 8
+
+#: a rigid truck (MAN TGM-like, 9.4 × 2.55 × 3.6 m; EU limits: 2.55 m wide, 4 m high, Directive 96/53/EC): length,
+#: width (m); the cab's length, bottom and top (m); the box body's centre x and z, how much shorter than the truck
+#: and how high (m)
+TRUCK_LENGTH_M, TRUCK_WIDTH_M = 9.4, 2.55
+TRUCK_CAB_LENGTH_M, TRUCK_CAB_BOTTOM_M, TRUCK_CAB_TOP_M = 2.2, 0.6, 3.1
+TRUCK_BOX_X_M, TRUCK_BOX_Z_M, TRUCK_BOX_SHORTER_M, TRUCK_BOX_HEIGHT_M = -1.1, 2.2, 2.4, 2.8
+#: the truck's frame: centre height, how much shorter than the truck, (width, depth) (m)
+TRUCK_FRAME_Z_M, TRUCK_FRAME_SHORTER_M, TRUCK_FRAME_SIZE_M = 0.75, 0.4, (0.9, 0.3)
+#: side guards (UN ECE R73 lateral protection, lower edge at most 0.55 m above the road): centre x, this far
+#: inside the sides, centre height (m), size (m)
+TRUCK_GUARD_X_M, TRUCK_GUARD_INSET_M, TRUCK_GUARD_Z_M, TRUCK_GUARD_SIZE_M = -0.5, 0.05, 0.6, (3.0, 0.05, 0.25)
+#: axles x (m): one front, a tandem at the rear
+TRUCK_AXLES_X_M = (3.0, -2.2, -3.55)
+#: heavy vehicles' licence plates this high (m): within the 0.3–1.2 m Regulation (EU) No 1003/2010 allows
+HEAVY_PLATE_Z_M = 0.6
+
+#: a semitrailer tractor (6.0 × 2.5 × 3.9 m, a two-axle long-haul tractor): length, width (m); cab length, bottom and
+#: top (m); its frame (centre (x, z), how much shorter than the tractor, width, depth m); the fifth wheel (a box:
+#: centre, size m, at the usual coupling height of about 1.1–1.2 m, assumed); axles x (m)
+TRACTOR_LENGTH_M, TRACTOR_WIDTH_M = 6.0, 2.5
+TRACTOR_CAB_LENGTH_M, TRACTOR_CAB_BOTTOM_M, TRACTOR_CAB_TOP_M = 2.3, 0.6, 3.9
+TRACTOR_FRAME_X_M, TRACTOR_FRAME_Z_M, TRACTOR_FRAME_SHORTER_M, TRACTOR_FRAME_SIZE_M = -0.6, 0.9, 1.2, (1.0, 0.3)
+TRACTOR_FIFTH_WHEEL_M = ((-1.8, 0.0, 1.1), (1.0, 1.2, 0.12))
+TRACTOR_AXLES_X_M = (1.5, -2.2)
+
+#: box trailers: (length, width, height m, axles x m, floor height m). A semitrailer 13.6 × 2.55 × 4.0 m (the EU's
+#: standard box semitrailer, within Directive 96/53/EC), three axles at the rear; a drawbar trailer 7.0 × 2.55 ×
+#: 3.5 m, two axles in its middle (floors and axles assumed)
+SEMITRAILER = (13.6, 2.55, 4.0, (-3.8, -5.1, -6.4), 1.25)
+DRAWBAR_TRAILER = (7.0, 2.55, 3.5, (0.7, -0.7), 1.1)
+#: a drawbar: from this far below the floor (m) this far ahead of the box (m) down to this height (m), radius (m)
+DRAWBAR_BELOW_FLOOR_M, DRAWBAR_LENGTH_M, DRAWBAR_HITCH_Z_M, DRAWBAR_RADIUS_M = 0.1, 1.5, 0.5, 0.05
+#: a semitrailer's landing legs: this far out from the centre line (m), this far behind its front (m), (side m)
+LANDING_LEG_Y_M, LANDING_LEG_BACK_M, LANDING_LEG_SIDE_M = 0.8, 2.0, 0.1
+#: a trailer's plate this far below its floor (m)
+TRAILER_PLATE_BELOW_FLOOR_M = 0.2
+
+#: a city bus (Mercedes-Benz Citaro-like 12.1 × 2.55 × 3.1 m, data sheet): length, width, height, body above the
+#: road from (m); cells and exponent of its rounded box (squarer than a cab, assumed)
+BUS_LENGTH_M, BUS_WIDTH_M, BUS_HEIGHT_M, BUS_CLEARANCE_M = 12.1, 2.55, 3.1, 0.3
+BUS_CELLS, BUS_EXPONENT = 16, 10.0
+#: the bus's side window band (m above the road) ending this far from the ends (m); its windscreen within this of
+#: the front (m), from and to (m above the road)
+BUS_WINDOWS_Z_M, BUS_WINDOW_END_INSET_M = (1.15, 2.75), 0.2
+BUS_WINDSCREEN_DEPTH_M, BUS_WINDSCREEN_Z_M = 0.1, (0.9, 2.8)
+#: the bus's seat rows: from this far ahead of its rear to this far behind its front (m), this many rows, centre
+#: height (m), (depth, width, height m)
+BUS_SEATS_FROM_REAR_M, BUS_SEATS_FROM_FRONT_M, BUS_SEAT_ROWS = 1.5, 2.0, 8
+BUS_SEAT_Z_M, BUS_SEAT_SIZE_M = 1.0, (0.5, 2.0, 0.9)
+#: the bus's front and rear overhangs (m), its tyres this far inside its sides (m), radius and width (m), its
+#: plates this high (m)
+BUS_FRONT_OVERHANG_M, BUS_REAR_OVERHANG_M, BUS_TYRE_INSET_M = 2.7, 3.4, 0.3
+BUS_WHEEL_RADIUS_M, BUS_TYRE_WIDTH_M, BUS_PLATE_Z_M = 0.5, 0.35, 0.5
+
+#: rail vehicles: (length, width, height, floor m). A low-floor tram (Siemens Combino-like 30 × 2.65 × 3.4 m, floor
+#: assumed), a passenger coach (UIC-X 26.4 × 2.83 × 4.05 m, floor 1.2 m assumed)
+TRAM = (30.0, 2.65, 3.4, 0.35)
+COACH = (26.4, 2.83, 4.05, 1.2)
+#: a rail car's rounded box: cells and exponent (as the bus's, assumed); windows from and to this far above the
+#: floor (m)
+RAILCAR_CELLS, RAILCAR_EXPONENT, RAILCAR_WINDOWS_ABOVE_FLOOR_M = 20, 10.0, (0.9, 2.0)
+#: its seat rows: this far from both ends (m), this many, this far above the floor (m), (depth m, narrower than the
+#: car by m, height m)
+RAILCAR_SEATS_END_M, RAILCAR_SEAT_ROWS, RAILCAR_SEAT_ABOVE_FLOOR_M = 1.5, 10, 0.5
+RAILCAR_SEAT_DEPTH_M, RAILCAR_SEAT_NARROWER_M, RAILCAR_SEAT_HEIGHT_M = 0.5, 0.6, 0.9
+#: its bogies: at ± this share of its length from its middle, (length m, narrower than the car by m)
+RAILCAR_BOGIE_X_SHARE, RAILCAR_BOGIE_LENGTH_M, RAILCAR_BOGIE_NARROWER_M = 0.35, 2.5, 0.5
+
+
+def _wheels(parts: dict, xs, half_track_m: float, radius_m: float, width_m: float,
+            inner: float = TYRE_INNER_SHARE) -> None:
     to_y = rotation_x(np.pi / 2)
     for x in xs:
         for y in (-half_track_m, half_track_m):
-            add(parts, "ir:rubber_tyre", place(unit_annulus(inner, 24), (radius_m, radius_m, width_m), to_y,
-                                                (x, y, radius_m)))
-            add(parts, "ir:aluminum", place(unit_cylinder(16), (inner * radius_m, inner * radius_m, width_m - 0.02),
+            add(parts, "ir:rubber_tyre", place(unit_annulus(inner, HEAVY_TYRE_SECTIONS), (radius_m, radius_m, width_m),
+                                                to_y, (x, y, radius_m)))
+            add(parts, "ir:aluminum", place(unit_cylinder(HEAVY_RIM_SECTIONS),
+                                            (inner * radius_m, inner * radius_m, width_m - RIM_NARROWER_M),
                                             to_y, (x, y, radius_m)))
 
 
@@ -296,41 +391,47 @@ def _cab(parts: dict, front_x: float, length_m: float, width_m: float, bottom_m:
     """A truck or bus cab: a rounded box with a windscreen and side windows in its upper third."""
     half = np.array([0.5 * length_m, 0.5 * width_m, 0.5 * (top_m - bottom_m)])
     centre = (front_x - half[0], 0.0, bottom_m + half[2])
-    v, f = rounded_box(half, 10, 6.0)
+    v, f = rounded_box(half, CAB_CELLS, CAB_EXPONENT)
     v = v + centre
     tri = v[f].mean(axis=1)
-    window = (tri[:, 2] > bottom_m + 0.62 * (top_m - bottom_m)) & (tri[:, 2] < top_m - 0.15) & (
-        (tri[:, 0] > front_x - 0.08) | ((np.abs(tri[:, 1]) > 0.5 * width_m - 0.08) & (tri[:, 0] > front_x - 1.0)))
+    window = (tri[:, 2] > bottom_m + CAB_WINDOW_FROM_SHARE * (top_m - bottom_m)) & (
+        tri[:, 2] < top_m - CAB_WINDOW_BELOW_ROOF_M) & ((tri[:, 0] > front_x - CAB_GLASS_DEPTH_M) | (
+            (np.abs(tri[:, 1]) > 0.5 * width_m - CAB_GLASS_DEPTH_M) & (tri[:, 0] > front_x - CAB_SIDE_WINDOW_LENGTH_M)))
     add(parts, f"ir:{paint}", compact(v, f[~window]))
     add(parts, "ir:glass_clear", compact(v, f[window]))
-    add(parts, "ir:textile", box((front_x - 1.0, 0.0, bottom_m + 0.5 * (top_m - bottom_m)),
-                                 (0.6, 0.8 * width_m, 0.6)))
+    depth, width_share, height = CAB_SEAT_SIZE
+    add(parts, "ir:textile", box((front_x - CAB_SEAT_BACK_M, 0.0, bottom_m + 0.5 * (top_m - bottom_m)),
+                                 (depth, width_share * width_m, height)))
 
 
 def _heavy_truck(paint: str) -> dict:
-    """A rigid truck (MAN TGM-like, 9.4 × 2.55 × 3.6 m; EU limits: 2.55 m wide, 4 m high, Directive 96/53/EC): cab,
-    box body, three axles, side guards, plates and reflectors."""
+    """A rigid truck (:data:`TRUCK_LENGTH_M` …): cab, box body, three axles, side guards, plates and reflectors."""
     parts: dict = {}
-    length, width = 9.4, 2.55
-    _cab(parts, 0.5 * length, 2.2, width, 0.6, 3.1, paint)
-    add(parts, "ir:plastic_white", box((-1.1, 0.0, 2.2), (length - 2.4, width, 2.8)))
-    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.75), (length - 0.4, 0.9, 0.3)))
-    add(parts, "ir:metal_painted_dark", box((-0.5, 0.5 * width - 0.05, 0.6), (3.0, 0.05, 0.25)))
-    add(parts, "ir:metal_painted_dark", box((-0.5, -0.5 * width + 0.05, 0.6), (3.0, 0.05, 0.25)))
-    _wheels(parts, (3.0, -2.2, -3.55), 0.5 * width - 0.25, 0.5, 0.4)
-    _plates_and_reflectors(parts, length, width, 0.6)
+    length, width = TRUCK_LENGTH_M, TRUCK_WIDTH_M
+    _cab(parts, 0.5 * length, TRUCK_CAB_LENGTH_M, width, TRUCK_CAB_BOTTOM_M, TRUCK_CAB_TOP_M, paint)
+    add(parts, "ir:plastic_white", box((TRUCK_BOX_X_M, 0.0, TRUCK_BOX_Z_M),
+                                       (length - TRUCK_BOX_SHORTER_M, width, TRUCK_BOX_HEIGHT_M)))
+    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, TRUCK_FRAME_Z_M),
+                                            (length - TRUCK_FRAME_SHORTER_M, *TRUCK_FRAME_SIZE_M)))
+    add(parts, "ir:metal_painted_dark", box((TRUCK_GUARD_X_M, 0.5 * width - TRUCK_GUARD_INSET_M, TRUCK_GUARD_Z_M),
+                                            TRUCK_GUARD_SIZE_M))
+    add(parts, "ir:metal_painted_dark", box((TRUCK_GUARD_X_M, -0.5 * width + TRUCK_GUARD_INSET_M, TRUCK_GUARD_Z_M),
+                                            TRUCK_GUARD_SIZE_M))
+    _wheels(parts, TRUCK_AXLES_X_M, 0.5 * width - HEAVY_TYRE_INSET_M, HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M)
+    _plates_and_reflectors(parts, length, width, HEAVY_PLATE_Z_M)
     return parts
 
 
 def _semitractor(paint: str) -> dict:
-    """A semitrailer tractor (6.0 × 2.5 × 3.9 m): cab, chassis with the fifth wheel, two axles."""
+    """A semitrailer tractor (:data:`TRACTOR_LENGTH_M` …): cab, chassis with the fifth wheel, two axles."""
     parts: dict = {}
-    length, width = 6.0, 2.5
-    _cab(parts, 0.5 * length, 2.3, width, 0.6, 3.9, paint)
-    add(parts, "ir:metal_painted_dark", box((-0.6, 0.0, 0.9), (length - 1.2, 1.0, 0.3)))
-    add(parts, "ir:metal_painted_dark", box((-1.8, 0.0, 1.1), (1.0, 1.2, 0.12)))
-    _wheels(parts, (1.5, -2.2), 0.5 * width - 0.25, 0.5, 0.4)
-    _plates_and_reflectors(parts, length, width, 0.6)
+    length, width = TRACTOR_LENGTH_M, TRACTOR_WIDTH_M
+    _cab(parts, 0.5 * length, TRACTOR_CAB_LENGTH_M, width, TRACTOR_CAB_BOTTOM_M, TRACTOR_CAB_TOP_M, paint)
+    add(parts, "ir:metal_painted_dark", box((TRACTOR_FRAME_X_M, 0.0, TRACTOR_FRAME_Z_M),
+                                            (length - TRACTOR_FRAME_SHORTER_M, *TRACTOR_FRAME_SIZE_M)))
+    add(parts, "ir:metal_painted_dark", box(*TRACTOR_FIFTH_WHEEL_M))
+    _wheels(parts, TRACTOR_AXLES_X_M, 0.5 * width - HEAVY_TYRE_INSET_M, HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M)
+    _plates_and_reflectors(parts, length, width, HEAVY_PLATE_Z_M)
     return parts
 
 
@@ -339,43 +440,50 @@ def _box_trailer(length_m: float, width_m: float, height_m: float, axles, floor_
     parts: dict = {}
     add(parts, "ir:plastic_white", box((0.0, 0.0, floor_m + 0.5 * (height_m - floor_m)),
                                        (length_m, width_m, height_m - floor_m)))
-    _wheels(parts, axles, 0.5 * width_m - 0.25, 0.5, 0.4)
+    _wheels(parts, axles, 0.5 * width_m - HEAVY_TYRE_INSET_M, HEAVY_WHEEL_RADIUS_M, HEAVY_TYRE_WIDTH_M)
     if drawbar:
-        add(parts, "ir:metal_painted_dark", frustum((0.5 * length_m, 0.0, floor_m - 0.1),
-                                                    (0.5 * length_m + 1.5, 0.0, 0.5), 0.05, 0.05, 8))
+        add(parts, "ir:metal_painted_dark", frustum((0.5 * length_m, 0.0, floor_m - DRAWBAR_BELOW_FLOOR_M),
+                                                    (0.5 * length_m + DRAWBAR_LENGTH_M, 0.0, DRAWBAR_HITCH_Z_M),
+                                                    DRAWBAR_RADIUS_M, DRAWBAR_RADIUS_M, TUBE_SECTIONS))
     else:
-        for y in (-0.8, 0.8):
-            add(parts, "ir:metal_painted_dark", box((0.5 * length_m - 2.0, y, 0.5 * floor_m), (0.1, 0.1, floor_m)))
-    _plates_and_reflectors(parts, length_m, width_m, floor_m - 0.2, front=False)
+        for y in (-LANDING_LEG_Y_M, LANDING_LEG_Y_M):
+            add(parts, "ir:metal_painted_dark", box((0.5 * length_m - LANDING_LEG_BACK_M, y, 0.5 * floor_m),
+                                                    (LANDING_LEG_SIDE_M, LANDING_LEG_SIDE_M, floor_m)))
+    _plates_and_reflectors(parts, length_m, width_m, floor_m - TRAILER_PLATE_BELOW_FLOOR_M, front=False)
     return parts
 
 
 def _semitrailer(paint: str) -> dict:
-    """A box semitrailer (13.6 × 2.55 × 4.0 m, the EU standard length), three axles at the rear."""
-    return _box_trailer(13.6, 2.55, 4.0, (-3.8, -5.1, -6.4), 1.25, False)
+    """A box semitrailer (:data:`SEMITRAILER`), three axles at the rear."""
+    return _box_trailer(*SEMITRAILER, False)
 
 
 def _trailer(paint: str) -> dict:
-    """A drawbar box trailer (7.0 × 2.55 × 3.5 m), two axles in its middle."""
-    return _box_trailer(7.0, 2.55, 3.5, (0.7, -0.7), 1.1, True)
+    """A drawbar box trailer (:data:`DRAWBAR_TRAILER`), two axles in its middle."""
+    return _box_trailer(*DRAWBAR_TRAILER, True)
 
 
 def _bus(paint: str) -> dict:
-    """A city bus (Mercedes-Benz Citaro-like 12.1 × 2.55 × 3.1 m): body, window band, two axles."""
+    """A city bus (:data:`BUS_LENGTH_M` …): body, window band, two axles."""
     parts: dict = {}
-    length, width, height = 12.1, 2.55, 3.1
-    half = np.array([0.5 * length, 0.5 * width, 0.5 * (height - 0.3)])
-    v, f = rounded_box(half, 16, 10.0)
-    v = v + (0.0, 0.0, 0.3 + half[2])
+    length, width, height = BUS_LENGTH_M, BUS_WIDTH_M, BUS_HEIGHT_M
+    half = np.array([0.5 * length, 0.5 * width, 0.5 * (height - BUS_CLEARANCE_M)])
+    v, f = rounded_box(half, BUS_CELLS, BUS_EXPONENT)
+    v = v + (0.0, 0.0, BUS_CLEARANCE_M + half[2])
     tri = v[f].mean(axis=1)
-    window = (tri[:, 2] > 1.15) & (tri[:, 2] < 2.75) & (np.abs(tri[:, 0]) < 0.5 * length - 0.2)
-    window |= (tri[:, 0] > 0.5 * length - 0.1) & (tri[:, 2] > 0.9) & (tri[:, 2] < 2.8)
+    (window_from, window_to), (screen_from, screen_to) = BUS_WINDOWS_Z_M, BUS_WINDSCREEN_Z_M
+    window = (tri[:, 2] > window_from) & (tri[:, 2] < window_to) & (
+        np.abs(tri[:, 0]) < 0.5 * length - BUS_WINDOW_END_INSET_M)
+    window |= (tri[:, 0] > 0.5 * length - BUS_WINDSCREEN_DEPTH_M) & (tri[:, 2] > screen_from) & (
+        tri[:, 2] < screen_to)
     add(parts, f"ir:{paint}", compact(v, f[~window]))
     add(parts, "ir:glass_clear", compact(v, f[window]))
-    for x in np.linspace(-0.5 * length + 1.5, 0.5 * length - 2.0, 8):  # seats behind the windows
-        add(parts, "ir:textile", box((x, 0.0, 1.0), (0.5, 2.0, 0.9)))
-    _wheels(parts, (0.5 * length - 2.7, -0.5 * length + 3.4), 0.5 * width - 0.3, 0.5, 0.35)
-    _plates_and_reflectors(parts, length, width, 0.5)
+    # seats behind the windows
+    for x in np.linspace(-0.5 * length + BUS_SEATS_FROM_REAR_M, 0.5 * length - BUS_SEATS_FROM_FRONT_M, BUS_SEAT_ROWS):
+        add(parts, "ir:textile", box((x, 0.0, BUS_SEAT_Z_M), BUS_SEAT_SIZE_M))
+    _wheels(parts, (0.5 * length - BUS_FRONT_OVERHANG_M, -0.5 * length + BUS_REAR_OVERHANG_M),
+            0.5 * width - BUS_TYRE_INSET_M, BUS_WHEEL_RADIUS_M, BUS_TYRE_WIDTH_M)
+    _plates_and_reflectors(parts, length, width, BUS_PLATE_Z_M)
     return parts
 
 
@@ -383,27 +491,31 @@ def _railcar(length_m: float, width_m: float, height_m: float, floor_m: float, p
     """A tram or a coach: body with a window band, bogies under it."""
     parts: dict = {}
     half = np.array([0.5 * length_m, 0.5 * width_m, 0.5 * (height_m - floor_m)])
-    v, f = rounded_box(half, 20, 10.0)
+    v, f = rounded_box(half, RAILCAR_CELLS, RAILCAR_EXPONENT)
     v = v + (0.0, 0.0, floor_m + half[2])
     tri = v[f].mean(axis=1)
-    window = (tri[:, 2] > floor_m + 0.9) & (tri[:, 2] < floor_m + 2.0)
+    window_from, window_to = RAILCAR_WINDOWS_ABOVE_FLOOR_M
+    window = (tri[:, 2] > floor_m + window_from) & (tri[:, 2] < floor_m + window_to)
     add(parts, f"ir:{paint}", compact(v, f[~window]))
     add(parts, "ir:glass_clear", compact(v, f[window]))
-    for x in np.linspace(-0.5 * length_m + 1.5, 0.5 * length_m - 1.5, 10):
-        add(parts, "ir:textile", box((x, 0.0, floor_m + 0.5), (0.5, width_m - 0.6, 0.9)))
-    for x in (-0.35 * length_m, 0.35 * length_m):
-        add(parts, "ir:metal_painted_dark", box((x, 0.0, 0.5 * floor_m), (2.5, width_m - 0.5, floor_m)))
+    for x in np.linspace(-0.5 * length_m + RAILCAR_SEATS_END_M, 0.5 * length_m - RAILCAR_SEATS_END_M,
+                         RAILCAR_SEAT_ROWS):
+        add(parts, "ir:textile", box((x, 0.0, floor_m + RAILCAR_SEAT_ABOVE_FLOOR_M),
+                                     (RAILCAR_SEAT_DEPTH_M, width_m - RAILCAR_SEAT_NARROWER_M, RAILCAR_SEAT_HEIGHT_M)))
+    for x in (-RAILCAR_BOGIE_X_SHARE * length_m, RAILCAR_BOGIE_X_SHARE * length_m):
+        add(parts, "ir:metal_painted_dark", box((x, 0.0, 0.5 * floor_m),
+                                                (RAILCAR_BOGIE_LENGTH_M, width_m - RAILCAR_BOGIE_NARROWER_M, floor_m)))
     return parts
 
 
 def _tram(paint: str) -> dict:
-    """A low-floor tram (Siemens Combino-like 30 × 2.65 × 3.4 m)."""
-    return _railcar(30.0, 2.65, 3.4, 0.35, paint)
+    """A low-floor tram (:data:`TRAM`)."""
+    return _railcar(*TRAM, paint)
 
 
 def _train(paint: str) -> dict:
-    """A passenger coach (UIC-X-like 26.4 × 2.83 × 4.05 m)."""
-    return _railcar(26.4, 2.83, 4.05, 1.2, paint)
+    """A passenger coach (:data:`COACH`)."""
+    return _railcar(*COACH, paint)
 
 
 # ----------------------------------------------------------------------------- people, riders and animals
@@ -416,68 +528,172 @@ SHOULDER, HIP, KNEE, ANKLE = 0.818, 0.530, 0.285, 0.039
 UPPER_ARM, FOREARM, THIGH, SHANK, FOOT, HEAD = 0.186, 0.146, 0.245, 0.246, 0.152, 0.130
 SHOULDER_WIDTH, HIP_WIDTH = 0.259, 0.191
 
+#: a person's proportions the model assumes as shares of standing height, where Drillis & Contini give none: read
+#: off photographs, because a lidar sees a person's parts at a few centimetres' resolution at best. Limb radius
+#: (thighs 1.6, shanks 1.2, upper arms 1.1, forearms 0.9 of it; each segment narrows to this share at its far end,
+#: these many sections); the legs stand this share of the hip width out from the centre line
+PERSON_HEIGHT_M = 1.75  # an adult's stature (assumed: adult means in Europe lie between 1.65 and 1.80 m)
+PERSON_LIMB_SHARE, PERSON_LIMB_TAPER, PERSON_LIMB_SECTIONS = 0.028, 0.85, 10
+PERSON_THIGH_LIMBS, PERSON_SHANK_LIMBS, PERSON_UPPER_ARM_LIMBS, PERSON_FOREARM_LIMBS = 1.6, 1.2, 1.1, 0.9
+PERSON_LEG_Y_SHARE = 0.25
+#: walking: half a stride forward and back, knees this far ahead of the line from hip to ankle, arms swinging this
+#: far at the elbow and 1.3 times that at the hand
+PERSON_STRIDE_SHARE, PERSON_KNEE_AHEAD_SHARE, PERSON_ARM_SWING_SHARE, PERSON_HAND_SWING = 0.12, 0.02, 0.06, 1.3
+#: feet: this share of their length ahead of the ankle, as wide as this share of height (Drillis & Contini: foot
+#: breadth 0.055); a seated person's feet this far below the ankle and this high
+PERSON_FOOT_AHEAD, PERSON_FOOT_WIDTH_SHARE = 0.3, 0.055
+PERSON_SEATED_FOOT_DROP_SHARE, PERSON_SEATED_FOOT_HEIGHT_SHARE = 0.02, 0.04
+#: sitting and riding: hips this far above the seat; a rider leans forward by this; the thigh reaches forward this
+#: share of its length (seated 0.95, riding 0.7), a rider's knee this far lower; shins this far forward to the
+#: ankle, the ankle at least this high (m)
+PERSON_SEAT_HIP_SHARE, PERSON_RIDE_LEAN_SHARE = 0.06, 0.08
+PERSON_SIT_THIGH_REACH, PERSON_RIDE_THIGH_REACH, PERSON_RIDE_KNEE_DROP_SHARE = 0.95, 0.7, 0.1
+PERSON_SHIN_AHEAD_SHARE, PERSON_MIN_ANKLE_M = 0.05, 0.05
+#: the torso: half depth, this much narrower than the shoulders, cells and exponent of its rounded box
+PERSON_TORSO_HALF_DEPTH_SHARE, PERSON_TORSO_NARROWER_SHARE = 0.07, 0.03
+PERSON_TORSO_CELLS, PERSON_TORSO_EXPONENT = 6, 4.0
+#: neck length and radius; the head this far forward of the neck, its semi-axes (length, width; its height half of
+#: Drillis & Contini's HEAD); hair this far back and up on the head, its semi-axes
+PERSON_NECK_LENGTH_SHARE, PERSON_NECK_RADIUS_SHARE, PERSON_HEAD_AHEAD_SHARE = 0.05, 0.032, 0.01
+PERSON_HEAD_RADII_SHARE = (0.058, 0.05)
+PERSON_HAIR_BACK_SHARE, PERSON_HAIR_UP_SHARE, PERSON_HAIR_RADII_SHARE = 0.008, 0.018, (0.057, 0.051, 0.05)
+#: shoulders this much narrower than the shoulder width and this far below its top; a rider's hands this far out
+#: from the grip's centre, elbows this far out and down; hands' semi-axes, icosphere subdivisions of a hand
+PERSON_ARMS_NARROWER_SHARE, PERSON_SHOULDER_DROP_SHARE = 0.02, 0.02
+PERSON_GRIP_Y_SHARE, PERSON_ELBOW_OUT_SHARE, PERSON_ELBOW_DROP_SHARE = 0.2, 0.03, 0.04
+PERSON_HAND_RADII_SHARE, PERSON_HAND_SUBDIVISIONS = (0.03, 0.018, 0.045), 1
 
-def person_parts(height_m: float = 1.75, pose: str = "walk", seat_m: tuple = (0.0, 0.0, 0.0),
+
+def person_parts(height_m: float = PERSON_HEIGHT_M, pose: str = "walk", seat_m: tuple = (0.0, 0.0, 0.0),
                  hands_m: tuple | None = None) -> dict:
     """A person ``height_m`` tall, facing +x: ``pose`` "walk" (feet at z = 0, mid-stride), "stand", "sit" (hips at
     ``seat_m``, thighs forward), "ride" (hips at ``seat_m``, leaning to ``hands_m``). Clothes are textile, face and
     hands skin, hair on the head, shoes dark."""
     h = height_m
     parts: dict = {}
-    limb = 0.028 * h
+    limb = PERSON_LIMB_SHARE * h
 
     def segment(a, b, radius, material):
-        add(parts, material, frustum(a, b, radius, 0.85 * radius, 10))
+        add(parts, material, frustum(a, b, radius, PERSON_LIMB_TAPER * radius, PERSON_LIMB_SECTIONS))
 
     if pose in ("walk", "stand"):
-        stride = 0.12 * h if pose == "walk" else 0.0
+        stride = PERSON_STRIDE_SHARE * h if pose == "walk" else 0.0
         hip_z = HIP * h
         for side, step in ((1.0, stride), (-1.0, -stride)):
-            y = side * 0.25 * HIP_WIDTH * h
+            y = side * PERSON_LEG_Y_SHARE * HIP_WIDTH * h
             hip = np.array([0.0, y, hip_z])
             ankle = np.array([step, y, ANKLE * h])
-            knee = 0.5 * (hip + ankle) + (0.02 * h, 0.0, 0.0)
-            segment(hip, knee, 1.6 * limb, "ir:textile_dark")
-            segment(knee, ankle, 1.2 * limb, "ir:textile_dark")
-            add(parts, "ir:plastic_black", box((step + 0.3 * FOOT * h, y, 0.5 * ANKLE * h),
-                                               (FOOT * h, 0.055 * h, ANKLE * h)))
+            knee = 0.5 * (hip + ankle) + (PERSON_KNEE_AHEAD_SHARE * h, 0.0, 0.0)
+            segment(hip, knee, PERSON_THIGH_LIMBS * limb, "ir:textile_dark")
+            segment(knee, ankle, PERSON_SHANK_LIMBS * limb, "ir:textile_dark")
+            add(parts, "ir:plastic_black", box((step + PERSON_FOOT_AHEAD * FOOT * h, y, 0.5 * ANKLE * h),
+                                               (FOOT * h, PERSON_FOOT_WIDTH_SHARE * h, ANKLE * h)))
         pelvis = np.array([0.0, 0.0, hip_z])
         lean = np.zeros(3)
     else:
-        pelvis = np.asarray(seat_m, float) + (0.0, 0.0, 0.06 * h)
-        lean = np.array([0.08 * h if pose == "ride" else 0.0, 0.0, 0.0])
+        pelvis = np.asarray(seat_m, float) + (0.0, 0.0, PERSON_SEAT_HIP_SHARE * h)
+        lean = np.array([PERSON_RIDE_LEAN_SHARE * h if pose == "ride" else 0.0, 0.0, 0.0])
         for side in (1.0, -1.0):
-            y = side * 0.25 * HIP_WIDTH * h
+            y = side * PERSON_LEG_Y_SHARE * HIP_WIDTH * h
             hip = pelvis + (0.0, y, 0.0)
-            knee = hip + (THIGH * h * (0.95 if pose == "sit" else 0.7), 0.0, 0.0 if pose == "sit" else -0.1 * h)
-            ankle = np.array([knee[0] + 0.05 * h, y, max(knee[2] - SHANK * h, 0.05)])
-            segment(hip, knee, 1.6 * limb, "ir:textile_dark")
-            segment(knee, ankle, 1.2 * limb, "ir:textile_dark")
-            add(parts, "ir:plastic_black", box(ankle + (0.3 * FOOT * h, 0.0, -0.02 * h), (FOOT * h, 0.055 * h,
-                                                                                       0.04 * h)))
+            knee = hip + (THIGH * h * (PERSON_SIT_THIGH_REACH if pose == "sit" else PERSON_RIDE_THIGH_REACH), 0.0,
+                          0.0 if pose == "sit" else -PERSON_RIDE_KNEE_DROP_SHARE * h)
+            ankle = np.array([knee[0] + PERSON_SHIN_AHEAD_SHARE * h, y, max(knee[2] - SHANK * h, PERSON_MIN_ANKLE_M)])
+            segment(hip, knee, PERSON_THIGH_LIMBS * limb, "ir:textile_dark")
+            segment(knee, ankle, PERSON_SHANK_LIMBS * limb, "ir:textile_dark")
+            add(parts, "ir:plastic_black", box(ankle + (PERSON_FOOT_AHEAD * FOOT * h, 0.0,
+                                                        -PERSON_SEATED_FOOT_DROP_SHARE * h),
+                                               (FOOT * h, PERSON_FOOT_WIDTH_SHARE * h,
+                                                PERSON_SEATED_FOOT_HEIGHT_SHARE * h)))
     torso_height = (SHOULDER - HIP) * h
     shoulder_z = pelvis[2] + torso_height
     torso_centre = pelvis + lean * 0.5 + (0.0, 0.0, 0.5 * torso_height)
-    v, f = rounded_box((0.07 * h, 0.5 * (SHOULDER_WIDTH - 0.03) * h, 0.5 * torso_height), 6, 4.0)
+    v, f = rounded_box((PERSON_TORSO_HALF_DEPTH_SHARE * h, 0.5 * (SHOULDER_WIDTH - PERSON_TORSO_NARROWER_SHARE) * h,
+                        0.5 * torso_height), PERSON_TORSO_CELLS, PERSON_TORSO_EXPONENT)
     add(parts, "ir:textile", (v + torso_centre, f))
     neck = pelvis + lean + (0.0, 0.0, torso_height)
-    segment(neck, neck + (0.0, 0.0, 0.05 * h), 0.032 * h, "ir:skin")
-    head = neck + (0.01 * h, 0.0, 0.05 * h + 0.5 * HEAD * h)
-    add(parts, "ir:skin", ellipsoid(head, (0.058 * h, 0.05 * h, 0.5 * HEAD * h), 2))
-    add(parts, "ir:hair", ellipsoid(head + (-0.008 * h, 0.0, 0.018 * h), (0.057 * h, 0.051 * h, 0.05 * h), 2))
+    segment(neck, neck + (0.0, 0.0, PERSON_NECK_LENGTH_SHARE * h), PERSON_NECK_RADIUS_SHARE * h, "ir:skin")
+    head = neck + (PERSON_HEAD_AHEAD_SHARE * h, 0.0, PERSON_NECK_LENGTH_SHARE * h + 0.5 * HEAD * h)
+    head_length, head_width = PERSON_HEAD_RADII_SHARE
+    add(parts, "ir:skin", ellipsoid(head, (head_length * h, head_width * h, 0.5 * HEAD * h), ROUND_SUBDIVISIONS))
+    add(parts, "ir:hair", ellipsoid(head + (-PERSON_HAIR_BACK_SHARE * h, 0.0, PERSON_HAIR_UP_SHARE * h),
+                                    tuple(share * h for share in PERSON_HAIR_RADII_SHARE), ROUND_SUBDIVISIONS))
     for side in (1.0, -1.0):
-        shoulder = np.array([neck[0], side * 0.5 * (SHOULDER_WIDTH - 0.02) * h, shoulder_z - 0.02 * h])
+        shoulder = np.array([neck[0], side * 0.5 * (SHOULDER_WIDTH - PERSON_ARMS_NARROWER_SHARE) * h,
+                             shoulder_z - PERSON_SHOULDER_DROP_SHARE * h])
         if hands_m is not None:
-            hand = np.asarray(hands_m, float) + (0.0, side * 0.2 * h, 0.0)
-            elbow = 0.5 * (shoulder + hand) + (0.0, side * 0.03 * h, -0.04 * h)
+            hand = np.asarray(hands_m, float) + (0.0, side * PERSON_GRIP_Y_SHARE * h, 0.0)
+            elbow = 0.5 * (shoulder + hand) + (0.0, side * PERSON_ELBOW_OUT_SHARE * h, -PERSON_ELBOW_DROP_SHARE * h)
         else:
-            swing = (0.06 * h if pose == "walk" else 0.0) * -side
+            swing = (PERSON_ARM_SWING_SHARE * h if pose == "walk" else 0.0) * -side
             elbow = shoulder + (swing, 0.0, -UPPER_ARM * h)
-            hand = elbow + (1.3 * swing, 0.0, -FOREARM * h)
-        segment(shoulder, elbow, 1.1 * limb, "ir:textile")
-        segment(elbow, hand, 0.9 * limb, "ir:skin")
-        add(parts, "ir:skin", ellipsoid(hand, (0.03 * h, 0.018 * h, 0.045 * h), 1))
+            hand = elbow + (PERSON_HAND_SWING * swing, 0.0, -FOREARM * h)
+        segment(shoulder, elbow, PERSON_UPPER_ARM_LIMBS * limb, "ir:textile")
+        segment(elbow, hand, PERSON_FOREARM_LIMBS * limb, "ir:skin")
+        add(parts, "ir:skin", ellipsoid(hand, tuple(share * h for share in PERSON_HAND_RADII_SHARE),
+                                        PERSON_HAND_SUBDIVISIONS))
     return parts
+
+
+#: two-wheelers' tyres: sections of the annulus
+TWO_WHEEL_TYRE_SECTIONS = 32
+#: wheels of two-wheelers and scooters: (radius m, tyre width m, rim radius over tyre radius, wheelbase m)
+#: a motorcycle near a 120/70 R17 front tyre (0.60 m across, ETRTO), a 1.42 m wheelbase (a mid-size road bike,
+#: assumed); a bicycle's 35-622 tyre (ISO 5775: 622 mm rim, 35 mm tyre, 0.69 m across) and a 1.05 m wheelbase
+#: (a city bike, assumed); an e-scooter's 8.5 in tyres (0.22 m across, typical) and a 0.85 m wheelbase (assumed)
+MOTORCYCLE_WHEELS = (0.31, 0.13, 0.7, 1.42)
+BICYCLE_WHEELS = (0.35, 0.035, 0.9, 1.05)
+SCOOTER_WHEELS = (0.1, 0.05, 0.5, 0.85)
+#: a motorcycle's parts (assumed, read off photographs of a mid-size road motorcycle, 2.1 m long): engine and seat
+#: and tail and plate as boxes (centre m, size m), tank and headlamp as ellipsoids (centre m, semi-axes m), the fork
+#: (lower end, upper end, radius m), the handlebar (left end, right end, radius m); the rider's seat and hands (m)
+MOTORCYCLE_ENGINE_M = ((0.0, 0.0, 0.45), (0.55, 0.3, 0.35))
+MOTORCYCLE_TANK_M = ((0.2, 0.0, 0.85), (0.3, 0.16, 0.13))
+MOTORCYCLE_SEAT_M = ((-0.35, 0.0, 0.83), (0.6, 0.25, 0.1))
+MOTORCYCLE_TAIL_M = ((-0.75, 0.0, 0.75), (0.45, 0.2, 0.15))
+MOTORCYCLE_FORK_M = ((0.71, 0.0, 0.31), (0.55, 0.0, 1.0), 0.03)
+MOTORCYCLE_BAR_M = ((0.5, -0.35, 1.02), (0.5, 0.35, 1.02), 0.015)
+MOTORCYCLE_HEADLAMP_M = ((0.68, 0.0, 0.9), (0.04, 0.09, 0.09))
+MOTORCYCLE_PLATE_M = ((-1.0, 0.0, 0.62), (0.01, 0.2, 0.13))
+MOTORCYCLE_RIDER_SEAT_M, MOTORCYCLE_RIDER_HANDS_M = (-0.3, 0.0, 0.88), (0.5, 0.0, 1.02)
+#: a bicycle's frame (assumed, a city bike's diamond frame): bottom bracket, seat and head tube tops (m), rear and
+#: front axle (x, z m: the wheels' hubs); tube radius (m); saddle (centre, size m), handlebar (left end, right end,
+#: radius m), rear reflector (centre, size m; StVZO §67); the rider's seat and hands (m)
+BICYCLE_BOTTOM_M, BICYCLE_SEAT_TOP_M, BICYCLE_HEAD_TOP_M = (0.0, 0, 0.3), (-0.15, 0, 0.85), (0.4, 0, 0.85)
+BICYCLE_REAR_HUB_M, BICYCLE_FRONT_HUB_M, BICYCLE_TUBE_RADIUS_M = (-0.525, 0, 0.35), (0.525, 0, 0.35), 0.018
+BICYCLE_SADDLE_M = ((-0.17, 0.0, 0.9), (0.25, 0.12, 0.06))
+BICYCLE_BAR_M = ((0.42, -0.28, 1.0), (0.42, 0.28, 1.0), 0.012)
+BICYCLE_REFLECTOR_M = ((-0.55, 0.0, 0.75), (0.01, 0.06, 0.05))
+BICYCLE_RIDER_SEAT_M, BICYCLE_RIDER_HANDS_M = (-0.17, 0.0, 0.93), (0.42, 0.0, 1.0)
+#: a manual wheelchair (1.1 × 0.65 m): wheels this far out from the centre line (m); drive wheels 24 in (ISO 5775
+#: 540 mm rim: 0.6 m across) and castors (rim over tyre radius, sections, radius m, centre x m), tyre width (m);
+#: seat and backrest (centre, size m); its user's seat (m) and stature (m), all assumed from photographs of a
+#: standard folding wheelchair
+WHEELCHAIR_WHEEL_Y_M, WHEELCHAIR_TYRE_WIDTH_M = 0.3, 0.03
+WHEELCHAIR_DRIVE_WHEEL = (0.9, 32, 0.3, -0.15)
+WHEELCHAIR_CASTOR = (0.5, 12, 0.08, 0.35)
+WHEELCHAIR_SEAT_M = ((0.0, 0.0, 0.5), (0.45, 0.45, 0.05))
+WHEELCHAIR_BACKREST_M = ((-0.22, 0.0, 0.75), (0.04, 0.45, 0.45))
+WHEELCHAIR_USER_SEAT_M, WHEELCHAIR_USER_HEIGHT_M = (-0.05, 0.0, 0.52), 1.7
+#: a stand-up e-scooter (1.1 m; assumed from photographs of common rental models): deck (centre, size m), stem
+#: (lower end, upper end, radius m), handlebar (left end, right end, radius m), rear reflector (centre, size m); its
+#: rider stands this high above the ground, this far back (m)
+SCOOTER_DECK_M = ((0.0, 0.0, 0.14), (0.6, 0.15, 0.05))
+SCOOTER_STEM_M = ((0.42, 0.0, 0.12), (0.38, 0.0, 1.1), 0.02)
+SCOOTER_BAR_M = ((0.38, -0.25, 1.1), (0.38, 0.25, 1.1), 0.015)
+SCOOTER_REFLECTOR_M = ((-0.43, 0.0, 0.2), (0.01, 0.05, 0.04))
+SCOOTER_RIDER_AT_M = (-0.05, 0.0, 0.17)
+#: a deer-sized animal (1.6 m long, 1.3 m tall at the head; assumed, between a roe and a red deer, the animals most
+#: often met on European roads): body and head as ellipsoids (centre, semi-axes m), the neck a frustum (lower end,
+#: upper end, radii m); legs at these x and y (m), from this height down (m), radii at top and hoof (m)
+ANIMAL_BODY_M = ((0.0, 0.0, 0.95), (0.6, 0.2, 0.25))
+ANIMAL_NECK_M = ((0.45, 0.0, 1.05), (0.62, 0.0, 1.35), 0.1, 0.07)
+ANIMAL_HEAD_M = ((0.72, 0.0, 1.38), (0.14, 0.07, 0.08))
+ANIMAL_LEGS_X_M, ANIMAL_LEGS_Y_M, ANIMAL_LEG_TOP_M, ANIMAL_LEG_RADII_M = (-0.45, 0.4), (-0.1, 0.1), 0.85, (0.045, 0.02)
+#: a vehicle OSI says no more of: half extents of its body (m), cells and exponent of its rounded box, its centre
+#: height (m); axles x (m), half track, wheel radius, tyre width (m) (assumed: a generic mid-size machine)
+VEHICLE_BODY_HALF_M, VEHICLE_CELLS, VEHICLE_EXPONENT, VEHICLE_BODY_Z_M = (2.0, 1.0, 0.9), 10, 4.0, 1.4
+VEHICLE_AXLES_X_M, VEHICLE_HALF_TRACK_M, VEHICLE_WHEEL_RADIUS_M, VEHICLE_TYRE_WIDTH_M = (-1.3, 1.3), 0.75, 0.45, 0.35
 
 
 def _with(parts: dict, more: dict) -> dict:
@@ -488,90 +704,95 @@ def _with(parts: dict, more: dict) -> dict:
 
 
 def _pedestrian(paint: str) -> dict:
-    return person_parts(1.75, "walk")
+    return person_parts(PERSON_HEIGHT_M, "walk")
 
 
 def _two_wheel(radius_m: float, tyre_m: float, inner: float, wheelbase_m: float, parts: dict) -> None:
     to_y = rotation_x(np.pi / 2)
     for x in (-0.5 * wheelbase_m, 0.5 * wheelbase_m):
-        add(parts, "ir:rubber_tyre", place(unit_annulus(inner, 32), (radius_m, radius_m, tyre_m), to_y,
-                                            (x, 0.0, radius_m)))
+        add(parts, "ir:rubber_tyre", place(unit_annulus(inner, TWO_WHEEL_TYRE_SECTIONS),
+                                            (radius_m, radius_m, tyre_m), to_y, (x, 0.0, radius_m)))
 
 
 def _motorcycle(paint: str, rider: bool = True) -> dict:
     """A motorcycle (2.1 m long, wheels 0.31 m), its rider where ``rider``."""
     parts: dict = {}
-    _two_wheel(0.31, 0.13, 0.7, 1.42, parts)
-    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.45), (0.55, 0.3, 0.35)))  # engine
-    add(parts, f"ir:{paint}", ellipsoid((0.2, 0.0, 0.85), (0.3, 0.16, 0.13), 2))  # tank
-    add(parts, "ir:plastic_black", box((-0.35, 0.0, 0.83), (0.6, 0.25, 0.1)))  # seat
-    add(parts, f"ir:{paint}", box((-0.75, 0.0, 0.75), (0.45, 0.2, 0.15)))  # tail
-    add(parts, "ir:metal_painted_dark", frustum((0.71, 0.0, 0.31), (0.55, 0.0, 1.0), 0.03, 0.03, 8))  # fork
-    add(parts, "ir:metal_painted_dark", cylinder_between((0.5, -0.35, 1.02), (0.5, 0.35, 1.02), 0.015, 8))
-    add(parts, "ir:glass_clear", ellipsoid((0.68, 0.0, 0.9), (0.04, 0.09, 0.09), 1))  # headlamp
-    add(parts, "ir:retroreflector", box((-1.0, 0.0, 0.62), (0.01, 0.2, 0.13)))  # plate
-    return _with(parts, person_parts(1.75, "ride", (-0.3, 0.0, 0.88), (0.5, 0.0, 1.02)) if rider else {})
+    _two_wheel(*MOTORCYCLE_WHEELS, parts)
+    add(parts, "ir:metal_painted_dark", box(*MOTORCYCLE_ENGINE_M))
+    add(parts, f"ir:{paint}", ellipsoid(*MOTORCYCLE_TANK_M, ROUND_SUBDIVISIONS))
+    add(parts, "ir:plastic_black", box(*MOTORCYCLE_SEAT_M))
+    add(parts, f"ir:{paint}", box(*MOTORCYCLE_TAIL_M))
+    lower, upper, radius = MOTORCYCLE_FORK_M
+    add(parts, "ir:metal_painted_dark", frustum(lower, upper, radius, radius, TUBE_SECTIONS))
+    add(parts, "ir:metal_painted_dark", cylinder_between(*MOTORCYCLE_BAR_M, TUBE_SECTIONS))
+    add(parts, "ir:glass_clear", ellipsoid(*MOTORCYCLE_HEADLAMP_M, 1))
+    add(parts, "ir:retroreflector", box(*MOTORCYCLE_PLATE_M))
+    return _with(parts, person_parts(PERSON_HEIGHT_M, "ride", MOTORCYCLE_RIDER_SEAT_M, MOTORCYCLE_RIDER_HANDS_M)
+                 if rider else {})
 
 
 def _bicycle(paint: str, rider: bool = True) -> dict:
     """A bicycle (wheels 0.35 m, thin: beams pass between its spokes), its rider where ``rider``."""
     parts: dict = {}
-    _two_wheel(0.35, 0.035, 0.9, 1.05, parts)
+    _two_wheel(*BICYCLE_WHEELS, parts)
     frame = f"ir:{paint}"
-    bottom, seat, head = np.array([0.0, 0, 0.3]), np.array([-0.15, 0, 0.85]), np.array([0.4, 0, 0.85])
-    for a, b in ((bottom, seat), (bottom, head), (seat, head), (bottom, (-0.525, 0, 0.35)), (seat, (-0.525, 0, 0.35)),
-                 (head, (0.525, 0, 0.35))):
-        add(parts, frame, cylinder_between(a, b, 0.018, 8))
-    add(parts, "ir:plastic_black", box((-0.17, 0.0, 0.9), (0.25, 0.12, 0.06)))  # saddle
-    add(parts, frame, cylinder_between((0.42, -0.28, 1.0), (0.42, 0.28, 1.0), 0.012, 8))  # handlebar
-    add(parts, "ir:retroreflector", box((-0.55, 0.0, 0.75), (0.01, 0.06, 0.05)))  # rear reflector (StVZO §67)
-    return _with(parts, person_parts(1.75, "ride", (-0.17, 0.0, 0.93), (0.42, 0.0, 1.0)) if rider else {})
+    bottom, seat, head = np.array(BICYCLE_BOTTOM_M), np.array(BICYCLE_SEAT_TOP_M), np.array(BICYCLE_HEAD_TOP_M)
+    for a, b in ((bottom, seat), (bottom, head), (seat, head), (bottom, BICYCLE_REAR_HUB_M),
+                 (seat, BICYCLE_REAR_HUB_M), (head, BICYCLE_FRONT_HUB_M)):
+        add(parts, frame, cylinder_between(a, b, BICYCLE_TUBE_RADIUS_M, TUBE_SECTIONS))
+    add(parts, "ir:plastic_black", box(*BICYCLE_SADDLE_M))
+    add(parts, frame, cylinder_between(*BICYCLE_BAR_M, TUBE_SECTIONS))
+    add(parts, "ir:retroreflector", box(*BICYCLE_REFLECTOR_M))
+    return _with(parts, person_parts(PERSON_HEIGHT_M, "ride", BICYCLE_RIDER_SEAT_M, BICYCLE_RIDER_HANDS_M)
+                 if rider else {})
 
 
 def _wheelchair(paint: str, rider: bool = True) -> dict:
     """A manual wheelchair (1.1 × 0.65 m, wheels 0.3 m), its user seated where ``rider``."""
     parts: dict = {}
     to_y = rotation_x(np.pi / 2)
-    for y in (-0.3, 0.3):
-        add(parts, "ir:rubber_tyre", place(unit_annulus(0.9, 32), (0.3, 0.3, 0.03), to_y, (-0.15, y, 0.3)))
-        add(parts, "ir:rubber_tyre", place(unit_annulus(0.5, 12), (0.08, 0.08, 0.03), to_y, (0.35, y, 0.08)))
-    add(parts, "ir:textile", box((0.0, 0.0, 0.5), (0.45, 0.45, 0.05)))
-    add(parts, "ir:textile", box((-0.22, 0.0, 0.75), (0.04, 0.45, 0.45)))
-    return _with(parts, person_parts(1.7, "sit", (-0.05, 0.0, 0.52)) if rider else {})
+    for y in (-WHEELCHAIR_WHEEL_Y_M, WHEELCHAIR_WHEEL_Y_M):
+        for inner, sections, radius, x in (WHEELCHAIR_DRIVE_WHEEL, WHEELCHAIR_CASTOR):
+            add(parts, "ir:rubber_tyre", place(unit_annulus(inner, sections),
+                                                (radius, radius, WHEELCHAIR_TYRE_WIDTH_M), to_y, (x, y, radius)))
+    add(parts, "ir:textile", box(*WHEELCHAIR_SEAT_M))
+    add(parts, "ir:textile", box(*WHEELCHAIR_BACKREST_M))
+    return _with(parts, person_parts(WHEELCHAIR_USER_HEIGHT_M, "sit", WHEELCHAIR_USER_SEAT_M) if rider else {})
 
 
 def _scooter(paint: str, rider: bool = True) -> dict:
     """A stand-up e-scooter (1.1 m, wheels 0.1 m), its rider standing where ``rider``."""
     parts: dict = {}
-    _two_wheel(0.1, 0.05, 0.5, 0.85, parts)
-    add(parts, "ir:metal_painted_dark", box((0.0, 0.0, 0.14), (0.6, 0.15, 0.05)))
-    add(parts, "ir:metal_painted_dark", cylinder_between((0.42, 0.0, 0.12), (0.38, 0.0, 1.1), 0.02, 8))
-    add(parts, "ir:metal_painted_dark", cylinder_between((0.38, -0.25, 1.1), (0.38, 0.25, 1.1), 0.015, 8))
-    add(parts, "ir:retroreflector", box((-0.43, 0.0, 0.2), (0.01, 0.05, 0.04)))
-    standing = {m: [place(s, 1.0, None, (-0.05, 0.0, 0.17)) for s in shapes]  # on the deck
-                for m, shapes in person_parts(1.75, "stand").items()} if rider else {}
+    _two_wheel(*SCOOTER_WHEELS, parts)
+    add(parts, "ir:metal_painted_dark", box(*SCOOTER_DECK_M))
+    add(parts, "ir:metal_painted_dark", cylinder_between(*SCOOTER_STEM_M, TUBE_SECTIONS))
+    add(parts, "ir:metal_painted_dark", cylinder_between(*SCOOTER_BAR_M, TUBE_SECTIONS))
+    add(parts, "ir:retroreflector", box(*SCOOTER_REFLECTOR_M))
+    standing = {m: [place(s, 1.0, None, SCOOTER_RIDER_AT_M) for s in shapes]  # on the deck
+                for m, shapes in person_parts(PERSON_HEIGHT_M, "stand").items()} if rider else {}
     return _with(parts, standing)
 
 
 def _animal(paint: str) -> dict:
-    """A deer-sized animal (1.6 m long, 1.3 m tall at the head): body, neck, head, four legs, fur."""
+    """A deer-sized animal (:data:`ANIMAL_BODY_M` …): body, neck, head, four legs, fur."""
     parts: dict = {}
     fur = "ir:fur"
-    add(parts, fur, ellipsoid((0.0, 0.0, 0.95), (0.6, 0.2, 0.25), 2))
-    add(parts, fur, frustum((0.45, 0.0, 1.05), (0.62, 0.0, 1.35), 0.1, 0.07, 10))
-    add(parts, fur, ellipsoid((0.72, 0.0, 1.38), (0.14, 0.07, 0.08), 2))
-    for x in (-0.45, 0.4):
-        for y in (-0.1, 0.1):
-            add(parts, fur, frustum((x, y, 0.85), (x, y, 0.0), 0.045, 0.02, 8))
+    add(parts, fur, ellipsoid(*ANIMAL_BODY_M, ROUND_SUBDIVISIONS))
+    add(parts, fur, frustum(*ANIMAL_NECK_M, PERSON_LIMB_SECTIONS))
+    add(parts, fur, ellipsoid(*ANIMAL_HEAD_M, ROUND_SUBDIVISIONS))
+    top_radius, hoof_radius = ANIMAL_LEG_RADII_M
+    for x in ANIMAL_LEGS_X_M:
+        for y in ANIMAL_LEGS_Y_M:
+            add(parts, fur, frustum((x, y, ANIMAL_LEG_TOP_M), (x, y, 0.0), top_radius, hoof_radius, TUBE_SECTIONS))
     return parts
 
 
 def _vehicle(paint: str) -> dict:
     """A vehicle OSI says no more of (a work machine, a watercraft on a trailer, …): a rounded body on wheels."""
     parts: dict = {}
-    v, f = rounded_box((2.0, 1.0, 0.9), 10, 4.0)
-    add(parts, f"ir:{paint}", (v + (0.0, 0.0, 1.4), f))
-    _wheels(parts, (-1.3, 1.3), 0.75, 0.45, 0.35)
+    v, f = rounded_box(VEHICLE_BODY_HALF_M, VEHICLE_CELLS, VEHICLE_EXPONENT)
+    add(parts, f"ir:{paint}", (v + (0.0, 0.0, VEHICLE_BODY_Z_M), f))
+    _wheels(parts, VEHICLE_AXLES_X_M, VEHICLE_HALF_TRACK_M, VEHICLE_WHEEL_RADIUS_M, VEHICLE_TYRE_WIDTH_M)
     return parts
 
 

@@ -18,6 +18,27 @@ from .lines import fill_polygon
 #: (vertices (V, 3) m, faces (F, 3)): one shape
 Shape = tuple
 
+#: sections of round shapes where the caller names none (assumed: round enough at a lidar's resolution)
+DEFAULT_SECTIONS = 16
+#: a rounded box's superellipsoid exponent where the caller names none (the larger, the squarer; assumed)
+ROUNDED_BOX_EXPONENT = 8.0
+#: a direction whose z is within this of -1 points straight down (float rounding)
+ANTIPARALLEL_TOLERANCE = 1e-12
+#: a part set smaller than this (m) along an axis keeps this size there (no division by zero)
+MIN_SIZE_M = 1e-6
+#: the regular icosahedron: its 12 vertices (±1, ±φ, 0) cyclically, φ the golden ratio, and its 20 outward triangles
+GOLDEN_RATIO = (1.0 + 5.0**0.5) / 2.0
+_PHI = GOLDEN_RATIO
+ICOSAHEDRON_VERTICES = (
+    (-1, _PHI, 0), (1, _PHI, 0), (-1, -_PHI, 0), (1, -_PHI, 0), (0, -1, _PHI), (0, 1, _PHI),
+    (0, -1, -_PHI), (0, 1, -_PHI), (_PHI, 0, -1), (_PHI, 0, 1), (-_PHI, 0, -1), (-_PHI, 0, 1),
+)
+ICOSAHEDRON_FACES = (
+    (0, 11, 5), (0, 5, 1), (0, 1, 7), (0, 7, 10), (0, 10, 11), (1, 5, 9), (5, 11, 4), (11, 10, 2),
+    (10, 7, 6), (7, 1, 8), (3, 9, 4), (3, 4, 2), (3, 2, 6), (3, 6, 8), (3, 8, 9), (4, 9, 5),
+    (2, 4, 11), (6, 2, 10), (8, 6, 7), (9, 8, 1),
+)
+
 
 def frozen(*arrays):
     for a in arrays:
@@ -86,16 +107,8 @@ def unit_annulus(inner_ratio: float, sections: int):
 @functools.cache
 def unit_icosphere(subdivisions: int):
     """Radius 1: an icosahedron whose triangles are split in four ``subdivisions`` times, pushed onto the sphere."""
-    t = (1.0 + 5.0**0.5) / 2.0
-    vertices = np.array([
-        [-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t],
-        [0, -1, -t], [0, 1, -t], [t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1],
-    ], float)
-    faces = np.array([
-        [0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2],
-        [10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5],
-        [2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1],
-    ], np.int64)
+    vertices = np.array(ICOSAHEDRON_VERTICES, float)
+    faces = np.array(ICOSAHEDRON_FACES, np.int64)
     for _ in range(subdivisions):
         edges = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
         unique, inverse = np.unique(edges, axis=0, return_inverse=True)
@@ -115,7 +128,7 @@ def rotation_onto(direction) -> np.ndarray:
     """The rotation turning +z onto the unit vector ``direction`` (Rodrigues; a half turn about x for -z)."""
     d = np.asarray(direction, float)
     c = float(d[2])
-    if c < -1.0 + 1e-12:
+    if c < -1.0 + ANTIPARALLEL_TOLERANCE:
         return np.diag([1.0, -1.0, -1.0])
     k = np.array([[0.0, 0.0, d[0]], [0.0, 0.0, d[1]], [-d[0], -d[1], 0.0]])  # cross(z, d) as a matrix
     return np.eye(3) + k + k @ k / (1.0 + c)
@@ -144,7 +157,7 @@ def box(centre_m, size_m, yaw_rad: float = 0.0):
     return place(unit_box(), size_m, rotation_z(yaw_rad) if yaw_rad else None, centre_m)
 
 
-def cylinder_between(p0_m, p1_m, radius_m: float, sections: int = 16):
+def cylinder_between(p0_m, p1_m, radius_m: float, sections: int = DEFAULT_SECTIONS):
     """Cylinder whose axis runs from ``p0_m`` to ``p1_m``."""
     p0, p1 = np.asarray(p0_m, float), np.asarray(p1_m, float)
     axis = p1 - p0
@@ -217,20 +230,20 @@ def superellipsoid(t, half_extents_m, exponent: float):
     return t * scale * np.asarray(half_extents_m, float)
 
 
-def rounded_box(half_extents_m, cells: int, exponent: float = 8.0):
+def rounded_box(half_extents_m, cells: int, exponent: float = ROUNDED_BOX_EXPONENT):
     """Superellipsoid: a box with smoothly rounded edges, ``6·2·cells²`` triangles."""
     t, faces = cube_surface(cells)
     return superellipsoid(t, half_extents_m, exponent), faces
 
 
-def superellipse_x(half_extents_m, y_m, z_m, exponent: float = 8.0) -> float:
+def superellipse_x(half_extents_m, y_m, z_m, exponent: float = ROUNDED_BOX_EXPONENT) -> float:
     """x of the rounded-box surface at (y, z) (used to seat lights on the body)."""
     a, b, c = half_extents_m
     rest = 1.0 - abs(y_m / b) ** exponent - abs(z_m / c) ** exponent
     return a * max(rest, 0.0) ** (1.0 / exponent)
 
 
-def frustum(p0_m, p1_m, radius0_m: float, radius1_m: float, sections: int = 16):
+def frustum(p0_m, p1_m, radius0_m: float, radius1_m: float, sections: int = DEFAULT_SECTIONS):
     """A truncated cone from ``p0_m`` (radius ``radius0_m``) to ``p1_m`` (``radius1_m``), closed at both ends."""
     vertices, faces = cylinder_between(p0_m, p1_m, 1.0, sections)
     p0, p1 = np.asarray(p0_m, float), np.asarray(p1_m, float)
@@ -287,7 +300,7 @@ def normalised(parts: dict) -> tuple[dict, np.ndarray]:
     ``base.dimension`` then fits them into its box."""
     vertices = np.concatenate([v for shapes in parts.values() for v, _ in shapes])
     lo, hi = vertices.min(axis=0), vertices.max(axis=0)
-    centre, size = 0.5 * (lo + hi), np.maximum(hi - lo, 1e-6)
+    centre, size = 0.5 * (lo + hi), np.maximum(hi - lo, MIN_SIZE_M)
     return {m: [((np.asarray(v, float) - centre) / size, f) for v, f in shapes] for m, shapes in parts.items()}, size
 
 def add(parts: dict, material: str, vf) -> None:

@@ -30,6 +30,14 @@ STOP_SHARE, STOP_SLACK_M = 0.8, 0.25
 #: a side edge's end is open (the road ends there) when no road point lies within this of the point this far
 #: beyond it (m)
 OPEN_END_PROBE_M = 1.0
+#: ring points are this share of the ring's distance from the edge apart along it, at least and at most this (m)
+#: (assumed: a few points per ring near the road, where the ground is seen closely, few far out)
+RING_SPACING_DIVISOR, MIN_RING_SPACING_M, MAX_RING_SPACING_M = 3.0, 1.0, 50.0
+#: an open end is carried on in this many steps out to the reach
+OPEN_END_STEPS = 8
+#: the ground plane's cells along each side (assumed: the plane is flat, so the count changes only how many
+#: triangles draw it)
+GROUND_PLANE_CELLS = 32
 
 
 def build_terrain(builder: MeshBuilder, road: Road, reach_m: float, index: PointIndex | None = None) -> None:
@@ -48,7 +56,7 @@ def build_terrain(builder: MeshBuilder, road: Road, reach_m: float, index: Point
             continue
         rings = []
         for r, distance in enumerate(offsets):
-            spacing = float(np.clip(distance / 3.0, 1.0, 50.0))
+            spacing = float(np.clip(distance / RING_SPACING_DIVISOR, MIN_RING_SPACING_M, MAX_RING_SPACING_M))
             stations = np.linspace(0.0, s[-1], max(2, int(np.ceil(s[-1] / spacing)) + 1))
             base = np.column_stack([np.interp(stations, s, edge.points[:, k]) for k in range(3)])
             out = np.column_stack([np.interp(stations, s, edge.outward[:, k]) for k in range(3)])
@@ -81,7 +89,7 @@ def _extended(edge: RoadEdge, index: PointIndex, reach_m: float) -> RoadEdge:
         near, _ = index.nearest(probe[None, :], OPEN_END_PROBE_M)
         if np.isfinite(near[0]):
             continue  # another lane goes on from here
-        steps = np.linspace(0.0, reach_m, 9)[1:, None]
+        steps = np.linspace(0.0, reach_m, OPEN_END_STEPS + 1)[1:, None]
         extra = points[end] + steps * tangent
         extra_out = np.broadcast_to(outward[end], extra.shape)
         if end == -1:
@@ -92,11 +100,10 @@ def _extended(edge: RoadEdge, index: PointIndex, reach_m: float) -> RoadEdge:
 
 
 def ground_plane(reach_m: float) -> tuple[np.ndarray, np.ndarray]:
-    """A square of side 2·``reach_m`` at z = 0 centred on the origin, in 32 × 32 cells (a trace without lanes:
+    """A square of side 2·``reach_m`` at z = 0 centred on the origin, in GROUND_PLANE_CELLS² cells (a trace without lanes:
     it is placed under the host each step; asphalt, for where a scenario gives no road its vehicles still drive
     on one)."""
-    cells = 32
-    return grid(-reach_m, reach_m, -reach_m, reach_m, 0.0, cells, cells)
+    return grid(-reach_m, reach_m, -reach_m, reach_m, 0.0, GROUND_PLANE_CELLS, GROUND_PLANE_CELLS)
 
 
 __all__ = ["build_terrain", "ground_plane", "RING_OFFSETS_M", "VERGE_DROP_M"]
