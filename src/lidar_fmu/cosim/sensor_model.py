@@ -4,29 +4,12 @@
     result = model.step(sensor_view_bytes, time_s)
     result.sensor_data, result.valid, result.count
 
-Bad input never raises out of :meth:`step`: it yields an empty SensorData whose
-header says the data are not available, ``valid=False`` and a message.
-
-Time: a step publishes the rays the sensor fired since the previous
-SensorView (its own timestamp, not the master's clock): a step as long as the
-frame period gives one whole frame, a shorter one the part of the sweep fired
-in it (as the real unit's packets), a longer one the last frame before the
-view (with one warning). The first step takes the frame that ends at its
-view. While the rays fire, the sensor and the objects move between the
-previous view's poses and this one's (before the first view, back along OSI
-``base.velocity``/``orientation_rate``): :mod:`lidar_fmu.scan.motion`. An FMCW
-lidar measures each return's radial velocity from the host's and the objects'
-OSI ``base.velocity`` and ``orientation_rate`` where the view sets them, else
-from how their poses moved since the previous view (:func:`view_velocities`).
-
-Several lidars (a rig, :mod:`lidar_fmu.sensors.rig`): the scene is updated
-once per step and each lidar casts into it from its own mounting, with its own
-clock and motion window; the SensorData carries one
-``feature_data.lidar_sensor`` entry per lidar, in rig order, each under its
-own header (sensor id, mounting position). A lidar's mounting is its
-SensorView ``lidar_sensor_view[k]``'s, else its rig entry's ``mounting``, else
-the default mounting (one lidar alone keeps the SensorView's own
-``mounting_position`` first, as always).
+Bad input never raises out of :meth:`OsiSensorModel.step`: it yields an empty SensorData whose header says the
+data are not available, ``valid=False`` and a message. A step publishes the rays fired since the previous
+SensorView, with the sensor and objects moving between the two views (:mod:`lidar_fmu.scan.motion`); an FMCW
+lidar's velocities come from :func:`view_velocities`. A rig's lidars (:class:`MountedLidar`, :func:`mounting_of`)
+cast into one scene, each from its own mounting and on its own clock. Docs: docs/fmu.md#one-step,
+docs/fmu.md#several-lidars-in-one-fmu, docs/sensors.md#firing-time-and-motion-distortion.
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
 """SSP packages: the lidar FMU between an OSI trace player and an OSI trace writer, as one system.
 
-``lidar-fmu build --ssp`` (:func:`build_ssp`) writes a System Structure Package (SSP 1.0, the Modelica
-Association's ``.ssp``: a ZIP archive with ``SystemStructure.ssd`` at its root and what it references under
-``resources/``) that replays a SensorView trace through the lidar in any SSP-capable master:
-
-- ``resources/OsiTracePlayer.fmu`` (``fmu/OsiTracePlayer.py``) publishes the trace's next SensorView each step on
-  ``OSMPSensorViewOut``;
-- ``resources/LidarSensor.fmu``, the lidar FMU (``lidar-fmu build``), steps on it (``OSMPSensorViewIn``) and
-  publishes its SensorData on ``OSMPSensorDataOut``;
-- ``resources/OsiTraceWriter.fmu`` (``fmu/OsiTraceWriter.py``) writes what it gets on ``OSMPSensorDataIn`` to a
-  SensorData trace.
-
-The SSD connects the OSMP binary variables as their three Integer connectors (``.base.lo``, ``.base.hi``,
-``.size``), as openMSL's public SSDs do: every master passes Integers, and the buffers stay valid as OSMP says
-(each FMU double-buffers its output). Each component's parameters are an SSP parameter set,
-``resources/<component>.ssv``, bound in the SSD; the files they name (the trace, a sensor spec file, an asset
-folder) are carried inside the FMU that reads them (``resources/ssp_files/`` there) and found relative to it. The
-same values are each FMU's start values (``fmu/lidar_sensor_start.py``), so a master that applies no SSP parameter
-binding runs the same system: OpenMCx reads no ``.ssv`` file (its Limitations.md: parameter values only inline),
-FMPy's ``simulate_ssp`` applies no binding at all.
-
-The SSD's ``DefaultExperiment`` runs one step per SensorView from the first view's time less one step, with
-OpenMCx's task annotation giving the step (the trace's timestamp spacing, as ``lidar-fmu replay`` takes it) and
-sequential stepping (player, lidar, writer in one step), so that each lidar step ends at its view's time, as in
-``lidar-fmu replay``: the SensorData trace equals the replay's, detection for detection. A master that
-steps the FMUs side by side (Jacobi, FMPy's ``simulate_ssp``) passes outputs on a step later: the writer's trace
-then starts with the lidar's SensorData of its first step, which had no SensorView yet (docs/fmu.md#ssp).
+``lidar-fmu build --ssp`` (:func:`build_ssp`) writes a System Structure Package (SSP 1.0) that replays a
+SensorView trace through the lidar in any SSP master: ``OsiTracePlayer.fmu`` → ``LidarSensor.fmu`` →
+``OsiTraceWriter.fmu``, their OSMP buffers connected as three Integers, each component's parameters an ``.ssv``
+bound in the SSD and also its FMU's start values, the files they name carried inside the FMUs. Main names:
+:func:`system_components`, :func:`system_structure`, :func:`parameter_set`, :func:`trace_times` (the step, one per
+SensorView), :func:`validate_ssp`. The package, how OpenMCx and FMPy run it and why the SensorData trace equals
+``lidar-fmu replay``'s: docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters.
 """
 from __future__ import annotations
 

@@ -1,33 +1,12 @@
 """The OSMP configuration handshake, honoured: what a master's ``OSMPSensorViewInConfig`` makes of the lidars.
 
-OSMP (sensor_view_input_configuration.adoc) lets a master read the SensorViewConfiguration the model asks for
-(``OSMPSensorViewInConfigRequest``, :func:`lidar_fmu.osi.config.rig_view_configuration`) and set the one it will
-provide (``OSMPSensorViewInConfig``) before initialization ends; OSI (osi_sensorviewconfiguration.proto) says the
-two "can and will differ" where the environment does not support what was asked. A field the master left as the
-request has it, or left unset, asks nothing. A field it changed:
-
-* ``field_of_view_horizontal`` / ``_vertical`` (a lidar's ``lidar_sensor_view_configuration`` entry, and the
-  top-level one for the first lidar, whose frame the request gives it in), narrower: the lidar casts only its rays
-  within ``[-fov/2, fov/2]`` (OSI's viewing range): whole columns and rows of its grid whose every ray lies inside;
-* ``number_of_rays_horizontal`` / ``_vertical``, fewer than the lidar has left in that field of view: as many
-  columns (in firing order) and rows (by elevation), spread evenly; a count at or above what is left keeps it all;
-* ``update_cycle_time`` (top level): every lidar whose frame period the request gave spins at the new rate: its
-  frame period becomes the cycle time and its firing times scale with it, the pattern unchanged (as an Ouster in
-  its 1024×20 mode beside 1024×10; a Velodyne would keep its firing period and change its azimuth step instead:
-  ask for fewer horizontal rays too);
-* ``range`` (top level), shorter: every lidar's maximum range becomes it;
-* ``mounting_position`` (a lidar entry's, else the top-level one for the first lidar): where the lidar sits when
-  the SensorView gives no mounting (OSI: the environment "must provide a valid mounting position" there);
-* ``sensor_id`` (top level: the SensorData's; a lidar entry's: its detection header's).
-
-A change the model cannot simulate — a wider field of view, more rays or a longer range than the unit has, other
-ray ``directions`` / ``timings`` / ``num_of_pixels`` than it casts, ``emitter_frequency``,
-``max_number_of_interactions``, ``omit_static_information`` (the model has no OSMPGroundTruthInit), more lidar
-entries than lidars, another technology's entries — is one line of :attr:`FollowedConfiguration.not_followed`, and
-the model keeps what it has there. OSMP says nothing of what a model returns then; the FMU says it with a warning.
-``update_cycle_offset``, ``simulation_start_time`` and ``mounting_position_rmse`` tell the master's side, not the
-model's: nothing to follow. What cannot be read, or leaves a lidar nothing to cast, is a
-:class:`~lidar_fmu.osi.config.ViewConfigurationError`: the model does not start.
+OSMP lets a master read the SensorViewConfiguration the model asks for (``OSMPSensorViewInConfigRequest``,
+:func:`lidar_fmu.osi.config.rig_view_configuration`) and set the one it will provide (``OSMPSensorViewInConfig``).
+:func:`follow_view_configuration` compares the two: a narrower field of view, fewer rays, another update cycle, a
+shorter range, a mounting or a sensor id are followed (:func:`narrow_pattern`); a change the model cannot simulate
+is one line of :attr:`FollowedConfiguration.not_followed` (the FMU warns); what cannot be read, or leaves a lidar
+nothing to cast, is a :class:`~lidar_fmu.osi.config.ViewConfigurationError`. Field by field:
+docs/fmu.md#the-configuration-handshake.
 """
 from __future__ import annotations
 

@@ -1,59 +1,11 @@
 """PointCloud → serialized ``osi3.SensorData`` with lidar feature data.
 
-Every return becomes one ``LidarDetection`` in
-``SensorData.feature_data.lidar_sensor[0].detection``. Building those with the
-protobuf classes costs ~5 µs each (≈ 0.65 s for a 131k-point scan), so the
-repeated ``detection`` field is written straight in protobuf wire format by
-Numba kernels (one pass sizing the records, one writing them into a single
-preallocated buffer); everything else (version, timestamps, mounting position,
-the detection header) is built with the official ``osi3`` classes and
-serialized, and the length-delimited wrappers around the detections are written
-here. 131k detections take ~6–10 ms on the project's 2-core VM (see
-:func:`lidar_fmu.tools.bench_encode.bench_encode`), mostly memory traffic: the message is ~72 B per point.
-
-The result is byte-for-byte what ``SensorData.SerializeToString()`` gives for
-the same message built with the official classes: OSI is proto2, so every set
-field is emitted even when it is zero, in field-number order.
-
-Detection fields written per point (all in the sensor frame):
-
-* ``existence_probability`` — a parameter (scalar or per point), default 1.
-* ``object_id`` — the point's ``object_id``; ``2**64 - 1`` (NO_OBJECT_ID) means
-  the static environment, which OSI also reads as "no object".
-* ``position`` — Spherical3d: ``distance = sqrt(x² + y² + z²)``, the point's
-  distance from the sensor frame's origin (a position, so that it decodes to
-  the point itself; the unit's own ``range`` reading, measured from a beam
-  origin or the unit's axis, stays in the point clouds), ``azimuth = atan2(y, x)`` (counter-clockwise from x, i.e. positive to the
-  left), ``elevation = atan2(z, sqrt(x² + y²))``: **positive elevation is up**,
-  so ``x = r·cos(el)·cos(az)``, ``y = r·cos(el)·sin(az)``, ``z = r·sin(el)``
-  (OSI's text leaves the sign open, OSI #148; this matches the openMSL models).
-* ``intensity`` — percent; ``intensity_percent`` per point if given (what
-  :mod:`lidar_fmu.physics.returns` computes for every scan, the lidar equation for
-  a Lambertian target), else ``reflectivity · 100`` (a cloud without it,
-  e.g. read back from a file).
-* ``reflectivity`` — the point's Lambertian-equivalent reflectivity (0–1).
-* ``beam_id`` — the point's emitter index.
-* ``echo_pulse_width`` — only when the cloud carries pulse widths (a sensor with
-  ``divergence_samples`` > 1, :mod:`lidar_fmu.physics.echoes`): one detection per echo,
-  so a dual-return ray gives two, each with its echo's pulse width (m).
-* ``radial_velocity`` — only when the cloud carries radial velocities (an FMCW
-  sensor, :mod:`lidar_fmu.physics.fmcw`), in OSI's sign: "positive in direction to
-  the sensor" (osi_featuredata.proto, ``LidarDetection.radial_velocity``), so
-  ``0.0 − dr/dt`` of the cloud's ``radial_velocity_m_s`` (which, as the unit's own
-  output, is negative when the surface approaches): a wall approached at 10 m/s
-  is written +10 m/s.
-
-OSI 3.8's ``LidarDetection`` has no field for the ray (pattern index) a
-return came from, and none is invented here. It is not lost: a return lies on
-its ray up to float32 rounding, so ``beam_id`` plus the ``position`` direction
-name exactly one ray of the sensor's pattern
-(:func:`lidar_fmu.pointcloud.match_rays`, used by the replay's preview).
-Detections are written in the cloud's order, which for a scan is ray order.
-
-Doubles are computed from the float32 point fields promoted to float64; the
-elevation uses ``sqrt(x*x + y*y)`` rather than ``hypot`` because it is
-correctly rounded everywhere, so the same formula in plain Python reproduces
-the bytes exactly.
+Every return becomes one ``LidarDetection`` in ``SensorData.feature_data.lidar_sensor[k].detection``, written
+straight in protobuf wire format by Numba kernels (one pass sizing, one writing), the rest built with the official
+``osi3`` classes: byte for byte what ``SerializeToString()`` gives. Main names: :func:`encode_sensor_data`,
+:func:`encode_lidars_buffer` (one :class:`LidarDetectionBlock` per lidar of a rig), :func:`encode_empty_sensor_data`,
+:func:`spherical_angles` (azimuth counter-clockwise, elevation positive up). The fields written, their conventions
+and why the bytes match: docs/fmu.md#one-step; the cost: :func:`lidar_fmu.tools.bench_encode.bench_encode`.
 """
 from __future__ import annotations
 

@@ -1,30 +1,12 @@
 """Ray casting on an NVIDIA GPU with Numba CUDA (or its simulator, ``NUMBA_ENABLE_CUDASIM=1``).
 
-Resident on the device:
-
-* every mesh's BVH (:mod:`.bvh`, built on the CPU, cached on disk per asset)
-  concatenated into single node and triangle arrays, each mesh found by its
-  root node index; uploaded when the set of meshes changes;
-* a batch's origins, directions and beam ids, and the scene's per-triangle
-  IR materials and reflectances, uploaded when a different array comes (a
-  sensor's pattern: once);
-* per step (when ``scene.pose_revision`` changes): per instance its root node,
-  ``local_from_world`` (3×4) and ``normal_to_world`` (3×3), plus a top-level
-  BVH over the instances' world boxes, rebuilt on the CPU (only poses change).
-
-Kernels, one thread per ray, all walking the same two-level traversal the
-CPU twin (:func:`.bvh.cast_instances`) runs:
-
-* :func:`_cast_kernel` (:meth:`CudaBackend.cast_batch`): a
-  :class:`~.rays.RayBatch` (only its 3×4 pose goes up; a pattern's rays stay
-  resident) → closest hits, going on through the surfaces a
-  :class:`~.rays.Continuation` names (:func:`_closest_through`);
-* :func:`_returns_kernel` (:meth:`CudaBackend.returns`): the same cast, then
-  the per-hit physics, :func:`lidar_fmu.physics.hit_rules.return_of_hit` itself
-  (materials, incidence angle, range limit); :func:`_compact_kernel` then
-  packs the returns in ray order, so only returns come back;
-* :func:`_ranges_kernel`: many sensor poses in one launch → a range image per
-  pose (batched casting).
+:class:`CudaBackend` keeps the scene's BVHs (:mod:`.bvh`, built on the CPU) resident on the device and uploads per
+step only the instance table and a top-level BVH. Kernels, one thread per ray, walk the same two-level traversal
+as the CPU twin (:func:`.bvh.cast_instances`): :func:`_cast_kernel` (:meth:`CudaBackend.cast_batch`: closest hits,
+on through a :class:`~.rays.Continuation`'s surfaces, :func:`_closest_through`); :func:`_returns_kernel`
+(:meth:`CudaBackend.returns`: the cast, then :func:`lidar_fmu.physics.hit_rules.return_of_hit`), whose returns
+:func:`_compact_kernel` packs in ray order; :func:`_ranges_kernel` (:meth:`CudaBackend.cast_poses`: a range image
+per pose). What lives on the device, the tests without a GPU and the parity: docs/backends.md#cuda-numba-cuda.
 """
 from __future__ import annotations
 

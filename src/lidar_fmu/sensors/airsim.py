@@ -1,56 +1,12 @@
 """Project AirSim lidar settings (a ``sensors`` entry with ``type: lidar``) as a sensor spec.
 
-Per the Project AirSim lidar documentation (seed 003, "Lidar sensor
-settings"); accepted verbatim: one sensor entry, or a robot config with a
-``sensors`` list (its entry with ``type: lidar`` is taken, those with
-``enabled: false`` left out as AirSim leaves them; a second lidar there is a
-:class:`SensorSpecError` unless ``select_id`` names one; where several lidars
-go, :mod:`.rig` takes them all).
-
-Conventions converted to ours (x forward, y left, z up, azimuth
-counter-clockwise): AirSim's horizontal angles are 0° ahead, clockwise
-positive, so our azimuth is the negated angle, and beams sweep clockwise as
-the angle grows; its vertical angles are ours (+90° up). ``origin`` is in
-AirSim's body frame (NED: x forward, y right, z down): ``xyz`` → (x, −y, −z)
-m, roll/pitch/yaw → (roll, −pitch, −yaw); it is kept on the spec as
-``airsim_origin`` {``xyz_m``, ``rpy_deg``} (the sensor's mounting on its
-parent link, for the host to apply), with ``airsim_disable_self_hits`` and
-``airsim_report_frequency_hz``. ``enabled`` (of the entry taken), ``id`` (the
-sensor's name), ``parent-link`` and ``draw-debug-points`` are read and have no
-effect on the rays.
-
-What AirSim puts in its report is checked and has no effect on ours:
-``report-point-cloud`` / ``report-azimuth-elevation-range`` (true / false by
-default; both false is refused, such a lidar reports nothing) choose between
-xyz and azimuth/elevation/range, and every output here carries both (PCD/PLY:
-``x y z range``; OSI: spherical positions); ``report-no-return-points`` and
-``no-return-point-value`` (3 numbers, as ``"0 0 0"`` or a list) add a
-placeholder point per ray without a return, which our clouds never hold (OSI
-lists detections only, and a placeholder point would be a surface that is not
-there to any consumer): a ray without a return is one whose index is missing
-from the cloud's ``ray_index``. Sources: Project AirSim ``docs/sensors/lidar.md``
-(the settings table), its ``docs/changelog.md`` (2023.1.4: the no-return
-settings; 2023.6.2: the two report flags) and ``core_sim/src/sensors/lidar.cpp``
-(``Lidar::Loader::LoadLidarSettings``, the defaults) in
-github.com/iamaisim/ProjectAirSim.
-
-* ``generic_cylindrical``: a repeating grid, ``number-of-channels`` beams
-  evenly over the vertical FOV, ``points-per-second / (channels ·
-  horizontal-rotation-frequency)`` columns a turn, those inside the
-  horizontal FOV kept; one turn is one frame (``frame_rate_hz`` = the
-  rotation frequency); all channels fire at once.
-* ``generic_rosette``, ``livox_mid70``, ``livox_avia``: a
-  :class:`~.pattern.ContinuousScan` (:mod:`.rosette`), shots at
-  ``points-per-second / channels``; ``report-frequency`` ≥ 0.5 Hz is the
-  frame rate, below it (AirSim: "as often as possible") the Livox point-cloud
-  rate of 10 Hz. The Livox types take their FOV from the datasheets (their
-  FOV settings are refused); a rosette covers the full horizontal turn (a
-  horizontal FOV narrower than 360° is refused: its rays could not stay a
-  fixed number per shot).
-
-``range`` → ``max_range_m``. Settings the documentation leaves without a
-default take the documentation's sample config (16 channels, 100 m,
-100 000 points/s, 10 Hz, vertical FOV −45 … −15°, horizontal 0 … 360°).
+Per Project AirSim's lidar documentation (seed 003; github.com/iamaisim/ProjectAirSim ``docs/sensors/lidar.md``),
+accepted verbatim: :func:`airsim_spec` takes one sensor entry, or a robot config's lidar (``select_id`` picks one
+of several; :func:`robot_config_lidars` lists them for :mod:`.rig`), and converts AirSim's conventions (clockwise
+angles, NED ``origin``) to ours. ``generic_cylindrical`` becomes a spinning grid; ``generic_rosette``,
+``livox_mid70`` and ``livox_avia`` a :mod:`.rosette`. Every key is one of :data:`AIRSIM_KEYS`; the report settings
+are checked and change nothing here. The conversions, defaults, what is refused and the sources:
+docs/sensors.md#project-airsim-settings-and-livox.
 """
 from __future__ import annotations
 
@@ -70,7 +26,7 @@ AIRSIM_KEYS = {
     "vertical-fov-end-deg", "radial-scaling", "disable-self-hits", "draw-debug-points", "origin",
     "report-no-return-points", "no-return-point-value", "report-point-cloud", "report-azimuth-elevation-range",
 }
-#: report settings that choose what AirSim's own message holds: checked, no effect on ours (module doc)
+#: report settings that choose what AirSim's own message holds: checked, no effect on ours (docs/sensors.md)
 _REPORT_FLAGS = ("report-no-return-points", "report-point-cloud", "report-azimuth-elevation-range")
 LIDAR_TYPES = ("generic_cylindrical", "generic_rosette", "livox_mid70", "livox_avia")
 # The documentation's sample config (seed 003): defaults for the settings it gives no default for.

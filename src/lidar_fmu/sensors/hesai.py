@@ -1,28 +1,13 @@
 """Hesai spinning units: a unit's angle-correction CSV and firetime correction, their firing timing, and presets.
 
-**Angles.** A Hesai unit ships an angle-correction CSV (``Channel,Elevation,Azimuth``, or ``Laser id,…``; one row
-per channel from 1, degrees), the file nebula (tier4/nebula ``nebula_hesai_decoders/calibration/``) and
-HesaiLidar_SDK_2.0 (``correction/angle_correction/``) read. The user manuals ("Channel Distribution" appendix;
-"Point cloud data analysis") place a return of channel ``k`` fired in a block whose Azimuth field reads A at
-
-* horizontal angle ``A + azimuth_k``, clockwise seen from above, 0 along the unit's Y axis (its front);
-* vertical angle ``elevation_k``, up positive;
-
-and ``x = d cos(el) sin(az)``, ``y = d cos(el) cos(az)``, ``z = d sin(el)`` in the unit's frame (Y forward, X
-right). Ours is x forward, y left, so our azimuth is ``−(A + azimuth_k)``: that is how this module and
-:mod:`lidar_fmu.recordings.hesai` turn them into rays. Like nebula and the SDK, no rotation during a block's
-firings is added (the manuals' point-cloud analysis uses the block's Azimuth as is for the units here; the
-QT128C2X manual adds firing time × spin rate, 0.01° at most, left out as nebula does).
-
-**Firing time.** A unit fires a block every ``block_period_s`` (the column period: a turn at 10 Hz holds
-``0.1 s / block_period_s`` blocks); channel ``k`` fires a fixed offset after its block starts, the user manuals'
-"Laser firing time" appendix, which Hesai also ships as a *firetime correction* CSV (HesaiLidar_SDK_2.0
-``correction/firetime_correction/``; :func:`read_hesai_firetimes` reads the three layouts there). Presets read
-the packaged copy of their model's file; a spec's ``firetime_correction`` names a unit's own.
-
-**Presets** (:data:`HESAI_PRESETS`, merged into :data:`lidar_fmu.sensors.presets.PRESETS`): each model's
-default angle table (nebula's calibration CSVs, Apache-2.0; Pandar128E3X and OT128 from HesaiLidar_SDK_2.0,
-BSD-3-Clause; ``data/NOTICE.md``), its firing timing, and its datasheet figures, each cited beside it.
+:func:`read_hesai_calibration` reads the angle CSV (``Channel,Elevation,Azimuth``), :func:`read_hesai_firetimes`
+the firetime correction (the SDK's three layouts); :data:`HESAI_MODELS` holds each model's block period and
+channel count, :func:`guess_model` the model a CSV is nearest, and :func:`hesai_pattern` fires a block every
+period, each channel at its offset, at azimuth ``−(A + azimuth_k)`` (the manuals' clockwise angle in our frame;
+:mod:`lidar_fmu.recordings.hesai` uses the same). :data:`HESAI_PRESETS` (merged into
+:data:`lidar_fmu.sensors.presets.PRESETS`) carry each model's packaged tables (``data/NOTICE.md``) and datasheet
+figures, each cited beside it. The conventions and each preset's sources:
+docs/sensors.md#hesai-angle-corrections-and-firing-times.
 """
 from __future__ import annotations
 

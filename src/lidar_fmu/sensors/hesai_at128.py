@@ -1,28 +1,10 @@
 """Hesai AT128: 128 VCSEL channels swept across the field by a rotating mirror, as a :mod:`.raster`.
 
-Sources (the numbers only; no code is taken):
-
-* the channel table ``data/hesai_at128_angles.csv`` (``Channel,Elevation,Azimuth``, degrees) is tier4/nebula's
-  generic ``PandarAT128.csv`` (Apache-2.0, ``data/NOTICE.md``): elevations 12.93° … −12.47° in 0.2° steps, each
-  channel's azimuth offset one of ±0.65°, ±2.4°;
-* the mirror and its timing from nebula's AT128 decoder and correction reader
-  (``pandar_at128.hpp``, ``angle_corrector_correction_based.hpp``, ``hesai_common.hpp`` ``HesaiCorrection``) and
-  the unit's correction file in nebula's test data (``PandarAT128.dat``): the mirror has three fields of 120°
-  of encoder angle, one per frame; within a field the optical azimuth is twice the encoder angle past the
-  field's start, minus the channel's azimuth (``get_corrected_azimuth``); points are kept within 30° … 150° of
-  that azimuth (``fov_mdeg``: 120° centred on the sensor's x axis, nebula ``x = r cos E sin A``). A 10 Hz
-  frame is one field: the mirror turns 120° in 100 ms, the optical azimuth sweeps 240°, of which the 120°
-  field of view takes the first 50 ms (``frame_duty`` 0.5);
-* a firing block every 41.666 µs (``get_packet_relative_point_time_offset``: blocks 41 666 ns apart), so 1200
-  blocks cover the 120° in 50 ms at 0.1° (2400°/s optical), 1200 × 128 = 153 600 points a frame, the
-  datasheet's 1 536 000 points/s at 10 Hz; within a block channel ``c`` fires ``FIRING_OFFSETS_NS[c]`` after
-  the block starts (``firing_time_offset_ns``, the manual's "laser firing time" table);
-* the figures of the unit (120° × 25.4°, 0.1° × 0.2°, 200 m at 10 %, 905 nm, 10 Hz) are Hesai's AT128
-  product page's (the datasheet PDF was not in reach here: quoted, not read).
-
-Left out: a unit's own correction file adds per-channel adjustments that vary with the encoder angle (up to
-0.84° of azimuth and 0.46° of elevation in nebula's sample); the generic table has none. The channel offsets
-widen the swept field to 124.8°; the unit's driver crops its points to 120°, which is not done here.
+:func:`at128_raster` is the unit's ``raster`` mapping: the packaged channel table (:data:`ANGLES_FILE`, read by
+:func:`channel_table`; tier4/nebula's ``PandarAT128.csv``), :data:`COLUMNS` blocks over the 120° field in the
+first :data:`FRAME_DUTY` of the frame, each channel :data:`FIRING_OFFSETS_NS` into its block (nebula's AT128
+decoder; numbers only, no code taken). The mirror, the timing, the sources and what is left out:
+docs/sensors.md#the-lidars-automotive-programs-buy.
 """
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
 """Ibeo LUX: fixed lasers fire at a rotating 45° mirror, which couples each layer's elevation to the azimuth.
 
-BlenSor (Gschwandtner et al., "BlenSor: Blender Sensor Simulation
-Toolbox", ISVC 2011, §3.3 "Line LIDAR", Fig. 3; seed 004): the LUX's lasers
-are fixed and fire at a mirror turning about the scanner's axis. "In its
-initial position (yaw 0°) the mirror reflects the rays at the same yaw
-angle and with the same pitch angle between the rays as they are emitted";
-as the mirror turns the pitch changes, and "when the mirror reaches a yaw
-angle of 90°, the pitch angle of all lasers becomes the same. The former
-pitch angle between the lasers has become the yaw angle between the lasers."
-
-Geometry (our derivation of that mirror, as BlenSor's scanner casts it by
-reflecting each laser's ray off the turned mirror): the axis is z, laser
-``ε`` comes up the axis tilted by ``ε`` towards +x, ``d = (sin ε, 0, cos ε)``;
-the mirror, normal ``(1, 0, −1)/√2`` turned by ``α`` about z, sends it out as
-
-    ``(cos ε cos α + sin ε sin²α,  sin α (cos ε − sin ε cos α),  sin ε cos α)``
-
-so a layer's elevation is ``asin(sin ε · cos α)``: its nominal ``ε`` ahead
-(α = 0), ``ε·cos α`` to first order elsewhere, 0 at α = ±90° where ``ε`` has
-become an azimuth offset. ``α`` is the column azimuth (the beam azimuth of a
-laser with ε = 0).
+:func:`mirror_directions` reflects each laser off the mirror turned to the column azimuth, as BlenSor's scanner
+does (Gschwandtner et al., ISVC 2011, §3.3 "Line LIDAR"; seed 004): a layer's elevation is
+``asin(sin ε · cos α)``. :data:`IBEO_PRESETS` is the ``ibeo_lux`` preset, each figure cited beside it. BlenSor's
+description and the derivation: docs/sensors.md#rotating-mirrors-ibeo-lux.
 """
 from __future__ import annotations
 

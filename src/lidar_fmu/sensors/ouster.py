@@ -1,43 +1,13 @@
 """An Ouster unit's own metadata JSON (as the sensor or ouster-sdk writes it) as the rays it fires.
 
-Geometry per the Ouster firmware user manual ("Lidar Range Data to XYZ
-Lookup Table", fw 2.x/3.x), in the *lidar* frame (mm), for measurement
-column ``m`` of ``W`` and beam ``i``:
-
-* encoder angle ``θe = 2π (1 − m / W)``, beam azimuth offset
-  ``θa = −2π · beam_azimuth_angles[i] / 360``, altitude
-  ``φ = 2π · beam_altitude_angles[i] / 360``;
-* the beam leaves a point ``n`` mm off the axis, on the circle the mirror
-  turns: origin ``(n cos θe, n sin θe, z0)``, direction
-  ``(cos(θe + θa) cos φ, sin(θe + θa) cos φ, sin φ)``; ``n`` =
-  ``lidar_origin_to_beam_origin_mm`` (or the x of ``beam_to_lidar_transform``,
-  whose z is ``z0``, in firmware ≥ 2.4 metadata);
-* ``lidar_to_sensor_transform`` (4×4, mm) takes both to the sensor frame,
-  where ouster-sdk's ``XYZLut`` reports points.
-
-A return at distance ``t`` along the beam lies at ``origin + t·direction``;
-the unit itself reports ``range = t + d`` with ``d = √(n² + z0²)``: ouster-sdk's
-``make_xyz_lut`` (``ouster_core/src/xyzlut.cpp``) places a pixel at
-``offset + range·direction`` with ``offset = beam origin − d·direction``, so
-RANGE is measured from the lidar frame's origin as if the beam had left it
-(:func:`range_offset_m`; a scan reports that range, its x, y, z stay on the
-beam).
-Column ``m`` fires at ``m / (W · frame_rate)`` after the frame starts
-(columns are evenly spaced in time over one turn at the ``lidar_mode`` rate).
-Both the current layout (``beam_intrinsics``, ``lidar_intrinsics``,
-``config_params``, ``lidar_data_format``, ``sensor_info``) and the legacy flat
-one are read.
-
-**Which unit.** ``sensor_info.prod_line`` names the product line and beam
-count (``OS-0-32``, ``OS-1-128``, ``OS-2-64``, ``OS-DOME-128``; a suffix such as
-``-G`` / ``-U`` / ``-BH`` / ``-AH`` is the beam spacing, gradient / uniform /
-below / above horizon, which the calibration's angles already hold). The
-hardware revision comes from ``prod_pn``: current part numbers carry
-``-070-``/``-071-`` (Rev 7; ``-080-``, Rev 8, takes the Rev 7 figures), older
-ones end in the revision (``-06``, ``-05``, ``-D``, ``-C``); firmware 1.x (``build_rev`` ``v1.…``) is the first-generation
-OS1. :func:`unit_figures` gives the line's datasheet figures for that
-revision (:data:`DATASHEETS`); a line we have no datasheet for is refused in
-one line (:class:`OusterMetadataError`).
+:func:`read_ouster_metadata` reads either layout (current or legacy) into an :class:`OusterCalibration`, each
+key checked (:class:`OusterMetadataError` in one line otherwise); :func:`unit_spec` makes it a sensor spec whose
+rays leave the beam origins on the mirror's circle and whose ``range`` is the unit's RANGE
+(:func:`range_offset_m`; the firmware user manual's XYZ lookup table, ouster-sdk ``make_xyz_lut``).
+:func:`unit_figures` resolves the unit's product line and hardware revision (``prod_line``, ``prod_pn``,
+``build_rev``) to its datasheet figures (:data:`DATASHEETS`) or the figures fitted on our recordings
+(:data:`FITTED`). Geometry, which unit, the figures and their sources:
+docs/sensors.md#an-ouster-units-own-calibration, docs/sensors.md#range-convention.
 """
 from __future__ import annotations
 

@@ -1,46 +1,10 @@
 """Scanned patterns as data: lines swept by a mirror (MEMS, galvanometer, polygon) and fired by several channels.
 
-A spec's ``raster`` mapping describes units whose beams are steered by
-mirrors rather than by turning the whole head: MEMS rasters (RoboSense M1,
-Innoviz), a polygon mirror sweeping lines that a galvanometer steps
-vertically (Seyond Falcon, Luminar Iris), a mirror sweeping a column of
-emitters across the field once a frame (Hesai AT128). Everything is data,
-so a user writes their own unit's pattern in a spec file:
-
-* ``channels``: ``[[azimuth_deg, elevation_deg], …]``, the beams fired at
-  once (a shot), each offset from the scan direction (default ``[[0, 0]]``).
-  Channels side by side cover zones of the field (M1: five zones), channels
-  stacked vertically sweep several lines at once (Falcon: four lasers), a
-  column of channels covers the whole vertical field (AT128: 128 VCSELs);
-* ``channel_delays_s``: each channel's firing delay within its shot (default
-  0: all at once), each shorter than a shot interval;
-* ``horizontal_fov_deg`` ``[start, end]``: the scan direction sweeps from
-  start to end along each line (azimuth, positive left: ``[60, -60]`` sweeps
-  left to right); ``columns`` shots a line, each at the centre of its
-  ``(end − start) / columns`` step;
-* ``lines`` (default 1) lines a frame, the first at ``vertical_fov_deg[0]``
-  and the last at ``vertical_fov_deg[1]`` (top-down: ``[12.5, -12.5]``), spread
-  by ``line_density``: ``[[from_deg, to_deg, weight], …]``, the relative
-  line density in elevation bands (1 outside them; a later band wins where
-  bands overlap): a region of interest of weight 4 holds lines four times as
-  dense as the rest. Line ``i`` sits where the density's cumulative share
-  reaches ``(i + ½) / lines``;
-* ``facet_tilts_deg``: elevation offsets added to lines in turn (line ``i``
-  gets ``facet_tilts_deg[i % n]``): a polygon's facets, each tilted a little;
-* ``line_order``: ``same`` (every line from start to end: a polygon, or a
-  raster with a fly-back, the "Z order" of RoboSense's MEMS units) or
-  ``alternate`` (back and forth: a resonant mirror scanning both ways);
-* ``line_duty`` and ``frame_duty`` (0 … 1, default 1): the share of a line
-  spent sweeping (the rest: a polygon's facet edge, a fly-back) and of a
-  frame spent on lines (the rest: a galvanometer's return, the AT128's
-  mirror outside the field).
-
-Timing, in a frame of period T: line ``i`` starts at ``i · T · frame_duty /
-lines``; its shot ``k`` fires ``k · shot_interval`` later, ``shot_interval =
-T · frame_duty · line_duty / (lines · columns)``; channel ``c`` adds its delay.
-Shots fire in order, so firing times never decrease from one shot to the next
-(motion distortion needs every ray's own time). Rays are shot-major: the
-pattern's rows are the channels (``beam_id``), its columns the shots.
+A spec's ``raster`` mapping (:data:`RASTER_KEYS`) describes a unit whose beams are steered by mirrors rather than
+by turning the head: :func:`parse_raster` checks it into a :class:`Raster` (:class:`RasterSpecError` naming the
+key otherwise), :func:`line_elevations_deg` spreads the lines by their density, and :func:`raster_pattern` fires
+the shots line by line, in order, each ray with its own time; rays are shot-major (rows are the channels, columns
+the shots). The keys, their defaults, the timing and an example: docs/sensors.md#scanned-patterns-raster.
 """
 from __future__ import annotations
 

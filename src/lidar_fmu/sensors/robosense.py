@@ -1,32 +1,11 @@
 """RoboSense spinning units: a unit's ``angle.csv`` and each model's firing timing as rays.
 
-**angle.csv** (RoboSense-LiDAR/rs_driver, BSD-3-Clause, ``chan_angles.hpp``
-``ChanAngles::loadFromFile``): one line per laser channel, in the unit's
-channel order, ``vertical_deg,horizontal_deg``; the driver reads the first
-number of each line as the channel's elevation and the number after the first
-comma as its horizontal offset (0 when there is none) and ignores anything
-after that (the RS-Ruby Plus file carries a third column). It reads exactly
-as many lines as the model has lasers. Both angles are degrees; the unit sends
-the same values in its DIFOP packet, where rs_driver accepts -90° … 180°.
-
-**Geometry** (rs_driver ``decoder_RSHELIOS.hpp`` / ``decoder_RSP128.hpp``,
-``internDecodeMsopPkt``): the head azimuth H grows clockwise seen from above;
-channel ``c`` fires at ``H + horizontal_c`` (``ChanAngles::horizAdjust``) and
-its point is ``d·cos V·cos H_c + RX·cos H``, ``−d·cos V·sin H_c − RX·sin H``,
-``d·sin V + RZ``: the beam leaves the lens centre, ``RX`` from the axis along
-the head azimuth (before the channel's offset), and ``d`` is measured from
-there. In our frame (azimuth counter-clockwise, φ = −H) a ray leaves
-``RX·(cos φ_head, sin φ_head, 0)`` along ``(cos V cos φ_c, cos V sin φ_c,
-sin V)``; the reported range is ``d``, from that origin.
-
-**Timing** (same files, ``getConstParam``): a block (one firing of every
-channel slot) lasts ``BLOCK_DURATION``; slot ``s`` fires ``CHAN_TSS[s]``
-after the block starts and the driver moves its azimuth on by the same share
-of the block (``CHAN_AZIS = firing_ts / blk_ts``): the head's azimuth at the
-slot's own firing time, as here. A 10 Hz frame holds ``⌊1 / (10 Hz ·
-BLOCK_DURATION)⌋`` blocks (``DecoderMech``: ``blks_per_frame_``) and, as the
-driver splits frames at ``split_angle`` 0 by default (``driver_param.hpp``),
-starts with the head facing forward.
+:func:`read_robosense_angles` reads an ``angle.csv`` as rs_driver does (one ``vertical_deg,horizontal_deg`` line
+per channel; :class:`RoboSenseAnglesError` naming the file and line otherwise); :data:`MODELS` holds each model's
+block and slot timing and lens centre, each cited beside it; :func:`robosense_pattern` fires each channel at the
+head's azimuth at its own firing time, from the lens centre; :func:`angles_spec` makes a bare ``angle.csv`` a
+sensor spec (:data:`MODEL_BY_LASERS`). rs_driver's file, geometry and timing, as taken here:
+docs/sensors.md#robosense-angle-files.
 """
 from __future__ import annotations
 

@@ -1,30 +1,10 @@
 """Rosette scans (Project AirSim's ``generic_rosette``, Livox prism scanners) as a :class:`ContinuousScan`.
 
-The curve, as the Project AirSim lidar documentation describes it (seed
-003, "Generic rosette lidar type"): a rolling circle's centre goes round a
-fixed circle at ``horizontal_rotation_hz`` while the tracing point turns on
-the rolling circle at ``vertical_rotation_hz`` the other way (a
-hypotrochoid; a negative ``vertical_rotation_hz`` turns it the same way: an
-epitrochoid). Both radii are ½, so the polar radius runs 0 … 1:
-
-    p(t) = ½ · exp(i·2π·f_h·t) + ½ · exp(−i·2π·f_v·t)
-
-``radial_scaling`` scales the tracing point's angular offset from the
-rolling circle centre's polar angle (seen from the fixed centre), the
-radius unchanged. Two ways to point a beam from ``p = r·exp(iθ)``:
-
-* ``vertical_fov_deg`` [lower, upper] (AirSim's mapping): θ is the
-  horizontal angle (AirSim: clockwise positive, so our azimuth is −θ) and
-  the elevation runs from ``lower`` at r = 0 to ``upper`` at r = 1; with
-  ``lower`` = 90° that is a cone about +z;
-* ``cone_half_angles_deg`` [horizontal, vertical] (a Livox unit looking
-  along +x): r scales the off-axis angle up to the half-angles, θ turns
-  about +x (θ = 0: left, θ = 90°: up).
-
-Shot ``k`` fires at ``k / shots_per_second`` with ``shots_per_second =
-points_per_second / channels``; channel ``c`` traces the same curve turned
-by ``2π·c / channels`` about the axis (an assumption: the beams' layout is
-not published; it spreads them evenly over the pattern).
+:func:`rosette_scan` traces the curve Project AirSim's documentation describes (seed 003, "Generic rosette lidar
+type"): a hypotrochoid (an epitrochoid for a negative ``vertical_rotation_hz``) whose polar radius runs 0 … 1,
+pointed either by AirSim's ``vertical_fov_deg`` mapping or as a Livox cone about +x (``cone_half_angles_deg``);
+each channel traces it turned about the axis. :data:`LIVOX_PRESETS` are the Livox Mid-70 and Avia, each figure
+cited beside it. The curve, both mappings and the channel assumption: docs/sensors.md#rosettes.
 """
 from __future__ import annotations
 

@@ -1,34 +1,11 @@
 """A Velodyne unit's calibration YAML (the ros-drivers / velodyne-decoder format) and firing timing as rays.
 
-Geometry, per laser ``l`` of the calibration (lengths in m, angles in rad),
-as the HDL-64E S2/S3 user's manuals ("Appendix: calibration", the
-``vertCorrection``, ``rotCorrection``, ``vertOffsetCorrection``,
-``horizOffsetCorrection`` of ``db.xml``) and ros-drivers/velodyne
-``velodyne_pointcloud/src/lib/rawdata.cc`` (``RawData::unpack``) compute a
-point from a measured distance ``d``, with ψ = rotation − ``rot_correction``
-the laser's clockwise azimuth and θ = ``vert_correction``:
-
-* ``xy = d cos θ − v sin θ``, ``x' = xy sin ψ − h cos ψ``, ``y' = xy cos ψ + h sin ψ``,
-  ``z = d sin θ + v cos θ``; the ROS point is ``(y', −x', z)``
-  (``v`` = ``vert_offset_correction``, ``h`` = ``horiz_offset_correction``).
-
-In our frame (x forward, y left, z up, azimuth φ = −ψ counter-clockwise)
-that is ``origin + d · direction`` with
-
-* ``direction = (cos θ cos φ, cos θ sin φ, sin θ)``,
-* ``origin = v · (−sin θ cos φ, −sin θ sin φ, cos θ) + h · (−sin φ, cos φ, 0)``:
-
-the laser leaves a point ``v`` above and ``h`` left of the axis, both
-perpendicular to its beam. ``dist_correction`` (and its two-point
-``dist_correction_x``/``_y``, ``focal_distance``, ``focal_slope``) change only
-the reported range and intensity, not where the ray goes: they are read and
-kept, not applied.
-
-Firing timing (:data:`FIRING`): a unit fires its lasers in a fixed sequence
-that repeats every ``sequence_s`` while the head turns, and a laser fires
-``laser_offset_s[l]`` after its sequence starts. The head turns on during a
-sequence, so a laser's azimuth is the head's azimuth at its own firing time
-(the manuals' "precision azimuth" interpolation).
+:func:`read_velodyne_calibration` reads a calibration (YAML, or VeloView's ``db.xml`` through :func:`velodyne_xml`)
+within :data:`BOUNDS`; :func:`beam_geometry` turns each laser's corrections into a ray origin and direction (the
+HDL-64E manuals' and ros-drivers/velodyne ``RawData::unpack``'s point, in our frame); :data:`FIRING` holds each
+model's documented firing sequence and :func:`velodyne_pattern` fires it while the head turns;
+:data:`VELODYNE_PRESETS` are the presets. Geometry, equations and sources:
+docs/sensors.md#velodyne-calibrations-and-firing-sequences.
 """
 from __future__ import annotations
 
