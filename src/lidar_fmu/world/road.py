@@ -82,6 +82,20 @@ BOTTS_DOT_RADIUS_M, BOTTS_DOT_HEIGHT_M = 0.05, 0.018
 #: the surfaces are densified to at most this point spacing along a lane (m): the lane's middle is then near a
 #: point of the road, which :mod:`.terrain` asks to keep ground from running onto the road
 MAX_SPACING_M = 4.0
+#: a trace's dash segments count as a pattern when dashes and gaps each stay within this share of their mean and
+#: differ from each other by more than DASH_GAP_CONTRAST (assumed: tolerant of a scenario tool's rounding, strict
+#: enough to tell a dash pattern from a line broken by the tool's own sampling)
+DASH_STEADY_SHARE = 0.25
+DASH_GAP_CONTRAST = 0.1
+#: lane widths (m) taken from the centre lines of neighbours only within these bounds (assumed: narrower is a
+#: mistake in the trace, wider two lanes apart; standard lanes are 2.75–3.75 m, RAA 2008 / AASHTO)
+LANE_WIDTH_BOUNDS_M = (0.5, 10.0)
+#: samples across a W-beam's depth for its profile (a smooth corrugation at lidar ranges; assumed)
+RAIL_PROFILE_SAMPLES = 13
+#: a rail post stands this far behind the beam and this far below its top (m; assumed: C-posts bolted behind the
+#: beam through a block-out, AASHTO M 180 drawings)
+RAIL_POST_SETBACK_M = 0.01
+RAIL_POST_BELOW_TOP_M = 0.05
 
 # ------------------------------------------------------------------------------------------------ materials
 #: IR material of a lane by OSI subtype (OSI follows OpenDRIVE 1.6's lane types): paved lanes asphalt, sidewalks
@@ -178,8 +192,8 @@ def _alternating(segments: np.ndarray) -> bool:
     dashes, gaps = segments[0::2], segments[1::2]
     if len(gaps) == 0:
         return False
-    steady = (np.ptp(dashes) <= 0.25 * dashes.mean()) and (np.ptp(gaps) <= 0.25 * gaps.mean())
-    return bool(steady and abs(dashes.mean() - gaps.mean()) > 0.1 * max(dashes.mean(), gaps.mean()))
+    steady = (np.ptp(dashes) <= DASH_STEADY_SHARE * dashes.mean()) and (np.ptp(gaps) <= DASH_STEADY_SHARE * gaps.mean())
+    return bool(steady and abs(dashes.mean() - gaps.mean()) > DASH_GAP_CONTRAST * max(dashes.mean(), gaps.mean()))
 
 
 def _dashes_by_state(states: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -229,7 +243,7 @@ def _lane_width(lane: LaneStrip, centerlines: dict[int, np.ndarray]) -> float:
             continue
         gap = np.linalg.norm(own[:, None, :2] - line[None, :, :2], axis=2).min(axis=1)
         widths.append(float(np.median(gap)))
-    good = [w for w in widths if 0.5 <= w <= 10.0]
+    good = [w for w in widths if LANE_WIDTH_BOUNDS_M[0] <= w <= LANE_WIDTH_BOUNDS_M[1]]
     return float(np.median(good)) if good else DEFAULT_LANE_WIDTH_M
 
 
@@ -481,7 +495,7 @@ def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, la
     if lanes is not None and not lanes[1.0] and lanes[-1.0]:
         toward = -1.0
     top = _height(line, DEFAULT_RAIL_TOP_M)
-    z = np.linspace(-RAIL_DEPTH_M, 0.0, 13) + top
+    z = np.linspace(-RAIL_DEPTH_M, 0.0, RAIL_PROFILE_SAMPLES) + top
     bulge = RAIL_BULGE_M * 0.5 * (1 - np.cos(4 * np.pi * (z - z[0]) / RAIL_DEPTH_M))
     builder.add(sweep(points, np.column_stack([toward * bulge, z])), ir("steel_galvanized"), osi_id)
     s = arc_length(points)
@@ -491,10 +505,11 @@ def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, la
     at = np.column_stack([np.interp(stations, s, points[:, k]) for k in range(3)])
     normal = left_normals(points)
     n = np.column_stack([np.interp(stations, s, normal[:, k]) for k in range(3)])
-    centre = at - n * toward * (RAIL_POST_SIZE_M[1] / 2 + 0.01) + (0.0, 0.0, (top - 0.05) / 2)
+    post_height = top - RAIL_POST_BELOW_TOP_M
+    centre = at - n * toward * (RAIL_POST_SIZE_M[1] / 2 + RAIL_POST_SETBACK_M) + (0.0, 0.0, post_height / 2)
     yaw = np.arctan2(n[:, 1], n[:, 0])
     for c, a in zip(centre, yaw):
-        builder.add(box(c, (RAIL_POST_SIZE_M[1], RAIL_POST_SIZE_M[0], top - 0.05), float(a)),
+        builder.add(box(c, (RAIL_POST_SIZE_M[1], RAIL_POST_SIZE_M[0], post_height), float(a)),
                     ir("steel_galvanized"), osi_id)
 
 

@@ -39,6 +39,9 @@ MAX_BOX_SIDE_M = 1e4
 UNUSED_MESHES_KEPT = 8
 #: (object id, reason) pairs remembered as warned; beyond this the oldest are forgotten (and may warn again)
 WARNED_KEPT = 1024
+#: how far the world is built around the sensor (m) when nothing says: the terrain's reach where no lidar is named
+#: (assumed: past the 120–200 m ranges of the longest-reaching spinning units in the presets)
+DEFAULT_REACH_M = 200.0
 
 
 def _pose_problem(obj) -> str:
@@ -96,7 +99,7 @@ class SceneUpdater:
 
     def __init__(self, scene: Scene, assets_dir: str = "", environment: str = "",
                  disable_self_hits: bool = True, warn=None, up_axis: str = "", objects: str = "auto",
-                 reach_m: float = 200.0):
+                 reach_m: float = DEFAULT_REACH_M):
         self.scene = scene
         self.assets_dir = assets_dir or ""
         #: "y" or "z": the up axis of every mesh loaded; "" (default): by format, glTF/GLB Y-up, others Z-up
@@ -444,7 +447,7 @@ class SensorViewScene:
 
     def __init__(self, parameters: dict, reach_m: float | None = None):
         if reach_m is None:  # as far as the model's terrain reaches: its farthest-reaching lidar
-            reach_m = 200.0
+            reach_m = DEFAULT_REACH_M
             if parameters.get("sensor"):
                 from ..sensors.rig import load_rig
 
