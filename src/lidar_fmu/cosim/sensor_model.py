@@ -218,7 +218,8 @@ class MountedLidar:
         return self.lidar.sensor
 
     def mounting(self, frame, k: int, single: bool) -> np.ndarray:
-        """This lidar's vehicle_from_sensor in ``frame`` (module doc: which mounting wins)."""
+        """This lidar's vehicle_from_sensor in ``frame`` (which mounting wins:
+        docs/fmu.md#several-lidars-in-one-fmu)."""
         if single and frame.mounting_pose is not None:
             return frame.mounting_pose
         mounting = frame.lidar_mountings[k] if k < len(frame.lidar_mountings) else None

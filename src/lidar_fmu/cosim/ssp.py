@@ -260,9 +260,10 @@ def build_component_fmu(component: Component, dest: Path) -> Path:
 def build_ssp(dest: str | os.PathLike, trace: str, sensor: str, assets: str | None = None,
               sensordata: str = DEFAULT_SENSORDATA, name: str | None = None) -> SspSystem:
     """Write the ``.ssp`` that replays the SensorView ``trace`` through the lidar ``sensor`` (a preset, spec file or
-    rig) into the SensorData trace ``sensordata`` (module doc) → what it packed. ``assets``: the folder the trace's
-    ``model_reference`` strings resolve in, carried into the lidar FMU. Bad input is a
-    :class:`~lidar_fmu.errors.LidarFmuError` naming it, raised before anything is written."""
+    rig) into the SensorData trace ``sensordata`` (docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters)
+    → what it packed. ``assets``: the folder the trace's ``model_reference`` strings resolve in, carried into the
+    lidar FMU. Bad input is a :class:`~lidar_fmu.errors.LidarFmuError` naming it, raised before anything is
+    written."""
     from ..sensors.rig import load_rig
 
     dest = Path(dest).resolve()

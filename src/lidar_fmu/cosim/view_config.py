@@ -121,7 +121,7 @@ def _range_m(given, changed: set[str], members: list[RigMember], not_followed: l
 
 
 def _follow_lidar(k, member: RigMember, top, lidar, cycle_s, range_m, followed, not_followed) -> RigMember:
-    """Lidar ``k`` as the configuration asks (module doc)."""
+    """Lidar ``k`` as the configuration asks (docs/fmu.md#the-configuration-handshake)."""
     asked, given, top_changed = top
     _, lidar_given, lidar_changed = lidar
     sensor = member.sensor

@@ -612,7 +612,7 @@ def encode_sensor_data(
     measurement.
 
     Bytes are identical to ``SerializeToString()`` of the same message built
-    with the official classes (see the module docstring for the fields).
+    with the official classes (the fields: docs/fmu.md#one-step).
     Encodes into a per-thread scratch buffer that is kept between calls (about
     the size of the largest message) so only the final copy into ``bytes``
     touches new memory.

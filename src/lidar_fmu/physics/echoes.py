@@ -127,7 +127,7 @@ def _finite_at_least(value, low: float) -> bool:
 
 def footprint_offsets(footprint: Footprint) -> tuple[np.ndarray, np.ndarray]:
     """(S, 2) float64 angles (rad, horizontal and vertical) of the sub-rays off the beam axis, (S,) float64 energy
-    weights summing to 1 (module doc). One sample: the axis, weight 1."""
+    weights summing to 1 (docs/physics.md#beam-divergence-and-multiple-echoes). One sample: the axis, weight 1."""
     unit, weights = _sunflower(footprint.samples)
     return unit * np.asarray(footprint.divergence_rad, np.float64) * _FWHM_TO_1_OVER_E2, weights
 

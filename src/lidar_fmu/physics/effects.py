@@ -275,7 +275,8 @@ def uniform(seed, frame, ray, draw):
 
 @register_jitable(inline="always")
 def detection_probability(x):
-    """P(detected) of a return at x = r / r_L (module doc): 0.9 at x = 1, → 1 inside, → 0 beyond."""
+    """P(detected) of a return at x = r / r_L: 0.9 at x = 1, → 1 inside, → 0 beyond
+    (docs/physics.md#noise-detection-probability-and-weather)."""
     if x <= 0.0:
         return 1.0
     z = SNR_AT_LIMIT / (x * x) - SNR_AT_LIMIT + Z_90
@@ -284,8 +285,8 @@ def detection_probability(x):
 
 @register_jitable(inline="always")
 def logistic_detection_probability(x, width):
-    """P(detected) of a return at x = r / r_L under the logistic edge (module doc): 0.05 at x = 1, 0.5 at
-    x = 19^(−width), → 1 inside."""
+    """P(detected) of a return at x = r / r_L under the logistic edge: 0.05 at x = 1, 0.5 at x = 19^(−width),
+    → 1 inside (docs/physics.md#noise-detection-probability-and-weather)."""
     if x <= 0.0:
         return 1.0
     z = math.log(x) / width + math.log(19.0)

@@ -334,7 +334,7 @@ class ReturnModel:
         # budgets 0 unless the scene has a transparent or mirror triangle (return_model): the casters then skip
         # the per-hit material lookup; the tables still go along (the CUDA returns kernel reads materials there)
         layers = self.max_transparent_layers
-        # a mirror's specular reflectance: its ρ at 0° (module doc)
+        # a mirror's specular reflectance: its ρ at 0° (docs/physics.md#mirrors)
         specular = np.where(self.class_code == MIRROR, self.reflectance_table[:, 0], 0.0).astype(np.float32)
         return Continuation(layers, self.triangle_material, self.first_triangle, self.class_code,
                             self.max_bounces, specular)

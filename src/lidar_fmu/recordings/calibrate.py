@@ -83,8 +83,8 @@ def _returns(recordings: list[Recording]) -> tuple[np.ndarray, np.ndarray]:
 
 def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
                     beyond: float = BEYOND_FRACTION) -> tuple[str, float]:
-    """(fit, A) of r_L = A·ρ^(1/n) (module doc) from real returns; ``beyond``: the fraction each band may leave
-    beyond r_L."""
+    """(fit, A) of r_L = A·ρ^(1/n) from real returns; ``beyond``: the fraction each band may leave beyond r_L.
+    The fit: docs/validation.md#lidar-fmu-calibrate-what-the-datasheet-does-not-say-from-the-units-own-recording."""
     rho = unit_reflectivity(reflectivity_percent)
     best: tuple[float, str, float] | None = None
     for fit, n in ROOT_FITS.items():
@@ -108,7 +108,8 @@ def fit_range_limit(range_m: np.ndarray, reflectivity_percent: np.ndarray,
 
 def fit_noise(recordings: list[Recording], geometry: UnitGeometry, max_jump: float = MAX_JUMP,
               backend: str = "auto") -> tuple[float, float, list[dict[str, Any]]]:
-    """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ (module doc).
+    """(σ0 m, σ_shot m, the bins) of σ² = σ0² + σ_shot²·x, x = (r / 10 m)² / ρ
+    (docs/validation.md#lidar-fmu-calibrate-what-the-datasheet-does-not-say-from-the-units-own-recording).
 
     Per bin of x, σ_u of validate's chord residual of the unit's held-out pixels less that of the noise-free mesh
     on the same pixels (:data:`DIFFERENCE_VARIANCE_FACTOR`): what the mesh follows is surface shape, not noise."""
@@ -227,7 +228,8 @@ def fit_intensity_law(recordings: list[Recording]) -> dict[str, Any] | None:
 
 def calibrated_spec(recordings: list[Recording], geometry: UnitGeometry,
                     max_jump: float = MAX_JUMP) -> dict[str, Any]:
-    """The unit's spec with the fitted keys (module doc); ``_fit`` holds the figures behind them."""
+    """The unit's spec with the fitted keys; ``_fit`` holds the figures behind them.
+    The keys: docs/validation.md#lidar-fmu-calibrate-what-the-datasheet-does-not-say-from-the-units-own-recording."""
     range_m, refl = _returns(recordings)
     if len(range_m) < MIN_SAMPLES:
         raise UserError(f"calibrate: {len(range_m)} returns in the recording(s); too few to fit anything")

@@ -155,9 +155,10 @@ class HesaiScan:
 
 
 def decode_hesai(packets: Packets) -> HesaiScan:
-    """The point-cloud packets of ``packets`` decoded (module doc): the first Hesai packet decides the model, and
-    packets of other sizes (GPS, other devices) are skipped. One :class:`RecordingError` line where none is a
-    Hesai point-cloud packet, or the return mode changes within the recording."""
+    """The point-cloud packets of ``packets`` decoded (each model's layout: :func:`packet_layout`): the first
+    Hesai packet decides the model, and packets of other sizes (GPS, other devices) are skipped. One
+    :class:`RecordingError` line where none is a Hesai point-cloud packet, or the return mode changes within the
+    recording."""
     layout = next((found for found in map(packet_layout, packets.payloads[:200]) if found is not None), None)
     if layout is None:
         sizes = sorted({len(p) for p in packets.payloads[:200]})

@@ -78,7 +78,8 @@ def _twist(start: np.ndarray, end: np.ndarray, dt_s: float) -> tuple[np.ndarray,
 
 def velocities_of_motion(motion: FrameMotion, scene, sensor_end_pose: np.ndarray) -> SceneVelocities:
     """The velocities a frame's motion implies: the sensor (its own carrier, about its origin) and every instance
-    that moved, each at the constant rate that takes its start pose to its end pose (module doc)."""
+    that moved, each at the constant rate that takes its start pose to its end pose (the law the motion distortion
+    interpolates by, :func:`~lidar_fmu.scan.motion.interpolate_pose`)."""
     dt_s = motion.end_s - motion.start_s
     if not dt_s > 0:
         return SceneVelocities(carrier_centre_m=sensor_end_pose[:3, 3])

@@ -104,7 +104,8 @@ def _triple(settings: dict, key: str, where: str, error) -> np.ndarray:
 
 
 def _check_report_settings(entry: dict, error) -> None:
-    """The report settings (module doc): of the right types, and not a lidar that reports nothing."""
+    """The report settings (docs/sensors.md#project-airsim-settings-and-livox): of the right types, and not a lidar
+    that reports nothing."""
     for key in _REPORT_FLAGS:
         if not isinstance(entry.get(key, False), bool):
             raise error(f"AirSim setting {key!r} must be true or false, got {entry[key]!r}")

@@ -150,8 +150,9 @@ def _pair(raster: dict, key: str, shape_text: str, limit_deg: float) -> tuple[fl
 
 
 def parse_raster(raster) -> Raster:
-    """A checked :class:`Raster` from a spec's ``raster`` mapping (the module docstring's keys); one-line
-    :class:`RasterSpecError` naming the key otherwise, before any ray is made."""
+    """A checked :class:`Raster` from a spec's ``raster`` mapping (:data:`RASTER_KEYS`,
+    docs/sensors.md#scanned-patterns-raster); one-line :class:`RasterSpecError` naming the key otherwise, before
+    any ray is made."""
     if not isinstance(raster, dict):
         raise RasterSpecError(f"sensor spec key 'raster' must be a mapping of the keys {', '.join(RASTER_KEYS)}, "
                               f"got {shown(raster)}")

@@ -112,7 +112,7 @@ def robosense_pattern(elevation_deg, horizontal_deg, model: RoboSenseModel, *, f
                       start_deg: float = 0.0) -> RayPattern:
     """One turn's rays: ``⌊1 / (frame_rate_hz · block)⌋`` blocks, the head turning clockwise from ``start_deg``
     (RoboSense's clockwise azimuth: 0 ahead, 90° right), each slot at the head's azimuth at its firing time,
-    leaving the lens centre (module docstring)."""
+    leaving the lens centre (docs/sensors.md#robosense-angle-files)."""
     elevation = np.radians(np.asarray(elevation_deg, np.float64))
     horizontal = np.radians(np.asarray(horizontal_deg, np.float64))
     if len(elevation) != model.lasers:

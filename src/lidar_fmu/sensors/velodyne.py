@@ -213,7 +213,8 @@ FIRING: dict[str, FiringTiming] = {
 
 def beam_geometry(cal: VelodyneCalibration, laser: np.ndarray, azimuth_rad: np.ndarray):
     """(origins (N, 3) m, unit directions (N, 3)) of lasers ``laser`` fired with the head at ``azimuth_rad``
-    (counter-clockwise, before ``rot_correction``), float64, per the formula of the module docstring."""
+    (counter-clockwise, before ``rot_correction``), float64, per the formula of
+    docs/sensors.md#velodyne-calibrations-and-firing-sequences."""
     phi = np.asarray(azimuth_rad, np.float64) + cal.rot_correction_rad[laser]
     theta = cal.vert_correction_rad[laser]
     v, h = cal.vert_offset_m[laser], cal.horiz_offset_m[laser]
