@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build Eclipse OpenMCx (the co-simulation master the openMSL credibility process runs SSP systems in) from source,
-# for tests/test_ssp.py and for running `lidar-fmu build --ssp` packages by hand (docs/fmu.md#ssp).
+# for tests/test_ssp.py and for running `lidar-fmu build --ssp` packages by hand (docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters).
 #
 #   scripts/build_openmcx.sh [PREFIX]        # → PREFIX/openmcx (default PREFIX: build/openmcx)
 #   export OPENMCX=PREFIX/openmcx            # what tests/test_ssp.py runs (else `openmcx` on PATH)

@@ -160,7 +160,8 @@ def test_fmpy_simulates_the_system_to_the_replays_detections_a_step_later(system
 
 @pytest.mark.slow
 @pytest.mark.skipif(OPENMCX is None, reason="OpenMCx not found: set OPENMCX to its binary or put openmcx on PATH "
-                                            "(scripts/build_openmcx.sh builds it: docs/fmu.md#ssp)")
+                                            "(scripts/build_openmcx.sh builds it: "
+                                            "docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters)")
 def test_openmcx_runs_the_system_to_the_replays_sensor_data(tmp_path):
     """OpenMCx 6e5e7bf steps the player, the lidar and the writer in turn (the SSD's sequential task): the writer's
     trace is the replay's, message for message; with noise on, whose numbers come from the seed and the frame

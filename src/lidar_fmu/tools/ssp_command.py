@@ -14,7 +14,8 @@ def add_ssp_options(p: argparse.ArgumentParser) -> None:
     """``build``'s options for an SSP package (defaults None: given without --ssp, they are refused)."""
     p.add_argument("--ssp", action="store_true",
                    help="instead: an SSP package (.ssp) that replays --trace in any SSP master (OpenMCx, FMPy): an "
-                        "OSI trace player, the lidar FMU and an OSI trace writer, connected (docs/fmu.md#ssp)")
+                        "OSI trace player, the lidar FMU and an OSI trace writer, connected "
+                        "(docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters)")
     p.add_argument("--trace", default=None, metavar="TRACE",
                    help="--ssp: the SensorView trace (.osi, .osi.xz, .mcap) the player plays; carried inside")
     p.add_argument("--sensor", default=None, metavar="SPEC",
