@@ -37,6 +37,9 @@ HOST_LENGTH_M, HOST_WIDTH_M, HOST_HEIGHT_M = 4.872, 1.852, 1.478
 HOST_WHEELBASE_M = 2.850
 #: the rear overhang (bumper to rear axle): assumed half of length − wheelbase, as no published figure was at hand
 HOST_REAR_OVERHANG_M = 0.5 * (HOST_LENGTH_M - HOST_WHEELBASE_M)
+#: the rear axle's height above the ground (the ego frame's origin): the shared log's own evidence, the boxes of the
+#: 370 cars annotated within 8 m of the ego stand a median 0.374 m below it (a Fusion's 235/45 R18 tyre: 0.334 m radius)
+HOST_AXLE_HEIGHT_M = 0.37
 
 #: a painted line's width: MUTCD §3A.05 makes a normal line 4 to 6 in wide; 4 in assumed (city streets)
 LINE_WIDTH_M = 0.1016
@@ -464,10 +467,10 @@ def _standing(gt, track: _Track, size) -> None:
 
 
 def _host(gt, world_from_ego: np.ndarray, velocity, rate) -> None:
-    """The host: the ego frame is OSI's vehicle frame (the rear axle's centre, on the ground under it)."""
+    """The host: the ego frame is OSI's vehicle frame (origin at the rear axle's centre, x forward, z up)."""
     from osi3.osi_object_pb2 import MovingObject
 
-    centre_in_ego = np.array([HOST_LENGTH_M / 2 - HOST_REAR_OVERHANG_M, 0.0, HOST_HEIGHT_M / 2])
+    centre_in_ego = np.array([HOST_LENGTH_M / 2 - HOST_REAR_OVERHANG_M, 0.0, HOST_HEIGHT_M / 2 - HOST_AXLE_HEIGHT_M])
     host = gt.moving_object.add()
     host.id.value = HOST_ID
     host.type = MovingObject.TYPE_VEHICLE
