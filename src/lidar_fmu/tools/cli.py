@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
+from .convert_command import add_convert
 from .paths import check_fmu_path, check_output_folder, check_preview_path
 from .ssp_command import add_ssp_options
 from .validate_command import add_validate
@@ -636,7 +637,7 @@ def _add_soak(sub) -> None:
 
 #: each sub-command's parser, in the order ``lidar-fmu -h`` lists them
 _COMMANDS = (_add_scan, _add_replay, _add_sweep, _add_demo, _add_build, _add_figures, _add_presets, _add_bench,
-             _add_soak, add_validate, add_calibrate)
+             _add_soak, add_validate, add_calibrate, add_convert)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,206 @@
+"""lidar-fmu convert: an Argoverse 2 sensor log → SensorView trace, rig and scenario (the shared drive, read from
+../shared: its licence keeps it out of the repository), and bad logs refused in one line."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lidar_fmu.osi.decode import decode_sensor_view
+from lidar_fmu.osi.ground_truth import decode_road, decode_stationary
+from lidar_fmu.osi.trace import read_trace
+from lidar_fmu.recordings import argoverse2
+from lidar_fmu.recordings.argoverse2 import DriveLogError, convert, poses, read_feather, read_log
+from lidar_fmu.sensors.rig import load_rig
+from lidar_fmu.tools.cli import main
+
+#: the shared drive beside the checkout (../shared), or beside the folder of worktrees a checkout may sit in
+_DRIVE = Path("shared") / "data" / "drives" / "argoverse2" / "7fab2350-7eaf-3b7e-a39d-6937a4c1bede"
+LOG = next((p.resolve() for p in (Path(__file__).parents[1] / ".." / _DRIVE, Path(__file__).parents[1] / ".." / ".."
+                                  / _DRIVE) if p.is_dir()), (Path(__file__).parents[1] / ".." / _DRIVE).resolve())
+needs_log = pytest.mark.skipif(not LOG.is_dir(), reason=f"the shared Argoverse 2 log is not here ({LOG})")
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("converted")
+    written = convert(LOG, out)
+    views = [decode_sensor_view(v) for v in read_trace(written["trace"])]
+    return written, views, read_log(LOG)
+
+
+@needs_log
+def test_one_view_per_sweep_and_host_at_the_ego_pose(converted):
+    written, views, log = converted
+    assert written["frames"] == len(views) == len(log.timestamps_ns) == 156
+    origin = np.array(written["origin_m"])
+    assert np.array_equal(origin, np.round(log.city_from_ego[0, :3, 3]))
+    times = np.array([v.timestamp_s for v in views])
+    assert np.allclose(times, (log.timestamps_ns - log.timestamps_ns[0]) * 1e-9, atol=1e-9)
+    for view, city_from_ego in zip(views, log.city_from_ego):
+        pose = view.host_pose()
+        assert np.abs(pose[:3, 3] + origin - city_from_ego[:3, 3]).max() < 1e-3
+        assert np.abs(pose[:3, :3] - city_from_ego[:3, :3]).max() < 1e-6
+
+
+@needs_log
+def test_every_annotated_object_with_its_class_and_unique_ids(converted):
+    _, views, log = converted
+    a = log.annotations
+    ids = argoverse2.track_ids(a["track_uuid"])
+    expected = {"REGULAR_VEHICLE": "car", "PEDESTRIAN": "pedestrian", "BICYCLE": "bicycle", "BOLLARD": "pole",
+                "MOTORCYCLE": "motorcycle", "BOX_TRUCK": "heavy_truck", "TRUCK_CAB": "semitractor",
+                "VEHICULAR_TRAILER": "trailer", "STROLLER": "", "CONSTRUCTION_CONE": "pylon"}
+    road = decode_road(decode_sensor_view(next(read_trace(converted[0]["trace"]))).road_part)
+    road_ids = {lane.id for lane in road.lanes} | {b.id for b in road.boundaries} | {m.id for m in road.markings}
+    for k in (0, 77, 155):
+        view = views[k]
+        stationary, problems = decode_stationary(view.stationary_part)
+        assert problems == ()
+        classes = {o.id: o.object_class for o in view.objects + stationary}
+        rows = np.flatnonzero(a["timestamp_ns"] == log.timestamps_ns[k])
+        for row in rows:
+            assert classes[ids[str(a["track_uuid"][row])]] == expected[str(a["category"][row])]
+        assert len(classes) == len(rows) + 1  # and the host
+        assert not road_ids & set(classes)
+    assert len(set(ids.values())) == len(ids)
+
+
+@needs_log
+def test_lane_boundaries_where_the_map_puts_them(converted):
+    written, views, log = converted
+    road = decode_road(views[0].road_part)
+    assert road.problems == ()
+    origin = np.array(written["origin_m"])
+    lanes = log.vector_map["lane_segments"]
+    assert sum(lane.kind in ("DRIVING", "INTERSECTION") for lane in road.lanes) == len(lanes)
+    boundaries = {b.id: b for b in road.boundaries}
+    for key, segment in lanes.items():
+        left = boundaries[argoverse2._id(argoverse2.KIND_BOUNDARY, int(key) << 1)]
+        mapped = np.array([(p["x"], p["y"], p["z"]) for p in segment["left_lane_boundary"]]) - origin
+        shift = 0.5 * (argoverse2.LINE_WIDTH_M + argoverse2.DOUBLE_LINE_GAP_M) \
+            if segment["left_lane_mark_type"].startswith(("DOUBLE", "DASH_SOLID", "SOLID_DASH")) else 0.0
+        assert np.abs(np.linalg.norm(left.position_m - mapped, axis=1) - shift).max() < 1e-3
+        kind, color = argoverse2.LANE_MARKS[segment["left_lane_mark_type"]][-1]
+        assert (left.kind, left.color) == (kind, color)
+    assert len(road.markings) == len(log.vector_map["pedestrian_crossings"])
+    assert views[0].country_code == 840
+
+
+@needs_log
+def test_rig_and_view_mountings_are_the_calibration(converted):
+    written, views, log = converted
+    rig = load_rig(written["rig"])
+    assert [m.sensor.name for m in rig] == ["velodyne_vlp32c"] * 2
+    for member, (name, sensor_id), mounting in zip(rig, argoverse2.LIDARS, views[0].lidar_mountings):
+        assert member.sensor_id == sensor_id
+        assert np.allclose(member.mounting_pose, log.ego_from_lidar[name], atol=1e-5)
+        assert np.allclose(mounting, log.ego_from_lidar[name], atol=1e-9)
+    assert rig[1].mounting_pose[2, 2] < -0.99  # the lower lidar is upside down: its z axis points down
+
+
+@pytest.mark.slow
+@needs_log
+def test_replay_of_two_frames_returns_from_both_lidars(converted, tmp_path):
+    from lidar_fmu.tools.replay import replay
+
+    summary = replay(os.path.dirname(converted[0]["scenario"]), tmp_path / "replay", max_frames=2, progress=False)
+    assert [lidar["frames"] for lidar in summary["lidars"]] == [2, 2]
+    for lidar in summary["lidars"]:  # measured: 0.77 (upper) and 0.72 (lower) of the rays return
+        assert min(lidar["returns_per_frame"]) > 0.5 * lidar["rays_per_frame"]
+
+
+# ------------------------------------------------------------------------------------------------ bad logs
+
+
+def _small_log(tmp_path) -> Path:
+    """A log of one frame, crafted small: the shape of an Argoverse 2 log, none of its data."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    log = tmp_path / "log"
+    (log / "calibration").mkdir(parents=True)
+    (log / "map").mkdir()
+    pose = {"qw": [1.0], "qx": [0.0], "qy": [0.0], "qz": [0.0], "tx_m": [100.2], "ty_m": [50.7], "tz_m": [3.0]}
+    feather.write_feather(pa.table({"timestamp_ns": [1_000_000_000], **pose}), log / "city_SE3_egovehicle.feather")
+    feather.write_feather(pa.table({"sensor_name": ["up_lidar", "down_lidar"],
+                                    **{k: v * 2 for k, v in pose.items()}}),
+                          log / "calibration" / "egovehicle_SE3_sensor.feather")
+    feather.write_feather(pa.table({"timestamp_ns": [1_000_000_000], "track_uuid": ["a"], "category": ["BOLLARD"],
+                                    "length_m": [0.2], "width_m": [0.2], "height_m": [1.0], **pose,
+                                    "num_interior_pts": [10]}), log / "annotations.feather")
+    line = [{"x": 100.0, "y": 50.0, "z": 3.0}, {"x": 120.0, "y": 50.0, "z": 3.0}]
+    other = [{"x": 100.0, "y": 46.5, "z": 3.0}, {"x": 120.0, "y": 46.5, "z": 3.0}]
+    vector_map = {"lane_segments": {"7": {"id": 7, "is_intersection": False, "lane_type": "VEHICLE",
+                                          "left_lane_boundary": line, "right_lane_boundary": other,
+                                          "left_lane_mark_type": "DOUBLE_SOLID_YELLOW",
+                                          "right_lane_mark_type": "SOLID_WHITE", "successors": [],
+                                          "predecessors": [], "left_neighbor_id": None, "right_neighbor_id": None}},
+                  "drivable_areas": {"8": {"id": 8, "area_boundary": line + other[::-1]}},
+                  "pedestrian_crossings": {"9": {"id": 9, "edge1": line, "edge2": other}}}
+    (log / "map" / "log_map_archive_x.json").write_text(json.dumps(vector_map))
+    return log
+
+
+def test_a_crafted_log_converts(tmp_path):
+    written = convert(_small_log(tmp_path), tmp_path / "out")
+    view = decode_sensor_view(next(read_trace(written["trace"])))
+    assert written["origin_m"] == [100.0, 51.0, 3.0]
+    road = decode_road(view.road_part)
+    assert len(road.lanes) == 2 and len(road.boundaries) == 5 and len(road.markings) == 1  # a double line: 2
+    assert {b.color for b in road.boundaries if b.kind == "SOLID_LINE"} == {"YELLOW", "WHITE"}
+    assert (tmp_path / "out" / "scenario.yaml").is_file()
+
+
+def _error(capsys, argv) -> str:
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_a_folder_that_is_no_log(tmp_path, capsys):
+    message = _error(capsys, ["convert", str(tmp_path), "-o", str(tmp_path / "out")])
+    assert "city_SE3_egovehicle.feather: not found" in message
+
+
+@pytest.mark.parametrize("name", ["annotations.feather", "calibration/egovehicle_SE3_sensor.feather"])
+def test_a_missing_or_corrupt_feather(tmp_path, capsys, name):
+    log = _small_log(tmp_path)
+    (log / name).write_bytes(b"ARROW1 but not really")
+    assert "not a readable feather file" in _error(capsys, ["convert", str(log), "-o", str(tmp_path / "o")])
+    (log / name).unlink()
+    assert f"{name.split('/')[-1]}: not found" in _error(capsys, ["convert", str(log), "-o", str(tmp_path / "o")])
+
+
+def test_a_feather_without_its_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    path = tmp_path / "poses.feather"
+    feather.write_feather(pa.table({"timestamp_ns": [1]}), path)
+    with pytest.raises(DriveLogError, match="has no column qw, qx"):
+        read_feather(str(path), ("timestamp_ns", "qw", "qx"))
+
+
+def test_a_corrupt_or_missing_map(tmp_path, capsys):
+    log = _small_log(tmp_path)
+    path = log / "map" / "log_map_archive_x.json"
+    path.write_text('{"lane_segments": {"7": ')
+    assert "log_map_archive_x.json" in _error(capsys, ["convert", str(log), "-o", str(tmp_path / "o")])
+    path.write_text('{"lane_segments": {"7": {"left_lane_boundary": [{"x": 1}]}}}')
+    message = _error(capsys, ["convert", str(log), "-o", str(tmp_path / "o")])
+    assert "lane_segments[7].left_lane_boundary: not a list of points" in message
+    shutil.rmtree(log / "map")
+    assert "no log_map_archive_*.json" in _error(capsys, ["convert", str(log), "-o", str(tmp_path / "o")])
+
+
+def test_quaternions_become_rotations():
+    half = np.sqrt(0.5)
+    pose = poses({"qw": [half], "qx": [0.0], "qy": [0.0], "qz": [half], "tx_m": [1.0], "ty_m": [2.0], "tz_m": [3.0]})
+    assert np.allclose(pose[0], [[0, -1, 0, 1], [1, 0, 0, 2], [0, 0, 1, 3], [0, 0, 0, 1]])
