@@ -31,8 +31,9 @@ LIDAR_PRESET = "velodyne_vlp32c"
 #: ISO 3166-1 numeric code of the United States, where every Argoverse 2 city is: the dashes' standard pattern
 COUNTRY_CODE_USA = 840
 
-#: the host, a Ford Fusion Hybrid (2nd generation, Argo AI's test car): Ford's 2017 Fusion specifications, 191.8 in
-#: long, 72.9 in wide, 58.2 in high, 112.2 in wheelbase
+#: the host, a Ford Fusion Hybrid (2nd generation, Argo AI's test car): 191.8 in long, 72.9 in wide, 58.2 in high,
+#: 112.2 in wheelbase, the 2017 Fusion's published figures as we know them — assumed: no specification sheet could be
+#: checked from here (the box matters only for the host's own shadow; the log has the ego's returns removed)
 HOST_LENGTH_M, HOST_WIDTH_M, HOST_HEIGHT_M = 4.872, 1.852, 1.478
 HOST_WHEELBASE_M = 2.850
 #: the rear overhang (bumper to rear axle): assumed half of length − wheelbase, as no published figure was at hand
