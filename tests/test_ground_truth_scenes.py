@@ -129,6 +129,24 @@ def test_a_kerb_lifts_the_sidewalk_and_ground_goes_on_past_the_road(flat_road):
     assert np.median(beyond_kerb[:, 2]) == pytest.approx(0.15 - VERGE_DROP_M, abs=0.01)  # the sidewalk's height
 
 
+def test_a_trace_that_gives_the_sidewalks_height_has_it_lifted_once_and_ground_past_every_edge():
+    """The road (lanes, paint, a kerb, a sidewalk, a guard rail, a free boundary) from a trace whose sidewalk's far
+    line stands at the sidewalk's height in its points: ≥ 40 % of an OS1-128's rays return, the 0.15 m kerb lifts
+    the sidewalk by 0.15 m (not again by the points' height), and the ground goes on past the rail at the road's
+    height and behind the sidewalk at the sidewalk's."""
+    _, cloud, world, _ = scan(road_view(with_objects=False, mounting_z=ROOF, sidewalk_z=0.15))
+    assert len(cloud) >= 0.40 * len(cloud.pattern.directions)
+    ids = cloud.points["object_id"]
+    near = np.abs(world[:, 0]) < 15
+    road = np.median(world[near & np.isin(ids, ASPHALT_LANES), 2])
+    assert np.median(world[near & (ids == 15), 2]) - road == pytest.approx(0.15, abs=0.03)
+    ground = world[ids == NO_OBJECT_ID]
+    past_rail, behind_sidewalk = ground[ground[:, 1] < -6], ground[ground[:, 1] > 7]
+    assert len(past_rail) > 100 and len(behind_sidewalk) > 100
+    assert np.median(past_rail[:, 2]) - road == pytest.approx(0.0, abs=0.03)
+    assert np.median(behind_sidewalk[:, 2]) - road == pytest.approx(0.15, abs=0.03)
+
+
 def box_frame(world: np.ndarray, centre) -> np.ndarray:
     return world - np.asarray(centre)
 
