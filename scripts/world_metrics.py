@@ -15,7 +15,9 @@ from helpers.road_views import ROAD_USERS, SIGN, road_view  # noqa: E402
 from lidar_fmu.osi.ground_truth import ground_truth_view  # noqa: E402
 from lidar_fmu.osi.trace import read_trace  # noqa: E402
 from lidar_fmu.pointcloud import NO_OBJECT_ID  # noqa: E402
+from lidar_fmu.world import build_road_world  # noqa: E402
 from test_ground_truth_scenes import ROOF, expected_ids, scan  # noqa: E402
+from test_world import street_and_side_road, surface_below  # noqa: E402
 
 _, cloud, world, _ = scan(road_view(with_objects=False, mounting_z=ROOF))
 ids, intensity = cloud.points["object_id"], cloud.intensity_percent
@@ -32,6 +34,17 @@ print(f"returns on the road's surface labelled right: {(ids.astype(np.int64)[on]
 near = np.abs(world[:, 0]) < 15
 print(f"kerb lift: {np.median(world[near & (ids == 15), 2]) - np.median(world[near & np.isin(ids, (12, 13)), 2]):.3f}"
       f" m; guard rail top {world[ids == 21, 2].max():.2f} m; ground returns {int((ids == NO_OBJECT_ID).sum()):,}")
+_, cloud, world, _ = scan(road_view(with_objects=False, mounting_z=ROOF, sidewalk_z=0.15))
+ids, near = cloud.points["object_id"], np.abs(world[:, 0]) < 15
+road, ground = np.median(world[near & np.isin(ids, (12, 13)), 2]), world[ids == NO_OBJECT_ID]
+print(f"the sidewalk's far line at 0.15 m in its points: {len(cloud) / rays:.1%} return; sidewalk lifted "
+      f"{np.median(world[near & (ids == 15), 2]) - road:.3f} m; ground behind it "
+      f"{np.median(ground[ground[:, 1] > 7, 2]) - road:.3f} m, past the rail {np.median(ground[ground[:, 1] < -6, 2]) - road:.3f} m")
+street = build_road_world(street_and_side_road(0.15), 100.0).mesh
+gx, gy = np.meshgrid(np.arange(-40.0, 40.01, 0.5), np.arange(-40.0, 40.01, 0.5))
+within = np.hypot(gx, gy) <= 40.0
+below = surface_below(street, gx[within], gy[within])
+print(f"a street and a road 30 m beside it: {np.isnan(below).mean():.1%} of the area within 40 m without a surface")
 _, cloud, world, _ = scan(road_view(with_objects=True, mounting_z=ROOF))
 sign = cloud.points["object_id"] == SIGN[0]
 print(f"sign: {sign.sum()} returns, intensity {np.median(cloud.intensity_percent[sign]):.0f} % "

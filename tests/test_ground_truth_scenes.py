@@ -26,6 +26,7 @@ from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 from lidar_fmu.tools.cli import main as cli_main
 from lidar_fmu.world.scene_update import GROUND_PLANE_ID
+from lidar_fmu.world.terrain import VERGE_DROP_M
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "osi")
 ROOF = 1.3  # above the rear axle (0.3 m up): the top of the host's 1.5 m box, plus 0.1 m
@@ -125,7 +126,25 @@ def test_a_kerb_lifts_the_sidewalk_and_ground_goes_on_past_the_road(flat_road):
     ground = world[ids == NO_OBJECT_ID]
     assert ground[:, 1].min() < -10 and ground[:, 1].max() > 10  # beyond both edges
     beyond_kerb = ground[(ground[:, 1] > 7) & (np.abs(ground[:, 0]) < 15)]
-    assert np.median(beyond_kerb[:, 2]) == pytest.approx(0.15 - 0.03, abs=0.01)  # at the sidewalk's height
+    assert np.median(beyond_kerb[:, 2]) == pytest.approx(0.15 - VERGE_DROP_M, abs=0.01)  # the sidewalk's height
+
+
+def test_a_trace_that_gives_the_sidewalks_height_has_it_lifted_once_and_ground_past_every_edge():
+    """The road (lanes, paint, a kerb, a sidewalk, a guard rail, a free boundary) from a trace whose sidewalk's far
+    line stands at the sidewalk's height in its points: ≥ 40 % of an OS1-128's rays return, the 0.15 m kerb lifts
+    the sidewalk by 0.15 m (not again by the points' height), and the ground goes on past the rail at the road's
+    height and behind the sidewalk at the sidewalk's."""
+    _, cloud, world, _ = scan(road_view(with_objects=False, mounting_z=ROOF, sidewalk_z=0.15))
+    assert len(cloud) >= 0.40 * len(cloud.pattern.directions)
+    ids = cloud.points["object_id"]
+    near = np.abs(world[:, 0]) < 15
+    road = np.median(world[near & np.isin(ids, ASPHALT_LANES), 2])
+    assert np.median(world[near & (ids == 15), 2]) - road == pytest.approx(0.15, abs=0.03)
+    ground = world[ids == NO_OBJECT_ID]
+    past_rail, behind_sidewalk = ground[ground[:, 1] < -6], ground[ground[:, 1] > 7]
+    assert len(past_rail) > 100 and len(behind_sidewalk) > 100
+    assert np.median(past_rail[:, 2]) - road == pytest.approx(0.0, abs=0.03)
+    assert np.median(behind_sidewalk[:, 2]) - road == pytest.approx(0.15, abs=0.03)
 
 
 def box_frame(world: np.ndarray, centre) -> np.ndarray:
@@ -293,7 +312,7 @@ def test_an_osi3test_trace_gets_its_kerb_guard_rail_and_standard_dashes():
     rail = world[ids == 8]
     assert rail[:, 2].max() == pytest.approx(0.6, abs=0.05)  # its points' height
     beyond = world[(ids == NO_OBJECT_ID) & (world[:, 1] < -6) & (np.abs(world[:, 0] - 25) < 10)]
-    assert np.median(beyond[:, 2]) == pytest.approx(0.2 - 0.03, abs=0.01)  # the 0.2 m kerb lifts the ground past it
+    assert np.median(beyond[:, 2]) == pytest.approx(0.2 - VERGE_DROP_M, abs=0.01)  # the 0.2 m kerb lifts the ground past it
 
 
 def test_a_trace_kept_apart_the_openmaterial_example_builds_its_road(tmp_path, capsys):

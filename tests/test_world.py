@@ -293,3 +293,71 @@ def test_a_source_with_only_logical_lanes_gets_its_lanes_from_them():
     mesh = build_road(road).builder.mesh("r")
     for lane_id in (30, 31):
         assert area(mesh.vertices.astype(float), faces_of(mesh, lane_id)) == pytest.approx(100 * 3.5, rel=1e-6)
+
+
+# -- the ground without holes or steps -------------------------------------------------------------------------------
+def street_and_side_road(sidewalk_z: float) -> RoadGroundTruth:
+    """A street and, 30 m beside it, a one-lane road, each 200 m long along x, from +y to −y:
+
+        y  6.0   NO_LINE (its points at ``sidewalk_z``: a trace that gives the sidewalk's height)    boundary 24
+                 sidewalk (NONDRIVING/SIDEWALK)                                                       lane 4
+        y  3.5   CURB 0.15 m                                                                          boundary 23
+                 driving lanes 3 and 2 on either side of a dashed line at y 0                         boundary 22
+        y −3.5   SOLID_LINE (a painted edge)                                                          boundary 21
+                 shoulder (NONDRIVING/SHOULDER)                                                       lane 1
+        y −5.0   GUARD_RAIL 0.75 m                                                                    boundary 20
+        y −35.0  SOLID_LINE, the side road's painted edge                                             boundary 30
+                 the side road's lane 6 (its right side free: no boundary, no neighbour)
+        y −38.5  (mirrored from the lane's centerline)
+    """
+    x = (-100.0, 100.0)
+    boundaries = [boundary(line(6.0, *x, z=sidewalk_z), "NO_LINE", line_id=24, width=0.0),
+                  boundary(line(3.5, *x), "CURB", line_id=23, width=0.0, height=0.15),
+                  boundary(line(0.0, *x)[[0, -1]], "DASHED_LINE", line_id=22),
+                  boundary(line(-3.5, *x), "SOLID_LINE", line_id=21, width=0.15),
+                  boundary(line(-5.0, *x), "GUARD_RAIL", line_id=20, width=0.0, height=0.75),
+                  boundary(line(-35.0, *x), "SOLID_LINE", line_id=30, width=0.15)]
+    none = np.zeros((0, 3))
+    lanes = [LaneStrip(4, "NONDRIVING", "SIDEWALK", none, (24,), (23,), (), (3,)),
+             LaneStrip(3, "DRIVING", "NORMAL", none, (23,), (22,), (4,), (2,)),
+             LaneStrip(2, "DRIVING", "NORMAL", none, (22,), (21,), (3,), (1,)),
+             LaneStrip(1, "NONDRIVING", "SHOULDER", none, (21,), (20,), (2,), ()),
+             LaneStrip(6, "DRIVING", "NORMAL", line(-36.75, *x), (30,), (), (), ())]
+    return RoadGroundTruth(tuple(lanes), tuple(boundaries))
+
+
+def surface_below(mesh, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Height of the topmost surface under each (x, y) (NaN: nothing there), by rays cast straight down."""
+    from lidar_fmu.raycast.factory import make_backend
+
+    backend = make_backend("embree", Scene.from_meshes([mesh]))
+    top = 50.0
+    origins = np.column_stack([x, y, np.full(len(x), top)])
+    hits = backend.cast(origins, np.tile([0.0, 0.0, -1.0], (len(x), 1)))
+    return np.where(hits.hit, top - hits.range_m, np.nan)
+
+
+@pytest.mark.parametrize("sidewalk_z", [0.0, 0.15])
+def test_ground_covers_everything_between_and_beyond_the_roads_at_the_heights_the_ground_truth_implies(sidewalk_z):
+    """Rays cast down on a 1 m grid within 100 m of the street's middle meet a surface everywhere (between the
+    street and the side road, past the rail, the painted edges and the free side, past the roads' ends); a painted
+    edge lifts nothing, the 0.15 m kerb lifts the sidewalk once whether the trace's points already stand at its
+    height or not, and the ground behind the sidewalk goes on at the sidewalk's height."""
+    mesh = build_road_world(street_and_side_road(sidewalk_z), 100.0).mesh
+    gx, gy = np.meshgrid(np.arange(-99.5, 100.0, 1.0), np.arange(-99.5, 100.0, 1.0))
+    z = surface_below(mesh, gx.ravel(), gy.ravel())
+    assert np.isfinite(z).all(), f"{np.isnan(z).sum()} of {z.size} rays down meet nothing"
+
+    def height(y0: float, y1: float) -> float:
+        y = np.linspace(y0, y1, 9)
+        return float(np.median(surface_below(mesh, np.repeat(np.arange(-40.0, 41.0, 10.0), 9),
+                                             np.tile(y, 9))))
+
+    road = height(-3.0, 3.0)
+    assert road == pytest.approx(0.0, abs=0.01)
+    assert height(4.0, 5.5) - road == pytest.approx(0.15, abs=0.03)  # the sidewalk, lifted once
+    assert height(7.0, 15.0) - road == pytest.approx(0.15, abs=0.03)  # the ground behind it, at its height
+    assert height(-14.0, -6.0) == pytest.approx(0.0, abs=0.03)  # past the rail
+    assert height(-34.8, -34.0) == pytest.approx(0.0, abs=0.03)  # past the side road's painted edge: no kerb
+    assert height(-60.0, -40.0) == pytest.approx(0.0, abs=0.03)  # past its free side
+    assert height(-30.0, -10.0) == pytest.approx(0.0, abs=0.03)  # between the two roads

@@ -49,10 +49,11 @@ def dash_starts() -> np.ndarray:
 
 
 def road_view(time_s: float = 0.1, host_x: float = 0.0, with_objects: bool = True, dash_states: bool = False,
-              mounting_z: float = 1.9, static: bool = True) -> bytes:
+              mounting_z: float = 1.9, static: bool = True, sidewalk_z: float = 0.0) -> bytes:
     """The road as one SensorView (the host at ``host_x`` in the right lane, a roof lidar ``mounting_z`` above the
     rear axle). ``dash_states``: the dashed line's points carry DASH_START/DASH_END (else only OSI's point rule
-    places the dashes). ``static=False``: the moving objects only (as esmini's later messages)."""
+    places the dashes). ``static=False``: the moving objects only (as esmini's later messages). ``sidewalk_z``: the
+    height of the sidewalk's far line (boundary 26) in its points (a trace that gives the sidewalk's height there)."""
     view = SensorView()
     view.version.version_major, view.version.version_minor = 3, 8
     view.timestamp.seconds, view.timestamp.nanos = int(time_s), int(round((time_s % 1) * 1e9))
@@ -63,7 +64,7 @@ def road_view(time_s: float = 0.1, host_x: float = 0.0, with_objects: bool = Tru
     gt.timestamp.CopyFrom(view.timestamp)
     gt.host_vehicle_id.value = HOST
     if static:
-        _static(gt, dash_states, with_objects)
+        _static(gt, dash_states, with_objects, sidewalk_z)
     host = gt.moving_object.add()
     host.id.value = HOST
     host.type = host.TYPE_VEHICLE
@@ -87,7 +88,7 @@ def road_view(time_s: float = 0.1, host_x: float = 0.0, with_objects: bool = Tru
     return view.SerializeToString()
 
 
-def _static(gt, dash_states: bool, with_objects: bool) -> None:
+def _static(gt, dash_states: bool, with_objects: bool, sidewalk_z: float = 0.0) -> None:
     for boundary_id, y, kind, width, height in BOUNDARIES:
         b = gt.lane_boundary.add()
         b.id.value = boundary_id
@@ -101,6 +102,8 @@ def _static(gt, dash_states: bool, with_objects: bool) -> None:
         for k, x in enumerate(xs):
             p = b.boundary_line.add()
             p.position.x, p.position.y = float(x), y
+            if boundary_id == 26:
+                p.position.z = sidewalk_z
             if k == 0:  # OSI's carry-forward: the first point's width and height hold for the rest
                 p.width, p.height = width, height
             if kind == "DASHED_LINE" and dash_states:

@@ -43,6 +43,7 @@ from .lines import (
     ribbon,
     sweep,
 )
+from .nearest import PointIndex
 from .shapes import MeshBuilder, box, tile, unit_icosphere
 
 # ------------------------------------------------------------------------------------------------ standard values
@@ -153,7 +154,17 @@ class _LaneSides:
     lane: LaneStrip
     left: np.ndarray
     right: np.ndarray
+    #: the height of the kerb the lane stands behind (m; 0: none), and that kerb's points: the low side's heights
     lift_m: float = 0.0
+    kerb: np.ndarray | None = None
+    #: how far each side is raised above its points (m): the kerb's height less what the points already stand above
+    #: the kerb's foot (a trace that gives a sidewalk's height in its points is not lifted twice)
+    left_lift_m: float = 0.0
+    right_lift_m: float = 0.0
+
+    def side_lift(self, line_id: int) -> float:
+        """How far the side of this lane that boundary ``line_id`` bounds is raised (m)."""
+        return self.left_lift_m if line_id in self.lane.left_boundary_ids else self.right_lift_m
 
 
 # ------------------------------------------------------------------------------------------------ dashes
@@ -344,9 +355,11 @@ def _lift_lanes(road: RoadGroundTruth, sides: list[_LaneSides], beside) -> dict[
         if len(carriageway_points) and len(points) >= 2:
             side = -_side_of(points, carriageway_points)
         high[line_id] = side
+        height = _height(line, DEFAULT_CURB_HEIGHT_M)
         if side:
             for ls in lanes[side]:
-                ls.lift_m = max(ls.lift_m, _height(line, DEFAULT_CURB_HEIGHT_M))
+                if height > ls.lift_m:
+                    ls.lift_m, ls.kerb = height, points
     # the lift carries on to non-driving neighbours across boundaries that are not kerbs
     changed = True
     while changed:
@@ -355,11 +368,27 @@ def _lift_lanes(road: RoadGroundTruth, sides: list[_LaneSides], beside) -> dict[
             if by_id[line_id].kind == "CURB":
                 continue
             group = lanes[1.0] + lanes[-1.0]
-            top = max((ls.lift_m for ls in group), default=0.0)
+            top = max(group, key=lambda ls: ls.lift_m, default=None)
+            if top is None:
+                continue
             for ls in group:
-                if ls.lane.kind not in CARRIAGEWAY and ls.lift_m < top:
-                    ls.lift_m, changed = top, True
+                if ls.lane.kind not in CARRIAGEWAY and ls.lift_m < top.lift_m:
+                    ls.lift_m, ls.kerb, changed = top.lift_m, top.kerb, True
+    for ls in sides:
+        if ls.lift_m > 0 and ls.kerb is not None:
+            ls.left_lift_m, ls.right_lift_m = (_side_lift(side, ls.kerb, ls.lift_m) for side in (ls.left, ls.right))
+            ls.left = ls.left + (0.0, 0.0, ls.left_lift_m)
+            ls.right = ls.right + (0.0, 0.0, ls.right_lift_m)
     return high
+
+
+def _side_lift(side: np.ndarray, kerb: np.ndarray, height_m: float) -> float:
+    """How far a lane's side behind a kerb of ``height_m`` is raised: the kerb's height less how far the side's
+    points already stand above the kerb's foot (their median height over the nearest kerb point), within 0 … the
+    kerb's height. A trace whose points give the sidewalk's height has it lifted once, not twice."""
+    _, nearest = PointIndex(kerb).nearest(side)
+    above = float(np.median(side[:, 2] - kerb[nearest, 2]))
+    return float(np.clip(height_m - above, 0.0, height_m))
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -382,13 +411,11 @@ def build_road(road: RoadGroundTruth, builder: MeshBuilder | None = None) -> Roa
     points = []
     for ls in sides:
         vertices, faces = loft(ls.left, ls.right)
-        vertices = vertices + (0.0, 0.0, ls.lift_m)
         builder.add((vertices, faces), ir(_lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))), ls.lane.id)
         points.append(vertices)
-        middle = _middle(ls.left, ls.right) + (0.0, 0.0, ls.lift_m)
-        points.append(middle)
+        points.append(_middle(ls.left, ls.right))
     _fill_gaps(builder, sides, edge_kinds, points)
-    lifts = {line_id: _lifts(lanes) for line_id, lanes in beside.items()}
+    lifts = {line_id: _lifts(line_id, lanes) for line_id, lanes in beside.items()}
     for line in road.boundaries:
         line_points = clean(line.position_m)
         if len(line_points) < 2:
@@ -423,8 +450,7 @@ def _fill_gaps(builder: MeshBuilder, sides: list[_LaneSides], edge_kinds, points
             gap = np.median(np.linalg.norm(probe[:, None, :2] - facing[None, :, :2], axis=2).min(axis=1))
             if not GAP_MIN_M < gap < GAP_MAX_M:
                 continue
-            vertices, faces = loft(ls.right, aligned(ls.right, facing))
-            vertices = vertices + (0.0, 0.0, min(ls.lift_m, other.lift_m))
+            vertices, faces = loft(ls.right, aligned(ls.right, facing))  # both sides at their lanes' heights
             builder.add((vertices, faces), ir(_lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))),
                         ls.lane.id)
             points.append(vertices)
@@ -439,9 +465,11 @@ def _middle(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return 0.5 * (left + on_right)
 
 
-def _lifts(lanes: dict[float, list[_LaneSides]]) -> tuple[float, float]:
-    """(lift of the lanes on the left, on the right) of a boundary: the ground each side stands on."""
-    return (max((ls.lift_m for ls in lanes[1.0]), default=0.0), max((ls.lift_m for ls in lanes[-1.0]), default=0.0))
+def _lifts(line_id: int, lanes: dict[float, list[_LaneSides]]) -> tuple[float, float]:
+    """(how far the lanes on the left are raised along boundary ``line_id``, those on the right): the ground each
+    side stands on."""
+    left, right = (max((ls.side_lift(line_id) for ls in lanes[side]), default=0.0) for side in (1.0, -1.0))
+    return left, right
 
 
 def _boundary(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lifts: tuple[float, float],
@@ -546,7 +574,7 @@ def _edges(road: RoadGroundTruth, sides: list[_LaneSides], beside, kerb_high: di
         inside = 1.0 if lanes[1.0] else -1.0
         line = by_id[line_id]
         points = clean(line.position_m)
-        lift = max(ls.lift_m for ls in lanes[inside])
+        lift = max(ls.side_lift(line_id) for ls in lanes[inside])
         if line.kind == "CURB" and kerb_high.get(line_id) == -inside:
             lift += _height(line, DEFAULT_CURB_HEIGHT_M)
         material = EDGE_MATERIALS.get(line.kind, DEFAULT_GROUND)
@@ -556,16 +584,16 @@ def _edges(road: RoadGroundTruth, sides: list[_LaneSides], beside, kerb_high: di
         lane = ls.lane
         for ids, neighbours, side, sign in ((lane.left_boundary_ids, lane.left_lane_ids, ls.left, 1.0),
                                             (lane.right_boundary_ids, lane.right_lane_ids, ls.right, -1.0)):
-            if any(i in referenced for i in ids) or neighbours:
-                continue
+            if any(i in referenced for i in ids) or any(n in known for n in neighbours):
+                continue  # a neighbour the ground truth does not have leaves the side free: the ground goes on
             inside = _side_of(side, ls.right if sign > 0 else ls.left)
-            edges.append(RoadEdge(side, -inside * left_normals(side), ls.lift_m, DEFAULT_GROUND))
+            edges.append(RoadEdge(side, -inside * left_normals(side), 0.0, DEFAULT_GROUND))  # side: raised already
         for end, other in ((0, 1), (-1, -2)):  # where the lane begins and where it ends, looking out of it
             across = _densified(np.array([ls.left[end], ls.right[end]]), 1.0)
             direction = ls.left[end] - ls.left[other] + ls.right[end] - ls.right[other]
             direction[2] = 0.0
             length = np.linalg.norm(direction)
             if length > 0 and np.linalg.norm(across[-1] - across[0]) > 0:
-                edges.append(RoadEdge(across, np.broadcast_to(direction / length, across.shape).copy(), ls.lift_m,
+                edges.append(RoadEdge(across, np.broadcast_to(direction / length, across.shape).copy(), 0.0,
                                       DEFAULT_GROUND, cap=True))
     return edges

@@ -20,13 +20,17 @@ from .shapes import MeshBuilder, grid
 
 #: distances (m) of the terrain's rings from the road edge; the last ring lies at the reach
 RING_OFFSETS_M = (0.0, 0.5, 1.5, 3.0, 6.0, 12.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
-#: how far the ground beyond the first ring lies below the road edge (m): a small drop-off at the verge (assumed;
-#: real verges fall away for drainage). It also keeps ground that reaches under another road at the same height
-#: below that road's surface
-VERGE_DROP_M = 0.03
+#: how far the ground beyond the first ring lies below the road edge (m): only so that ground reaching under another
+#: road at the same height stays below that road's surface (float32 keeps 60 µm at 1 km), small enough that the
+#: ground past an edge continues at the edge's height (assumed)
+VERGE_DROP_M = 0.01
 #: a ring point stops when some road point is nearer than this share of its distance from its own edge (less
-#: STOP_SLACK_M): nearer than its own edge can be, so it has come onto a road
+#: STOP_SLACK_M): nearer than its own edge can be, so it has come onto a road. Two roads' ground therefore runs
+#: on a little past halfway between them and overlaps there (10 % of the gap for 0.8)
 STOP_SHARE, STOP_SLACK_M = 0.8, 0.25
+#: halvings of the gap between the last ring a point reaches and the first it does not, to find where it stops
+#: (1/64 of the gap: well inside the overlap STOP_SHARE leaves)
+REFINE_STEPS = 6
 #: a side edge's end is open (the road ends there) when no road point lies within this of the point this far
 #: beyond it (m)
 OPEN_END_PROBE_M = 1.0
@@ -60,18 +64,45 @@ def build_terrain(builder: MeshBuilder, road: Road, reach_m: float, index: Point
             stations = np.linspace(0.0, s[-1], max(2, int(np.ceil(s[-1] / spacing)) + 1))
             base = np.column_stack([np.interp(stations, s, edge.points[:, k]) for k in range(3)])
             out = np.column_stack([np.interp(stations, s, edge.outward[:, k]) for k in range(3)])
-            allowed = np.zeros(len(stations))
-            going = np.ones(len(stations), bool)
-            for d in offsets[1:r + 1]:
-                near, _ = index.nearest(base + out * d, d)
-                going &= near >= STOP_SHARE * d - STOP_SLACK_M
-                allowed = np.where(going, d, allowed)
-            drop = np.where(allowed > 0, VERGE_DROP_M, 0.0)
+            allowed = _stop_distances(index, base, out, offsets[:r + 1])
+            if r >= 2 and (allowed < offsets[r - 1]).all():
+                break  # every point stopped inside the last ring: it already runs where the ground ends
             ring = base + out * allowed[:, None]
-            ring[:, 2] += edge.lift_m - drop
+            ring[:, 2] += edge.lift_m - np.where(allowed > 0, VERGE_DROP_M, 0.0)
             rings.append(ring)
         for inner, outer in zip(rings[:-1], rings[1:]):
             builder.add(loft(inner, outer), ir(edge.material))
+
+
+def _stop_distances(index: PointIndex, base: np.ndarray, out: np.ndarray, distances: list[float]) -> np.ndarray:
+    """How far (m, at most ``distances[-1]``) the ground runs out from each of the edge's ``base`` points along
+    ``out``: until it would come onto another road (:func:`_clear`), found between the ring distances that bracket
+    that point to 2^−REFINE_STEPS of their gap, so that the ground of two roads runs on to meet, a little past
+    halfway between them, wherever the rings happen to lie (no strip left open between them)."""
+    allowed = np.full(len(base), float(distances[-1]))
+    last_clear = np.zeros(len(base))
+    going = np.ones(len(base), bool)
+    for d in distances[1:]:
+        stops = going & ~_clear(index, base, out, np.full(len(base), d))
+        allowed[stops] = d
+        going &= ~stops
+        last_clear[going] = d
+    stopped = ~going
+    if stopped.any():
+        low, high = last_clear[stopped], allowed[stopped]
+        for _ in range(REFINE_STEPS):
+            middle = 0.5 * (low + high)
+            ok = _clear(index, base[stopped], out[stopped], middle)
+            low, high = np.where(ok, middle, low), np.where(ok, high, middle)
+        allowed[stopped] = low
+    return allowed
+
+
+def _clear(index: PointIndex, base: np.ndarray, out: np.ndarray, distance_m: np.ndarray) -> np.ndarray:
+    """Is the point ``distance_m`` out from each base point still off the road: no road point nearer than
+    STOP_SHARE of that distance (less STOP_SLACK_M), as its own edge is?"""
+    near, _ = index.nearest(base + out * distance_m[:, None], distance_m)
+    return near >= STOP_SHARE * distance_m - STOP_SLACK_M
 
 
 def _extended(edge: RoadEdge, index: PointIndex, reach_m: float) -> RoadEdge:
