@@ -23,7 +23,7 @@ def _read(path) -> dict:
     for chunk in RrdReader(path).stream():
         batch = chunk.to_record_batch()
         entity = out.setdefault(chunk.entity_path, {})
-        columns = [name for name in batch.column_names if ":" in name]
+        columns = [name for name in batch.column_names if ":" in name or name == "object_id"]
         frames = batch.column("frame").to_pylist() if "frame" in batch.column_names else [None] * batch.num_rows
         times = (batch.column("time").cast("int64").to_pylist() if "time" in batch.column_names
                  else [None] * batch.num_rows)
@@ -89,8 +89,7 @@ def test_recording_holds_every_frame_s_points(recorded):
         environment = cloud.points["object_id"] == NO_OBJECT_ID
         assert np.array_equal(classes, cloud.semantic) and np.all(classes[environment] == TERRAIN)
         assert np.any(classes == CAR)
-        object_id = next(value for name, value in row.items() if name.endswith("object_id"))
-        assert np.array_equal(_array(object_id), cloud.points["object_id"])
+        assert np.array_equal(_array(row["object_id"]), cloud.points["object_id"])
         colors = _array(row["Points3D:colors"])
         assert len(colors) == len(cloud) and len(np.unique(colors)) > 10  # a colour map over reflectivity
         pose = cloud.sensor_pose
