@@ -445,7 +445,6 @@ def test_returns_on_the_gpu_carry_the_class_of_what_they_hit():
     """The ground-truth road's probes (a lane, paint, a kerb, a sidewalk, a sign, a tree, a car, a pedestrian, …):
     the same class on the GPU as on Embree, and the class of what each ray hit."""
     from helpers.road_views import road_view, semantic_probes
-
     from lidar_fmu.geometry.semantic import SEMANTIC_CLASSES
     from lidar_fmu.osi.decode import decode_sensor_view
     from lidar_fmu.world.scene_update import SceneUpdater

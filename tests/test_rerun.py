@@ -4,9 +4,9 @@ import pytest
 
 from lidar_fmu import Lidar, Scene, box_mesh
 from lidar_fmu.errors import LidarFmuError
+from lidar_fmu.geometry.semantic import CAR, TERRAIN
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import RerunRecording
-from lidar_fmu.geometry.semantic import CAR, TERRAIN
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 from lidar_fmu.world.scene_update import GROUND_PLANE_ID, SensorViewScene
 

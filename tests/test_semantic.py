@@ -2,9 +2,9 @@
 cast it, and every file carries it beside the point record."""
 import numpy as np
 import pytest
-from helpers.road_views import road_view, semantic_probes
 from osi3.osi_sensorview_pb2 import SensorView
 
+from helpers.road_views import road_view, semantic_probes
 from lidar_fmu import Lidar, Scene, box_mesh
 from lidar_fmu.geometry.semantic import (
     CAR,

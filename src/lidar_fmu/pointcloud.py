@@ -114,8 +114,8 @@ class PointCloud:
 
     def records(self) -> np.ndarray:
         """What files hold: the points (without ``time`` for a :attr:`snapshot`), then ``intensity`` (float32, the
-        OSI intensity in %), ``ring`` (uint16, :func:`beam_rings`), ``radial_velocity`` (float32 m/s, an FMCW
-        unit's :attr:`radial_velocity_m_s`) and ``semantic`` (uint8, :attr:`semantic`) where the cloud knows them,
+        OSI intensity in %), ``ring`` (uint16, :func:`beam_rings`), ``semantic`` (uint8, :attr:`semantic`) and
+        ``radial_velocity`` (float32 m/s, an FMCW unit's :attr:`radial_velocity_m_s`) where the cloud knows them,
         then the ground-truth fields when it carries them."""
         columns: dict[str, np.ndarray] = {}
         assert self.points.dtype.names is not None  # structured
@@ -126,10 +126,10 @@ class PointCloud:
             columns["intensity"] = np.asarray(self.intensity_percent, np.float32)
         if self.beam_rings is not None:
             columns["ring"] = rings_of(self.points["beam_id"], self.beam_rings)
-        if self.radial_velocity_m_s is not None:
-            columns["radial_velocity"] = np.asarray(self.radial_velocity_m_s, np.float32)
         if self.semantic is not None:
             columns["semantic"] = np.asarray(self.semantic, SEMANTIC_DTYPE)
+        if self.radial_velocity_m_s is not None:
+            columns["radial_velocity"] = np.asarray(self.radial_velocity_m_s, np.float32)
         if self.ground_truth is not None:
             assert self.ground_truth.dtype.names is not None  # structured
             columns.update((name, self.ground_truth[name]) for name in self.ground_truth.dtype.names)

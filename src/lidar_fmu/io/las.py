@@ -4,7 +4,8 @@ Point data record format 6, one record per return: ``X Y Z`` in millimetres (sen
 ``frame="world"``), the OSI intensity scaled to 16 bits, ``return_number`` / ``number_of_returns`` from the
 ``echo`` field, ``gps_time`` the scenario time each point fired at, ``classification`` the ASPRS class of each
 point's ``semantic`` class where the cloud has them (:func:`~lidar_fmu.geometry.semantic.asprs_classes`), and every
-other field exactly among the extra bytes (``object_id`` as uint64, ``semantic`` as our own codes). A VLR (user id ``lidar_fmu``, record 1) holds the frame's times as JSON.
+other field exactly among the extra bytes (``object_id`` as uint64, ``semantic`` as our own codes). A VLR (user id
+``lidar_fmu``, record 1) holds the frame's times as JSON.
 The dimensions one by one: docs/formats.md, "LAS / LAZ".
 """
 from __future__ import annotations
