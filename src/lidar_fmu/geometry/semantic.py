@@ -52,18 +52,10 @@ SEMANTIC_CLASSES = tuple(c.name for c in SEMANTIC_TABLE)
 SEMANTIC_DTYPE = np.dtype("u1")
 
 
-def semantic_code(name: str) -> int:
-    """The code of class ``name`` (one of :data:`SEMANTIC_CLASSES`); ValueError naming the classes otherwise."""
-    try:
-        return SEMANTIC_CLASSES.index(name)
-    except ValueError:
-        raise ValueError(f"unknown semantic class {name!r}; expected one of {', '.join(SEMANTIC_CLASSES)}") from None
-
-
 def asprs_classes(semantic: np.ndarray) -> np.ndarray:
     """(M,) uint8 ASPRS LAS class of each code of ``semantic`` (codes past the table: 1, unclassified)."""
     table = np.array([c.asprs for c in SEMANTIC_TABLE] + [1], np.uint8)
     return table[np.minimum(np.asarray(semantic, np.int64), len(SEMANTIC_TABLE))]
 
 
-__all__ = ["SEMANTIC_CLASSES", "SEMANTIC_DTYPE", "SEMANTIC_TABLE", "SemanticClass", "asprs_classes", "semantic_code"]
+__all__ = ["SEMANTIC_CLASSES", "SEMANTIC_DTYPE", "SEMANTIC_TABLE", "SemanticClass", "asprs_classes"]
