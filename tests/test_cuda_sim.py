@@ -438,3 +438,26 @@ def test_raster_and_robosense_patterns_on_the_gpu_equal_the_cpu_path(street, pat
     assert len(on_cpu.sensor.pattern) == (144 if pattern == "raster at 1550 nm" else 560)
     for name in ("cuda", "embreex"):
         same_returns(Lidar(frames, spec, backend=name, materials=MATERIALS), on_cpu, sensor_pose, f"{pattern} {name}")
+
+
+@needs_cuda
+def test_returns_on_the_gpu_carry_the_class_of_what_they_hit():
+    """The ground-truth road's probes (a lane, paint, a kerb, a sidewalk, a sign, a tree, a car, a pedestrian, …):
+    the same class on the GPU as on Embree, and the class of what each ray hit."""
+    from helpers.road_views import road_view, semantic_probes
+    from lidar_fmu.geometry.semantic import SEMANTIC_CLASSES
+    from lidar_fmu.osi.decode import decode_sensor_view
+    from lidar_fmu.world.scene_update import SceneUpdater
+
+    scene = Scene()
+    SceneUpdater(scene).apply(decode_sensor_view(road_view()))
+    origins, directions, classes = semantic_probes()
+    rays = RayBatch.in_world(origins, directions, 100.0)
+    got = {}
+    for name in ("cuda", "embree"):
+        lidar = Lidar(scene, "ouster_os1_128", backend=name)
+        got[name] = lidar.backend.returns(rays, lidar.return_model())
+    assert np.array_equal(got["cuda"].ray_index, np.arange(len(classes)))
+    assert np.array_equal(got["cuda"].semantic, got["embree"].semantic)
+    assert [SEMANTIC_CLASSES[c] for c in got["cuda"].semantic] == classes
+    assert got["cuda"].semantic.dtype == np.uint8

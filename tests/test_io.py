@@ -73,11 +73,12 @@ def test_pcd_round_trip_is_exact(cloud, tmp_path):
     lines, raw = _header_lines(path)
     header = {line.split()[0]: line.split()[1:] for line in lines if not line.startswith("#")}
     assert header["VERSION"] == [".7"]
-    # the point record, then the OSI intensity and the ring as ROS tools read them (x y z intensity ring time)
-    assert header["FIELDS"] == [*POINT_DTYPE.names, "intensity", "ring"]
-    assert header["SIZE"] == ["4"] * 9 + ["8", "1", "4", "1", "4", "2"]
-    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U", "F", "U", "F", "U"]
-    assert header["COUNT"] == ["1"] * 15
+    # the point record, then the OSI intensity and the ring as ROS tools read them (x y z intensity ring time), then
+    # the semantic class
+    assert header["FIELDS"] == [*POINT_DTYPE.names, "intensity", "ring", "semantic"]
+    assert header["SIZE"] == ["4"] * 9 + ["8", "1", "4", "1", "4", "2", "1"]
+    assert header["TYPE"] == ["F"] * 8 + ["U", "U", "U", "F", "U", "F", "U", "U"]
+    assert header["COUNT"] == ["1"] * 16
     assert header["WIDTH"] == [str(len(cloud))] and header["HEIGHT"] == ["1"]
     assert header["POINTS"] == [str(len(cloud))]
     assert header["VIEWPOINT"] == ["0", "0", "0", "1", "0", "0", "0"]

@@ -12,7 +12,8 @@ from lidar_fmu.io.las import LAS_SCALE_M
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 
 CAR_ID = 2**40 + 5
-EXTRA = ("range", "reflectivity", "normal_x", "normal_y", "normal_z", "beam_id", "object_id", "saturated", "ring")
+EXTRA = ("range", "reflectivity", "normal_x", "normal_y", "normal_z", "beam_id", "object_id", "saturated", "ring",
+         "semantic")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_las_round_trip(cloud, tmp_path, ext):
     assert np.all(np.asarray(las.return_number) == 1) and np.all(np.asarray(las.number_of_returns) == 1)
     # the firing time of each return's ray after the frame's first firing (unknown here: the timestamp)
     assert np.allclose(np.asarray(las.gps_time), 1.25 + cloud.time_offset_s.astype(np.float64), atol=1e-9)
-    assert np.all(np.asarray(las.classification) == 0)
+    assert np.all(np.asarray(las.classification) == 0)  # unlabelled meshes: ASPRS "never classified"
     assert tuple(header.point_format.extra_dimension_names) == EXTRA
     records = cloud.records()
     for name in EXTRA:
@@ -81,7 +82,8 @@ def test_las_uses_echo_and_time_fields(cloud, tmp_path):
     points = np.concatenate([first, second])
     ray_index = np.concatenate([cloud.ray_index, cloud.ray_index[:10]])
     two = dataclasses.replace(cloud, points=points, ray_index=ray_index,
-                              intensity_percent=np.concatenate([cloud.intensity_percent, cloud.intensity_percent[:10]]))
+                              intensity_percent=np.concatenate([cloud.intensity_percent, cloud.intensity_percent[:10]]),
+                              semantic=np.concatenate([cloud.semantic, cloud.semantic[:10]]))
     write_las(tmp_path / "echo.las", two)
     las = laspy.read(tmp_path / "echo.las")
     assert np.array_equal(np.asarray(las.return_number), points["echo"] + 1)

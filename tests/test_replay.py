@@ -213,6 +213,9 @@ def test_replay_writes_ground_truth_beside_the_fmu_points(fmu_path, tmp_path):
     for frame in frames:
         points = read_pcd(frame)
         assert set(GROUND_TRUTH_DTYPE.names) <= set(points.dtype.names) and len(points) > 100
+        # and the twin's semantic classes: an OSI object's is its class's, never unlabelled
+        objects = points["object_id"] < 2**63
+        assert objects.any() and np.all(points["semantic"][objects] != 0)
         error = points["range"] - points["range_true"]
         assert 0.015 < error.std() < 0.025 and np.abs(error).max() < 0.2
         on_ray = np.stack([points[a] for a in "xyz"], 1) / points["range"][:, None]

@@ -20,6 +20,7 @@ from numba import njit
 from numba.extending import register_jitable
 
 from .errors import LidarFmuError
+from .geometry.semantic import SEMANTIC_DTYPE
 
 if TYPE_CHECKING:
     from .geometry.pattern import RayPattern
@@ -99,6 +100,9 @@ class PointCloud:
     #: (M,) float32 m/s: each return's radial velocity, ``dr/dt`` (negative approaching), as an FMCW unit reports it
     #: (:mod:`lidar_fmu.physics.fmcw`); None: a unit that measures none, files carry no ``radial_velocity``
     radial_velocity_m_s: np.ndarray | None = None
+    #: (M,) uint8 semantic class of what each return hit (:mod:`lidar_fmu.geometry.semantic`, docs/formats.md#semantic-
+    #: classes); None: not known (points decoded from OSI), files carry no ``semantic``
+    semantic: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.pattern is not None and (self.pattern.rows, self.pattern.columns) != (self.rows, self.columns):
@@ -110,9 +114,9 @@ class PointCloud:
 
     def records(self) -> np.ndarray:
         """What files hold: the points (without ``time`` for a :attr:`snapshot`), then ``intensity`` (float32, the
-        OSI intensity in %), ``ring`` (uint16, :func:`beam_rings`) and ``radial_velocity`` (float32 m/s, an FMCW
-        unit's :attr:`radial_velocity_m_s`) where the cloud knows them, then the ground-truth fields when it
-        carries them."""
+        OSI intensity in %), ``ring`` (uint16, :func:`beam_rings`), ``semantic`` (uint8, :attr:`semantic`) and
+        ``radial_velocity`` (float32 m/s, an FMCW unit's :attr:`radial_velocity_m_s`) where the cloud knows them,
+        then the ground-truth fields when it carries them."""
         columns: dict[str, np.ndarray] = {}
         assert self.points.dtype.names is not None  # structured
         for name in self.points.dtype.names:
@@ -122,6 +126,8 @@ class PointCloud:
             columns["intensity"] = np.asarray(self.intensity_percent, np.float32)
         if self.beam_rings is not None:
             columns["ring"] = rings_of(self.points["beam_id"], self.beam_rings)
+        if self.semantic is not None:
+            columns["semantic"] = np.asarray(self.semantic, SEMANTIC_DTYPE)
         if self.radial_velocity_m_s is not None:
             columns["radial_velocity"] = np.asarray(self.radial_velocity_m_s, np.float32)
         if self.ground_truth is not None:
@@ -373,6 +379,8 @@ class Returns(NamedTuple):
     intensity_percent: np.ndarray  # (M,) float32
     #: (M,) int16 IR material hit (for ground truth); None where a stage did not keep it
     material_id: np.ndarray | None = None
+    #: (M,) uint8 semantic class of what each return hit (:mod:`lidar_fmu.geometry.semantic`); None: not known
+    semantic: np.ndarray | None = None
 
 
 def take_returns(returns: Returns, index: np.ndarray) -> Returns:
@@ -380,7 +388,7 @@ def take_returns(returns: Returns, index: np.ndarray) -> Returns:
     record = np.dtype((np.void, POINT_DTYPE.itemsize))  # moved as bytes, not field by field
     return Returns(np.take(returns.points.view(record), index).view(POINT_DTYPE), np.take(returns.ray_index, index),
                    np.take(returns.intensity_percent, index),
-                   None if returns.material_id is None else np.take(returns.material_id, index))
+                   *(None if a is None else np.take(a, index) for a in (returns.material_id, returns.semantic)))
 
 
 def concatenate_returns(parts: Sequence[Returns]) -> Returns:
@@ -391,4 +399,6 @@ def concatenate_returns(parts: Sequence[Returns]) -> Returns:
     ray_index = np.concatenate([p.ray_index for p in parts] or [np.zeros(0, np.int32)])
     intensity = np.concatenate([p.intensity_percent for p in parts] or [np.zeros(0, np.float32)])
     kept = parts and all(p.material_id is not None for p in parts)
-    return Returns(points, ray_index, intensity, np.concatenate([p.material_id for p in parts]) if kept else None)
+    known = parts and all(p.semantic is not None for p in parts)
+    return Returns(points, ray_index, intensity, np.concatenate([p.material_id for p in parts]) if kept else None,
+                   np.concatenate([p.semantic for p in parts]) if known else None)

@@ -149,3 +149,21 @@ def _static(gt, dash_states: bool, with_objects: bool, sidewalk_z: float = 0.0) 
         obj.classification.type = obj.classification.Type.Value(f"TYPE_{kind}")
         obj.base.position.x, obj.base.position.y, obj.base.position.z = centre
         obj.base.dimension.length, obj.base.dimension.width, obj.base.dimension.height = size
+
+
+def semantic_probes() -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Rays into :func:`road_view`'s road, each at one thing: (origins (N, 3) m, unit directions (N, 3), the semantic
+    class each must return). Down from 30 m above, or level toward a kerb's face, a sign's plate, a rail, a bike."""
+    down, x_dash = (0.0, 0.0, -1.0), float(dash_starts()[20] + DASH_M / 2)
+    probes = [((5.0, -1.75, 30.0), down, "road"), ((x_dash, 0.0, 30.0), down, "lane_marking"),
+              ((5.0, -3.5, 30.0), down, "lane_marking"), ((5.0, -4.2, 30.0), down, "road"),
+              ((0.0, 5.0, 30.0), down, "sidewalk"), ((0.0, 20.0, 30.0), down, "terrain"),
+              ((STOP_LINE[1], STOP_LINE[2], 30.0), down, "lane_marking"),
+              ((-20.0, 9.0, 30.0), down, "vegetation"), ((45.0, 12.0, 30.0), down, "building"),
+              ((10.0, 6.0, 30.0), down, "pole"), ((25.0, 1.75, 30.0), down, "car"),
+              ((8.0, 5.5, 30.0), down, "pedestrian"), ((-30.0, 1.75, 30.0), down, "truck"),
+              ((12.0, 2.8, 30.0), down, "bicycle"), ((10.0, -1.75, 0.6), (1.0, 0.0, 0.0), "motorcycle"),
+              ((25.0, 7.0, 2.2), (1.0, 0.0, 0.0), "traffic_sign"), ((0.0, 2.0, 0.07), (0.0, 1.0, 0.0), "kerb"),
+              ((0.0, -3.0, 0.6), (0.0, -1.0, 0.0), "barrier")]
+    origins, directions, classes = zip(*probes)
+    return np.array(origins, np.float32), np.array(directions, np.float32), list(classes)

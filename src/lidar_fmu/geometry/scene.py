@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike
 from ..errors import LidarFmuError
 from .assets import AssetError, folder_resolver, max_mesh_bytes, ply_face_reflectance, read_mesh_file
 from .openmaterial import OpenMaterialError, SurfaceProperties, mapped_materials, placed_vertices, read_asset
+from .semantic import SEMANTIC_CLASSES, UNLABELLED
 from .transforms import check_pose, up_axis_pose
 
 #: Material name given to triangles whose file names none (PLY, STL, bare OBJ).
@@ -48,7 +49,9 @@ class Mesh:
     triangle has one. ``face_object_id[i]``, where given, is the OSI id a
     return on triangle ``i`` reports (one mesh of a whole road labels each
     lane, marking and sign with its own id); :data:`INSTANCE_ID` for
-    triangles that take their instance's id, ``None`` when no triangle has one.
+    triangles that take their instance's id, ``None`` when no triangle has one. ``face_semantic[i]``, where
+    given, is triangle ``i``'s semantic class (:mod:`lidar_fmu.geometry.semantic`: a lane is road, its paint lane
+    marking); ``UNLABELLED`` for triangles that take their instance's class, ``None`` when no triangle has one.
     """
 
     vertices: np.ndarray  # (V, 3) float32, m
@@ -60,6 +63,7 @@ class Mesh:
     face_object_id: np.ndarray | None = None  # (F,) uint64 OSI id, INSTANCE_ID: the instance's; None: none given
     #: visual material name → what the asset's own material files say of it (None: nothing)
     material_properties: dict[str, SurfaceProperties] | None = None
+    face_semantic: np.ndarray | None = None  # (F,) uint8 class, UNLABELLED: the instance's; None: none given
 
     def __post_init__(self) -> None:
         v = np.ascontiguousarray(self.vertices, dtype=np.float32)
@@ -86,6 +90,11 @@ class Mesh:
             if ids.shape != (len(f),):
                 raise MeshError(f"mesh {self.name!r}: face_object_id must give every face an id")
             object.__setattr__(self, "face_object_id", ids)
+        if self.face_semantic is not None:
+            codes = np.ascontiguousarray(self.face_semantic, dtype=np.uint8)
+            if codes.shape != (len(f),) or (len(codes) and codes.max() >= len(SEMANTIC_CLASSES)):
+                raise MeshError(f"mesh {self.name!r}: face_semantic must give every face a semantic class code")
+            object.__setattr__(self, "face_semantic", codes)
         object.__setattr__(self, "vertices", v)
         object.__setattr__(self, "faces", f)
         object.__setattr__(self, "face_material", m)
@@ -130,9 +139,14 @@ def concatenate(meshes: list[Mesh], name: str = "mesh") -> Mesh:
     if any(mesh.face_object_id is not None for mesh in meshes):
         object_id = np.concatenate([np.full(mesh.triangle_count, INSTANCE_ID) if mesh.face_object_id is None
                                     else mesh.face_object_id for mesh in meshes])
+    semantic = None
+    if any(mesh.face_semantic is not None for mesh in meshes):
+        semantic = np.concatenate([np.full(mesh.triangle_count, UNLABELLED, np.uint8) if mesh.face_semantic is None
+                                   else mesh.face_semantic for mesh in meshes])
     properties = {k: v for mesh in meshes for k, v in (mesh.material_properties or {}).items()} or None
     vertices, faces = merge([(mesh.vertices, mesh.faces) for mesh in meshes])
-    return Mesh(vertices, faces, np.concatenate(mats), tuple(names), name, reflectance, object_id, properties)
+    return Mesh(vertices, faces, np.concatenate(mats), tuple(names), name, reflectance, object_id, properties,
+                semantic)
 
 
 def stood_up(mesh: Mesh, up: str) -> Mesh:
@@ -146,7 +160,7 @@ def stood_up(mesh: Mesh, up: str) -> Mesh:
         return mesh
     vertices = mesh.vertices.astype(np.float64) @ turn[:3, :3].T
     return Mesh(vertices, mesh.faces, mesh.face_material, mesh.material_names, mesh.name, mesh.face_reflectance,
-                mesh.face_object_id, mesh.material_properties)
+                mesh.face_object_id, mesh.material_properties, mesh.face_semantic)
 
 
 def box_mesh(length_m: float, width_m: float, height_m: float, material: str = "box", name: str = "box") -> Mesh:
@@ -308,6 +322,8 @@ class Scene:
     backends use them to refresh only what changed. :attr:`meshes` holds the
     meshes instances use: when a mesh's last instance goes (removed, or given
     another mesh) the mesh leaves the list and the last mesh takes its index.
+    Each instance has a semantic class (:mod:`lidar_fmu.geometry.semantic`), which
+    its mesh's unlabelled triangles take (default ``UNLABELLED``).
     """
 
     def __init__(self) -> None:
@@ -317,6 +333,7 @@ class Scene:
         self._index_of: dict[int, int] = {}
         self._ids = np.empty(0, np.int64)
         self._mesh_index = np.empty(0, np.int32)
+        self._semantic = np.empty(0, np.uint8)
         self._poses = np.empty((0, 4, 4))
         self._count = 0
         self._order = np.empty(0, np.int64)  # the order that sorts the ids, for indices_of
@@ -382,6 +399,13 @@ class Scene:
         return view
 
     @property
+    def instance_semantic(self) -> np.ndarray:
+        """(K,) uint8 semantic class of each instance, in instance-index order (read-only view)."""
+        view = self._semantic[: self._count]
+        view.flags.writeable = False
+        return view
+
+    @property
     def poses(self) -> np.ndarray:
         """(K, 4, 4) world-from-mesh poses in instance-index order (read-only view)."""
         view = self._poses[: self._count]
@@ -394,11 +418,16 @@ class Scene:
     def pose_of(self, instance_id: int | np.integer) -> np.ndarray:
         return self._poses[self._index_of[int(instance_id)]].copy()
 
-    def add_instance(self, instance_id: int | np.integer, mesh: Mesh, pose: ArrayLike | None = None) -> None:
-        """Place ``mesh`` as ``instance_id`` (replacing any instance of that id)."""
+    def add_instance(self, instance_id: int | np.integer, mesh: Mesh, pose: ArrayLike | None = None,
+                     semantic: int = UNLABELLED) -> None:
+        """Place ``mesh`` as ``instance_id`` (replacing any instance of that id), of class ``semantic`` (a code of
+        :mod:`lidar_fmu.geometry.semantic`, which the mesh's unlabelled triangles take)."""
         instance_id = int(instance_id)
         if not 0 <= instance_id < 2**63:
             raise ValueError(f"instance id {instance_id} must be in [0, 2**63)")
+        if not 0 <= int(semantic) < len(SEMANTIC_CLASSES):
+            raise ValueError(f"semantic class {semantic} of instance {instance_id} is not one of the "
+                             f"{len(SEMANTIC_CLASSES)} codes")
         pose = np.eye(4) if pose is None else check_instance_pose(pose, f"pose of instance {instance_id}")
         mesh_position = self.mesh_index(mesh)
         index = self._index_of.get(instance_id)
@@ -408,12 +437,14 @@ class Scene:
                 grow = max(8, 2 * self._count)
                 self._ids = np.resize(self._ids, grow)
                 self._mesh_index = np.resize(self._mesh_index, grow)
+                self._semantic = np.resize(self._semantic, grow)
                 self._poses = np.resize(self._poses, (grow, 4, 4))
             index = self._count
             self._count += 1
             self._index_of[instance_id] = index
             self._ids[index] = instance_id
         self._mesh_index[index] = mesh_position
+        self._semantic[index] = semantic
         self._poses[index] = pose
         self._mesh_users[mesh_position] += 1
         if previous is not None:
@@ -457,6 +488,7 @@ class Scene:
         if index != last:  # keep indices dense: move the last instance into the hole
             self._ids[index] = self._ids[last]
             self._mesh_index[index] = self._mesh_index[last]
+            self._semantic[index] = self._semantic[last]
             self._poses[index] = self._poses[last]
             self._index_of[int(self._ids[index])] = index
         self._count = last

@@ -2,8 +2,10 @@
 
 Point data record format 6, one record per return: ``X Y Z`` in millimetres (sensor frame, or world with
 ``frame="world"``), the OSI intensity scaled to 16 bits, ``return_number`` / ``number_of_returns`` from the
-``echo`` field, ``gps_time`` the scenario time each point fired at, and every other field exactly among the extra
-bytes (``object_id`` as uint64). A VLR (user id ``lidar_fmu``, record 1) holds the frame's times as JSON.
+``echo`` field, ``gps_time`` the scenario time each point fired at, ``classification`` the ASPRS class of each
+point's ``semantic`` class where the cloud has them (:func:`~lidar_fmu.geometry.semantic.asprs_classes`), and every
+other field exactly among the extra bytes (``object_id`` as uint64, ``semantic`` as our own codes). A VLR (user id
+``lidar_fmu``, record 1) holds the frame's times as JSON.
 The dimensions one by one: docs/formats.md, "LAS / LAZ".
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import numpy as np
 
 from .._version import __version__
+from ..geometry.semantic import asprs_classes
 from ._common import PointCloudFileError
 from .pcd import _points_array
 
@@ -88,6 +91,7 @@ _DESCRIPTIONS = {
     "saturated": "1: retroreflector saturated",
     "ring": "beam by elevation, 0 lowest",
     "radial_velocity": "dr/dt m/s, <0 approaching",
+    "semantic": "class hit (lidar-fmu codes)",
     "x_true": "noise-free x (m)", "y_true": "noise-free y (m)", "z_true": "noise-free z (m)",
     "range_true": "noise-free range (m)",
     "material_id": "IR material id; 65535 none",
@@ -141,6 +145,8 @@ def write_las(path, cloud, *, frame: str = "sensor", compress: bool | None = Non
     las.intensity = np.rint(np.clip(points["intensity"], 0.0, 100.0) * 655.35).astype(np.uint16) \
         if "intensity" in points.dtype.names else np.zeros(len(points), np.uint16)
     las.return_number, las.number_of_returns = _returns(points, ray_index)
+    if "semantic" in points.dtype.names:
+        las.classification = asprs_classes(points["semantic"])
     first_firing_s = getattr(cloud, "first_firing_s", None)
     first_firing_s = timestamp_s if first_firing_s is None else float(first_firing_s)
     if "time" in points.dtype.names:

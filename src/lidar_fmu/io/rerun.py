@@ -9,10 +9,9 @@ world frame (z up):
 
 - ``world/sensor`` — the sensor pose (``Transform3D``, world_from_sensor), per frame;
 - ``world/sensor/points`` — the returns in the sensor frame (``Points3D``), coloured
-  by reflectivity (0–1 on viridis), ``class_ids`` from ``object_id``: class 0
-  ``environment`` for :data:`~lidar_fmu.pointcloud.NO_OBJECT_ID`, then one class
-  per object id in order of first appearance, labelled ``object <id>``
-  (an ``AnnotationContext`` on ``world``);
+  by reflectivity (0–1 on viridis), ``class_ids`` their semantic classes where the
+  cloud has them (:mod:`lidar_fmu.geometry.semantic`: an ``AnnotationContext`` on
+  ``world`` names and colours each), and each one's ``object_id`` beside them;
 - ``world/meshes/<k>_<name>`` — each distinct mesh once (static ``Mesh3D``) with
   ``InstancePoses3D`` for every instance of it; logged again on the timeline
   when the scene's poses or instances changed since the last call.
@@ -27,11 +26,9 @@ import re
 import numpy as np
 
 from ..errors import LidarFmuError
-from ..pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
+from ..geometry.semantic import SEMANTIC_TABLE
+from ..pointcloud import ENVIRONMENT_ID_BASE
 
-#: class id of returns from the environment (no OSI object)
-ENVIRONMENT_CLASS = 0
-_MAX_CLASS = 65535  # rerun ClassId is a uint16; ids beyond share the last class
 _ENVIRONMENT_RGBA = (150, 150, 150, 255)
 _OBJECT_RGBA = (120, 170, 230, 255)
 
@@ -69,14 +66,6 @@ def _viridis_lut() -> np.ndarray:
     return (colormaps["viridis"](np.linspace(0.0, 1.0, 256))[:, :3] * 255).round().astype(np.uint8)
 
 
-def _palette(k: int) -> tuple[int, int, int]:
-    """A distinct colour per class (golden-ratio hues)."""
-    import colorsys
-
-    r, g, b = colorsys.hsv_to_rgb((k * 0.618033988749895) % 1.0, 0.65, 0.95)
-    return int(r * 255), int(g * 255), int(b * 255)
-
-
 def _entity_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_")[:48] or "mesh"
 
@@ -107,40 +96,12 @@ class RerunRecording:
             self.stream.send_recording_name(recording_name)
         self.stream.log("world", rr.ViewCoordinates.RIGHT_HAND_Z_UP, static=True)
         self._lut = _viridis_lut()
-        self._class_of: dict[int, int] = {}
-        self._annotated = -1
-        self._annotate()
+        self.stream.log("world", rr.AnnotationContext(
+            [rr.AnnotationInfo(id=code, label=c.name, color=c.rgb) for code, c in enumerate(SEMANTIC_TABLE)]),
+            static=True)
         self._mesh_entity: dict[int, str] = {}  # id(mesh) → entity path
         self._logged_revision: tuple | None = None
         self._closed = False
-
-    # -- classes -------------------------------------------------------------------------------
-    def class_ids(self, object_id: np.ndarray) -> np.ndarray:
-        """(M,) uint16 class of each object id: 0 environment, then one per object id in order of first appearance."""
-        object_id = np.asarray(object_id, np.uint64)
-        unique, inverse = np.unique(object_id, return_inverse=True)
-        classes = np.empty(len(unique), np.uint16)
-        for k, oid in enumerate(unique.tolist()):
-            if oid == int(NO_OBJECT_ID) or oid >= ENVIRONMENT_ID_BASE:
-                classes[k] = ENVIRONMENT_CLASS
-                continue
-            if oid not in self._class_of:
-                self._class_of[oid] = min(len(self._class_of) + 1, _MAX_CLASS)
-            classes[k] = self._class_of[oid]
-        if len(self._class_of) != self._annotated:
-            self._annotate()
-        return classes[inverse.ravel()]
-
-    def _annotate(self) -> None:
-        rr = self._rr
-        described = [rr.AnnotationInfo(id=ENVIRONMENT_CLASS, label="environment", color=_ENVIRONMENT_RGBA[:3])]
-        for oid, cls in self._class_of.items():
-            if cls < _MAX_CLASS:
-                described.append(rr.AnnotationInfo(id=cls, label=f"object {oid}", color=_palette(cls)))
-        if len(self._class_of) >= _MAX_CLASS:
-            described.append(rr.AnnotationInfo(id=_MAX_CLASS, label="more objects", color=_palette(_MAX_CLASS)))
-        self.stream.log("world", rr.AnnotationContext(described), static=True)
-        self._annotated = len(self._class_of)
 
     # -- timeline ------------------------------------------------------------------------------
     def _set_time(self, time_s: float | None, frame_index: int | None) -> None:
@@ -161,10 +122,13 @@ class RerunRecording:
         xyz = np.stack([points["x"], points["y"], points["z"]], axis=1).astype(np.float32)
         reflectivity = points["reflectivity"] if "reflectivity" in points.dtype.names else np.zeros(len(points))
         colors = self._lut[np.clip(np.nan_to_num(np.asarray(reflectivity, np.float64)) * 255, 0, 255).astype(np.intp)]
-        kwargs = {"colors": colors}
-        if "object_id" in points.dtype.names:
-            kwargs["class_ids"] = self.class_ids(points["object_id"])
-        self.stream.log(f"{entity}/points", rr.Points3D(xyz, **kwargs))
+        semantic = getattr(cloud, "semantic", None)
+        points3d = rr.Points3D(xyz, colors=colors,
+                               class_ids=None if semantic is None else np.asarray(semantic, np.uint16))
+        if "object_id" in points.dtype.names:  # shown beside the class when a point is hovered
+            self.stream.log(f"{entity}/points", points3d, rr.AnyValues(object_id=points["object_id"]))
+        else:
+            self.stream.log(f"{entity}/points", points3d)
 
     # -- meshes --------------------------------------------------------------------------------
     def log_meshes(self, scene, time_s: float | None = None, frame_index: int | None = None) -> None:
@@ -220,4 +184,4 @@ class RerunRecording:
         self.close()
 
 
-__all__ = ["RerunRecording", "RerunUnavailableError", "check_rerun_output", "ENVIRONMENT_CLASS", "vertex_normals"]
+__all__ = ["RerunRecording", "RerunUnavailableError", "check_rerun_output", "vertex_normals"]

@@ -604,9 +604,11 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
     place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],
                   out["y"], out["z"])
-    # an echo's material (for ground truth) is its strongest sub-ray's
-    material = None if material_id is None else material_id[out_source[:m]]
-    return Returns(out, out_ray, out_intensity[:m], material), out_pulse[:m]
+    # an echo's material (for ground truth) and semantic class are its strongest sub-ray's
+    source = out_source[:m]
+    material = None if material_id is None else material_id[source]
+    semantic = None if returns.semantic is None else returns.semantic[source]
+    return Returns(out, out_ray, out_intensity[:m], material, semantic), out_pulse[:m]
 
 
 def pulse_widths_after(echoes, pulse_width_m: np.ndarray, kept, separation_m: float) -> np.ndarray:

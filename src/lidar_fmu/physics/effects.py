@@ -27,7 +27,8 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..documents import refuse_unknown_keys, shown
-from ..pointcloud import POINT_DTYPE, Returns, point_on_ray
+from ..geometry.semantic import WEATHER
+from ..pointcloud import POINT_DTYPE, Returns, point_on_ray, take_returns
 from .range_limit import RangeReflectivityLimit, intensity_law_percent, intensity_percent, limit_params, range_limit_m
 from .weather import (
     DEFAULT_BEAM_DIVERGENCE_RAD,
@@ -452,14 +453,15 @@ def _merge_slots(ray_index, has):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _merge(points, intensity, return_slot, echo_slot, range_m, reflectivity, beam_id, origins, directions,
-           weather_id, out, out_ray, out_intensity):
-    """Write the merged returns: kept returns copied, weather echoes made on their rays."""
+def _merge(points, intensity, semantic, return_slot, echo_slot, range_m, reflectivity, beam_id, origins, directions,
+           weather_id, out, out_ray, out_intensity, out_semantic):
+    """Write the merged returns: kept returns copied, weather echoes made on their rays (semantic class WEATHER)."""
     for k in prange(points.shape[0]):
         j = return_slot[k]
         if j >= 0:
             out[j] = points[k]
             out_intensity[j] = intensity[k]
+            out_semantic[j] = semantic[k]
     for ray in prange(echo_slot.shape[0]):
         j = echo_slot[ray]
         if j < 0:
@@ -477,15 +479,14 @@ def _merge(points, intensity, return_slot, echo_slot, range_m, reflectivity, bea
         out[j]["time"] = 0.0
         out[j]["echo"] = 0  # the ray's one return now (lidar_fmu.physics.echoes)
         out_intensity[j] = intensity_percent(reflectivity[ray], r)
+        out_semantic[j] = WEATHER
 
 
 def _with_clutter(returns, pattern, weather: Weather, sensor, key):
     """``returns`` with the weather's clutter echoes in: replacing a ray's return where they are the stronger
     echo, else on rays that returned nothing; in ray order."""
     if np.any(returns.ray_index[1:] < returns.ray_index[:-1]):  # the merge walks rays and returns in step
-        order = np.argsort(returns.ray_index, kind="stable")
-        returns = Returns(returns.points[order], returns.ray_index[order], returns.intensity_percent[order],
-                          None if returns.material_id is None else returns.material_id[order])
+        returns = take_returns(returns, np.argsort(returns.ray_index, kind="stable"))
     rays = len(pattern)
     limit = sensor.range_limit
     # the weakest power ρ/r² the unit resolves: its datasheet pairs, else (no pairs) 10 % at its maximum range
@@ -508,13 +509,21 @@ def _with_clutter(returns, pattern, weather: Weather, sensor, key):
     out_ray = np.empty(count, np.int32)
     out_ray[return_slot[return_slot >= 0]] = returns.ray_index[return_slot >= 0]
     out_intensity = np.empty(count, np.float32)
-    _merge(returns.points, returns.intensity_percent, return_slot, echo_slot, range_m, reflectivity,
-           pattern.beam_id, _origins(pattern), pattern.directions, WEATHER_OBJECT_ID, out, out_ray, out_intensity)
-    return Returns(out, out_ray, out_intensity)
+    out_semantic = np.empty(count, np.uint8)
+    _merge(returns.points, returns.intensity_percent, _semantic_of(returns), return_slot, echo_slot, range_m,
+           reflectivity, pattern.beam_id, _origins(pattern), pattern.directions, WEATHER_OBJECT_ID, out, out_ray,
+           out_intensity, out_semantic)
+    return Returns(out, out_ray, out_intensity, semantic=out_semantic)
+
+
+def _semantic_of(returns) -> np.ndarray:
+    """The returns' semantic classes, all UNLABELLED where they carry none (a caller's own returns)."""
+    return np.zeros(len(returns.points), np.uint8) if returns.semantic is None else returns.semantic
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _compact(points, ray_index, intensity, existence, keep, out, out_ray, out_intensity, out_existence):
+def _compact(points, ray_index, intensity, semantic, existence, keep, out, out_ray, out_intensity, out_semantic,
+             out_existence):
     """Copy the kept returns (``keep``), in order, into the ``out`` arrays: one prefix sum, then a parallel copy
     (numpy's boolean indexing of the records is single-threaded and ~3× slower)."""
     slot = np.empty(keep.shape[0], np.int64)
@@ -527,6 +536,7 @@ def _compact(points, ray_index, intensity, existence, keep, out, out_ray, out_in
             out[slot[k]] = points[k]
             out_ray[slot[k]] = ray_index[k]
             out_intensity[slot[k]] = intensity[k]
+            out_semantic[slot[k]] = semantic[k]
             out_existence[slot[k]] = existence[k]
 
 
@@ -578,13 +588,14 @@ def apply_effects(returns, pattern, sensor, frame: int, weather: Weather | None 
            noise.range_sigma_m, noise.range_sigma_per_m, noise.shot_sigma_m, bias, math.radians(noise.angle_sigma_deg),
            WEATHER_OBJECT_ID, np.asarray(effects.intensity_law or (0.0, 1.0, 2.0), np.float64), keep, existence)
     if keep.all():
-        return Returns(points, returns.ray_index, returns.intensity_percent), existence
+        return Returns(points, returns.ray_index, returns.intensity_percent, semantic=returns.semantic), existence
     kept = int(np.count_nonzero(keep))
-    out, out_ray, out_intensity, out_existence = (np.empty(kept, points.dtype), np.empty(kept, np.int32),
-                                                  np.empty(kept, np.float32), np.empty(kept))
-    _compact(points, returns.ray_index, returns.intensity_percent, existence, keep, out, out_ray, out_intensity,
-             out_existence)
-    return Returns(out, out_ray, out_intensity), out_existence
+    out, out_ray, out_intensity, out_semantic, out_existence = (
+        np.empty(kept, points.dtype), np.empty(kept, np.int32), np.empty(kept, np.float32), np.empty(kept, np.uint8),
+        np.empty(kept))
+    _compact(points, returns.ray_index, returns.intensity_percent, _semantic_of(returns), existence, keep, out, out_ray,
+             out_intensity, out_semantic, out_existence)
+    return Returns(out, out_ray, out_intensity, semantic=None if returns.semantic is None else out_semantic), out_existence
 
 
 __all__ = ["Effects", "EffectsError", "Noise", "apply_effects", "detection_probability", "draw_normal",

@@ -2,7 +2,8 @@
 """The per-hit rules every caster compiles in, and the integer codes they test.
 
 One Python body each (:func:`material_of_hit`, :func:`face_reflectance_of_hit`, :func:`segment_after`,
-:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`object_id_of_hit`, :func:`return_of_hit`),
+:func:`reflect`, :func:`unfold_after`, :func:`object_id_of`, :func:`object_id_of_hit`, :func:`semantic_of_hit`,
+:func:`return_of_hit`),
 made callable from compiled code by ``register_jitable``: the CPU physics pass (:mod:`.returns`) and the Embree packet loop inline them, and
 the CUDA kernels compile them as device functions. :class:`Continuation` carries the tables these rules read while
 a ray goes on through glass or off mirrors; a :class:`~.returns.ReturnModel` makes it, a backend takes it.
@@ -27,6 +28,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
+from ..geometry.semantic import UNLABELLED
 from ..pointcloud import ENVIRONMENT_ID_BASE, NO_OBJECT_ID
 from .range_limit import intensity_percent, range_limit_m
 
@@ -136,6 +138,20 @@ def object_id_of_hit(instance_index, primitive_id, instance_id, triangle_object_
         if own != NO_OBJECT_ID:
             return own
     return object_id_of(instance_id)
+
+
+@per_hit
+def semantic_of_hit(instance_index, primitive_id, triangle_semantic, first_triangle, instance_semantic):
+    """Semantic class (:mod:`lidar_fmu.geometry.semantic`) of a return on triangle ``primitive_id`` of the instance at
+    ``instance_index`` (≥ 0): the triangle's own (a lane's road, its paint's lane marking), else the instance's
+    (``instance_semantic``: (K,) uint8 per instance index, a road user's class). ``triangle_semantic``: (T,) uint8
+    per triangle of every mesh, concatenated as ``triangle_material`` is, UNLABELLED where a triangle has none; (1,)
+    for a scene where no mesh gives one."""
+    if triangle_semantic.shape[0] > 1:
+        own = triangle_semantic[first_triangle[instance_index] + primitive_id]
+        if own != UNLABELLED:
+            return own
+    return instance_semantic[instance_index]
 
 
 @per_hit

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
+from ..geometry.semantic import SEMANTIC_DTYPE, UNLABELLED
 from ..parallel import side_by_side
 from ..pointcloud import CAST_FIELDS, NO_OBJECT_ID, POINT_DTYPE, PointCloud, Returns
 from .hit_rules import (
@@ -30,6 +31,7 @@ from .hit_rules import (
     material_of_hit,
     object_id_of_hit,
     return_of_hit,
+    semantic_of_hit,
 )
 from .materials import (
     DEFAULT_MAP,
@@ -56,6 +58,9 @@ NO_FACE_REFLECTANCE.setflags(write=False)
 #: the per-triangle OSI ids of a scene where no mesh gives one (every return takes its instance's id)
 NO_FACE_OBJECT_ID = np.full(1, NO_OBJECT_ID, np.uint64)
 NO_FACE_OBJECT_ID.setflags(write=False)
+#: the per-triangle semantic classes of a scene where no mesh gives one (every return takes its instance's class)
+NO_FACE_SEMANTIC = np.full(1, UNLABELLED, SEMANTIC_DTYPE)
+NO_FACE_SEMANTIC.setflags(write=False)
 
 
 # What this stage reads of a cast and of a sensor, as protocols: the casters (lidar_fmu.raycast) and sensors
@@ -142,6 +147,8 @@ class Materials:
         self._classes_present = np.zeros(len(MATERIAL_CLASSES), bool)
         self._triangle_reflectance = NO_FACE_REFLECTANCE
         self._triangle_object_id = NO_FACE_OBJECT_ID
+        self._triangle_semantic = NO_FACE_SEMANTIC
+        self._instance_semantic = np.zeros(0, SEMANTIC_DTYPE)
 
     def _triangle_ids(self, mesh: Mesh) -> np.ndarray:
         entry = self._mesh_ids.get(id(mesh))
@@ -192,10 +199,22 @@ class Materials:
         :meth:`per_instance`'s materials; (1,) when no mesh of the scene gives one."""
         return self._triangle_object_id
 
+    @property
+    def triangle_semantic(self) -> np.ndarray:
+        """(T,) uint8 the semantic class each triangle's mesh gives it (UNLABELLED: its instance's), concatenated as
+        :meth:`per_instance`'s materials; (1,) when no mesh of the scene gives one."""
+        return self._triangle_semantic
+
+    @property
+    def instance_semantic(self) -> np.ndarray:
+        """(K,) uint8 the semantic class of each instance, by instance index (at least one entry)."""
+        return self._instance_semantic
+
     def per_instance(self, scene: Scene) -> tuple[np.ndarray, np.ndarray]:
         """(IR material of every triangle of every mesh, concatenated; per instance index, its mesh's first triangle).
 
-        :attr:`triangle_reflectance` and :attr:`triangle_object_id` follow the same scene revision."""
+        :attr:`triangle_reflectance`, :attr:`triangle_object_id`, :attr:`triangle_semantic` and
+        :attr:`instance_semantic` follow the same scene revision."""
         if self._revision != scene.revision:
             # meshes that left the scene are forgotten but the few that left last (an object that comes back
             # is not resolved again): the cache stays about as small as the scene's mesh list
@@ -214,6 +233,13 @@ class Materials:
             self._triangle_object_id = NO_FACE_OBJECT_ID if all(i is None for i in ids) else np.concatenate(
                 [np.full(m.triangle_count, NO_OBJECT_ID, np.uint64) if i is None else i
                  for m, i in zip(scene.meshes, ids)] + [NO_FACE_OBJECT_ID])
+            codes = [m.face_semantic for m in scene.meshes]
+            # (one UNLABELLED more at the end, as the ids: one labelled triangle must not read as "none")
+            self._triangle_semantic = NO_FACE_SEMANTIC if all(c is None for c in codes) else np.concatenate(
+                [np.full(m.triangle_count, UNLABELLED, SEMANTIC_DTYPE) if c is None else c
+                 for m, c in zip(scene.meshes, codes)] + [NO_FACE_SEMANTIC])
+            # (never empty: the CUDA kernels take it as an array even for an empty scene)
+            self._instance_semantic = np.concatenate([scene.instance_semantic, NO_FACE_SEMANTIC])
             self._first_triangle = offsets[np.asarray(scene.instance_mesh_index)] if len(scene) else np.zeros(0, np.int64)
             # which classes the scene's triangles have, found once per scene revision (a frame without mirrors
             # then skips the bounce work entirely)
@@ -241,8 +267,8 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, directions, beam_id, R,  # type: ignore[no-untyped-def]
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
-                  triangle_reflectance, triangle_object_id, path_gain, x, y, z, rng, refl, nx, ny, nz, beam, obj,
-                  saturated, ray_index, intensity, keep_material, material_id):
+                  triangle_reflectance, triangle_object_id, triangle_semantic, instance_semantic, path_gain, x, y, z, rng,
+                  refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material, material_id, semantic):
     shared_origin = origins.shape[0] == 1
     one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0
@@ -272,6 +298,7 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
         beam[count] = beam_id[i]
         obj[count] = object_id_of_hit(k, primitive_id[i], instance_id[i], triangle_object_id, first_triangle)
         saturated[count] = 1 if is_saturated else 0
+        semantic[count] = semantic_of_hit(k, primitive_id[i], triangle_semantic, first_triangle, instance_semantic)
         ray_index[count] = i
         intensity[count] = percent
         if keep_material:  # (only for ground truth: a frame without it stores nothing more than before)
@@ -307,6 +334,11 @@ class ReturnModel:
     #: (T,) uint64 OSI id each triangle's mesh gives it, NO_OBJECT_ID: its instance's; (1,): none does
     #: (:attr:`Materials.triangle_object_id`)
     triangle_object_id: np.ndarray = field(default_factory=lambda: NO_FACE_OBJECT_ID)
+    #: (T,) uint8 semantic class each triangle's mesh gives it, UNLABELLED: its instance's; (1,): none does
+    #: (:attr:`Materials.triangle_semantic`)
+    triangle_semantic: np.ndarray = field(default_factory=lambda: NO_FACE_SEMANTIC)
+    #: (K,) uint8 semantic class of each instance, by instance index (:attr:`Materials.instance_semantic`)
+    instance_semantic: np.ndarray = field(default_factory=lambda: NO_FACE_SEMANTIC)
 
     def limit_args(self) -> tuple:
         """``min_range_m`` and the range limit as :func:`return_of_hit` takes them (scalars typed)."""
@@ -350,7 +382,8 @@ def return_model(sensor: SensorLimits, materials: Materials, scene: Scene) -> Re
                        _limit_floor(limit, sensor.max_range_m), triangle_material, first_triangle,
                        materials.class_code, materials.reflectance_table, materials.lambertian_rho0, layers, bounces,
                        triangle_reflectance=materials.triangle_reflectance,
-                       triangle_object_id=materials.triangle_object_id)
+                       triangle_object_id=materials.triangle_object_id,
+                       triangle_semantic=materials.triangle_semantic, instance_semantic=materials.instance_semantic)
 
 
 def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Returns:
@@ -363,6 +396,7 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
     ray_index = np.empty(n, np.int32)
     intensity = np.empty(n, np.float32)
     material_id = np.empty(n if model.keep_material else 0, np.int16)
+    semantic = np.empty(n, SEMANTIC_DTYPE)
     gain = _NO_MIRROR_GAIN if hits.path_gain is None else hits.path_gain
     runs = [(a, min(a + _FILL_RAYS, n)) for a in range(0, n, _FILL_RAYS)]
 
@@ -371,7 +405,7 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
     # compile one more signature per combination — in a co-simulation's first steps, after its warm-up.
     origins, directions = _read_only(rays.origins), _read_only(rays.directions)
     scene_args = tuple(map(_read_only, (model.triangle_material, model.first_triangle, *model.material_args(),
-                                        model.triangle_object_id)))
+                                        model.triangle_object_id, model.triangle_semantic, model.instance_semantic)))
     gain, sensor_from_world = _read_only(gain), _read_only(sensor_from_world)
     limit_args = tuple(_read_only(a) if isinstance(a, np.ndarray) else a for a in model.limit_args())
 
@@ -384,7 +418,7 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
             hits.primitive_id[per_ray], *scene_args[2:],
             gain if gain.shape[0] == 1 else gain[per_ray], *(points[name][per_ray] for name in CAST_FIELDS),
             ray_index[per_ray], intensity[per_ray], model.keep_material, material_id[per_ray] if model.keep_material
-            else material_id)
+            else material_id, semantic[per_ray])
 
     m = 0
     record = points.view(np.dtype((np.void, POINT_DTYPE.itemsize)))  # records moved as opaque bytes
@@ -392,13 +426,15 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
         if a != m:  # close up: the part's returns follow the previous parts' (numpy copies overlapping runs safely)
             record[m:m + count] = record[a:a + count]
             intensity[m:m + count] = intensity[a:a + count]
+            semantic[m:m + count] = semantic[a:a + count]
             if model.keep_material:
                 material_id[m:m + count] = material_id[a:a + count]
         ray_index[m:m + count] = ray_index[a:a + count] + a
         m += count
     points = points[:m]
     points["echo"] = 0  # one return per ray: echo formation (lidar_fmu.physics.echoes) numbers several
-    return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None)
+    return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None,
+                   semantic[:m])
 
 
 #: rays per part of the physics pass (~1 ms of work each)
@@ -418,6 +454,7 @@ def returns_cloud(returns: Returns, pattern: RayPattern, sensor_pose: ArrayLike,
     cloud = PointCloud(returns.points, returns.ray_index, pattern.rows, pattern.columns,
                        sensor_pose=np.asarray(sensor_pose), pattern=pattern, **meta)
     cloud.intensity_percent = returns.intensity_percent
+    cloud.semantic = returns.semantic
     return cloud
 
 

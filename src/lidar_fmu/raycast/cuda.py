@@ -29,6 +29,7 @@ from ..physics.hit_rules import (
     reflect,
     return_of_hit,
     segment_after,
+    semantic_of_hit,
     unfold_after,
 )
 from ..pointcloud import POINT_DTYPE, Returns, concatenate_returns
@@ -51,9 +52,9 @@ THREADS_PER_BLOCK = 128
 _INF = np.float32(np.inf)  # float32 globals: a literal would be float64 on the GPU
 _STEP = np.float32(CONTINUATION_STEP_M)
 #: per-ray record of a return before packing: x, y, z, range, reflectivity, normal x, y, z (sensor frame),
-#: intensity %, beam id, saturated, ray index, IR material (integers exact in float32 below 2**24)
+#: intensity %, beam id, saturated, ray index, IR material, semantic class (integers exact in float32 below 2**24)
 RECORD_FIELDS = ("x", "y", "z", "range", "reflectivity", "normal_x", "normal_y", "normal_z", "intensity", "beam_id",
-                 "saturated", "ray_index", "material_id")
+                 "saturated", "ray_index", "material_id", "semantic")
 _WIDTH = len(RECORD_FIELDS)
 
 # the BVH's node steps, which both levels of the traversal call (before the traversal is compiled)
@@ -63,7 +64,7 @@ _traverse = cuda.jit(device=True)(_intersect_closest_py)
 _closest = make_closest_over_instances(cuda.jit(device=True), _traverse)
 # the CPU pass's own per-hit functions, compiled into these kernels (numba-cuda keeps its own registry)
 for _per_hit in (material_of_hit, face_reflectance_of_hit, segment_after, reflect, unfold_after, object_id_of,
-                 object_id_of_hit, return_of_hit):
+                 object_id_of_hit, semantic_of_hit, return_of_hit):
     register_jitable(inline="always")(_per_hit)
 
 
@@ -164,7 +165,7 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                     roots, local_from_world, normal_to_world, tlas_lo, tlas_hi, tlas_child, tlas_count, tlas_instance,
                     world_from_frame, origins, directions, tmax, max_surfaces, max_bounces, triangle_material,
                     first_triangle, class_code, specular, frame_from_world, beam_id, instance_ids, reflectance_table,
-                    lambertian_rho0, triangle_reflectance, triangle_object_id,
+                    lambertian_rho0, triangle_reflectance, triangle_object_id, triangle_semantic, instance_semantic,
                     min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                     limit_floor_m, record, object_id, keep, block_count):
     """Ray ``i`` of a batch → its return, if any: the cast of :func:`_cast_kernel`, then :func:`return_of_hit`.
@@ -209,6 +210,8 @@ def _returns_kernel(node_lo, node_hi, node_child, node_count, tri_v0, tri_v1, tr
                 record[i, 10] = 1 if saturated else 0
                 record[i, 11] = i
                 record[i, 12] = material
+                record[i, 13] = semantic_of_hit(index, tri_index[tri], triangle_semantic, first_triangle,
+                                                instance_semantic)
                 object_id[i] = object_id_of_hit(index, tri_index[tri], instance_ids[index], triangle_object_id,
                                                 first_triangle)
         keep[i] = 1 if kept else 0
@@ -291,10 +294,10 @@ def kernel_signatures() -> dict:
     # world_from_frame, origins, directions, tmax, then the Continuation
     rays = (f2, f2, f2, T.float32, T.int32, T.int32, T.int16[::1], T.int64[::1], T.int8[::1], f1)
     # frame_from_world, beam_id, instance_ids, reflectance_table, lambertian_rho0, triangle_reflectance,
-    # triangle_object_id, then ReturnModel.limit_args(): min_range_m, fit code, a, b, c, tail R_lo, tail r_lo, max
-    # range, limit_floor_m
-    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1], f1, T.uint64[::1],
-               T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
+    # triangle_object_id, triangle_semantic, instance_semantic, then ReturnModel.limit_args(): min_range_m, fit code,
+    # a, b, c, tail R_lo, tail r_lo, max range, limit_floor_m
+    physics = (T.float64[:, ::1], T.uint32[::1], T.int64[::1], f2, T.float64[::1], f1, T.uint64[::1], T.uint8[::1],
+               T.uint8[::1], T.float32, T.int64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64, T.float64[::1])
     return {
         "_cast_kernel": (_cast_kernel, bvh + (i1,) + instances + rays + (f1, i1, i1, f1, f1, f2, f1)),
         "_returns_kernel": (_returns_kernel, bvh + (i1,) + instances + rays + physics + (f2, T.uint64[::1], i1, i1)),
@@ -455,7 +458,7 @@ class CudaBackend(Backend):
         if not (n and self._count):
             self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
             return Returns(np.zeros(0, POINT_DTYPE), np.zeros(0, np.int32), np.zeros(0, np.float32),
-                           np.zeros(0, np.int16))
+                           np.zeros(0, np.int16), np.zeros(0, np.uint8))
         blocks = _blocks(n)
         record = self._buffer("record", (n, _WIDTH), np.float32)
         object_id = self._buffer("object_id", (n,), np.uint64)
@@ -472,6 +475,8 @@ class CudaBackend(Backend):
             self._on_device("lambertian_rho0", model.lambertian_rho0),
             self._on_device("triangle_reflectance", model.triangle_reflectance),
             self._on_device("triangle_object_id", model.triangle_object_id),
+            self._on_device("triangle_semantic", model.triangle_semantic),
+            self._on_device("instance_semantic", model.instance_semantic),
             min_range_m, *limit, self._on_device("limit_floor_m", limit_floor_m),
             record, object_id, keep, block_count)
         _compact_kernel[blocks, THREADS_PER_BLOCK](record, object_id, keep[:n], block_count[:blocks],
@@ -487,7 +492,7 @@ class CudaBackend(Backend):
         points["echo"] = 0
         self.last_timings = {"cast": time.perf_counter() - t0, "points": 0.0}
         return Returns(points, packed[:, 11].astype(np.int32), np.ascontiguousarray(packed[:, 8]),
-                       packed[:, 12].astype(np.int16))
+                       packed[:, 12].astype(np.int16), packed[:, 13].astype(np.uint8))
 
     def cast_poses(self, world_from_sensor, directions, max_range_m: float = np.inf, to_host: bool = True):
         """Batched casting: ``directions`` (N, 3, sensor frame) from each of ``world_from_sensor`` (P, 4, 4).

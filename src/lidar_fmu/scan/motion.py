@@ -30,7 +30,7 @@ from numba.extending import register_jitable
 
 from ..geometry.scene import find_ids
 from ..geometry.transforms import split_scale
-from ..pointcloud import Returns, place_on_rays
+from ..pointcloud import Returns, place_on_rays, take_returns
 from ..raycast import CastJob, RayBatch
 
 #: Faster than this, a pose change is a jump (a teleport, a respawn, a test placing objects), not motion, and is not
@@ -373,15 +373,12 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
 
 def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, back, returns: Returns) -> Returns:
     """A moving cast's returns (batch order, end frame) → ray order, each in the sensor frame when it fired."""
-    points, ray_index, intensity, material_id = returns
     if gather is not None:  # back to the pattern's ray order
-        ray_index = gather[ray_index].astype(np.int32)
-        if np.any(ray_index[1:] < ray_index[:-1]):
-            order = np.argsort(ray_index, kind="stable")
-            points, ray_index, intensity = points[order], ray_index[order], intensity[order]
-            material_id = None if material_id is None else material_id[order]
-    _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back)
-    return Returns(points, ray_index, intensity, material_id)
+        returns = returns._replace(ray_index=gather[returns.ray_index].astype(np.int32))
+        if np.any(returns.ray_index[1:] < returns.ray_index[:-1]):
+            returns = take_returns(returns, np.argsort(returns.ray_index, kind="stable"))
+    _to_own_time(returns.points, returns.ray_index, pattern, origins_s, rotvec_end, back)
+    return returns
 
 
 def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:

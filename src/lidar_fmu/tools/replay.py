@@ -181,15 +181,15 @@ class GroundTruthTwin:
         result = self.model.step(sensor_view, time_s)
         self.time_s, self.clouds = time_s, list(self.model.last_clouds) if result.valid else []
 
-    def truth_for(self, cloud, lidar: int = 0) -> np.ndarray:
-        """(M,) ground truth of ``cloud`` (lidar ``lidar``'s points of this step, decoded from the FMU's OSI, in
-        detection order)."""
+    def add_truth(self, cloud, lidar: int = 0) -> None:
+        """``cloud`` (lidar ``lidar``'s points of this step, decoded from the FMU's OSI, in detection order) given
+        the twin's ground truth and semantic classes of its points."""
         twin = self.clouds[lidar] if lidar < len(self.clouds) else None
         if twin is None or len(twin) != len(cloud) or not np.array_equal(twin.points["beam_id"],
                                                                            cloud.points["beam_id"]):
             raise RuntimeError(f"the in-process model's step at t={self.time_s:g} s differs from the FMU's for lidar "
                                f"{lidar} ({0 if twin is None else len(twin)} against {len(cloud)} returns): a bug")
-        return twin.ground_truth
+        cloud.ground_truth, cloud.semantic = twin.ground_truth, twin.semantic
 
 
 class DamagedTraceError(TraceError):
@@ -343,7 +343,7 @@ def _stepped(fmu, views, step_s: float, sensor_name: str, twin: GroundTruthTwin 
                  else sensor_data_to_points(out.sensor_data))
         cloud.sensor_name, cloud.timestamp_s = sensor_name, time_s
         if twin is not None and not rig:
-            cloud.ground_truth = twin.truth_for(cloud)
+            twin.add_truth(cloud)
         yield ReplayedFrame(index, time_s, view, out.sensor_data, cloud, step_ms, why_invalid)
 
 
@@ -472,7 +472,7 @@ class RigOutputs:
             cloud = sensor_data_to_points(sensor_data)
             cloud.sensor_name, cloud.timestamp_s = member.sensor.name, frame.time_s
             if self.twin is not None:  # stepped on this frame's view by the stepping
-                cloud.ground_truth = self.twin.truth_for(cloud, k)
+                self.twin.add_truth(cloud, k)
             outputs.add(dataclasses.replace(frame, sensor_data=sensor_data, cloud=cloud, decoded_view=view))
             logged.append((folder, cloud, sensor_data))
         if self.rerun is not None:

@@ -139,6 +139,8 @@ class FramePcds:
                 fields += ("echo",) if self.echoes > 1 else ()
                 # a snapshot's points were all cast at the view: no firing times to mislead a deskewing reader
                 fields += () if cloud.snapshot else ("time",)
+        if cloud.semantic is not None:  # the twin's (ground_truth: true)
+            fields += ("semantic",)
         if cloud.ground_truth is not None:
             fields += GROUND_TRUTH_DTYPE.names or ()
         return cloud, fields

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..geometry.scene import Mesh
+from ..geometry.semantic import TERRAIN
 from ..osi.ground_truth import RoadGroundTruth
 from .nearest import PointIndex
 from .road import build_road
@@ -71,7 +72,7 @@ def ground_plane_mesh(reach_m: float) -> Mesh:
     """A square of asphalt 2·reach wide (at most MAX_REACH_M), centred on its origin: the ground of a trace
     without lanes, placed under the host each step."""
     builder = MeshBuilder()
-    builder.add(ground_plane(min(float(reach_m), MAX_REACH_M)), "ir:asphalt")
+    builder.add(ground_plane(min(float(reach_m), MAX_REACH_M)), "ir:asphalt", semantic=TERRAIN)
     mesh = builder.mesh("ground plane")
     assert mesh is not None
     return mesh

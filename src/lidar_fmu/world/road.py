@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..geometry.semantic import BARRIER, KERB, LANE_MARKING, ROAD, SIDEWALK, TERRAIN
 from ..geometry.transforms import pose_matrix
 from ..osi.ground_truth import (
     DASH_CONTINUE,
@@ -111,6 +112,10 @@ EDGE_MATERIALS = {"GRASS_EDGE": "grass", "GRAVEL_EDGE": "gravel", "SOIL_EDGE": "
 DEFAULT_GROUND = "grass"
 #: lane kinds a kerb never lifts (the carriageway is the low side)
 CARRIAGEWAY = frozenset({"DRIVING", "INTERSECTION"})
+#: lane subtypes that are a semantic class of their own (docs/world.md#labels); any other lane is road, or terrain
+#: where its surface is one of GROUND_MATERIALS (a grass median, a gravel border or track bed)
+LANE_SEMANTIC = {"SIDEWALK": SIDEWALK, "CURB": KERB}
+GROUND_MATERIALS = frozenset({"grass", "gravel", "soil", "snow"})
 
 
 def ir(name: str) -> str:
@@ -304,6 +309,11 @@ def _lane_material(lane: LaneStrip, edge_kinds: set[str]) -> str:
     return LANE_MATERIALS.get(lane.subtype) or LANE_TYPE_MATERIALS.get(lane.kind, "asphalt")
 
 
+def _lane_semantic(lane: LaneStrip, material: str) -> int:
+    """A lane's semantic class: its subtype's (sidewalk, kerb), else terrain on bare ground, else road."""
+    return LANE_SEMANTIC.get(lane.subtype, TERRAIN if material in GROUND_MATERIALS else ROAD)
+
+
 # ------------------------------------------------------------------------------------------------ sides of lines
 
 
@@ -411,7 +421,8 @@ def build_road(road: RoadGroundTruth, builder: MeshBuilder | None = None) -> Roa
     points = []
     for ls in sides:
         vertices, faces = loft(ls.left, ls.right)
-        builder.add((vertices, faces), ir(_lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))), ls.lane.id)
+        material = _lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))
+        builder.add((vertices, faces), ir(material), ls.lane.id, _lane_semantic(ls.lane, material))
         points.append(vertices)
         points.append(_middle(ls.left, ls.right))
     _fill_gaps(builder, sides, edge_kinds, points)
@@ -451,8 +462,8 @@ def _fill_gaps(builder: MeshBuilder, sides: list[_LaneSides], edge_kinds, points
             if not GAP_MIN_M < gap < GAP_MAX_M:
                 continue
             vertices, faces = loft(ls.right, aligned(ls.right, facing))  # both sides at their lanes' heights
-            builder.add((vertices, faces), ir(_lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))),
-                        ls.lane.id)
+            material = _lane_material(ls.lane, edge_kinds.get(ls.lane.id, set()))
+            builder.add((vertices, faces), ir(material), ls.lane.id, _lane_semantic(ls.lane, material))
             points.append(vertices)
 
 
@@ -480,41 +491,42 @@ def _boundary(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lift
         width = np.where(line.width_m > 0, line.width_m, DEFAULT_LINE_WIDTH_M)[kept(line.position_m)]
         lifted = points + (0.0, 0.0, low)
         if kind == "SOLID_LINE":
-            builder.add(ribbon(lifted, width, PAINT_LIFT_M), paint_material(line.color), osi_id)
+            builder.add(ribbon(lifted, width, PAINT_LIFT_M), paint_material(line.color), osi_id, LANE_MARKING)
             return
         s = arc_length(lifted)
         for start, end in dash_intervals(line, arc_length(line.position_m), country_code, problems):
             piece = cut(lifted, s, float(start), float(end))
             if len(piece) >= 2:
                 builder.add(ribbon(piece, np.interp(arc_length(piece) + start, s, width), PAINT_LIFT_M),
-                            paint_material(line.color), osi_id)
+                            paint_material(line.color), osi_id, LANE_MARKING)
     elif kind == "BOTTS_DOTS":
         dome = unit_icosphere(1)
         upper = dome[0][:, 2] >= 0  # the dome: the upper half of a sphere, flattened
         vertices = dome[0] * (BOTTS_DOT_RADIUS_M, BOTTS_DOT_RADIUS_M, BOTTS_DOT_HEIGHT_M)
         keep = upper[dome[1]].all(axis=1)
-        builder.add(tile((vertices, dome[1][keep]), points + (0.0, 0.0, low)), ir("plastic_white"), osi_id)
+        builder.add(tile((vertices, dome[1][keep]), points + (0.0, 0.0, low)), ir("plastic_white"), osi_id,
+                    LANE_MARKING)
     elif kind == "CURB":
         height = _height(line, DEFAULT_CURB_HEIGHT_M)
         base = points + (0.0, 0.0, low)
         if kerb_high:  # a step: the face from the low side up to the lifted ground
-            builder.add(sweep(base, [[0.0, 0.0], [0.0, height]]), ir("concrete"), osi_id)
+            builder.add(sweep(base, [[0.0, 0.0], [0.0, height]]), ir("concrete"), osi_id, KERB)
         else:  # a kerbstone standing free between two lanes of one kind
             half = 0.5 * _width(line, DEFAULT_CURB_WIDTH_M)
             profile = [[half, 0.0], [half, height], [-half, height], [-half, 0.0]]
-            builder.add(sweep(base, profile), ir("concrete"), osi_id)
+            builder.add(sweep(base, profile), ir("concrete"), osi_id, KERB)
     elif kind == "GUARD_RAIL":
         _guard_rail(builder, line, points + (0.0, 0.0, low), lanes, osi_id)
     elif kind == "BARRIER":
         scale = _height(line, JERSEY_PROFILE_M[:, 1].max()) / JERSEY_PROFILE_M[:, 1].max()
         width = _width(line, 2 * JERSEY_PROFILE_M[0, 0]) / (2 * JERSEY_PROFILE_M[0, 0])
         builder.add(sweep(points + (0.0, 0.0, low), JERSEY_PROFILE_M * (width, scale), closed=True),
-                    ir("concrete"), osi_id)
+                    ir("concrete"), osi_id, BARRIER)
     elif kind in DEFAULT_WALL:
         height_default, thickness_default = DEFAULT_WALL[kind]
         height, half = _height(line, height_default), 0.5 * _width(line, thickness_default)
         profile = [[half, 0.0], [half, height], [-half, height], [-half, 0.0]]
-        builder.add(sweep(points + (0.0, 0.0, low), profile, closed=True), ir("concrete"), osi_id)
+        builder.add(sweep(points + (0.0, 0.0, low), profile, closed=True), ir("concrete"), osi_id, BARRIER)
 
 
 def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, lanes, osi_id: int) -> None:
@@ -525,7 +537,7 @@ def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, la
     top = _height(line, DEFAULT_RAIL_TOP_M)
     z = np.linspace(-RAIL_DEPTH_M, 0.0, RAIL_PROFILE_SAMPLES) + top
     bulge = RAIL_BULGE_M * 0.5 * (1 - np.cos(4 * np.pi * (z - z[0]) / RAIL_DEPTH_M))
-    builder.add(sweep(points, np.column_stack([toward * bulge, z])), ir("steel_galvanized"), osi_id)
+    builder.add(sweep(points, np.column_stack([toward * bulge, z])), ir("steel_galvanized"), osi_id, BARRIER)
     s = arc_length(points)
     stations = np.arange(0.5 * RAIL_POST_SPACING_M, s[-1], RAIL_POST_SPACING_M)
     if not len(stations):
@@ -538,7 +550,7 @@ def _guard_rail(builder: MeshBuilder, line: BoundaryLine, points: np.ndarray, la
     yaw = np.arctan2(n[:, 1], n[:, 0])
     for c, a in zip(centre, yaw):
         builder.add(box(c, (RAIL_POST_SIZE_M[1], RAIL_POST_SIZE_M[0], post_height), float(a)),
-                    ir("steel_galvanized"), osi_id)
+                    ir("steel_galvanized"), osi_id, BARRIER)
 
 
 def _marking(builder: MeshBuilder, marking: PlacedThing, problems: list[str]) -> None:
@@ -552,7 +564,7 @@ def _marking(builder: MeshBuilder, marking: PlacedThing, problems: list[str]) ->
     local = np.column_stack([polygon, np.full(len(polygon), -0.5 * height + PAINT_LIFT_M)])
     pose = pose_matrix(marking.position_m, marking.orientation_rad)
     vertices = local @ pose[:3, :3].T + pose[:3, 3]
-    builder.add((vertices, faces), paint_material(marking.color), marking.id)
+    builder.add((vertices, faces), paint_material(marking.color), marking.id, LANE_MARKING)
 
 
 # ------------------------------------------------------------------------------------------------ edges

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..geometry.scene import Mesh
+from ..geometry.semantic import POLE, TRAFFIC_LIGHT, TRAFFIC_SIGN
 from ..geometry.transforms import pose_matrix
 from ..osi.decode import ObjectState
 from .lines import fill_polygon, footprint, sweep
@@ -113,12 +114,12 @@ def add_signs(builder: MeshBuilder, signs, ground_z: Callable[[np.ndarray], np.n
             continue
         half = 0.5 * max(length, PLATE_THICKNESS_M)
         front, rest = prism(plate_outline(plate.kind, width, height), -half, half)
-        builder.add(_posed(front, pose), ir("retroreflector"), plate.id)
-        builder.add(_posed(rest, pose), ir("aluminum"), plate.id)
+        builder.add(_posed(front, pose), ir("retroreflector"), plate.id, TRAFFIC_SIGN)
+        builder.add(_posed(rest, pose), ir("aluminum"), plate.id, TRAFFIC_SIGN)
         if np.isfinite(ground) and bottom - ground < HANGING_ABOVE_M:
             behind = pose[:3, :3] @ np.array([-(half + SIGN_POST_RADIUS_M), 0.0, 0.0]) + pose[:3, 3]
             builder.add(cylinder_between((behind[0], behind[1], ground), (behind[0], behind[1], bottom + height),
-                                         SIGN_POST_RADIUS_M, POST_SECTIONS), ir("aluminum"), plate.id)
+                                         SIGN_POST_RADIUS_M, POST_SECTIONS), ir("aluminum"), plate.id, POLE)
 
 
 def add_lights(builder: MeshBuilder, lights, ground_z: Callable[[np.ndarray], np.ndarray],
@@ -136,13 +137,13 @@ def add_lights(builder: MeshBuilder, lights, ground_z: Callable[[np.ndarray], np
         margin = LIGHT_HOUSING_MARGIN_M
         housing = box((-0.5 * depth, 0.0, 0.0), (depth, width + margin, height + margin))
         lens = box((0.5 * LENS_THICKNESS_M, 0.0, 0.0), (LENS_THICKNESS_M, width, height))
-        builder.add(_posed(housing, pose), ir("plastic_black"), light.id)
-        builder.add(_posed(lens, pose), ir("glass_clear"), light.id)
+        builder.add(_posed(housing, pose), ir("plastic_black"), light.id, TRAFFIC_LIGHT)
+        builder.add(_posed(lens, pose), ir("glass_clear"), light.id, TRAFFIC_LIGHT)
         if np.isfinite(ground) and bottom - ground < LIGHT_POLE_UP_TO_SHARE * MAX_ABOVE_GROUND_M:
             behind = pose[:3, :3] @ np.array([-depth - LIGHT_POLE_RADIUS_M, 0.0, 0.0]) + pose[:3, 3]
             builder.add(cylinder_between((behind[0], behind[1], ground), (behind[0], behind[1],
                                                                           light.position_m[2] + 0.5 * height),
-                                         LIGHT_POLE_RADIUS_M, POST_SECTIONS), ir("metal_painted"), light.id)
+                                         LIGHT_POLE_RADIUS_M, POST_SECTIONS), ir("metal_painted"), light.id, POLE)
 
 
 def _posed(shape, pose: np.ndarray):

@@ -21,6 +21,22 @@ import numpy as np
 from ..errors import LidarFmuError
 from ..geometry.assets import AssetError, resolve_inside
 from ..geometry.scene import Mesh, MeshError, Scene, box_mesh, load_mesh, stood_up
+from ..geometry.semantic import (
+    ANIMAL,
+    BARRIER,
+    BICYCLE,
+    BUILDING,
+    BUS,
+    CAR,
+    KERB,
+    MOTORCYCLE,
+    OTHER,
+    PEDESTRIAN,
+    POLE,
+    ROAD,
+    TRUCK,
+    VEGETATION,
+)
 from ..geometry.transforms import PoseError, pose_matrices, pose_matrix, up_axis_of
 from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view, in_world
 from ..osi.ground_truth import decode_road, decode_stationary
@@ -68,6 +84,26 @@ def _box_problem(dimension_m) -> str:
     if max(dimension) > MAX_BOX_SIDE_M:
         return f"a dimension is above {MAX_BOX_SIDE_M:g} m"
     return ""
+
+
+#: the semantic class of an object of each OSI class (:mod:`lidar_fmu.osi.decode`'s names), whatever its mesh: a
+#: model file's, its class's or its box. Personal mobility (wheelchairs, scooters) counts as pedestrians, as in
+#: nuScenes (``human.pedestrian.wheelchair``, ``.personal_mobility``); an OSI class not named here (a tram, a train,
+#: a bridge, a sign gantry) and an object whose class OSI does not say are OTHER. docs/world.md#labels
+SEMANTIC_OF_CLASS = {
+    **dict.fromkeys(("car", "small_car", "compact_car", "luxury_car", "van", "vehicle", "land_vehicle"), CAR),
+    **dict.fromkeys(("heavy_truck", "semitrailer", "trailer", "semitractor", "work_machine"), TRUCK),
+    "bus": BUS, "motorcycle": MOTORCYCLE, "bicycle": BICYCLE, "animal": ANIMAL,
+    **dict.fromkeys(("pedestrian", "wheelchair", "standup_scooter", "micromobility_device"), PEDESTRIAN),
+    "building": BUILDING, "tree": VEGETATION, "vegetation": VEGETATION, "curbstone": KERB, "speed_bump": ROAD,
+    **dict.fromkeys(("pole", "pylon", "delineator", "emitting_structure"), POLE),
+    **dict.fromkeys(("barrier", "wall", "construction_site_element"), BARRIER),
+}
+
+
+def semantic_of_class(object_class: str) -> int:
+    """The semantic class (:mod:`lidar_fmu.geometry.semantic`) of an OSI object of class ``object_class``."""
+    return SEMANTIC_OF_CLASS.get(object_class, OTHER)
 
 
 #: the ``environment`` setting that builds the static world from the ground truth (the default; "" means it too)
@@ -122,7 +158,8 @@ class SceneUpdater:
         self._road_part: bytes | None = None  # the road's bytes the road was built from
         self._road_mesh: Mesh | None = None
         self._stationary_part: bytes | None = None
-        self._stationary: dict[int, tuple[Mesh, np.ndarray]] = {}  # id → (mesh, pose) of the stationary objects
+        # id → (mesh, pose, semantic class) of the stationary objects
+        self._stationary: dict[int, tuple[Mesh, np.ndarray, int]] = {}
         self._stationary_references: set[str] = set()  # their model references (their meshes stay loaded)
         self._ground_plane: Mesh | None = None
         if self._fixed_environment:
@@ -272,7 +309,7 @@ class SceneUpdater:
         self._stationary_references = {o.model_reference for o in objects if o.model_reference}
         for problem in problems:
             self._warn_once(-1, problem, f"ground truth: {problem}")
-        placed: dict[int, tuple[Mesh, np.ndarray]] = {}
+        placed: dict[int, tuple[Mesh, np.ndarray, int]] = {}
         for obj in objects:
             if obj.id in placed:
                 self._warn_once(obj.id, "duplicate", f"stationary_object {obj.id} appears more than once; the first "
@@ -283,8 +320,8 @@ class SceneUpdater:
                 placed[obj.id] = entry
         self._place_stationary(placed)
 
-    def _stationary_entry(self, obj: ObjectState) -> tuple[Mesh, np.ndarray] | None:
-        """(mesh, instance pose) of a stationary object, or None (warned) when it is left out."""
+    def _stationary_entry(self, obj: ObjectState) -> tuple[Mesh, np.ndarray, int] | None:
+        """(mesh, instance pose, semantic class) of a stationary object, or None (warned) when it is left out."""
         if obj.id >= ENVIRONMENT_ID_BASE:
             self._warn_once(obj.id, "id", f"object id {obj.id} is beyond the supported range; ignored")
             return None
@@ -292,7 +329,7 @@ class SceneUpdater:
         if obj.model_reference:
             mesh = self.mesh_for_reference(obj.model_reference, self._fallback_name(obj))
         if mesh is not None:
-            return mesh, obj.pose
+            return mesh, obj.pose, semantic_of_class(obj.object_class)
         if self._environment_mesh is not None:  # an environment mesh holds what stands in it
             return None
         problem = _box_problem(obj.dimension_m)
@@ -310,18 +347,18 @@ class SceneUpdater:
                 self._warn_once(obj.id, problem, f"ground truth: {problem}")
         if scaled:
             pose[:3, :3] *= np.asarray(obj.dimension_m, float)[None, :]
-        return mesh, pose
+        return mesh, pose, semantic_of_class(obj.object_class)
 
-    def _place_stationary(self, placed: dict[int, tuple[Mesh, np.ndarray]]) -> None:
+    def _place_stationary(self, placed: dict[int, tuple[Mesh, np.ndarray, int]]) -> None:
         for gone in set(self._stationary) - set(placed):
             if gone in self.scene and gone not in self._object_mesh:
                 self.scene.remove_instance(gone)
-        for object_id, (mesh, pose) in placed.items():
+        for object_id, (mesh, pose, semantic) in placed.items():
             if object_id in self._object_mesh:  # a moving object holds that id: it keeps it
                 self._warn_once(object_id, "shared id", f"stationary_object {object_id} shares its id with a moving "
                                 "object; the moving object is placed")
                 continue
-            self.scene.add_instance(object_id, mesh, pose)
+            self.scene.add_instance(object_id, mesh, pose, semantic)
         self._stationary = placed
 
     # -- moving objects ---------------------------------------------------------------------------------------
@@ -393,15 +430,14 @@ class SceneUpdater:
                 moved_ids.append(obj.id)
                 moved_poses.append(pose)
             else:
-                scene.add_instance(obj.id, mesh, pose)
+                scene.add_instance(obj.id, mesh, pose, semantic_of_class(obj.object_class))
                 self._object_mesh[obj.id] = mesh
         if moved_ids:
             scene.set_poses(moved_ids, moved_poses)
         for gone in set(self._object_mesh) - {o.id for o in placed}:
             del self._object_mesh[gone]
             if gone in self._stationary:  # a stationary object of that id comes back
-                mesh, pose = self._stationary[gone]
-                scene.add_instance(gone, mesh, pose)
+                scene.add_instance(gone, *self._stationary[gone])
             else:
                 scene.remove_instance(gone)
         self._forget_unused_references({o.model_reference for o in placed if o.model_reference}

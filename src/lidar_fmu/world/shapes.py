@@ -2,8 +2,8 @@
 
 A shape is a pair ``(vertices (V, 3) float m, faces (F, 3) int)`` in a common
 frame (Z up); unit shapes are built once and shared (read-only), callers
-place copies. :class:`MeshBuilder` gathers shapes by visual material and OSI
-id into one :class:`~lidar_fmu.geometry.scene.Mesh`. Everything is plain numpy
+place copies. :class:`MeshBuilder` gathers shapes by visual material, OSI
+id and semantic class into one :class:`~lidar_fmu.geometry.scene.Mesh`. Everything is plain numpy
 (the unit primitives too, so building a scene never imports trimesh), deterministic for its inputs.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from ..geometry.scene import INSTANCE_ID, Mesh, box_shape, merge
+from ..geometry.semantic import UNLABELLED
 from .lines import fill_polygon
 
 #: (vertices (V, 3) m, faces (F, 3)): one shape
@@ -314,43 +315,47 @@ def triangles(parts: dict) -> int:
 
 
 class MeshBuilder:
-    """Shapes gathered by visual material and OSI id, made into one :class:`Mesh` at the end.
+    """Shapes gathered by visual material, OSI id and semantic class, made into one :class:`Mesh` at the end.
 
-    ``add(shape, material, osi_id)``: ``material`` is a visual material name
+    ``add(shape, material, osi_id, semantic)``: ``material`` is a visual material name
     (``ir:<IR name>`` names its infrared material itself,
     :mod:`lidar_fmu.physics.materials.mapping`); ``osi_id`` the OSI id the
-    triangles report, ``None`` for their instance's.
+    triangles report, ``None`` for their instance's; ``semantic`` their class
+    (:mod:`lidar_fmu.geometry.semantic`), ``UNLABELLED`` for their instance's.
     """
 
     def __init__(self) -> None:
-        self._shapes: list[tuple[np.ndarray, np.ndarray, int, np.uint64]] = []
+        self._shapes: list[tuple[np.ndarray, np.ndarray, int, np.uint64, int]] = []
         self._materials: dict[str, int] = {}
 
-    def add(self, shape, material: str, osi_id: int | None = None) -> None:
+    def add(self, shape, material: str, osi_id: int | None = None, semantic: int = UNLABELLED) -> None:
         vertices, faces = shape
         if len(faces) == 0:
             return
         index = self._materials.setdefault(material, len(self._materials))
         label = INSTANCE_ID if osi_id is None else np.uint64(osi_id)
-        self._shapes.append((np.asarray(vertices, np.float64), np.asarray(faces, np.int64), index, label))
+        self._shapes.append((np.asarray(vertices, np.float64), np.asarray(faces, np.int64), index, label, semantic))
 
-    def extend(self, parts: dict, osi_id: int | None = None) -> None:
-        """Add every shape of ``parts`` (material → list of shapes) under ``osi_id``."""
+    def extend(self, parts: dict, osi_id: int | None = None, semantic: int = UNLABELLED) -> None:
+        """Add every shape of ``parts`` (material → list of shapes) under ``osi_id`` and ``semantic``."""
         for material, shapes in parts.items():
             for shape in shapes:
-                self.add(shape, material, osi_id)
+                self.add(shape, material, osi_id, semantic)
 
     @property
     def triangle_count(self) -> int:
-        return sum(len(f) for _, f, _, _ in self._shapes)
+        return sum(len(shape[1]) for shape in self._shapes)
 
     def mesh(self, name: str) -> Mesh | None:
-        """The gathered shapes as one mesh (``None`` when there is none); OSI ids only where some shape has one."""
+        """The gathered shapes as one mesh (``None`` when there is none); OSI ids and semantic classes only where
+        some shape has one."""
         if not self._shapes:
             return None
-        vertices, faces = merge([(v, f) for v, f, _, _ in self._shapes])
-        counts = [len(f) for _, f, _, _ in self._shapes]
-        material = np.repeat([m for _, _, m, _ in self._shapes], counts).astype(np.int32)
-        labels = np.repeat(np.array([i for _, _, _, i in self._shapes], np.uint64), counts)
-        ids = None if np.all(labels == INSTANCE_ID) else labels
-        return Mesh(vertices, faces, material, tuple(self._materials), name, None, ids)
+        vertices, faces = merge([(v, f) for v, f, *_ in self._shapes])
+        counts = [len(f) for _, f, *_ in self._shapes]
+        material = np.repeat([m for _, _, m, _, _ in self._shapes], counts).astype(np.int32)
+        labels = np.repeat(np.array([i for _, _, _, i, _ in self._shapes], np.uint64), counts)
+        codes = np.repeat(np.array([c for *_, c in self._shapes], np.uint8), counts)
+        return Mesh(vertices, faces, material, tuple(self._materials), name, None,
+                    None if np.all(labels == INSTANCE_ID) else labels, None,
+                    None if np.all(codes == UNLABELLED) else codes)

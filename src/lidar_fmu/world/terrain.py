@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..geometry.semantic import TERRAIN
 from .lines import arc_length, loft
 from .nearest import PointIndex
 from .road import Road, RoadEdge, ir
@@ -71,7 +72,7 @@ def build_terrain(builder: MeshBuilder, road: Road, reach_m: float, index: Point
             ring[:, 2] += edge.lift_m - np.where(allowed > 0, VERGE_DROP_M, 0.0)
             rings.append(ring)
         for inner, outer in zip(rings[:-1], rings[1:]):
-            builder.add(loft(inner, outer), ir(edge.material))
+            builder.add(loft(inner, outer), ir(edge.material), semantic=TERRAIN)
 
 
 def _stop_distances(index: PointIndex, base: np.ndarray, out: np.ndarray, distances: list[float]) -> np.ndarray:
