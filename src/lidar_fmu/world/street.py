@@ -50,6 +50,8 @@ SURFACE_MARGIN_M = 0.2
 #: the road's surface is sampled at most SURFACE_SAMPLE_M apart (a point on it is within SURFACE_SAMPLE_M·√½ of a
 #: sample) and footprints at FOOTPRINT_STEP_M, narrower than any lane or sidewalk, so none slips between (assumed)
 SURFACE_SAMPLE_M, FOOTPRINT_STEP_M = 0.3, 0.5
+#: the cell of the surface samples' spatial hash (m; assumed: a few samples across, so a query reads few)
+SURFACE_CELL_M = 1.0
 
 #: street lights: poles of 8 m (urban, suburban) and 12 m (highway) at a spacing of 3.5–4 times their height,
 #: EN 13201-2's lighting classes M and P met with single-sided layouts (CEN/TR 13201-1; 30 m and 45 m taken);
@@ -132,10 +134,14 @@ class Ground:
     the parts already placed (each kept as a footprint of samples)."""
 
     def __init__(self, surface: Mesh | None, avoid_boxes: np.ndarray):
-        self.surface = PointIndex(_surface_samples(surface) if surface is not None else np.zeros((0, 3)))
+        # cells of a few samples' spacing: a query looks at tens of samples, not the thousands of a 5 m cell
+        self.surface = PointIndex(_surface_samples(surface) if surface is not None else np.zeros((0, 3)),
+                                  SURFACE_CELL_M)
         #: (K, 4, 2) corners of the boxes to keep out of, grown by the margin
-        self.boxes = np.asarray(avoid_boxes, float).reshape(-1, 4, 2)
-        self.taken: list[np.ndarray] = []  # (4, 2) corners of the footprints placed
+        self.shapes: list[np.ndarray] = list(np.asarray(avoid_boxes, float).reshape(-1, 4, 2))
+        # each shape's centre and radius, to test only the shapes near a footprint
+        self.centres = [shape.mean(axis=0) for shape in self.shapes]
+        self.radii = [float(np.linalg.norm(shape - shape.mean(axis=0), axis=1).max()) for shape in self.shapes]
 
     def free(self, corners: np.ndarray) -> bool:
         """Whether the rectangle ``corners`` (4, 2) stays off the road, the boxes and the parts placed."""
@@ -143,11 +149,20 @@ class Ground:
         limit = SURFACE_MARGIN_M + SURFACE_SAMPLE_M * 0.5**0.5
         if len(self.surface) and np.isfinite(self.surface.nearest(samples, limit)[0]).any():
             return False
+        if not self.shapes:
+            return True
         grown = _grown(corners, SURFACE_MARGIN_M)
-        return not any(_overlap(grown, other) for other in list(self.boxes) + self.taken)
+        centre = grown.mean(axis=0)
+        reach = float(np.linalg.norm(grown - centre, axis=1).max())
+        near = np.flatnonzero(np.linalg.norm(np.asarray(self.centres) - centre, axis=1) < np.asarray(self.radii) + reach)
+        return not any(_overlap(grown, self.shapes[i]) for i in near)
 
     def take(self, corners: np.ndarray) -> None:
-        self.taken.append(np.asarray(corners, float))
+        """Claim the rectangle ``corners`` (4, 2): later parts keep off it."""
+        shape = np.asarray(corners, float)
+        self.shapes.append(shape)
+        self.centres.append(shape.mean(axis=0))
+        self.radii.append(float(np.linalg.norm(shape - shape.mean(axis=0), axis=1).max()))
 
 
 def _surface_samples(mesh: Mesh) -> np.ndarray:
