@@ -36,7 +36,9 @@ MAX_REASON_CHARS = 1000  # an exception's text in a log line, at most (a message
 PARAMETERS = (
     ("sensor", "string", DEFAULT_SENSOR),  # a preset, a spec file, or a rig of several lidars
     ("assets", "string", ""),
-    ("environment", "string", "auto"),  # a mesh file | "auto" (the ground truth's mesh, else its road) | "none"
+    # a mesh file | "auto" (the ground truth's mesh, else its road) | "none" | "urban" | "suburban" | "rural"
+    # | "highway" (as auto, and a street of that style around the road)
+    ("environment", "string", "auto"),
     ("objects", "string", "auto"),  # "auto" (an object without a model: its OSI class's mesh) | "boxes"
     ("materials", "string", ""),
     ("ir_database", "string", ""),

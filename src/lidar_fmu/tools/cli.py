@@ -146,8 +146,10 @@ def _print_summary(summary: dict, out_dir: str) -> None:
 
 
 def cmd_replay(args) -> None:
+    import difflib
     import os
 
+    from ..world.scene_update import ENVIRONMENT_WORDS
     from .replay import DamagedTraceError, replay
 
     if args.fmu:
@@ -161,10 +163,13 @@ def cmd_replay(args) -> None:
         overrides["assets"] = os.path.abspath(args.assets)
     if args.environment:
         mode = args.environment.strip().lower()
-        if mode in ("auto", "none"):
+        if mode in ENVIRONMENT_WORDS:
             overrides["environment"] = mode
         elif not os.path.isfile(args.environment):
-            raise UserError(f"--environment {args.environment!r}: no such mesh file (or say auto or none)")
+            close = difflib.get_close_matches(mode, ENVIRONMENT_WORDS, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UserError(f"--environment {args.environment!r}: no such mesh file ({hint}or say "
+                            f"{', '.join(ENVIRONMENT_WORDS)})")
         else:
             overrides["environment"] = os.path.abspath(args.environment)
     if args.objects:
@@ -499,10 +504,11 @@ def _add_replay(sub) -> None:
     p.add_argument("--assets", default=None, metavar="DIR",
                    help="folder where the trace's model_reference strings resolve (without one, objects are their "
                         "OSI bounding boxes); replaces a scenario's")
-    p.add_argument("--environment", default=None, metavar="MESH|auto|none",
+    p.add_argument("--environment", default=None, metavar="MESH|auto|none|urban|suburban|rural|highway",
                    help="the static world: a mesh file; auto (default): the mesh the ground truth names, else the "
                         "road built from its lanes, markings, signs and lights, else a ground plane; none: only "
-                        "what objects give; replaces a scenario's")
+                        "what objects give; urban, suburban, rural, highway: as auto, and a street of that style "
+                        "around the road; replaces a scenario's")
     p.add_argument("--objects", default=None, choices=["auto", "boxes"],
                    help="objects without a usable model: auto (default) their OSI class's mesh, boxes their "
                         "bounding box; replaces a scenario's")

@@ -39,6 +39,8 @@ SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environmen
 
 def load_scenario(path) -> dict:
     """Read ``scenario.yaml`` (or a folder holding one) → dict with absolute paths."""
+    from ..world.scene_update import ENVIRONMENT_WORDS
+
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "scenario.yaml")
@@ -55,7 +57,7 @@ def load_scenario(path) -> dict:
     for key in ("trace", "assets", "environment", "materials", "ir_database"):
         if scenario.get(key) and not isinstance(scenario[key], str):
             raise UserError(f"scenario {path}: {key} must be a file or folder name, got {shown(scenario[key])}")
-        if scenario.get(key) and not (key == "environment" and scenario[key].strip().lower() in ("auto", "none")):
+        if scenario.get(key) and not (key == "environment" and scenario[key].strip().lower() in ENVIRONMENT_WORDS):
             scenario[key] = os.path.join(folder, scenario[key])
     host = scenario.get("host")
     if host is not None and not (type(host) is int and 0 <= host < 2**64):

@@ -7,6 +7,9 @@ triangles with infrared materials and OSI ids, in plain functions of decoded gro
   surfaces, paint, kerbs, rails, walls, road markings (:mod:`.road`), signs and traffic lights
   (:mod:`.roadside`), and the terrain past the road's edges out to the sensor's reach (:mod:`.terrain`), as one
   mesh whose faces carry the OSI id they came from;
+* :func:`~.street.build_street` — on request (``environment: urban | suburban | rural | highway``), the street
+  around the road: frontages, trees, lights, poles, fences, hedges and barriers from its outer edges
+  (:mod:`.street`), a mesh of its own;
 * :func:`ground_plane_mesh` — the ground of a trace without lanes;
 * :func:`road_user_mesh` and :func:`stationary_mesh` — the shared meshes of road users and stationary objects by
   their OSI class (:mod:`.road_users`, :mod:`.roadside`), for objects without a model of their own.
@@ -30,6 +33,7 @@ from .road import build_road
 from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
 from .roadside import add_lights, add_signs, stationary_mesh
 from .shapes import MeshBuilder
+from .street import build_street, street_mesh
 from .terrain import build_terrain, ground_plane
 
 #: the terrain reaches at most this far from the road (m), whatever the sensor's range: beyond, returns from
@@ -44,16 +48,24 @@ class RoadWorld:
 
     mesh: Mesh | None
     problems: tuple[str, ...]
+    #: the street around the road (:mod:`.street`), when one was asked for and anything could stand
+    street: Mesh | None = None
 
 
-def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | None = None) -> RoadWorld:
+def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | None = None, street: str = "",
+                     avoid_boxes: np.ndarray | None = None, seed: int = 0) -> RoadWorld:
     """The road of ``road`` with its signs, lights and terrain out to ``reach_m`` (at most MAX_REACH_M).
 
     ``ground_z_m``: the ground height under signs and lights where no road point is near (a trace of signs without
-    lanes); ``None``: such signs get no post.
+    lanes); ``None``: such signs get no post. ``street``: a style of :data:`~.street.STREET_STYLES` builds the
+    street around the road too, off ``avoid_boxes`` (:func:`~.street.box_corners`), its choices seeded by ``seed``
+    (:func:`~.street.street_seed`); '' none.
     """
     builder = MeshBuilder()
     built = build_road(road, builder)
+    street_part = None
+    if street:
+        street_part = street_mesh(build_street(built, street, min(float(reach_m), MAX_REACH_M), avoid_boxes, seed))
     index = PointIndex(built.points)
 
     def ground_z(xy: np.ndarray) -> np.ndarray:
@@ -65,7 +77,7 @@ def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | 
     add_signs(builder, road.signs, ground_z, built.problems)
     add_lights(builder, road.lights, ground_z, built.problems)
     build_terrain(builder, built, min(float(reach_m), MAX_REACH_M), index)
-    return RoadWorld(builder.mesh("road from OSI ground truth"), tuple(built.problems))
+    return RoadWorld(builder.mesh("road from OSI ground truth"), tuple(built.problems), street_part)
 
 
 def ground_plane_mesh(reach_m: float) -> Mesh:

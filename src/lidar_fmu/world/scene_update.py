@@ -13,6 +13,7 @@ on.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 
@@ -44,6 +45,7 @@ from ..pointcloud import ENVIRONMENT_ID_BASE
 from . import build_road_world, ground_plane_mesh
 from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
 from .roadside import stationary_mesh
+from .street import STREET_STYLES, box_corners, street_seed
 
 #: Box sides (m) an object without a model may have. Below 5e-5 m a box is thinner than the spacing of
 #: float32 coordinates a few hundred metres out (6.1e-5 m at 512 m): its faces collapse onto each other in
@@ -115,6 +117,8 @@ NO_ENVIRONMENT = "none"
 OBJECT_MODES = ("auto", "boxes")
 #: instance id of the ground plane of a trace without lanes (the environment's own id is ENVIRONMENT_ID_BASE)
 GROUND_PLANE_ID = ENVIRONMENT_ID_BASE + 1
+#: instance id of the street around the road (``environment: urban | suburban | rural | highway``)
+STREET_ID = ENVIRONMENT_ID_BASE + 2
 
 
 class SceneUpdater:
@@ -123,9 +127,10 @@ class SceneUpdater:
     ``environment``: a mesh file (relative ones in the assets folder), ``"auto"`` (default, also ``""``): the mesh
     the ground truth's ``model_reference`` names where it loads, else the road built from the ground truth's lanes,
     markings, signs and lights (:mod:`lidar_fmu.world`), else, for a trace without lanes, a ground plane under the
-    host; ``"none"``: only what objects give. ``objects``: ``"auto"`` (default) gives an object without a usable
-    model its OSI class's mesh, ``"boxes"`` its bounding box. ``reach_m``: how far the terrain past the road goes
-    (the sensors' range).
+    host; ``"none"``: only what objects give; ``"urban"``, ``"suburban"``, ``"rural"`` or ``"highway"``: as
+    ``"auto"``, and the street of that style around the road (:mod:`lidar_fmu.world.street`). ``objects``:
+    ``"auto"`` (default) gives an object without a usable model its OSI class's mesh, ``"boxes"`` its bounding
+    box. ``reach_m``: how far the terrain past the road goes (the sensors' range).
 
     The static part (road, stationary objects) is rebuilt only when its content changes (compared by its bytes,
     not by ids); a message without any keeps the last one's (esmini sends the road once, in its first message).
@@ -152,7 +157,9 @@ class SceneUpdater:
         self._warned: dict[tuple, None] = {}  # (object id, reason) already warned, oldest first
         self._environment_ref: str | None = None
         mode = (environment or AUTO).strip()
-        self._fixed_environment = mode.lower() not in (AUTO, NO_ENVIRONMENT)
+        #: the street's style ('' none), built around the road as "auto" builds it
+        self.street = mode.lower() if mode.lower() in STREET_STYLES else ""
+        self._fixed_environment = mode.lower() not in (AUTO, NO_ENVIRONMENT, *STREET_STYLES)
         self._no_environment = mode.lower() == NO_ENVIRONMENT
         self._environment_mesh: Mesh | None = None  # the environment that came from a mesh file
         self._road_part: bytes | None = None  # the road's bytes the road was built from
@@ -168,6 +175,7 @@ class SceneUpdater:
             path = mode
             if not os.path.isabs(path) and self.assets_dir:
                 path = os.path.join(self.assets_dir, path)
+            check_environment_word(mode, path)
             mesh = self._load(path)  # MeshError naming the file and why
             self._set_environment(mode, mesh)
 
@@ -256,6 +264,8 @@ class SceneUpdater:
         """The road and the ground plane built from ground truth give way to an environment mesh."""
         self._road_mesh = None
         self._road_part = None
+        if STREET_ID in self.scene:
+            self.scene.remove_instance(STREET_ID)
         if GROUND_PLANE_ID in self.scene:
             self.scene.remove_instance(GROUND_PLANE_ID)
         self._ground_plane = None
@@ -266,7 +276,12 @@ class SceneUpdater:
         if part and part != self._road_part:
             self._road_part = part
             road = decode_road(part, frame.country_code)
-            built = build_road_world(road, self.reach_m, self._host_ground_z(frame))
+            built = build_road_world(road, self.reach_m, self._host_ground_z(frame), self.street,
+                                     self._object_boxes(frame) if self.street else None, street_seed(part))
+            if built.street is not None:
+                self.scene.add_instance(STREET_ID, built.street)
+            elif STREET_ID in self.scene:
+                self.scene.remove_instance(STREET_ID)
             for problem in built.problems:
                 self._warn_once(-1, problem, f"ground truth: {problem}")
             self._road_mesh = built.mesh
@@ -278,6 +293,17 @@ class SceneUpdater:
                 self.scene.remove_instance(ENVIRONMENT_ID_BASE)
         if self._road_mesh is None:
             self._place_ground_plane(frame)
+
+    def _object_boxes(self, frame: SensorViewFrame):
+        """(K, 4, 2) horizontal corners of the boxes of ``frame``'s objects, moving and stationary, the street
+        keeps out of (those whose pose and size are usable)."""
+        objects = list(frame.objects)
+        if frame.stationary_part:
+            objects += decode_stationary(frame.stationary_part)[0]
+        usable = [o for o in objects if not _pose_problem(o) and not _box_problem(o.dimension_m)]
+        return box_corners(np.array([o.position_m for o in usable], float).reshape(-1, 3),
+                           np.array([o.orientation_rad[2] for o in usable], float),
+                           np.array([o.dimension_m for o in usable], float).reshape(-1, 3))
 
     def _host_ground_z(self, frame: SensorViewFrame) -> float | None:
         """The height of the host's wheels on the ground (the bottom of its box); None without a host."""
@@ -455,6 +481,22 @@ def check_objects(objects) -> str:
         raise SceneSettingError(f"objects must be 'auto' (an object without a model gets its OSI class's mesh) or "
                                 f"'boxes' (its bounding box), got {objects!r}")
     return value
+
+
+#: the ``environment`` words (a mesh file otherwise)
+ENVIRONMENT_WORDS = (AUTO, NO_ENVIRONMENT, *STREET_STYLES)
+
+
+def check_environment_word(environment: str, path: str) -> None:
+    """:class:`SceneSettingError` in one line for an ``environment`` that is neither a word of
+    :data:`ENVIRONMENT_WORDS` nor a file (``path``) but looks like a misspelt word (no extension, no folder)."""
+    word = environment.strip()
+    if os.path.exists(path) or os.path.splitext(word)[1] or "/" in word or "\\" in word:
+        return
+    close = difflib.get_close_matches(word.lower(), ENVIRONMENT_WORDS, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise SceneSettingError(f"environment: unknown value {word!r}{hint}; known: {', '.join(ENVIRONMENT_WORDS)} "
+                            "or a mesh file")
 
 
 def check_up_axis(up_axis) -> str:
