@@ -243,6 +243,23 @@ def test_class_meshes_fill_the_unit_box_and_are_built_once():
     assert {"ir:retroreflector", "ir:glass_clear", "ir:rubber_tyre"} <= plates
 
 
+def test_road_users_paints_follow_the_world_s_colour_shares_and_dark_paints_return_little():
+    from lidar_fmu.physics.materials import load_database
+    from lidar_fmu.world.road_users import PAINT_SHARES, paint_of
+
+    ids = np.arange(1, 20001)
+    drawn = np.array([paint_of(i) for i in ids])
+    assert [paint_of(i) for i in ids[:50]] == list(drawn[:50])  # the same id keeps its paint
+    wanted: dict[str, float] = {}
+    for name, share in PAINT_SHARES:
+        wanted[name] = wanted.get(name, 0.0) + share
+    for name, share in wanted.items():
+        assert np.mean(drawn == name) == pytest.approx(share, abs=0.01)
+    database = load_database(905.0)
+    dark = np.mean([float(database[name].reflectance_at(0.0)) < 0.1 for name in drawn])
+    assert dark == pytest.approx(0.19 + 0.18 + 0.07, abs=0.01)  # black, grey and blue: carbon black absorbs the NIR
+
+
 def test_a_tree_crown_lets_part_of_a_beam_through_and_gives_several_echoes():
     scene = Scene()
     scene.add_instance(7, class_mesh("tree"), pose_matrix((20.0, 0.0, 3.5)) @ np.diag([5.0, 5.0, 7.0, 1.0]))
