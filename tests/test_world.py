@@ -243,6 +243,41 @@ def test_class_meshes_fill_the_unit_box_and_are_built_once():
     assert {"ir:retroreflector", "ir:glass_clear", "ir:rubber_tyre"} <= plates
 
 
+def test_a_vlp32c_sees_bollards_and_parked_bicycles_as_the_real_unit_does():
+    """The shared Argoverse 2 drive's bollards (0.42 × 0.16 × 0.95 m, 0.25 × 0.34 × 0.94 m) at 14–15 m and parked
+    bicycles (1.6 × 0.5 × 1.2 m) at 20–27 m: its VLP-32C sees each with ≥ 5 points (5–7 and 21–34 in one sweep);
+    so does ours, standing on open ground."""
+    from lidar_fmu.sensors.spec import resolve_spec
+
+    objects = {1: (class_mesh("pole"), (14.0, 0.0, 0.475), (0.42, 0.16, 0.95), 0.3),
+               2: (class_mesh("pole"), (15.0, 3.0, 0.47), (0.25, 0.34, 0.94), 0.0),
+               3: (road_user_mesh("bicycle", "car_paint_white", False), (20.0, -4.0, 0.6), (1.62, 0.5, 1.2), 1.2),
+               4: (road_user_mesh("bicycle", "car_paint_black", False), (27.0, -8.0, 0.6), (1.61, 0.5, 1.21), 1.4)}
+    scene = Scene()
+    for object_id, (mesh, centre, size, yaw) in objects.items():
+        scene.add_instance(object_id, mesh, pose_matrix(centre, (0.0, 0.0, yaw)) @ np.diag([*size, 1.0]))
+    cloud = Lidar(scene, resolve_spec("velodyne_vlp32c")).scan(pose_matrix((0.0, 0.0, 1.64)))  # the drive's height
+    for object_id in objects:
+        assert (cloud.points["object_id"] == object_id).sum() >= 5, object_id
+
+
+def test_road_users_paints_follow_the_world_s_colour_shares_and_dark_paints_return_little():
+    from lidar_fmu.physics.materials import load_database
+    from lidar_fmu.world.road_users import PAINT_SHARES, paint_of
+
+    ids = np.arange(1, 20001)
+    drawn = np.array([paint_of(i) for i in ids])
+    assert [paint_of(i) for i in ids[:50]] == list(drawn[:50])  # the same id keeps its paint
+    wanted: dict[str, float] = {}
+    for name, share in PAINT_SHARES:
+        wanted[name] = wanted.get(name, 0.0) + share
+    for name, share in wanted.items():
+        assert np.mean(drawn == name) == pytest.approx(share, abs=0.01)
+    database = load_database(905.0)
+    dark = np.mean([float(database[name].reflectance_at(0.0)) < 0.1 for name in drawn])
+    assert dark == pytest.approx(0.19 + 0.18 + 0.07, abs=0.01)  # black, grey and blue: carbon black absorbs the NIR
+
+
 def test_a_tree_crown_lets_part_of_a_beam_through_and_gives_several_echoes():
     scene = Scene()
     scene.add_instance(7, class_mesh("tree"), pose_matrix((20.0, 0.0, 3.5)) @ np.diag([5.0, 5.0, 7.0, 1.0]))

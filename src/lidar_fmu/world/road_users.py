@@ -179,9 +179,12 @@ CAR_PART_MATERIALS = {"car_glass": "glass_clear", "tyre_rubber": "rubber_tyre", 
 
 #: body paint of road users whose OSI object says no colour: the world's car colours by share, Axalta Global
 #: Automotive Color Popularity Report 2023 (white 35 %, black 19 %, grey 18 %, silver 10 %, blue 7 %, red 6 %,
-#: others 5 %); grey, blue and the rest as a mid-tone paint
-PAINT_SHARES = (("car_paint_white", 0.35), ("car_paint_black", 0.19), ("metal_painted", 0.18),
-                ("car_paint_silver", 0.10), ("metal_painted", 0.07), ("car_paint_red", 0.06),
+#: others 5 %), each as the IR material of its near-infrared reflectance: grey and blue as a dark paint, because
+#: dark greys and dark blues are tinted with carbon black, which absorbs the lidar's near infrared as black paint
+#: does (BASF, on its 2018-19 automotive colours: "dark paints such as black, gray and dark blue tend to absorb the
+#: radiation"); the other colours (beige, brown, green, yellow, ...) as a mid-tone paint
+PAINT_SHARES = (("car_paint_white", 0.35), ("car_paint_black", 0.19), ("metal_painted_dark", 0.18),
+                ("car_paint_silver", 0.10), ("metal_painted_dark", 0.07), ("car_paint_red", 0.06),
                 ("metal_painted", 0.05))
 PAINTS = tuple(sorted({name for name, _ in PAINT_SHARES}))
 #: an id's paint draw: Fibonacci hashing (Knuth, TAOCP vol. 3, §6.4: multiply by 2⁶⁴/φ, keep 64 bits), scaled to
