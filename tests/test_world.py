@@ -327,7 +327,8 @@ def street_and_side_road(sidewalk_z: float) -> RoadGroundTruth:
 
 
 def surface_below(mesh, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Height of the topmost surface under each (x, y) (NaN: nothing there), by rays cast straight down."""
+    """Height of the topmost surface of ``mesh`` (a mesh or a scene) under each (x, y) (NaN: nothing there), by rays
+    cast straight down."""
     from lidar_fmu.raycast.factory import make_backend
 
     backend = make_backend("embree", mesh if isinstance(mesh, Scene) else Scene.from_meshes([mesh]))
