@@ -102,6 +102,28 @@ def test_rig_and_view_mountings_are_the_calibration(converted):
     assert rig[1].mounting_pose[2, 2] < -0.99  # the lower lidar is upside down: its z axis points down
 
 
+@needs_log
+def test_nothing_of_the_built_world_lies_within_2_m_above_either_lidar(converted):
+    """Rays cast up (every direction above 5° over the horizon) from both lidars into the scene the FMU builds from
+    the first view meet nothing within 2 m: the sweeps have nothing there (the ego's returns removed, nothing over a
+    car's roof), where the side of a lane carried on straight down the hill once put grass 0.2 m above them."""
+    from lidar_fmu.geometry.scene import Scene
+    from lidar_fmu.raycast.factory import make_backend
+    from lidar_fmu.world.scene_update import SceneUpdater
+
+    written, views, _ = converted
+    scene = Scene()
+    SceneUpdater(scene).apply(views[0])
+    azimuth, elevation = np.meshgrid(np.radians(np.arange(0.0, 360.0, 5.0)), np.radians(np.arange(5.0, 90.1, 5.0)))
+    up = np.column_stack([(np.cos(elevation) * np.cos(azimuth)).ravel(), (np.cos(elevation) * np.sin(azimuth)).ravel(),
+                          np.sin(elevation).ravel()])
+    backend = make_backend("embree", scene)
+    for member in load_rig(written["rig"]):
+        position = (views[0].host_pose() @ member.mounting_pose)[:3, 3]
+        hits = backend.cast(np.tile(position, (len(up), 1)), up, 2.0)
+        assert not hits.hit.any(), f"{hits.hit.sum()} rays up from lidar {member.sensor_id} meet the scene within 2 m"
+
+
 @pytest.mark.slow
 @needs_log
 def test_replay_of_two_frames_returns_from_both_lidars(converted, tmp_path):
@@ -109,8 +131,10 @@ def test_replay_of_two_frames_returns_from_both_lidars(converted, tmp_path):
 
     summary = replay(os.path.dirname(converted[0]["scenario"]), tmp_path / "replay", max_frames=2, progress=False)
     assert [lidar["frames"] for lidar in summary["lidars"]] == [2, 2]
-    for lidar in summary["lidars"]:  # measured: 0.77 (upper) and 0.72 (lower) of the rays return
-        assert min(lidar["returns_per_frame"]) > 0.5 * lidar["rays_per_frame"]
+    # measured: 0.64 (upper) and 0.39 (lower) of the rays return; the lower unit's upward rings see the sky, as
+    # nothing of the default environment stands above the car (no buildings, no trees)
+    for lidar in summary["lidars"]:
+        assert min(lidar["returns_per_frame"]) > 0.3 * lidar["rays_per_frame"]
 
 
 # ------------------------------------------------------------------------------------------------ bad logs

@@ -362,10 +362,11 @@ def street_and_side_road(sidewalk_z: float) -> RoadGroundTruth:
 
 
 def surface_below(mesh, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Height of the topmost surface under each (x, y) (NaN: nothing there), by rays cast straight down."""
+    """Height of the topmost surface of ``mesh`` (a mesh or a scene) under each (x, y) (NaN: nothing there), by rays
+    cast straight down."""
     from lidar_fmu.raycast.factory import make_backend
 
-    backend = make_backend("embree", Scene.from_meshes([mesh]))
+    backend = make_backend("embree", mesh if isinstance(mesh, Scene) else Scene.from_meshes([mesh]))
     top = 50.0
     origins = np.column_stack([x, y, np.full(len(x), top)])
     hits = backend.cast(origins, np.tile([0.0, 0.0, -1.0], (len(x), 1)))
@@ -396,3 +397,48 @@ def test_ground_covers_everything_between_and_beyond_the_roads_at_the_heights_th
     assert height(-34.8, -34.0) == pytest.approx(0.0, abs=0.03)  # past the side road's painted edge: no kerb
     assert height(-60.0, -40.0) == pytest.approx(0.0, abs=0.03)  # past its free side
     assert height(-30.0, -10.0) == pytest.approx(0.0, abs=0.03)  # between the two roads
+
+
+
+
+def lane_bending_down(heading_deg: float = 10.0, grade: float = 0.04):
+    """(ground truth, surface height at arc length s) of a lane 3.5 wide from (0, 0, 3) on, bent ``heading_deg``
+    to +y and going down ``grade`` for 100 m, its sides' points 5 m apart (a map's sparse vertices)."""
+    s = np.arange(0.0, 100.1, 5.0)
+    heading = np.radians(heading_deg)
+    along, left = np.array([np.cos(heading), np.sin(heading)]), np.array([-np.sin(heading), np.cos(heading)])
+
+    def side(offset_m: float) -> np.ndarray:
+        return np.column_stack([s[:, None] * along + offset_m * left, 3.0 - grade * s])
+
+    boundaries = [boundary(side(1.75), "NO_LINE", line_id=42, width=0.0),
+                  boundary(side(-1.75), "NO_LINE", line_id=43, width=0.0)]
+    lanes = [LaneStrip(8, "DRIVING", "NORMAL", np.zeros((0, 3)), (42,), (43,))]
+    return RoadGroundTruth(tuple(lanes), tuple(boundaries)), (lambda at: 3.0 - grade * at)
+
+
+def test_the_ground_carried_on_past_an_open_end_stops_where_it_comes_onto_the_road():
+    """A side edge that ends with no road point within a metre of the point a metre on (here the lane before
+    the bending one, its own points left out; on the Argoverse 2 drive the next lane's first point lay 2.8 m on
+    and the side's own end a rounding error past the probe) is carried on past its end as the ground past a road
+    that ends: it stops where it comes onto a road, as the rings out from an edge do. It does not run on 200 m
+    straight at its end's height over the road that goes on, bending away and down (on the drive: grass 2.2 m
+    above the road 60 m on, 0.2 m above the roof lidar)."""
+    from lidar_fmu.world.road import Road, RoadEdge
+    from lidar_fmu.world.shapes import MeshBuilder
+    from lidar_fmu.world.terrain import build_terrain
+
+    ground_truth, surface_z = lane_bending_down()
+    lane = build_road(ground_truth)
+    x = np.arange(-50.0, 0.1, 5.0)
+    side = np.column_stack([x, np.full(len(x), 1.75), np.full(len(x), 3.0)])
+    ending = RoadEdge(side, np.tile([0.0, 1.0, 0.0], (len(x), 1)), 0.0, "grass")
+    terrain = MeshBuilder()
+    build_terrain(terrain, Road(terrain, lane.points, [ending]), 200.0)
+    mesh = Scene.from_meshes([lane.builder.mesh("lane"), terrain.mesh("terrain")])
+    s, offset = np.meshgrid(np.arange(1.0, 90.0, 0.5), np.arange(-1.5, 1.6, 0.25))
+    heading = np.radians(10.0)
+    x = s * np.cos(heading) - offset * np.sin(heading)
+    y = s * np.sin(heading) + offset * np.cos(heading)
+    above = surface_below(mesh, x.ravel(), y.ravel()) - surface_z(s.ravel())
+    assert np.abs(above).max() < 0.02, f"{(above >= 0.02).sum()} points of the lane roofed, up to {above.max():.2f} m"

@@ -107,8 +107,9 @@ def _clear(index: PointIndex, base: np.ndarray, out: np.ndarray, distance_m: np.
 
 
 def _extended(edge: RoadEdge, index: PointIndex, reach_m: float) -> RoadEdge:
-    """A side edge whose end is open (no road goes on there: the road ends) carried on straight for ``reach_m``,
-    so the ground beside the road goes on past its end as the ground ahead of it (the lane's cap) does."""
+    """A side edge whose end is open (no road goes on there: the road ends) carried on straight for ``reach_m``, or
+    until it comes onto a road (:func:`_clear`), so the ground beside the road goes on past its end as the ground
+    ahead of it (the lane's cap) does."""
     points, outward = edge.points, edge.outward
     for end, before in ((-1, -2), (0, 1)):
         tangent = points[end] - points[before]
@@ -121,8 +122,14 @@ def _extended(edge: RoadEdge, index: PointIndex, reach_m: float) -> RoadEdge:
         near, _ = index.nearest(probe[None, :], OPEN_END_PROBE_M)
         if np.isfinite(near[0]):
             continue  # another lane goes on from here
-        steps = np.linspace(0.0, reach_m, OPEN_END_STEPS + 1)[1:, None]
-        extra = points[end] + steps * tangent
+        # carried on only as far as it stays off the road, tried at the rings' distances as a ring is: a side whose
+        # road goes on past the probe (a map's next lane, its first point metres on) would otherwise run straight on
+        # at its end's height, over that road where it bends away or goes down a hill
+        tried = [0.0] + [d for d in RING_OFFSETS_M if 0.0 < d < reach_m] + [reach_m]
+        length_m = _stop_distances(index, points[end][None, :], tangent[None, :], tried)[0]
+        if length_m <= 0:
+            continue
+        extra = points[end] + np.linspace(0.0, length_m, OPEN_END_STEPS + 1)[1:, None] * tangent
         extra_out = np.broadcast_to(outward[end], extra.shape)
         if end == -1:
             points, outward = np.concatenate([points, extra]), np.concatenate([outward, extra_out])
