@@ -19,7 +19,7 @@ from ..world.nearest import PointIndex
 from .argoverse2 import LIDARS, LINE_WIDTH_M, Av2Log, DriveLogError, poses, read_feather
 from .validate import _num, _public
 
-#: the measures look within this distance of the ego (m, horizontal) — the issue's 40 m
+#: the measures look within this distance of the ego (m, horizontal)
 COMPARE_RANGE_M = 40.0
 #: a point counts as matched for the F-score when the other cloud has a point this close (m): about a 0.2° beam's
 #: footprint at 40 m plus the VLP-32C's ±3 cm range accuracy (assumed; Argoverse's float16 coordinates add ≤ 2 cm)
@@ -38,11 +38,11 @@ PAINT_TOLERANCE_M = 0.05
 ASPHALT_CLEARANCE_M = 1.0
 #: lane marks are sampled this finely to measure a point's distance to them (m)
 MARK_SAMPLE_M = 0.02
-#: an annotated object counts when the real unit has at least this many points inside its box (the issue's 5)
+#: an annotated object counts when the real unit has at least this many points inside its box
 MIN_OBJECT_POINTS = 5
 #: the nearest-neighbour grid's cell (m; assumed: about the spacing of a sweep's rings at 20 m)
 GRID_CELL_M = 1.0
-#: groups of rings by their elevation in the ego frame (degrees, [low, high)): the issue's table's columns; the band
+#: groups of rings by their elevation in the ego frame (degrees, [low, high)): the usual comparison's columns; the band
 #: edges lie between the VLP-32C's rings (−1.67° and −1.33°, +1.33° and +1.67°, −4.67° and −5.33°)
 RING_GROUPS = {"upper": {"all": (-90.0, 90.0), "-4.7..-1.7 deg": (-5.0, -1.5), "around 0 deg": (-1.5, 1.5),
                          "above +1.7 deg": (1.5, 90.0), "-15.6..-1.7 deg": (-16.0, -1.5)},
