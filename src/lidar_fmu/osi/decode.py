@@ -33,10 +33,16 @@ def in_world(values, axis: int | None = None) -> np.bool_ | np.ndarray:
     return np.all(np.abs(np.asarray(values, np.float64)) <= MAX_POSITION_M, axis=axis)
 
 
+def position_in_world(values) -> bool:
+    """One position's floats: :func:`in_world` in plain Python, for the checks run per object every step (a numpy
+    call per object costs more than the check)."""
+    return all(abs(v) <= MAX_POSITION_M for v in values)  # NaN compares false
+
+
 def check_position(position, what: str) -> None:
     """Raise :class:`SensorViewError` if ``position`` (x, y, z in m) is not finite or lies beyond ±MAX_POSITION_M."""
     values = [float(v) for v in position]
-    if in_world(values):
+    if position_in_world(values):
         return
     if not all(map(math.isfinite, values)):
         raise SensorViewError(f"{what} contains NaN or infinite values: {values}")

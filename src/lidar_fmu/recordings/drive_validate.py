@@ -17,7 +17,7 @@ from numba import njit
 from ..documents import read_document
 from ..world.nearest import PointIndex
 from .argoverse2 import LIDARS, LINE_WIDTH_M, Av2Log, DriveLogError, poses, read_feather
-from .validate import _num, _public
+from .validate import figure_text, json_ready
 
 #: the measures look within this distance of the ego (m, horizontal)
 COMPARE_RANGE_M = 40.0
@@ -415,7 +415,7 @@ COMPARED = {
 
 
 def _pair(real, sim) -> str:
-    return f"{_num(real)} / {_num(sim)}"
+    return f"{figure_text(real)} / {figure_text(sim)}"
 
 
 def table_lines(r: dict[str, Any]) -> list[str]:
@@ -426,8 +426,8 @@ def table_lines(r: dict[str, Any]) -> list[str]:
         for group, real in lidar["real"]["ring_groups"].items():
             sim = lidar["sim"]["ring_groups"][group]
             lines.append(f"| {name} lidar: rays that return, {group} ({real['rings']} rings; per ring "
-                         f"{_num(real['ring_min'])}–{_num(real['ring_max'])} / {_num(sim['ring_min'])}–"
-                         f"{_num(sim['ring_max'])}) | {_pair(real['fraction'], sim['fraction'])} |")
+                         f"{figure_text(real['ring_min'])}–{figure_text(real['ring_max'])} / {figure_text(sim['ring_min'])}–"
+                         f"{figure_text(sim['ring_max'])}) | {_pair(real['fraction'], sim['fraction'])} |")
         reach = [(a, b) for a, b in zip(lidar["real"]["ground_reach_m"], lidar["sim"]["ground_reach_m"])]
         seen = [(a, b) for a, b in reach if a is not None]
         lines.append(f"| {name} lidar: ground reach (p{REACH_PERCENTILE:g} per {SECTOR_DEG:g}° sector), median over "
@@ -448,13 +448,13 @@ def _median(values) -> float | None:
 def _object_and_chamfer_lines(who: str, objects: dict, c: dict) -> list[str]:
     missed = f"{objects['missed']} of {objects['objects']}" + (
         f" ({', '.join(objects['missed_categories'])})" if objects["missed"] else "")
-    return [f"| {who}: points per annotated object, ours ÷ real, median (p10–p90) | – / {_num(objects['median'])} "
-            f"({_num(objects['p10'])}–{_num(objects['p90'])}) |",
+    return [f"| {who}: points per annotated object, ours ÷ real, median (p10–p90) | – / {figure_text(objects['median'])} "
+            f"({figure_text(objects['p10'])}–{figure_text(objects['p90'])}) |",
             f"| {who}: objects the unit sees with ≥ {MIN_OBJECT_POINTS} points, we with none | – / {missed} |",
             f"| {who}: Chamfer real→sim / sim→real within {COMPARE_RANGE_M:g} m, m | – / "
-            f"{_num(c['real_to_sim_m'])} / {_num(c['sim_to_real_m'])} |",
-            f"| {who}: F-score at {F_SCORE_THRESHOLD_M} m (precision, recall) | – / {_num(c['f_score'])} "
-            f"({_num(c['precision'])}, {_num(c['recall'])}) |"]
+            f"{figure_text(c['real_to_sim_m'])} / {figure_text(c['sim_to_real_m'])} |",
+            f"| {who}: F-score at {F_SCORE_THRESHOLD_M} m (precision, recall) | – / {figure_text(c['f_score'])} "
+            f"({figure_text(c['precision'])}, {figure_text(c['recall'])}) |"]
 
 
 def plot_drive(path: str, pair: SweepPair, range_m: float = COMPARE_RANGE_M) -> None:
@@ -488,5 +488,5 @@ def write_report(output: str, result: dict[str, Any], pair: SweepPair) -> None:
     """``validation.json`` (the result's public part) and ``validation.png`` (of ``pair``) into ``output``."""
     os.makedirs(output, exist_ok=True)
     with open(os.path.join(output, "validation.json"), "w", encoding="utf-8") as f:
-        json.dump(_public(result), f, indent=1)
+        json.dump(json_ready(result), f, indent=1)
     plot_drive(os.path.join(output, "validation.png"), pair)

@@ -615,13 +615,14 @@ def validate(recording_path: str, metadata_path: str, output: str | None = None,
     if output is not None:
         os.makedirs(output, exist_ok=True)
         with open(os.path.join(output, "validation.json"), "w", encoding="utf-8") as f:
-            json.dump(_public(result), f, indent=1)
+            json.dump(json_ready(result), f, indent=1)
         plot_validation(os.path.join(output, "validation.png"), result)
         echo(f"→ {os.path.join(output, 'validation.json')}, {os.path.join(output, 'validation.png')}")
     return result
 
 
-def _public(result: dict[str, Any]) -> dict[str, Any]:
+def json_ready(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as validation.json writes it (non-finite floats as null); drives' reports too."""
     def clean(value):
         if isinstance(value, float) and not math.isfinite(value):
             return None
@@ -641,7 +642,8 @@ def _cm(value) -> str:
     return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{100 * value:.2f} cm"
 
 
-def _num(value) -> str:
+def figure_text(value) -> str:
+    """A figure of a report's table, two decimals; "–" for none."""
     return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.2f}"
 
 
@@ -687,7 +689,7 @@ def table_lines(r: dict[str, Any]) -> list[str]:
              f"{rim['only_real']:,} / {rim['only_sim']:,} / {rim['neither']:,}; {_pct(rim['real_returns_found'])}, "
              f"{_pct(rim['sim_returns_unit_lacks'])} |",
              f"| per-beam valid fraction, max abs difference | "
-             f"{_num(r['per_beam_valid']['max_abs_difference_points'])} points |",
+             f"{figure_text(r['per_beam_valid']['max_abs_difference_points'])} points |",
              f"| \\|Δr\\| median / p90, all | {_cm(r['abs_delta_all']['median_m'])} / {_cm(r['abs_delta_all']['p90_m'])} |",
              f"| \\|Δr\\| median / p90, away from depth edges | {_cm(r['abs_delta_away_from_edges']['median_m'])} / "
              f"{_cm(r['abs_delta_away_from_edges']['p90_m'])} |",
@@ -695,7 +697,7 @@ def table_lines(r: dict[str, Any]) -> list[str]:
              f"{_cm(r['range_bias_unit_convention_m'])} |",
              f"| same, noise-free mesh range | {_cm(r['range_bias_noise_free_m'])} |"]
     for key, value in r["intensity_spearman"].items():
-        lines.append(f"| Spearman, {_SPEARMAN_LABELS[key]} | {_num(value)} |")
+        lines.append(f"| Spearman, {_SPEARMAN_LABELS[key]} | {figure_text(value)} |")
     if "second_return" in r:
         s = r["second_return"]
         lines += [f"| second returns, real (all sent pixels / covered) | {_pct(s['real_fraction_all_sent'])} / "

@@ -39,7 +39,7 @@ from ..geometry.semantic import (
     VEGETATION,
 )
 from ..geometry.transforms import PoseError, pose_matrices, pose_matrix, up_axis_of
-from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view, in_world
+from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_sensor_view, in_world, position_in_world
 from ..osi.ground_truth import decode_road, decode_stationary
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from . import build_road_world, ground_plane_mesh
@@ -65,7 +65,7 @@ DEFAULT_REACH_M = 200.0
 def _pose_problem(obj) -> str:
     """Why ``obj``'s pose cannot be used ('' if it can): not finite, or farther than any world reaches."""
     position = [float(v) for v in obj.position_m]
-    if not in_world(position):
+    if not position_in_world(position):
         if not all(map(math.isfinite, position)):
             return "position is not finite"
         return f"position lies beyond ±{MAX_POSITION_M:g} m"
