@@ -413,6 +413,8 @@ class SceneUpdater:
         its mesh and its pose.
         """
         scene = self.scene
+        for object_id, why in frame.left_out:  # the decoder's: only that object is lost
+            self._warn_once(object_id, why, why)
         self._update_environment(frame)
         self._update_stationary(frame)
         claimed = set()
