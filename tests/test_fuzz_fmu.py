@@ -109,8 +109,9 @@ def _field_mutation(rng: random.Random, data: bytes) -> tuple[str, bytes, bool]:
         else:
             axis = rng.choice(["length", "width", "height"])
             setattr(obj.base.dimension, axis, value)
-            invalid = _label(value) in NON_FINITE
-            kind = f"dimension.{axis}={_label(value)}"
+            is_host = obj.id.value == host_id and obj in gt.moving_object
+            invalid = _label(value) in NON_FINITE and is_host  # another object's size costs only that object
+            kind = f"dimension.{axis}={_label(value)}{' (host)' if is_host else ''}"
     elif what == "mounting":
         value = rng.choice(ODD_VALUES)
         part, axis = rng.choice([("position", "x"), ("position", "z"), ("orientation", "yaw"), ("orientation", "roll")])

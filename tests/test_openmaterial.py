@@ -3,6 +3,9 @@ model reference to one does in a co-simulation."""
 import json
 import os
 import shutil
+import struct
+import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -82,7 +85,7 @@ def test_the_model_is_turned_as_its_exporter_turned_it_and_centred_for_osi(tmp_p
 
 @pytest.mark.parametrize("damage, message", [
     ("no_model", "no glTF model"), ("fbx", "not glTF"), ("mapping", "material mapping 'missing.xomm'"),
-    ("metadata", "no 'metadata'")])
+    ("metadata", "holds a JSON list, not an object")])
 def test_an_asset_that_cannot_be_used_is_refused_in_one_line(tmp_path, damage, message):
     _write_asset(tmp_path, "car", 1.5, extra={"materialMappingUri": "missing.xomm"} if damage == "mapping" else None)
     if damage in ("no_model", "fbx"):
@@ -107,3 +110,58 @@ def test_a_model_reference_to_an_openmaterial_asset_places_it_as_osi_says(tmp_pa
     assert model.step(view, 0.1).valid and warnings == []
     assert model.scene.mesh_of(7).name == "example_asset.xoma"
     assert 7 in set(model.last_cloud.points["object_id"].tolist())
+
+
+def _example_copy(tmp_path):
+    folder = tmp_path / "assets"
+    shutil.copytree(os.path.dirname(EXAMPLE), folder)
+    return folder
+
+
+@pytest.mark.parametrize("file, content, message", [
+    ("example_mapping.xomm", "[1, 2]", "example_mapping.xomm: it holds a JSON list, not an object"),
+    ("example_material.xomp", "[]", "example_material.xomp: it holds a JSON list, not an object"),
+    ("example_material_lidar_brdf.xompt", '{"metadata": "lidar", "brdf": {}}',
+     "example_material_lidar_brdf.xompt: 'metadata' is a JSON str, not an object"),
+    ("example_material.xomp", '{"materialProperties": {"brdfUris": 7}}', "'brdfUris' is a JSON int, not a list"),
+    ("example_material.xomp", '{"materialProperties": {"retroreflectivityData": [1]}}',
+     "'retroreflectivityData' is a JSON list, not an object")])
+def test_material_files_of_the_wrong_shape_are_refused_in_one_line(tmp_path, file, content, message):
+    folder = _example_copy(tmp_path)
+    (folder / file).write_text(content)
+    with pytest.raises(MeshError, match=message) as info:
+        load_mesh(folder / "example_asset.xoma")
+    assert "\n" not in str(info.value)
+
+
+def test_a_model_linked_from_outside_the_assets_folder_is_refused(tmp_path):
+    folder = _example_copy(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("example_asset.gltf", "example_asset.bin", "checker.png"):
+        (folder / name).rename(outside / name)
+    (folder / "example_asset.gltf").symlink_to(outside / "example_asset.gltf")
+    with pytest.raises(MeshError, match="glTF model 'example_asset.gltf' of .*example_asset.xoma") as info:
+        load_mesh(folder / "example_asset.xoma")
+    assert "\n" not in str(info.value)
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that says it is ``width`` × ``height`` grey pixels and holds no pixel data (a bomb's header)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("width, height", [(5000, 4000), (13000, 13000), (20000, 20000)])
+def test_an_assignment_texture_of_too_many_pixels_is_refused_before_it_is_decoded(tmp_path, width, height):
+    """Above the bound (20 Mpx), above PIL's warning (169 Mpx) and above its error (400 Mpx): one line each, and
+    no warning of PIL's reaches stderr."""
+    folder = _example_copy(tmp_path)
+    (folder / "checker_xom.png").write_bytes(_png_header(width, height))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning escaping would fail the test
+        with pytest.raises(MeshError, match="checker_xom.png: more than 16,777,216 pixels") as info:
+            load_mesh(folder / "example_asset.xoma")
+    assert "\n" not in str(info.value)

@@ -255,6 +255,24 @@ def test_unusable_objects_in_a_sensor_view_keep_the_frame_valid():
     _one_warning_each(warnings, IN_BYTES)
 
 
+def test_a_moving_object_whose_dimension_is_not_finite_costs_only_that_object():
+    """NaN or ∞ in a moving object's size (negative: above) leaves that object out with one line naming it; the
+    rest of the SensorView is used, every step."""
+    warnings = []
+    model = OsiSensorModel(sensor=SPEC, warn=warnings.append, environment="none")
+    sizes = {21: (NAN, 1.0, 1.0), 22: (1.0, INF, 1.0), 23: (1.0, 1.0, -INF), 24: (-1.0, 1.0, 1.0)}
+    for step in range(1, 3):
+        objects = [GOOD + ("",)] + [(i, (15.0, 3.0 * (i - 22), 1.0), (0, 0, 0), size, "") for i, size in sizes.items()]
+        result = model.step(sensor_view(objects, 0.1 * step), 0.1 * step)
+        assert result.valid and result.count > 20
+        assert set(model.last_cloud.points["object_id"].tolist()) == {GOOD[0]}
+    for object_id in sizes:
+        mine = [w for w in warnings if f"object {object_id} " in w]
+        assert len(mine) == 1, warnings
+        assert "not finite" in mine[0] or "NaN or infinite" in mine[0] or "no positive dimension" in mine[0]
+    assert len(warnings) == len(sizes)
+
+
 # -- duplicate ids ---------------------------------------------------------------------------------------------
 def test_duplicate_ids_use_the_first_occurrence_s_mesh_and_pose(tmp_path):
     (name, side), = _cube_files(tmp_path, 1)

@@ -229,6 +229,10 @@ def test_directions_of_the_narrowed_rays_are_followed():
     (answer(**{"lidar.number_of_rays_vertical": 0})(request_of(load_rig(SMALL_SENSOR))), "OSI asks for ≥ 1"),
     (answer(update_cycle_time=0.0)(request_of(load_rig(SMALL_SENSOR))), "update_cycle_time is 0 s"),
     (answer(range=0.0)(request_of(load_rig(SMALL_SENSOR))), "not beyond lidar 0's minimum range"),
+    (answer(**{"lidar.field_of_view_horizontal": math.nan})(request_of(load_rig(SMALL_SENSOR))),
+     "field_of_view_horizontal [nan] rad: lidar 0's field of view must be a finite angle"),
+    (answer(field_of_view_vertical=math.inf)(request_of(load_rig(SMALL_SENSOR))),
+     "field_of_view_vertical [inf] rad: lidar 0's field of view must be a finite angle"),
 ])
 def test_a_configuration_the_model_cannot_simulate_is_an_error_naming_the_field(config, words):
     rig = load_rig(SMALL_SENSOR)

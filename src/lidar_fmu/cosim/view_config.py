@@ -170,6 +170,9 @@ def _field_of_view(field: str, name: str, top, lidar, not_followed: list[str]) -
     values += [float(getattr(given, field))] if field in top_changed else []
     if not values:
         return None
+    if not all(map(math.isfinite, values)):
+        raise ViewConfigurationError(f"OSMPSensorViewInConfig {field} {values} rad: {name}'s field of view must be a "
+                                     "finite angle")
     value, asked = min(values), float(getattr(lidar_asked, field))
     if not value < asked:
         not_followed.append(f"{name} {field} {value:g} rad: wider than the unit's {asked:g} rad; kept")

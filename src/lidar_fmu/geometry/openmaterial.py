@@ -9,6 +9,7 @@ asset's folder (:mod:`.assets`); a file that cannot be used raises :class:`OpenM
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,10 @@ from .assets import AssetError, resolve_inside
 #: the model formats the standard allows, in the order they are looked for beside the asset file
 MODEL_EXTENSIONS = (".glb", ".gltf")
 UNREAD_MODEL_EXTENSIONS = (".fbx", ".usd", ".usda", ".usdc", ".usdz")
+#: an assignment texture of more pixels is refused before it is decoded: 4096² (16.8 Mpx, 50 MB as RGB; assumed: the
+#: standard's examples use 1–2k textures, and an assignment texture holds a few flat colours, so more pixels add
+#: nothing a lidar's footprint could tell apart); PIL's own bomb check starts at 89 Mpx
+MAX_TEXTURE_PIXELS = 4096 * 4096
 
 
 class OpenMaterialError(LidarFmuError, ValueError):
@@ -45,11 +50,13 @@ class SurfaceProperties:
 def read_asset(path: str) -> tuple[dict, str]:
     """An asset file's document and the path of its glTF model (the asset's base name beside it)."""
     asset = _json(path, "OpenMATERIAL asset")
-    metadata = asset.get("metadata") if isinstance(asset, dict) else None
+    metadata = asset.get("metadata")
     if not isinstance(metadata, dict):
         raise OpenMaterialError(f"cannot use OpenMATERIAL asset {path}: it has no 'metadata' object")
     stem = os.path.splitext(path)[0]
     model = next((stem + ext for ext in MODEL_EXTENSIONS if os.path.isfile(stem + ext)), None)
+    if model is not None:  # inside the asset's folder, as every file it names (a link out of it is refused)
+        model = _sibling(path, os.path.basename(model), "glTF model")
     if model is None:
         other = next((stem + ext for ext in UNREAD_MODEL_EXTENSIONS if os.path.isfile(stem + ext)), None)
         why = (f"its model {os.path.basename(other)} is not glTF (lidar-fmu reads glTF and GLB models)" if other
@@ -90,8 +97,34 @@ def _turned(vertices: np.ndarray, box) -> np.ndarray:
     return candidates[int(np.argmin(misfit))]
 
 
-def _json(path: str, what: str):
-    return read_document(path, what, OpenMaterialError, syntax="json")
+def _json(path: str, what: str) -> dict:
+    """A JSON file that must hold an object; :class:`OpenMaterialError` naming the file when it does not."""
+    document = read_document(path, what, OpenMaterialError, syntax="json")
+    if not isinstance(document, dict):
+        raise OpenMaterialError(f"cannot use {what} {path}: it holds a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _member(document: dict, key: str, path: str, what: str) -> dict:
+    """``document[key]``, an object ({} where it is absent or null); :class:`OpenMaterialError` naming the file and
+    the key when it is something else."""
+    value = document.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise OpenMaterialError(f"cannot use {what} {path}: {key!r} is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _list(document: dict, key: str, path: str, what: str) -> list:
+    """``document[key]``, a list ([] where it is absent or null); :class:`OpenMaterialError` naming the file and the
+    key when it is something else."""
+    value = document.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise OpenMaterialError(f"cannot use {what} {path}: {key!r} is a JSON {type(value).__name__}, not a list")
+    return value
 
 
 def _box_top(box, vertices: np.ndarray) -> float:
@@ -132,7 +165,7 @@ def mapped_materials(path: str, asset: dict, material_names: tuple[str, ...], fa
                         "of [name or rgb code, material file, description] rows")
     by_key = {str(r[0]).strip(): str(r[1]) for r in rows}
     keys = names.copy()
-    for assignment in asset.get("materialTextureAssignment") or []:
+    for assignment in _list(asset, "materialTextureAssignment", path, "OpenMATERIAL asset"):
         if not (isinstance(assignment, list) and len(assignment) == 2):
             raise OpenMaterialError(f"cannot use OpenMATERIAL asset {path}: materialTextureAssignment rows are "
                             "[material name, assignment texture]")
@@ -163,9 +196,22 @@ def _texture_colours(texture: str, uv: np.ndarray) -> np.ndarray:
     runs down)."""
     from PIL import Image
 
+    too_many = (f"cannot read OpenMATERIAL assignment texture {texture}: more than {MAX_TEXTURE_PIXELS:,} pixels "
+                f"(the bound an assignment texture may have)")
     try:
-        with Image.open(texture) as image:
-            pixels = np.asarray(image.convert("RGB"))
+        # PIL's decompression-bomb warning becomes this one line, not a warning on stderr (the filter is the
+        # process's for this moment: a texture is read while a mesh loads, under the model's lock)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(texture) as image:
+                width, height = image.size  # from the header: nothing is decoded yet
+                if width * height > MAX_TEXTURE_PIXELS:
+                    raise OpenMaterialError(f"{too_many}: {width}×{height}")
+                pixels = np.asarray(image.convert("RGB"))
+    except OpenMaterialError:
+        raise
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+        raise OpenMaterialError(too_many) from None
     except Exception as exc:  # PIL raises many types for files that are no images
         raise OpenMaterialError(f"cannot read OpenMATERIAL assignment texture {texture}: {exc}") from None
     height, width = pixels.shape[:2]
@@ -183,20 +229,22 @@ def _texture_colours(texture: str, uv: np.ndarray) -> np.ndarray:
 def _surface(material_path: str, name: str) -> SurfaceProperties:
     """A material property file's lidar BRDF tables and coefficient of retroreflection."""
     document = _json(material_path, "OpenMATERIAL material")
-    props = document.get("materialProperties") if isinstance(document, dict) else None
+    props = document.get("materialProperties")
     if not isinstance(props, dict):
         raise OpenMaterialError(f"cannot use OpenMATERIAL material {material_path}: it has no 'materialProperties' object")
     tables, sources = [], [os.path.basename(material_path)]
     folder = os.path.dirname(os.path.abspath(material_path))
-    for uri in props.get("brdfUris") or []:
+    for uri in _list(props, "brdfUris", material_path, "OpenMATERIAL material"):
         if isinstance(uri, str) and "lidar" not in uri.lower() and not os.path.isfile(os.path.join(folder, uri)):
             continue  # a camera's or radar's table, left out of a copy: not a lidar's business
         table_path = _sibling(material_path, uri, "BRDF table")
         table = _json(table_path, "OpenMATERIAL BRDF table")
-        technology = str((table.get("metadata") or {}).get("typicalSensorTechnology", "")).lower()
+        metadata = _member(table, "metadata", table_path, "OpenMATERIAL BRDF table")
+        technology = str(metadata.get("typicalSensorTechnology", "")).lower()
         if "lidar" not in technology and "lidar" not in os.path.basename(table_path).lower():
             continue  # a camera's or radar's table
-        rows = np.asarray((table.get("brdf") or {}).get("lookupTable", []), dtype=object)
+        rows = np.asarray(_member(table, "brdf", table_path, "OpenMATERIAL BRDF table").get("lookupTable", []),
+                          dtype=object)
         try:
             rows = np.asarray(rows, np.float64).reshape(-1, 5)
         except (TypeError, ValueError):
@@ -206,6 +254,7 @@ def _surface(material_path: str, name: str) -> SurfaceProperties:
         if len(rows):
             tables.append(rows)
             sources.append(os.path.basename(table_path))
-    retro = (props.get("retroreflectivityData") or {}).get("coefficientOfRetroreflection")
+    retro = _member(props, "retroreflectivityData", material_path, "OpenMATERIAL material").get(
+        "coefficientOfRetroreflection")
     retro_value = float(retro) if isinstance(retro, (int, float)) and np.isfinite(retro) and retro > 0 else None
     return SurfaceProperties(name, np.concatenate(tables) if tables else None, retro_value, ", ".join(sources))

@@ -100,6 +100,8 @@ class SensorViewFrame:
     road_part: bytes = b""
     stationary_part: bytes = b""
     country_code: int = 0  # GroundTruth.country_code (ISO 3166-1 numeric), 0 unknown
+    #: moving objects other than the host left out of :attr:`objects`, each (id, why): a size that is not finite
+    left_out: list[tuple[int, str]] = field(default_factory=list)
 
     def object(self, object_id: int) -> ObjectState | None:
         return next((o for o in self.objects if o.id == object_id), None)
@@ -239,7 +241,7 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
     lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]
-    objects = [_object(o, True) for o in gt.moving_object]
+    objects, left_out = _moving_objects(gt.moving_object, host_id)
     road_part, stationary_part = static_parts(data)
     version = None
     if view.HasField("version"):
@@ -260,7 +262,23 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         road_part=road_part,
         stationary_part=stationary_part,
         country_code=int(gt.country_code),
+        left_out=left_out,
     )
+
+
+def _moving_objects(messages, host_id: int | None) -> tuple[list[ObjectState], list[tuple[int, str]]]:
+    """The moving objects, and (id, why) of those left out: an object other than the host whose dimension is not
+    finite is only that object's problem (its box cannot be placed); a pose that is not finite still rejects the
+    view, as does the host's own dimension (its wheels are where the ground is)."""
+    objects, left_out = [], []
+    for message in messages:
+        dimension = (message.base.dimension.length, message.base.dimension.width, message.base.dimension.height)
+        if int(message.id.value) != host_id and not all(map(math.isfinite, dimension)):
+            left_out.append((int(message.id.value), f"moving_object {message.id.value} dimension contains NaN or "
+                                                    f"infinite values: {list(dimension)}; left out"))
+            continue
+        objects.append(_object(message, True))
+    return objects, left_out
 
 
 # ------------------------------------------------------------ the static part, found at the wire level

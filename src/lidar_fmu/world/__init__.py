@@ -28,6 +28,7 @@ import numpy as np
 from ..geometry.scene import Mesh
 from ..geometry.semantic import TERRAIN
 from ..osi.ground_truth import RoadGroundTruth
+from .bounds import bounded
 from .nearest import PointIndex
 from .road import build_road
 from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
@@ -50,18 +51,23 @@ class RoadWorld:
     problems: tuple[str, ...]
     #: the street around the road (:mod:`.street`), when one was asked for and anything could stand
     street: Mesh | None = None
+    #: how many lines were cut to the working radius (:mod:`.bounds`): the road is built again as the host moves
+    cut_lines: int = 0
 
 
 def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | None = None, street: str = "",
-                     avoid_boxes: np.ndarray | None = None, seed: int = 0) -> RoadWorld:
+                     avoid_boxes: np.ndarray | None = None, seed: int = 0, centre_xy=(0.0, 0.0)) -> RoadWorld:
     """The road of ``road`` with its signs, lights and terrain out to ``reach_m`` (at most MAX_REACH_M).
 
     ``ground_z_m``: the ground height under signs and lights where no road point is near (a trace of signs without
     lanes); ``None``: such signs get no post. ``street``: a style of :data:`~.street.STREET_STYLES` builds the
     street around the road too, off ``avoid_boxes`` (:func:`~.street.box_corners`), its choices seeded by ``seed``
-    (:func:`~.street.street_seed`); '' none.
+    (:func:`~.street.street_seed`); '' none. ``centre_xy``: the host's position, around which the lines are built
+    (:func:`~.bounds.bounded`: within its working radius, sizes within their bounds).
     """
     builder = MeshBuilder()
+    within = bounded(road, centre_xy)
+    road = within.road
     built = build_road(road, builder)
     street_part = None
     if street:
@@ -77,7 +83,7 @@ def build_road_world(road: RoadGroundTruth, reach_m: float, ground_z_m: float | 
     add_signs(builder, road.signs, ground_z, built.problems)
     add_lights(builder, road.lights, ground_z, built.problems)
     build_terrain(builder, built, min(float(reach_m), MAX_REACH_M), index)
-    return RoadWorld(builder.mesh("road from OSI ground truth"), tuple(built.problems), street_part)
+    return RoadWorld(builder.mesh("road from OSI ground truth"), tuple(built.problems), street_part, within.cut_lines)
 
 
 def ground_plane_mesh(reach_m: float) -> Mesh:

@@ -30,6 +30,7 @@ from ..osi.ground_truth import (
     RoadGroundTruth,
 )
 from .lines import (
+    SAME_POINT_M,
     aligned,
     arc_length,
     chain,
@@ -180,8 +181,10 @@ def standard_dashes(country_code: int) -> tuple[float, float]:
     return STANDARD_DASHES_M.get(int(country_code), DEFAULT_DASH_M)
 
 
-def dash_intervals(line: BoundaryLine, s: np.ndarray, country_code: int, problems: list[str]) -> np.ndarray:
-    """(K, 2) arc-length intervals (m) of a dashed line's dashes.
+def dash_intervals(line: BoundaryLine, s: np.ndarray, country_code: int, problems: list[str],
+                   span_m: tuple[float, float] | None = None) -> np.ndarray:
+    """(K, 2) arc-length intervals (m) of a dashed line's dashes (``span_m``: only those within this stretch of
+    arc length, cut to it: the standard pattern of a long line is then laid out there alone).
 
     The points' ``dash`` states where given (a dash runs from a DASH_START over DASH_CONTINUE points to a DASH_END);
     else OSI's rule for dashed lines, "one BoundaryPoint at the start and another at the end of each dashed line
@@ -192,15 +195,27 @@ def dash_intervals(line: BoundaryLine, s: np.ndarray, country_code: int, problem
     if np.isin(states, (DASH_START, DASH_CONTINUE, DASH_END, DASH_GAP)).any():
         intervals, ok = _dashes_by_state(states, s)
         if ok:
-            return intervals
+            return _within(intervals, span_m)
         problems.append(f"lane_boundary {line.id}: dash states out of order (a DASH_END without its DASH_START, or "
                         "a DASH_START inside a dash); its dashes are placed by OSI's point rule instead")
     segments = np.diff(s)
     if len(s) % 2 == 0 and (len(segments) == 1 or _alternating(segments)):
-        return np.column_stack([s[0::2], s[1::2]])
+        return _within(np.column_stack([s[0::2], s[1::2]]), span_m)
     dash, gap = standard_dashes(country_code)
-    starts = np.arange(s[0], s[-1], dash + gap)
-    return np.column_stack([starts, np.minimum(starts + dash, s[-1])])
+    first, last = s[0], s[-1]
+    if span_m is not None:  # the pattern's dashes from the one that reaches into the span on, as the whole line has them
+        first = s[0] + max(0.0, np.floor((span_m[0] - s[0]) / (dash + gap))) * (dash + gap)
+        last = min(last, span_m[1])
+    starts = np.arange(first, last, dash + gap)
+    return _within(np.column_stack([starts, np.minimum(starts + dash, s[-1])]), span_m)
+
+
+def _within(intervals: np.ndarray, span_m: tuple[float, float] | None) -> np.ndarray:
+    """The intervals that reach into ``span_m``, cut to it (all of them where it is None)."""
+    if span_m is None:
+        return intervals
+    cut_to = np.clip(intervals, *span_m)
+    return cut_to[cut_to[:, 1] > cut_to[:, 0]]
 
 
 def _alternating(segments: np.ndarray) -> bool:
@@ -430,6 +445,8 @@ def build_road(road: RoadGroundTruth, builder: MeshBuilder | None = None) -> Roa
     for line in road.boundaries:
         line_points = clean(line.position_m)
         if len(line_points) < 2:
+            problems.append(f"lane_boundary {line.id}: its {len(line.position_m)} points lie within "
+                            f"{SAME_POINT_M * 1e3:g} mm of one another (no length); left out")
             continue
         points.append(_densified(line_points))
         _boundary(builder, line, line_points, lifts.get(line.id, (0.0, 0.0)), kerb_high.get(line.id, 0.0),

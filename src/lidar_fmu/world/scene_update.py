@@ -43,6 +43,7 @@ from ..osi.decode import MAX_POSITION_M, ObjectState, SensorViewFrame, decode_se
 from ..osi.ground_truth import decode_road, decode_stationary
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from . import build_road_world, ground_plane_mesh
+from .bounds import REBUILD_AFTER_M
 from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
 from .roadside import stationary_mesh
 from .street import STREET_STYLES, box_corners, street_seed
@@ -164,6 +165,10 @@ class SceneUpdater:
         self._environment_mesh: Mesh | None = None  # the environment that came from a mesh file
         self._road_part: bytes | None = None  # the road's bytes the road was built from
         self._road_mesh: Mesh | None = None
+        #: where the road was built around (the host's x, y), and whether lines were cut there (then it is built
+        #: again once the host has moved REBUILD_AFTER_M)
+        self._road_centre: tuple[float, float] = (0.0, 0.0)
+        self._road_cut = False
         self._stationary_part: bytes | None = None
         # id → (mesh, pose, semantic class) of the stationary objects
         self._stationary: dict[int, tuple[Mesh, np.ndarray, int]] = {}
@@ -273,11 +278,18 @@ class SceneUpdater:
 
     def _update_road(self, frame: SensorViewFrame) -> None:
         part = frame.road_part
-        if part and part != self._road_part:
-            self._road_part = part
-            road = decode_road(part, frame.country_code)
-            built = build_road_world(road, self.reach_m, self._host_ground_z(frame), self.street,
-                                     self._object_boxes(frame) if self.street else None, street_seed(part))
+        centre = self._host_xy(frame)
+        moved = self._road_cut and math.dist(centre, self._road_centre) > REBUILD_AFTER_M
+        if part and (part != self._road_part or moved):
+            try:
+                road = decode_road(part, frame.country_code)
+                built = build_road_world(road, self.reach_m, self._host_ground_z(frame), self.street,
+                                         self._object_boxes(frame) if self.street else None, street_seed(part),
+                                         centre)
+            except MemoryError:  # the step is not published without its road; the next one builds it again
+                raise RoadBuildError("the road from the ground truth could not be built: out of memory; the next "
+                                     "step tries again") from None
+            self._road_part, self._road_centre, self._road_cut = part, centre, built.cut_lines > 0
             if built.street is not None:
                 self.scene.add_instance(STREET_ID, built.street)
             elif STREET_ID in self.scene:
@@ -293,6 +305,13 @@ class SceneUpdater:
                 self.scene.remove_instance(ENVIRONMENT_ID_BASE)
         if self._road_mesh is None:
             self._place_ground_plane(frame)
+
+    def _host_xy(self, frame: SensorViewFrame) -> tuple[float, float]:
+        """Where the host stands (x, y m), the road's lines are built around; the origin without a usable host."""
+        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+        if host is None or not position_in_world([float(v) for v in host.position_m]):
+            return 0.0, 0.0
+        return float(host.position_m[0]), float(host.position_m[1])
 
     def _object_boxes(self, frame: SensorViewFrame):
         """(K, 4, 2) horizontal corners of the boxes of ``frame``'s objects, moving and stationary, the street
@@ -413,6 +432,8 @@ class SceneUpdater:
         its mesh and its pose.
         """
         scene = self.scene
+        for object_id, why in frame.left_out:  # the decoder's: only that object is lost
+            self._warn_once(object_id, why, why)
         self._update_environment(frame)
         self._update_stationary(frame)
         claimed = set()
@@ -468,6 +489,10 @@ class SceneUpdater:
                 scene.remove_instance(gone)
         self._forget_unused_references({o.model_reference for o in placed if o.model_reference}
                                        | self._stationary_references | {self._environment_ref})
+
+
+class RoadBuildError(LidarFmuError):
+    """The road from the ground truth could not be built this step (the step is not published; the next tries)."""
 
 
 class SceneSettingError(LidarFmuError, ValueError):
