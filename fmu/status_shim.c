@@ -13,7 +13,9 @@
  * answers fmi2OK, the shim reads the slave's Integer variable with value
  * reference 0 (fmi2_status_of_last_call, registered first by fmu/LidarSensor.py),
  * which holds the worst status the slave gave the call and is reset by that
- * read, and returns it.
+ * read, and returns it. What pythonfmu would crash on or answer wrongly the shim
+ * refuses itself with fmi2Error and the reason logged: a get or set with a NULL
+ * array, and the FMU state functions (canGetAndSetFMUstate is false).
  *
  * Logging: pythonfmu 0.7.0 passes a message to the master's logger only while
  * debug logging is on, so with loggingOn = fmi2False (FMPy's default, many
@@ -195,6 +197,17 @@ EXPORT fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tolerance_def
     CALL(fmi2SetupExperiment, tolerance_defined, tolerance, start, stop_defined, stop);
 }
 
+/* Refuse ``function`` of component ``c``: one line (``function`` refused: ``why``) to the master's logger, fmi2Error.
+ * ``why`` holds no '%': the logger takes it as its format. */
+static fmi2Status refuse(fmi2Component c, const char *function, const char *why) {
+    const Instance *self = c;
+    char message[400];
+    snprintf(message, sizeof message, "%s refused: %s. Nothing changed.", function, why);
+    if (self && self->master_logger)
+        self->master_logger(self->master_environment, self->name, fmi2Error, "logStatusError", message);
+    return fmi2Error;
+}
+
 #define NO_ARGUMENTS(name) \
     EXPORT fmi2Status name(fmi2Component c) { CALL(name); }
 NO_ARGUMENTS(fmi2EnterInitializationMode)
@@ -203,8 +216,10 @@ NO_ARGUMENTS(fmi2Terminate)
 NO_ARGUMENTS(fmi2Reset)
 NO_ARGUMENTS(fmi2CancelStep)
 
+/* (pythonfmu reads the arrays without looking: a NULL one would crash the master) */
 #define GET_SET(name, value_type)                                                                            \
     EXPORT fmi2Status name(fmi2Component c, const fmi2ValueReference vr[], size_t n, value_type values[]) { \
+        if (n > 0 && (!vr || !values)) return refuse(c, #name, "a NULL valueReferences or values array");   \
         CALL(name, vr, n, values);                                                                          \
     }
 GET_SET(fmi2GetReal, fmi2Real)
@@ -216,29 +231,38 @@ GET_SET(fmi2SetInteger, const fmi2Integer)
 GET_SET(fmi2SetBoolean, const fmi2Boolean)
 GET_SET(fmi2SetString, const fmi2String)
 
+/* canGetAndSetFMUstate and canSerializeFMUstate are false: pythonfmu would answer fmi2OK (get) or fmi2Fatal. */
+#define NO_FMU_STATE "this FMU cannot get or set its state (canGetAndSetFMUstate is false)"
+#define NO_SERIALIZATION "this FMU cannot serialize its state (canSerializeFMUstate is false)"
 EXPORT fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    CALL(fmi2GetFMUstate, state);
+    (void)state;
+    return refuse(c, "fmi2GetFMUstate", NO_FMU_STATE);
 }
 
 EXPORT fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) {
-    CALL(fmi2SetFMUstate, state);
+    (void)state;
+    return refuse(c, "fmi2SetFMUstate", NO_FMU_STATE);
 }
 
 EXPORT fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    CALL(fmi2FreeFMUstate, state);
+    (void)state;
+    return refuse(c, "fmi2FreeFMUstate", NO_FMU_STATE);
 }
 
 EXPORT fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t *size) {
-    CALL(fmi2SerializedFMUstateSize, state, size);
+    (void)state, (void)size;
+    return refuse(c, "fmi2SerializedFMUstateSize", NO_SERIALIZATION);
 }
 
 EXPORT fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte bytes[], size_t size) {
-    CALL(fmi2SerializeFMUstate, state, bytes, size);
+    (void)state, (void)bytes, (void)size;
+    return refuse(c, "fmi2SerializeFMUstate", NO_SERIALIZATION);
 }
 
 EXPORT fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte bytes[], size_t size,
                                           fmi2FMUstate *state) {
-    CALL(fmi2DeSerializeFMUstate, bytes, size, state);
+    (void)bytes, (void)size, (void)state;
+    return refuse(c, "fmi2DeSerializeFMUstate", NO_SERIALIZATION);
 }
 
 EXPORT fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference unknown[], size_t n_unknown,
