@@ -69,11 +69,6 @@ typedef struct {
 #define INNER_SUFFIX ".pythonfmu.so"
 #include "status_shim_inner.h"
 
-/* The log categories of the model description (pythonfmu's). */
-static const char *const CATEGORIES[] = {"logStatusWarning", "logStatusDiscard", "logStatusError", "logStatusFatal",
-                                         "logAll"};
-#define N_CATEGORIES (sizeof CATEGORIES / sizeof CATEGORIES[0])
-
 /* One instance as the master holds it: pythonfmu's, and what the master asked of logging. */
 typedef struct {
     fmi2Component inner;
@@ -86,21 +81,13 @@ typedef struct {
     unsigned categories;              /* bit k: CATEGORIES[k] asked for; 0: all */
 } Instance;
 
-static int category_index(fmi2String name) {
-    for (size_t k = 0; name && k < N_CATEGORIES; k++)
-        if (strcmp(name, CATEGORIES[k]) == 0) return (int)k;
-    return -1;
-}
-
 /* pythonfmu's logger: errors always reach the master, the rest as its debug logging says. The message is passed
  * on exactly as pythonfmu passes it (as the format, without arguments). */
 static void log_to_master(fmi2ComponentEnvironment environment, fmi2String name, fmi2Status status,
                           fmi2String category, fmi2String message, ...) {
     const Instance *self = environment;
     if (!self || !self->master_logger) return;
-    int k = category_index(category);
-    int asked = self->debug_logging && (self->categories == 0 || (k >= 0 && (self->categories >> k) & 1u));
-    if (status == fmi2Error || status == fmi2Fatal || asked)
+    if (passed_on(status == fmi2Error || status == fmi2Fatal, category, self->debug_logging, self->categories))
         self->master_logger(self->master_environment, name, status, category, message);
 }
 
@@ -231,39 +218,19 @@ GET_SET(fmi2SetInteger, const fmi2Integer)
 GET_SET(fmi2SetBoolean, const fmi2Boolean)
 GET_SET(fmi2SetString, const fmi2String)
 
-/* canGetAndSetFMUstate and canSerializeFMUstate are false: pythonfmu would answer fmi2OK (get) or fmi2Fatal. */
+/* canGetAndSetFMUstate and canSerializeFMUstate are false: pythonfmu would answer fmi2OK (get) or fmi2Fatal. These
+ * refuse whatever the arguments (which they leave alone, so the compiler is told not to mind them). */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define REFUSED(name, why, ...) \
+    EXPORT fmi2Status name(fmi2Component c, __VA_ARGS__) { return refuse(c, #name, why); }
 #define NO_FMU_STATE "this FMU cannot get or set its state (canGetAndSetFMUstate is false)"
 #define NO_SERIALIZATION "this FMU cannot serialize its state (canSerializeFMUstate is false)"
-EXPORT fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    (void)state;
-    return refuse(c, "fmi2GetFMUstate", NO_FMU_STATE);
-}
-
-EXPORT fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) {
-    (void)state;
-    return refuse(c, "fmi2SetFMUstate", NO_FMU_STATE);
-}
-
-EXPORT fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    (void)state;
-    return refuse(c, "fmi2FreeFMUstate", NO_FMU_STATE);
-}
-
-EXPORT fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t *size) {
-    (void)state, (void)size;
-    return refuse(c, "fmi2SerializedFMUstateSize", NO_SERIALIZATION);
-}
-
-EXPORT fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte bytes[], size_t size) {
-    (void)state, (void)bytes, (void)size;
-    return refuse(c, "fmi2SerializeFMUstate", NO_SERIALIZATION);
-}
-
-EXPORT fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte bytes[], size_t size,
-                                          fmi2FMUstate *state) {
-    (void)bytes, (void)size, (void)state;
-    return refuse(c, "fmi2DeSerializeFMUstate", NO_SERIALIZATION);
-}
+REFUSED(fmi2GetFMUstate, NO_FMU_STATE, fmi2FMUstate *state)
+REFUSED(fmi2SetFMUstate, NO_FMU_STATE, fmi2FMUstate state)
+REFUSED(fmi2FreeFMUstate, NO_FMU_STATE, fmi2FMUstate *state)
+REFUSED(fmi2SerializedFMUstateSize, NO_SERIALIZATION, fmi2FMUstate state, size_t *size)
+REFUSED(fmi2SerializeFMUstate, NO_SERIALIZATION, fmi2FMUstate state, fmi2Byte bytes[], size_t size)
+REFUSED(fmi2DeSerializeFMUstate, NO_SERIALIZATION, const fmi2Byte bytes[], size_t size, fmi2FMUstate *state)
 
 EXPORT fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference unknown[], size_t n_unknown,
                                                const fmi2ValueReference known[], size_t n_known,

@@ -58,11 +58,6 @@ static const char *const STATE_NAMES[] = {"Instantiated", "Initialization Mode",
 #define SETTABLE (INSTANTIATED | INITIALIZATION_MODE | STEP_MODE)
 #define ANY_STATE GETTABLE
 
-/* The log categories of the model description (pythonfmu3's). */
-static const char *const CATEGORIES[] = {"logStatusWarning", "logStatusDiscard", "logStatusError", "logStatusFatal",
-                                         "logAll"};
-#define N_CATEGORIES (sizeof CATEGORIES / sizeof CATEGORIES[0])
-
 /* One instance as the master holds it: pythonfmu3's, its state, and what the master asked of logging. */
 typedef struct {
     fmi3Instance inner;
@@ -73,20 +68,12 @@ typedef struct {
     unsigned categories; /* bit k: CATEGORIES[k] asked for; 0: all */
 } Instance;
 
-static int category_index(fmi3String name) {
-    for (size_t k = 0; name && k < N_CATEGORIES; k++)
-        if (strcmp(name, CATEGORIES[k]) == 0) return (int)k;
-    return -1;
-}
-
 /* pythonfmu3's logger: errors always reach the master, the rest as its debug logging says. */
 static void log_to_master(fmi3InstanceEnvironment environment, fmi3Status status, fmi3String category,
                           fmi3String message) {
     const Instance *self = environment;
     if (!self || !self->log_message) return;
-    int k = category_index(category);
-    int asked = self->debug_logging && (self->categories == 0 || (k >= 0 && (self->categories >> k) & 1u));
-    if (status == fmi3Error || status == fmi3Fatal || asked)
+    if (passed_on(status == fmi3Error || status == fmi3Fatal, category, self->debug_logging, self->categories))
         self->log_message(self->environment, status, category, message ? message : "");
 }
 
@@ -339,36 +326,21 @@ FMI3_Export fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 time, fmi3F
             last_successful);
 }
 
-FMI3_Export fmi3Status fmi3EnterEventMode(fmi3Instance instance) {
-    return unsupported(instance, "fmi3EnterEventMode", NO_EVENT_MODE);
-}
+/* The functions of what this FMU does not have: fmi3Error with ``why`` logged whatever the arguments (which they
+ * leave alone, so the compiler is told not to mind them). */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define REFUSED(name, why, ...) \
+    FMI3_Export fmi3Status name(fmi3Instance instance, ##__VA_ARGS__) { return unsupported(instance, #name, why); }
 
-FMI3_Export fmi3Status fmi3EnterStepMode(fmi3Instance instance) {
-    return unsupported(instance, "fmi3EnterStepMode", "allowed from Event Mode only, and " NO_EVENT_MODE
-                       " (fmi3ExitInitializationMode enters Step Mode)");
-}
-
-FMI3_Export fmi3Status fmi3EnterConfigurationMode(fmi3Instance instance) {
-    return unsupported(instance, "fmi3EnterConfigurationMode", "this FMU has no structural parameters");
-}
-
-FMI3_Export fmi3Status fmi3ExitConfigurationMode(fmi3Instance instance) {
-    return unsupported(instance, "fmi3ExitConfigurationMode",
-                       "this FMU has no structural parameters, so it is never in Configuration Mode");
-}
-
-FMI3_Export fmi3Status fmi3EvaluateDiscreteStates(fmi3Instance instance) {
-    return unsupported(instance, "fmi3EvaluateDiscreteStates", "allowed in Event Mode only, and " NO_EVENT_MODE);
-}
-
-FMI3_Export fmi3Status fmi3UpdateDiscreteStates(fmi3Instance instance, fmi3Boolean *need_update,
-                                                fmi3Boolean *terminate, fmi3Boolean *nominals_changed,
-                                                fmi3Boolean *values_changed, fmi3Boolean *next_time_defined,
-                                                fmi3Float64 *next_time) {
-    (void)need_update, (void)terminate, (void)nominals_changed, (void)values_changed, (void)next_time_defined,
-        (void)next_time;
-    return unsupported(instance, "fmi3UpdateDiscreteStates", "allowed in Event Mode only, and " NO_EVENT_MODE);
-}
+REFUSED(fmi3EnterEventMode, NO_EVENT_MODE)
+REFUSED(fmi3EnterStepMode, "allowed from Event Mode only, and " NO_EVENT_MODE
+        " (fmi3ExitInitializationMode enters Step Mode)")
+REFUSED(fmi3EvaluateDiscreteStates, "allowed in Event Mode only, and " NO_EVENT_MODE)
+REFUSED(fmi3UpdateDiscreteStates, "allowed in Event Mode only, and " NO_EVENT_MODE, fmi3Boolean *need_update,
+        fmi3Boolean *terminate, fmi3Boolean *nominals_changed, fmi3Boolean *values_changed,
+        fmi3Boolean *next_time_defined, fmi3Float64 *next_time)
+REFUSED(fmi3EnterConfigurationMode, "this FMU has no structural parameters")
+REFUSED(fmi3ExitConfigurationMode, "this FMU has no structural parameters, so it is never in Configuration Mode")
 
 /* -- variables: the types the model has are forwarded; of the others it has no variable ------------------------- */
 #define GET(type)                                                                                        \
@@ -473,175 +445,50 @@ FMI3_Export fmi3Status fmi3SetBinary(fmi3Instance instance, const fmi3ValueRefer
     return status;
 }
 
-/* -- clocks: none --------------------------------------------------------------------------------------------- */
-FMI3_Export fmi3Status fmi3GetClock(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                    fmi3Clock values[]) {
-    (void)vr, (void)n_vr, (void)values;
-    return unsupported(instance, "fmi3GetClock", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3SetClock(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                    const fmi3Clock values[]) {
-    (void)vr, (void)n_vr, (void)values;
-    return unsupported(instance, "fmi3SetClock", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3GetIntervalDecimal(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                              fmi3Float64 intervals[], fmi3IntervalQualifier qualifiers[]) {
-    (void)vr, (void)n_vr, (void)intervals, (void)qualifiers;
-    return unsupported(instance, "fmi3GetIntervalDecimal", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3GetIntervalFraction(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                               fmi3UInt64 counters[], fmi3UInt64 resolutions[],
-                                               fmi3IntervalQualifier qualifiers[]) {
-    (void)vr, (void)n_vr, (void)counters, (void)resolutions, (void)qualifiers;
-    return unsupported(instance, "fmi3GetIntervalFraction", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3GetShiftDecimal(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                           fmi3Float64 shifts[]) {
-    (void)vr, (void)n_vr, (void)shifts;
-    return unsupported(instance, "fmi3GetShiftDecimal", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3GetShiftFraction(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                            fmi3UInt64 counters[], fmi3UInt64 resolutions[]) {
-    (void)vr, (void)n_vr, (void)counters, (void)resolutions;
-    return unsupported(instance, "fmi3GetShiftFraction", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3SetIntervalDecimal(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                              const fmi3Float64 intervals[]) {
-    (void)vr, (void)n_vr, (void)intervals;
-    return unsupported(instance, "fmi3SetIntervalDecimal", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3SetIntervalFraction(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                               const fmi3UInt64 counters[], const fmi3UInt64 resolutions[]) {
-    (void)vr, (void)n_vr, (void)counters, (void)resolutions;
-    return unsupported(instance, "fmi3SetIntervalFraction", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3SetShiftDecimal(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                           const fmi3Float64 shifts[]) {
-    (void)vr, (void)n_vr, (void)shifts;
-    return unsupported(instance, "fmi3SetShiftDecimal", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3SetShiftFraction(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                            const fmi3UInt64 counters[], const fmi3UInt64 resolutions[]) {
-    (void)vr, (void)n_vr, (void)counters, (void)resolutions;
-    return unsupported(instance, "fmi3SetShiftFraction", NO_CLOCKS);
-}
-
-FMI3_Export fmi3Status fmi3ActivateModelPartition(fmi3Instance instance, fmi3ValueReference clock,
-                                                  fmi3Float64 activation_time) {
-    (void)clock, (void)activation_time;
-    return unsupported(instance, "fmi3ActivateModelPartition",
-                       "a Scheduled Execution function; this FMU is for co-simulation only");
-}
+/* -- clocks: none ------------------------------------------------------------------------------------------- */
+#define VRS const fmi3ValueReference vr[], size_t n_vr
+REFUSED(fmi3GetClock, NO_CLOCKS, VRS, fmi3Clock values[])
+REFUSED(fmi3SetClock, NO_CLOCKS, VRS, const fmi3Clock values[])
+REFUSED(fmi3GetIntervalDecimal, NO_CLOCKS, VRS, fmi3Float64 intervals[], fmi3IntervalQualifier qualifiers[])
+REFUSED(fmi3GetIntervalFraction, NO_CLOCKS, VRS, fmi3UInt64 counters[], fmi3UInt64 resolutions[],
+        fmi3IntervalQualifier qualifiers[])
+REFUSED(fmi3GetShiftDecimal, NO_CLOCKS, VRS, fmi3Float64 shifts[])
+REFUSED(fmi3GetShiftFraction, NO_CLOCKS, VRS, fmi3UInt64 counters[], fmi3UInt64 resolutions[])
+REFUSED(fmi3SetIntervalDecimal, NO_CLOCKS, VRS, const fmi3Float64 intervals[])
+REFUSED(fmi3SetIntervalFraction, NO_CLOCKS, VRS, const fmi3UInt64 counters[], const fmi3UInt64 resolutions[])
+REFUSED(fmi3SetShiftDecimal, NO_CLOCKS, VRS, const fmi3Float64 shifts[])
+REFUSED(fmi3SetShiftFraction, NO_CLOCKS, VRS, const fmi3UInt64 counters[], const fmi3UInt64 resolutions[])
+REFUSED(fmi3ActivateModelPartition, "a Scheduled Execution function; this FMU is for co-simulation only",
+        fmi3ValueReference clock, fmi3Float64 activation_time)
 
 /* -- dependencies, derivatives, FMU state: capabilities the model description says the FMU does not have ------- */
-FMI3_Export fmi3Status fmi3GetNumberOfVariableDependencies(fmi3Instance instance, fmi3ValueReference vr,
-                                                           size_t *n) {
-    (void)vr, (void)n;
-    return unsupported(instance, "fmi3GetNumberOfVariableDependencies",
-                       "providesPerElementDependencies is false (the model description's ModelStructure has them)");
-}
-
-FMI3_Export fmi3Status fmi3GetVariableDependencies(fmi3Instance instance, fmi3ValueReference dependent,
-                                                   size_t element_of_dependent[], fmi3ValueReference independents[],
-                                                   size_t element_of_independents[], fmi3DependencyKind kinds[],
-                                                   size_t n) {
-    (void)dependent, (void)element_of_dependent, (void)independents, (void)element_of_independents, (void)kinds,
-        (void)n;
-    return unsupported(instance, "fmi3GetVariableDependencies",
-                       "providesPerElementDependencies is false (the model description's ModelStructure has them)");
-}
-
-#define DERIVATIVE(name, flag)                                                                               \
-    FMI3_Export fmi3Status name(fmi3Instance instance, const fmi3ValueReference unknowns[], size_t n_unknowns, \
-                                const fmi3ValueReference knowns[], size_t n_knowns, const fmi3Float64 seed[],  \
-                                size_t n_seed, fmi3Float64 sensitivity[], size_t n_sensitivity) {             \
-        (void)unknowns, (void)n_unknowns, (void)knowns, (void)n_knowns, (void)seed, (void)n_seed,            \
-            (void)sensitivity, (void)n_sensitivity;                                                          \
-        return unsupported(instance, #name, flag " is false");                                               \
-    }
-DERIVATIVE(fmi3GetDirectionalDerivative, "providesDirectionalDerivatives")
-DERIVATIVE(fmi3GetAdjointDerivative, "providesAdjointDerivatives")
-
-FMI3_Export fmi3Status fmi3GetOutputDerivatives(fmi3Instance instance, const fmi3ValueReference vr[], size_t n_vr,
-                                                const fmi3Int32 orders[], fmi3Float64 values[], size_t n_values) {
-    (void)vr, (void)n_vr, (void)orders, (void)values, (void)n_values;
-    return unsupported(instance, "fmi3GetOutputDerivatives", "maxOutputDerivativeOrder is 0");
-}
-
-FMI3_Export fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *state) {
-    (void)state;
-    return unsupported(instance, "fmi3GetFMUState", NO_FMU_STATE);
-}
-
-FMI3_Export fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState state) {
-    (void)state;
-    return unsupported(instance, "fmi3SetFMUState", NO_FMU_STATE);
-}
-
-FMI3_Export fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *state) {
-    (void)state;
-    return unsupported(instance, "fmi3FreeFMUState", NO_FMU_STATE);
-}
-
-FMI3_Export fmi3Status fmi3SerializedFMUStateSize(fmi3Instance instance, fmi3FMUState state, size_t *size) {
-    (void)state, (void)size;
-    return unsupported(instance, "fmi3SerializedFMUStateSize", NO_SERIALIZATION);
-}
-
-FMI3_Export fmi3Status fmi3SerializeFMUState(fmi3Instance instance, fmi3FMUState state, fmi3Byte bytes[],
-                                             size_t size) {
-    (void)state, (void)bytes, (void)size;
-    return unsupported(instance, "fmi3SerializeFMUState", NO_SERIALIZATION);
-}
-
-FMI3_Export fmi3Status fmi3DeserializeFMUState(fmi3Instance instance, const fmi3Byte bytes[], size_t size,
-                                               fmi3FMUState *state) {
-    (void)bytes, (void)size, (void)state;
-    return unsupported(instance, "fmi3DeserializeFMUState", NO_SERIALIZATION);
-}
+#define NO_DEPENDENCIES "providesPerElementDependencies is false (the model description's ModelStructure has them)"
+REFUSED(fmi3GetNumberOfVariableDependencies, NO_DEPENDENCIES, fmi3ValueReference vr, size_t *n)
+REFUSED(fmi3GetVariableDependencies, NO_DEPENDENCIES, fmi3ValueReference dependent, size_t element_of_dependent[],
+        fmi3ValueReference independents[], size_t element_of_independents[], fmi3DependencyKind kinds[], size_t n)
+#define DERIVATIVE_ARGUMENTS                                                                                   \
+    const fmi3ValueReference unknowns[], size_t n_unknowns, const fmi3ValueReference knowns[], size_t n_knowns, \
+        const fmi3Float64 seed[], size_t n_seed, fmi3Float64 sensitivity[], size_t n_sensitivity
+REFUSED(fmi3GetDirectionalDerivative, "providesDirectionalDerivatives is false", DERIVATIVE_ARGUMENTS)
+REFUSED(fmi3GetAdjointDerivative, "providesAdjointDerivatives is false", DERIVATIVE_ARGUMENTS)
+REFUSED(fmi3GetOutputDerivatives, "maxOutputDerivativeOrder is 0", VRS, const fmi3Int32 orders[],
+        fmi3Float64 values[], size_t n_values)
+REFUSED(fmi3GetFMUState, NO_FMU_STATE, fmi3FMUState *state)
+REFUSED(fmi3SetFMUState, NO_FMU_STATE, fmi3FMUState state)
+REFUSED(fmi3FreeFMUState, NO_FMU_STATE, fmi3FMUState *state)
+REFUSED(fmi3SerializedFMUStateSize, NO_SERIALIZATION, fmi3FMUState state, size_t *size)
+REFUSED(fmi3SerializeFMUState, NO_SERIALIZATION, fmi3FMUState state, fmi3Byte bytes[], size_t size)
+REFUSED(fmi3DeserializeFMUState, NO_SERIALIZATION, const fmi3Byte bytes[], size_t size, fmi3FMUState *state)
 
 /* -- Model Exchange's functions ---------------------------------------------------------------------------- */
-FMI3_Export fmi3Status fmi3EnterContinuousTimeMode(fmi3Instance instance) {
-    return unsupported(instance, "fmi3EnterContinuousTimeMode", NO_MODEL_EXCHANGE);
-}
-
-FMI3_Export fmi3Status fmi3CompletedIntegratorStep(fmi3Instance instance, fmi3Boolean no_set_state_before,
-                                                   fmi3Boolean *enter_event_mode, fmi3Boolean *terminate) {
-    (void)no_set_state_before, (void)enter_event_mode, (void)terminate;
-    return unsupported(instance, "fmi3CompletedIntegratorStep", NO_MODEL_EXCHANGE);
-}
-
-FMI3_Export fmi3Status fmi3SetTime(fmi3Instance instance, fmi3Float64 time) {
-    (void)time;
-    return unsupported(instance, "fmi3SetTime", NO_MODEL_EXCHANGE);
-}
-
-#define FLOAT64_ARRAY(name, array_qualifier)                                                              \
-    FMI3_Export fmi3Status name(fmi3Instance instance, array_qualifier fmi3Float64 values[], size_t n) { \
-        (void)values, (void)n;                                                                            \
-        return unsupported(instance, #name, NO_MODEL_EXCHANGE);                                           \
-    }
-FLOAT64_ARRAY(fmi3SetContinuousStates, const)
-FLOAT64_ARRAY(fmi3GetContinuousStateDerivatives, )
-FLOAT64_ARRAY(fmi3GetEventIndicators, )
-FLOAT64_ARRAY(fmi3GetContinuousStates, )
-FLOAT64_ARRAY(fmi3GetNominalsOfContinuousStates, )
-
-FMI3_Export fmi3Status fmi3GetNumberOfEventIndicators(fmi3Instance instance, size_t *n) {
-    (void)n;
-    return unsupported(instance, "fmi3GetNumberOfEventIndicators", NO_MODEL_EXCHANGE);
-}
-
-FMI3_Export fmi3Status fmi3GetNumberOfContinuousStates(fmi3Instance instance, size_t *n) {
-    (void)n;
-    return unsupported(instance, "fmi3GetNumberOfContinuousStates", NO_MODEL_EXCHANGE);
-}
+REFUSED(fmi3EnterContinuousTimeMode, NO_MODEL_EXCHANGE)
+REFUSED(fmi3CompletedIntegratorStep, NO_MODEL_EXCHANGE, fmi3Boolean no_set_state_before,
+        fmi3Boolean *enter_event_mode, fmi3Boolean *terminate)
+REFUSED(fmi3SetTime, NO_MODEL_EXCHANGE, fmi3Float64 time)
+REFUSED(fmi3SetContinuousStates, NO_MODEL_EXCHANGE, const fmi3Float64 states[], size_t n)
+REFUSED(fmi3GetContinuousStateDerivatives, NO_MODEL_EXCHANGE, fmi3Float64 derivatives[], size_t n)
+REFUSED(fmi3GetEventIndicators, NO_MODEL_EXCHANGE, fmi3Float64 indicators[], size_t n)
+REFUSED(fmi3GetContinuousStates, NO_MODEL_EXCHANGE, fmi3Float64 states[], size_t n)
+REFUSED(fmi3GetNominalsOfContinuousStates, NO_MODEL_EXCHANGE, fmi3Float64 nominals[], size_t n)
+REFUSED(fmi3GetNumberOfEventIndicators, NO_MODEL_EXCHANGE, size_t *n)
+REFUSED(fmi3GetNumberOfContinuousStates, NO_MODEL_EXCHANGE, size_t *n)
