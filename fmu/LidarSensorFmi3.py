@@ -102,7 +102,7 @@ class LidarSensor(OsmpLidarSlave, Fmi3Slave):
 
     def _channel(self, vrs):
         """The shim's Binary reads and writes: value references as pythonfmu3 passes them → Binary ones (None: a
-        master's own fmi3Get/SetUInt64)."""
+        master's own fmi3Get/SetUInt64, which the shim lets through only without the top bit)."""
         vrs = list(vrs)
         if vrs and all(vr < 0 for vr in vrs):  # vr | 2³¹ as a signed int
             return [vr + BINARY_CHANNEL for vr in vrs]

@@ -423,10 +423,7 @@ class OsmpLidarSlave:
         self._state = INITIALIZATION
 
     def exit_initialization_mode(self):
-        if self._state == INSTANTIATED:
-            self._log(f"{self.CALL}ExitInitializationMode called without {self.CALL}EnterInitializationMode; "
-                      "initializing anyway")
-        elif self._state != INITIALIZATION:
+        if self._state != INITIALIZATION:
             self._wrong_state(f"{self.CALL}ExitInitializationMode", "in Initialization Mode")
             return
         self._master_view_config()  # the master's buffer is valid until this call ends
@@ -471,8 +468,8 @@ class OsmpLidarSlave:
 
     def terminate(self):
         finalize_pythonfmu_before_exit()  # pythonfmu FMUs the master loaded after this instance
-        if self._state == TERMINATED:
-            self._log(f"{self.CALL}Terminate called twice; nothing to do")
+        if self._state != STEP:
+            self._wrong_state(f"{self.CALL}Terminate", f"in Step Mode, after {self.CALL}ExitInitializationMode")
             return
         self._state = TERMINATED
         self._model = None

@@ -13,7 +13,9 @@
  * answers fmi2OK, the shim reads the slave's Integer variable with value
  * reference 0 (fmi2_status_of_last_call, registered first by fmu/LidarSensor.py),
  * which holds the worst status the slave gave the call and is reset by that
- * read, and returns it.
+ * read, and returns it. What pythonfmu would crash on or answer wrongly the shim
+ * refuses itself with fmi2Error and the reason logged: a get or set with a NULL
+ * array, and the FMU state functions (canGetAndSetFMUstate is false).
  *
  * Logging: pythonfmu 0.7.0 passes a message to the master's logger only while
  * debug logging is on, so with loggingOn = fmi2False (FMPy's default, many
@@ -67,11 +69,6 @@ typedef struct {
 #define INNER_SUFFIX ".pythonfmu.so"
 #include "status_shim_inner.h"
 
-/* The log categories of the model description (pythonfmu's). */
-static const char *const CATEGORIES[] = {"logStatusWarning", "logStatusDiscard", "logStatusError", "logStatusFatal",
-                                         "logAll"};
-#define N_CATEGORIES (sizeof CATEGORIES / sizeof CATEGORIES[0])
-
 /* One instance as the master holds it: pythonfmu's, and what the master asked of logging. */
 typedef struct {
     fmi2Component inner;
@@ -84,21 +81,13 @@ typedef struct {
     unsigned categories;              /* bit k: CATEGORIES[k] asked for; 0: all */
 } Instance;
 
-static int category_index(fmi2String name) {
-    for (size_t k = 0; name && k < N_CATEGORIES; k++)
-        if (strcmp(name, CATEGORIES[k]) == 0) return (int)k;
-    return -1;
-}
-
 /* pythonfmu's logger: errors always reach the master, the rest as its debug logging says. The message is passed
  * on exactly as pythonfmu passes it (as the format, without arguments). */
 static void log_to_master(fmi2ComponentEnvironment environment, fmi2String name, fmi2Status status,
                           fmi2String category, fmi2String message, ...) {
     const Instance *self = environment;
     if (!self || !self->master_logger) return;
-    int k = category_index(category);
-    int asked = self->debug_logging && (self->categories == 0 || (k >= 0 && (self->categories >> k) & 1u));
-    if (status == fmi2Error || status == fmi2Fatal || asked)
+    if (passed_on(status == fmi2Error || status == fmi2Fatal, category, self->debug_logging, self->categories))
         self->master_logger(self->master_environment, name, status, category, message);
 }
 
@@ -195,6 +184,17 @@ EXPORT fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tolerance_def
     CALL(fmi2SetupExperiment, tolerance_defined, tolerance, start, stop_defined, stop);
 }
 
+/* Refuse ``function`` of component ``c``: one line (``function`` refused: ``why``) to the master's logger, fmi2Error.
+ * ``why`` holds no '%': the logger takes it as its format. */
+static fmi2Status refuse(fmi2Component c, const char *function, const char *why) {
+    const Instance *self = c;
+    char message[400];
+    snprintf(message, sizeof message, "%s refused: %s. Nothing changed.", function, why);
+    if (self && self->master_logger)
+        self->master_logger(self->master_environment, self->name, fmi2Error, "logStatusError", message);
+    return fmi2Error;
+}
+
 #define NO_ARGUMENTS(name) \
     EXPORT fmi2Status name(fmi2Component c) { CALL(name); }
 NO_ARGUMENTS(fmi2EnterInitializationMode)
@@ -203,8 +203,10 @@ NO_ARGUMENTS(fmi2Terminate)
 NO_ARGUMENTS(fmi2Reset)
 NO_ARGUMENTS(fmi2CancelStep)
 
+/* (pythonfmu reads the arrays without looking: a NULL one would crash the master) */
 #define GET_SET(name, value_type)                                                                            \
     EXPORT fmi2Status name(fmi2Component c, const fmi2ValueReference vr[], size_t n, value_type values[]) { \
+        if (n > 0 && (!vr || !values)) return refuse(c, #name, "a NULL valueReferences or values array");   \
         CALL(name, vr, n, values);                                                                          \
     }
 GET_SET(fmi2GetReal, fmi2Real)
@@ -216,30 +218,19 @@ GET_SET(fmi2SetInteger, const fmi2Integer)
 GET_SET(fmi2SetBoolean, const fmi2Boolean)
 GET_SET(fmi2SetString, const fmi2String)
 
-EXPORT fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    CALL(fmi2GetFMUstate, state);
-}
-
-EXPORT fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) {
-    CALL(fmi2SetFMUstate, state);
-}
-
-EXPORT fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    CALL(fmi2FreeFMUstate, state);
-}
-
-EXPORT fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t *size) {
-    CALL(fmi2SerializedFMUstateSize, state, size);
-}
-
-EXPORT fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte bytes[], size_t size) {
-    CALL(fmi2SerializeFMUstate, state, bytes, size);
-}
-
-EXPORT fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte bytes[], size_t size,
-                                          fmi2FMUstate *state) {
-    CALL(fmi2DeSerializeFMUstate, bytes, size, state);
-}
+/* canGetAndSetFMUstate and canSerializeFMUstate are false: pythonfmu would answer fmi2OK (get) or fmi2Fatal. These
+ * refuse whatever the arguments (which they leave alone, so the compiler is told not to mind them). */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define REFUSED(name, why, ...) \
+    EXPORT fmi2Status name(fmi2Component c, __VA_ARGS__) { return refuse(c, #name, why); }
+#define NO_FMU_STATE "this FMU cannot get or set its state (canGetAndSetFMUstate is false)"
+#define NO_SERIALIZATION "this FMU cannot serialize its state (canSerializeFMUstate is false)"
+REFUSED(fmi2GetFMUstate, NO_FMU_STATE, fmi2FMUstate *state)
+REFUSED(fmi2SetFMUstate, NO_FMU_STATE, fmi2FMUstate state)
+REFUSED(fmi2FreeFMUstate, NO_FMU_STATE, fmi2FMUstate *state)
+REFUSED(fmi2SerializedFMUstateSize, NO_SERIALIZATION, fmi2FMUstate state, size_t *size)
+REFUSED(fmi2SerializeFMUstate, NO_SERIALIZATION, fmi2FMUstate state, fmi2Byte bytes[], size_t size)
+REFUSED(fmi2DeSerializeFMUstate, NO_SERIALIZATION, const fmi2Byte bytes[], size_t size, fmi2FMUstate *state)
 
 EXPORT fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference unknown[], size_t n_unknown,
                                                const fmi2ValueReference known[], size_t n_known,

@@ -11,6 +11,9 @@ import ctypes
 import json
 import math
 import pathlib
+import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 import zipfile
 
@@ -20,6 +23,7 @@ from fmpy.fmi1 import FMICallException
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
+from helpers.c_master import compile_master, master_env
 from helpers.fmu_inputs import OSMP_VARIABLES, SHARED_TRACE, SMALL_SENSOR
 from helpers.osi_views import sensor_view
 from helpers.osmp_master import NARROWINGS, answer, detections
@@ -220,6 +224,7 @@ def test_fmi3_refuses_a_masters_misuse_and_stays_usable(fmus, small_sensor):
         assert status_of(lambda: slave.terminate()) == "OK"
         assert fmu.get_binary("OSMPSensorDataOut") == b""  # no pointer into a released buffer
         assert_refused(fmu, do_step(fmu, 0.2, 0.1), "fmi3DoStep", "Terminated")
+        assert_refused(fmu, status_of(lambda: slave.terminate()), "fmi3Terminate", "Terminated")
 
 
 def test_fmi3_errors_reach_the_master_with_logging_off_and_a_model_that_cannot_start_says_why(fmus):
@@ -250,6 +255,134 @@ def test_fmi3_empty_binaries_are_no_data(fmus, small_sensor):
         out = fmu.step(b"", 0.0, 0.1)
         assert not out.valid and out.count == 0 and out.sensor_data  # empty, marked not available
         assert any("no SensorView input" in text for _, text in fmu.messages)
+        assert_usable(fmu)
+
+
+# -- every FMI 3.0 function in every state: a C master and FMPy --------------------------------------------------
+STATES = ("Instantiated", "Initialization Mode", "Step Mode", "Terminated")
+FMU_DOC = pathlib.Path(__file__).parent.parent / "docs" / "fmu.md"
+#: one line of tests/c_host/fmi3_every_call.c: kind, state, function, status, what the FMU logged during the call
+C_MASTER_LINE = re.compile(r"^(call|misuse|null) (.+) (fmi3\w+)(\(\w+\))? (OK|Warning|Discard|Error|Fatal|\?) \| (.*)$")
+
+
+def documented_statuses() -> dict[str, dict[str, str]]:
+    """docs/fmu.md's table "Every FMI 3.0 call, in every state": function → {state: status} (cells "—" left out)."""
+    text = FMU_DOC.read_text()
+    start = text.index("### Every FMI 3.0 call, in every state")
+    rows = [line for line in text[start:text.index("\n## ", start)].splitlines() if line.startswith("| `fmi3")]
+    table = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        for name in re.findall(r"`(fmi3\w+)`", cells[0]):
+            table[name] = {state: cell for state, cell in zip(STATES, cells[1:5]) if cell != "—"}
+    return table
+
+
+def fmi3_functions() -> set[str]:
+    """Every function of FMI 3.0's fmi3Functions.h (pythonfmu3's copy, the one the shim is built against)."""
+    import pythonfmu3
+
+    header = pathlib.Path(pythonfmu3.__file__).parent / "pythonfmu-export" / "src" / "fmi" / "fmi3Functions.h"
+    return set(re.findall(r"^FMI3_Export (fmi3\w+)TYPE", header.read_text(), re.MULTILINE))
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_c_master_survives_every_fmi3_call_in_every_state(fmus, small_sensor, tmp_path):
+    """tests/c_host/fmi3_every_call.c calls every FMI 3.0 function in Instantiated, Initialization Mode, Step Mode
+    and Terminated, then misuses the FMU (NULL arguments, wrong counts, the Binary channel's value references, a
+    NULL instance). Run as a process of its own: an abort or a crash fails here. Each status is docs/fmu.md's, every
+    Error comes with a logged line naming the function, and nothing is fatal."""
+    import pythonfmu3
+    from fmpy import extract, read_model_description
+
+    table = documented_statuses()
+    assert set(table) == fmi3_functions() and len(table) == 75
+    program = compile_master("fmi3_every_call", tmp_path,
+                             pathlib.Path(pythonfmu3.__file__).parent / "pythonfmu-export" / "src" / "fmi")
+    md = read_model_description(str(fmus[3]))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    unzipped = pathlib.Path(extract(str(fmus[3]), str(tmp_path / "fmu")))
+    names = ["time", "mounting_position_x", "count", "valid", "disable_self_hits", "sensor", "OSMPSensorViewIn",
+             "OSMPSensorDataOut"]
+    args = [str(program), str(unzipped / "binaries" / "x86_64-linux" / "LidarSensor.so"),
+            (unzipped / "resources").as_uri(), md.instantiationToken, small_sensor] + [str(vr[n]) for n in names]
+    run = subprocess.run(args, env=master_env(), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = run.stdout.splitlines()
+    assert said[0] == "version 3.0" and said[-1] == "done", said[-3:]
+    lines = [C_MASTER_LINE.match(line) for line in said[1:-1]]
+    assert all(lines), [line for line, m in zip(said[1:-1], lines) if not m]
+    by_kind = {kind: [m.group(2, 3, 5, 6) for m in lines if m.group(1) == kind] for kind in ("call", "misuse", "null")}
+    seen = set()
+    for state, function, status, message in by_kind["call"]:
+        expected = "OK" if state == "after Reset" else table[function][state]  # a step after Reset's new start
+        assert status == expected, (state, function, status, message)
+        assert status != "Error" or (message.startswith("Error: ") and function in message), (state, function)
+        seen.add((function, state))
+    assert seen >= {(function, state) for function, cells in table.items() for state in cells}
+    misuse = by_kind["misuse"]
+    assert [status for *_, status, _ in misuse] == ["Error"] * (len(misuse) - 1) + ["OK"], misuse  # last: NULL outs
+    assert all(function in message for _, function, status, message in misuse if status == "Error"), misuse
+    channel = vr["OSMPSensorViewIn"] | 1 << 31
+    assert any(f"fmi3SetUInt64 refused: no variable has value reference {channel}" in m for *_, m in misuse)
+    assert any("fmi3SetBinary refused: nValues = 1 for nValueReferences = 2" in m for *_, m in misuse)
+    assert len(by_kind["null"]) == 70 and {status for _, _, status, _ in by_kind["null"]} == {"Error"}
+    assert " Fatal | " not in run.stdout
+
+
+def test_fmpy_drives_the_fmi3_fmu_through_the_same_misuse(fmus, small_sensor):
+    """FMPy's FMU3Slave makes the calls pythonfmu3 alone answered with an abort (std::logic_error: not implemented),
+    a segfault (fmi3SetUInt64 on the Binary channel), fmi3Fatal or a lying OK: each is fmi3Error with the reason
+    logged, and the instance steps on."""
+    from fmpy.fmi3 import fmi3Float64, fmi3ValueReference
+
+    with FmuInstance(fmus[3], initialize=False) as fmu:
+        slave = fmu.fmu
+        assert_refused(fmu, exit_initialization(fmu), "fmi3ExitInitializationMode", "state Instantiated")
+        assert_refused(fmu, do_step(fmu, 0.0, 0.1), "fmi3DoStep", "state Instantiated")
+        assert_refused(fmu, status_of(slave.terminate), "fmi3Terminate", "state Instantiated")
+        fmu.initialize({"sensor": small_sensor})
+        time_vr = fmu.vr["time"].valueReference
+        channel = fmu.vr["OSMPSensorViewIn"].valueReference | 1 << 31
+        calls = {
+            "fmi3GetFloat32": lambda: slave.getFloat32([time_vr]), "fmi3SetFloat32": lambda: slave.setFloat32(
+                [time_vr], [1.0]), "fmi3GetInt8": lambda: slave.getInt8([time_vr]),
+            "fmi3SetInt8": lambda: slave.setInt8([time_vr], [1]), "fmi3GetUInt8": lambda: slave.getUInt8([time_vr]),
+            "fmi3GetInt16": lambda: slave.getInt16([time_vr]), "fmi3GetUInt16": lambda: slave.getUInt16([time_vr]),
+            "fmi3GetUInt32": lambda: slave.getUInt32([time_vr]),
+            "fmi3SetUInt32": lambda: slave.setUInt32([time_vr], [1]),
+            "fmi3GetClock": lambda: slave.getClock([time_vr]), "fmi3SetClock": lambda: slave.setClock([time_vr], [1]),
+            "fmi3SetIntervalDecimal": lambda: slave.fmi3SetIntervalDecimal(  # (FMPy's own passes lists to C)
+                slave.component, (fmi3ValueReference * 1)(time_vr), 1, (fmi3Float64 * 1)(0.1)),
+            "fmi3GetAdjointDerivative": lambda: slave.getAdjointDerivative([time_vr], [time_vr], [1.0]),
+            "fmi3GetDirectionalDerivative": lambda: slave.getDirectionalDerivative([time_vr], [time_vr], [1.0]),
+            "fmi3GetNumberOfVariableDependencies": lambda: slave.fmi3GetNumberOfVariableDependencies(
+                slave.component, time_vr, ctypes.byref(ctypes.c_size_t())),  # (FMPy's own passes a type to C)
+            "fmi3GetOutputDerivatives": lambda: slave.getOutputDerivatives([time_vr], [1]),
+            "fmi3GetFMUState": slave.getFMUState, "fmi3SetFMUState": lambda: slave.setFMUState(None),
+            "fmi3SerializedFMUStateSize": lambda: slave.serializeFMUState(None),
+            "fmi3EnterEventMode": slave.enterEventMode, "fmi3EnterStepMode": slave.enterStepMode,
+            "fmi3UpdateDiscreteStates": slave.updateDiscreteStates,
+            "fmi3EvaluateDiscreteStates": lambda: slave.fmi3EvaluateDiscreteStates(slave.component),
+            "fmi3GetEventIndicators": lambda: slave.fmi3GetEventIndicators(slave.component, (fmi3Float64 * 1)(), 1),
+            "fmi3ActivateModelPartition": lambda: slave.fmi3ActivateModelPartition(slave.component, time_vr, 0.0),
+            "fmi3EnterConfigurationMode": slave.enterConfigurationMode,
+            "fmi3SetUInt64": lambda: slave.setUInt64([channel], [1]),
+            "fmi3GetUInt64": lambda: slave.getUInt64([channel]),
+            "fmi3EnterInitializationMode": lambda: slave.enterInitializationMode(startTime=0.0),
+            "fmi3ExitInitializationMode": lambda: slave.fmi3ExitInitializationMode(slave.component),
+        }
+        for function, call in calls.items():
+            fmu.messages.clear()
+            assert_refused(fmu, status_of(call), function, "refused")
+        assert not any(status == "FATAL" for status, _ in fmu.messages)
+        assert_usable(fmu)
+        assert status_of(slave.terminate) == "OK"
+        assert_refused(fmu, status_of(slave.terminate), "fmi3Terminate", "state Terminated")
+        assert_refused(fmu, status_of(lambda: slave.setBinary([channel ^ 1 << 31], [b"x"])), "fmi3SetBinary",
+                       "state Terminated")
+        assert status_of(slave.reset) == "OK"  # a fresh slave: usable again
+        fmu.initialize({"sensor": small_sensor})
         assert_usable(fmu)
 
 

@@ -1,10 +1,8 @@
 """The built LidarSensor.fmu, driven through FMPy (and a C master) with real OSMP pointers."""
 import math
-import os
 import pathlib
 import shutil
 import subprocess
-import sysconfig
 import xml.etree.ElementTree as ET
 import zipfile
 
@@ -15,6 +13,7 @@ from osi3.osi_featuredata_pb2 import SensorDetectionHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
+from helpers.c_master import compile_master, master_env
 from helpers.fmu_inputs import OSMP_VARIABLES, SHARED_TRACE, SMALL_SENSOR
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
@@ -368,10 +367,7 @@ def test_c_master_drives_the_fmu(fmu_path, tmp_path):
     import fmpy
     from fmpy import extract, read_model_description
 
-    headers = pathlib.Path(fmpy.__file__).parent / "c-code"
-    host = tmp_path / "osmp_host"
-    source = pathlib.Path(__file__).parent / "c_host" / "osmp_host.c"
-    subprocess.run(["cc", "-O1", "-Wall", f"-I{headers}", str(source), "-ldl", "-o", str(host)], check=True)
+    host = compile_master("osmp_host", tmp_path, pathlib.Path(fmpy.__file__).parent / "c-code")
     md = read_model_description(str(fmu_path))
     vr = {v.name: v.valueReference for v in md.modelVariables}
     unzipped = pathlib.Path(extract(str(fmu_path), str(tmp_path / "fmu")))
@@ -380,10 +376,7 @@ def test_c_master_drives_the_fmu(fmu_path, tmp_path):
              "OSMPSensorDataOut.base.lo", "OSMPSensorDataOut.base.hi", "OSMPSensorDataOut.size", "valid", "count", "sensor"]
     args = [str(host), str(unzipped / "binaries" / "linux64" / "LidarSensor.so"), (unzipped / "resources").as_uri(),
             md.guid, str(SHARED_TRACE), str(out_trace), "velodyne_vlp16"] + [str(vr[n]) for n in names] + ["0.1"]
-    # docs/fmu.md's recipe for non-Python masters on Linux
-    libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
-    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"], PYTHONFAULTHANDLER="1")
-    run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(args, env=master_env(), capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = [line for line in run.stdout.splitlines() if line.startswith("frame ")]
     assert len(lines) == 20 and all(" valid 1 " in line and " status 0" in line for line in lines)
@@ -408,10 +401,7 @@ def test_c_master_with_two_instances_exits_normally(fmu_path, tmp_path):
 
     from lidar_fmu.osi.trace import read_trace
 
-    headers = pathlib.Path(fmpy.__file__).parent / "c-code"
-    host = tmp_path / "osmp_two_instances"
-    source = pathlib.Path(__file__).parent / "c_host" / "osmp_two_instances.c"
-    subprocess.run(["cc", "-O1", "-Wall", f"-I{headers}", str(source), "-ldl", "-o", str(host)], check=True)
+    host = compile_master("osmp_two_instances", tmp_path, pathlib.Path(fmpy.__file__).parent / "c-code")
     md = read_model_description(str(fmu_path))
     vr = {v.name: v.valueReference for v in md.modelVariables}
     unzipped = pathlib.Path(extract(str(fmu_path), str(tmp_path / "fmu")))
@@ -420,8 +410,7 @@ def test_c_master_with_two_instances_exits_normally(fmu_path, tmp_path):
              "OSMPSensorDataOut.base.lo", "OSMPSensorDataOut.base.hi", "OSMPSensorDataOut.size", "valid", "count", "sensor"]
     args = [str(host), str(unzipped / "binaries" / "linux64" / "LidarSensor.so"), (unzipped / "resources").as_uri(),
             md.guid, str(SHARED_TRACE), *map(str, traces), "velodyne_vlp16", "ibeo_lux"] + [str(vr[n]) for n in names]
-    libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
-    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"], PYTHONFAULTHANDLER="1")
+    env = master_env()
     codes = []
     for k in range(10):
         unload = ["dlclose"] if k % 5 == 4 else []

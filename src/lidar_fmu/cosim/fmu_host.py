@@ -176,11 +176,16 @@ class FmuInstance:
 
     def close(self) -> None:
         """Terminate and free the instance, and remove the folder it unpacked the FMU into; idempotent."""
+        from fmpy.fmi1 import FMICallException
+
         try:
             if not self._terminated:
                 self._terminated = True
                 try:
-                    self.fmu.terminate()
+                    # refused (logged) where the instance was never initialized or is terminated already: FMI
+                    # frees an instance in any state
+                    with contextlib.suppress(FMICallException):
+                        self.fmu.terminate()
                 finally:
                     self.fmu.freeInstance()
         finally:
