@@ -320,52 +320,51 @@ def _field_end(buf, pos, end, wire):
 
 
 @njit(cache=True, nogil=True)
+def _next_field(buf, pos, end):
+    """(field number, wire type, its value's first byte, its end, error: 0, or 1 or 2 of :data:`_WALK_ERRORS`, or
+    −(wire type) − 1) of the field at ``buf[pos]`` of a message that ends at ``end``."""
+    key, start = _varint(buf, pos, end)
+    if start < 0:
+        return 0, 0, start, start, 1
+    wire, number = np.int64(key & np.uint64(7)), np.int64(key >> np.uint64(3))
+    stop = _field_end(buf, start, end, wire)
+    if stop == -2:
+        return number, wire, start, stop, -wire - 1
+    return number, wire, start, stop, 2 if stop < 0 or stop > end else 0
+
+
+@njit(cache=True, nogil=True)
 def _ground_truth_runs(buf, kind_of_field, views, runs):
     """The SensorView in ``buf`` walked by tags and lengths, nothing decoded. Writes each ``global_ground_truth``
     field as a row of ``views`` (its tag's first byte, its end, its first row of ``runs`` and the row after its
     last) and its fields as ``runs`` (first byte, end, kind of :data:`_FIELD_KIND`), adjacent fields of one
-    kind as one run; → (views, runs, error: 0, or 1 or 2 of :data:`_WALK_ERRORS`, or −(wire type) − 1 and its
-    field's number). Rows past the arrays' size are counted, not written (the caller sizes them and walks again)."""
+    kind as one run; → (views, runs, error of :func:`_next_field`, the field number it names). Rows past the
+    arrays' size are counted, not written (the caller sizes them and walks again)."""
     n_views = n_runs = 0
     pos, end = 0, buf.shape[0]
     while pos < end:
-        first = pos
-        key, pos = _varint(buf, pos, end)
-        if pos < 0:
-            return n_views, n_runs, 1, 0
-        wire, number = np.int64(key & np.uint64(7)), np.int64(key >> np.uint64(3))
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return n_views, n_runs, error, number
         if number != _GROUND_TRUTH_FIELD or wire != 2:
-            pos = _field_end(buf, pos, end, wire)
-            if pos == -2:
-                return n_views, n_runs, -wire - 1, number
-            if pos < 0 or pos > end:
-                return n_views, n_runs, 2, 0
+            pos = stop
             continue
-        length, inner = _varint(buf, pos, end)
-        if inner < 0 or inner + np.int64(min(length, np.uint64(end))) > end:
-            return n_views, n_runs, 2, 0
-        stop = inner + np.int64(length)
+        inner = _varint(buf, start, stop)[1]  # past the length: the ground truth's fields
         first_run = n_runs
         while inner < stop:
-            field_first = inner
-            key, inner = _varint(buf, inner, stop)
-            if inner < 0:
-                return n_views, n_runs, 1, 0
-            wire, number = np.int64(key & np.uint64(7)), np.int64(key >> np.uint64(3))
-            inner = _field_end(buf, inner, stop, wire)
-            if inner == -2:
-                return n_views, n_runs, -wire - 1, number
-            if inner < 0 or inner > stop:
-                return n_views, n_runs, 2, 0
+            number, _, _, field_end, error = _next_field(buf, inner, stop)
+            if error:
+                return n_views, n_runs, error, number
             kind = kind_of_field[number] if number < kind_of_field.shape[0] else _KEPT
             if n_runs > first_run and n_runs <= runs.shape[0] and runs[n_runs - 1, 2] == kind:
-                runs[n_runs - 1, 1] = inner  # the field goes on the run before it
-                continue
-            if n_runs < runs.shape[0]:
-                runs[n_runs, 0], runs[n_runs, 1], runs[n_runs, 2] = field_first, inner, kind
-            n_runs += 1
+                runs[n_runs - 1, 1] = field_end  # the field goes on the run before it
+            else:
+                if n_runs < runs.shape[0]:
+                    runs[n_runs, 0], runs[n_runs, 1], runs[n_runs, 2] = inner, field_end, kind
+                n_runs += 1
+            inner = field_end
         if n_views < views.shape[0]:
-            views[n_views, 0], views[n_views, 1], views[n_views, 2], views[n_views, 3] = first, stop, first_run, n_runs
+            views[n_views, 0], views[n_views, 1], views[n_views, 2], views[n_views, 3] = pos, stop, first_run, n_runs
         n_views += 1
         pos = stop
     return n_views, n_runs, 0, 0
