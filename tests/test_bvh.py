@@ -3,9 +3,11 @@ import numpy as np
 import pytest
 import trimesh
 
-from lidar_fmu import Scene
+from helpers.meshes import ground_of_cells, landing_on_ground
+from lidar_fmu import Scene, load_sensor
 from lidar_fmu.geometry.scene import Mesh
-from lidar_fmu.raycast import make_backend
+from lidar_fmu.geometry.transforms import pose_matrix
+from lidar_fmu.raycast import RayBatch, make_backend
 from lidar_fmu.raycast.bvh import LEAF_SIZE, build_bvh, cast_instances, cast_one_bvh, concatenate, instance_table
 
 
@@ -248,3 +250,15 @@ def test_bvh_is_kept_on_disk_per_asset(tmp_path):
     files[0].write_bytes(b"not an npz")  # a broken cache file is rebuilt, not trusted
     rebuilt = cached_bvh(vertices, faces, cache_dir=str(tmp_path))
     np.testing.assert_array_equal(rebuilt.node_lo, first.node_lo)
+
+
+def test_two_level_cpu_reaches_the_ground_along_shared_edges_at_yaw_90():
+    """The CPU twin of the CUDA kernel on the rays the Embree packets once lost: an OS1-128 at yaw exactly 90°
+    over a 1 m ground, whose cell edges run along the rays at azimuth −90°."""
+    scene = Scene.from_meshes([ground_of_cells(20.0)])
+    rays = RayBatch.from_pattern(load_sensor("ouster_os1_128").pattern,
+                                 pose_matrix((0.0, -2.0, 1.9), (0.0, 0.0, np.radians(90.0))), 1000.0)
+    origins, directions = rays.world_rays()
+    slot = cast_two_level(scene, origins, directions)[1]
+    inside, outside = landing_on_ground(origins[0].astype(np.float64), directions.astype(np.float64), 10.0)
+    assert inside.sum() > 30_000 and (slot[inside] == 0).all() and (slot[outside] == -1).all()

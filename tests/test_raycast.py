@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import trimesh
 
-from helpers.meshes import to_mesh
+from helpers.meshes import ground_of_cells, landing_on_ground, to_mesh
 from lidar_fmu import Lidar, Scene, box_mesh, load_sensor
 from lidar_fmu.geometry.scene import Mesh, concatenate
 from lidar_fmu.geometry.transforms import pose_matrix
-from lidar_fmu.raycast import BackendError, make_backend
+from lidar_fmu.raycast import BackendError, RayBatch, make_backend
 
 
 @pytest.fixture(params=["embree", "embreex"])
@@ -198,3 +198,17 @@ def test_world_mesh_with_many_car_instances_matches_merged_mesh(backend):
     ref = make_backend(backend, Scene.from_meshes([concatenate(placed)])).cast(origin, pattern.directions, 120)
     np.testing.assert_array_equal(ours.hit, ref.hit)
     np.testing.assert_allclose(ours.range_m[ours.hit], ref.range_m[ref.hit], atol=1e-4)
+
+
+def test_rays_along_shared_edges_at_yaw_90_all_reach_the_ground(backend):
+    """The README's pose turned exactly 90°: a 1 m ground's cell edges run along the rays at azimuth −90°, whose
+    world directions keep a ~1e-24 crosswise residue of cos 90°; every ray landing inside the ground hits it."""
+    scene = Scene.from_meshes([ground_of_cells(20.0)])
+    rays = RayBatch.from_pattern(load_sensor("ouster_os1_128").pattern,
+                                 pose_matrix((0.0, -2.0, 1.9), (0.0, 0.0, np.radians(90.0))), 1000.0)
+    hits = make_backend(backend, scene).cast_batch(rays)
+    origin, directions = rays.world_rays()
+    inside, outside = landing_on_ground(origin[0].astype(np.float64), directions.astype(np.float64), 10.0)
+    assert inside.sum() > 30_000
+    assert hits.hit[inside].all(), f"{int((~hits.hit[inside]).sum())} rays lost between the triangles"
+    assert not hits.hit[outside].any()

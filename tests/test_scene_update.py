@@ -325,3 +325,75 @@ def test_model_references_stand_up_by_their_up_axis(tmp_path, name, up_axis, lon
 def test_a_bad_up_axis_is_refused():
     with pytest.raises(PoseError, match="up_axis"):
         SceneUpdater(Scene(), up_axis="x")
+
+
+# -- the static part: cut out of the view, compared by its bytes -------------------------------------------------
+def with_stationary(view: bytes, count: int, moved: int | None = None, lanes: bool = False) -> bytes:
+    """``view`` with ``count`` stationary 1 m boxes on a 3 m grid (ids 1000…), box ``moved`` 0.5 m along x, and
+    with ``lanes`` one lane boundary and the weather."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    message = SensorView.FromString(view)
+    gt = message.global_ground_truth
+    for k in range(count):
+        o = gt.stationary_object.add()
+        o.id.value = 1000 + k
+        o.base.position.x, o.base.position.y, o.base.position.z = 10.0 + 3.0 * (k % 50) + 0.5 * (k == moved), \
+            3.0 * (k // 50) - 60.0, 0.5
+        o.base.dimension.length = o.base.dimension.width = o.base.dimension.height = 1.0
+    if lanes:
+        line = gt.lane_boundary.add()
+        line.id.value = 7
+        for x in (0.0, 50.0):
+            point = line.boundary_line.add()
+            point.position.x, point.position.y = x, 5.0
+        gt.environmental_conditions.fog = gt.environmental_conditions.FOG_THICK
+    return message.SerializeToString()
+
+
+def test_the_static_part_is_cut_out_and_the_rest_parses_as_the_whole_view():
+    from osi3.osi_groundtruth_pb2 import GroundTruth
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    from lidar_fmu.osi.decode import decode_sensor_view, static_parts
+
+    view = with_stationary(sensor_view([(5, (8.0, 0.0, 0.75), (0, 0, 0), (4.0, 2.0, 1.5), "")]), 30, lanes=True)
+    road, stationary, rest = static_parts(view)
+    whole = SensorView.FromString(view)
+    assert GroundTruth.FromString(stationary).stationary_object == whole.global_ground_truth.stationary_object
+    assert GroundTruth.FromString(road).lane_boundary == whole.global_ground_truth.lane_boundary
+    del whole.global_ground_truth.stationary_object[:], whole.global_ground_truth.lane_boundary[:]
+    assert SensorView.FromString(rest) == whole and len(rest) < len(view) - len(road) - len(stationary) + 8
+    frame = decode_sensor_view(view)
+    assert [o.id for o in frame.objects] == [1, 5] and frame.weather is not None
+    assert (frame.road_part, frame.stationary_part) == (road, stationary)
+    plain = sensor_view([])
+    assert static_parts(plain) == (b"", b"", plain)
+
+
+def test_one_changed_stationary_object_of_2000_is_noticed():
+    updater = SceneUpdater(Scene())
+    updater.apply(_decoded(with_stationary(sensor_view([]), 2000)))
+    revision = updater.scene.revision
+    assert len(updater.scene) == 2001 and updater.scene.pose_of(1234)[0, 3] == 10.0 + 3.0 * 34
+    updater.apply(_decoded(with_stationary(sensor_view([], time_s=0.2), 2000)))  # the same objects: kept
+    assert updater.scene.revision == revision
+    updater.apply(_decoded(with_stationary(sensor_view([], time_s=0.3), 2000, moved=234)))
+    assert updater.scene.pose_of(1234)[0, 3] == 10.5 + 3.0 * 34 and updater.scene.pose_of(1233)[0, 3] == 10.0 + 99.0
+
+
+def test_a_malformed_stationary_object_rejects_every_view_that_sends_it():
+    """The view is parsed without its static part: stationary objects that do not parse are still refused, in
+    one line, and again in the next step that sends the same bytes (never taken as the part already placed)."""
+    bad = b"\x22\x03\x0a\x05\x08"  # stationary_object { id: 5 bytes promised, 1 given }
+    view = sensor_view([]) + b"\x3a" + bytes([len(bad)]) + bad  # a second global_ground_truth field merges in
+    model = OsiSensorModel(sensor=SPEC)
+    for time_s in (0.1, 0.2):
+        result = model.step(view, time_s)
+        assert not result.valid and "stationary objects" in result.message and "\n" not in result.message
+
+
+def _decoded(view: bytes) -> SensorViewFrame:
+    from lidar_fmu.osi.decode import decode_sensor_view
+
+    return decode_sensor_view(view)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from ..errors import LidarFmuError
 from ..geometry.transforms import extrapolate_pose, pose_matrix
@@ -221,8 +222,14 @@ def sensor_view_time_s(data: bytes) -> float:
 
 
 def decode_sensor_view(data: bytes) -> SensorViewFrame:
-    """Decode and validate one SensorView."""
-    view = parse_sensor_view(data)
+    """Decode and validate one SensorView; its static part is only cut out (:func:`static_parts`), decoded by
+    :mod:`lidar_fmu.osi.ground_truth` where it changes."""
+    try:
+        road_part, stationary_part, rest = static_parts(data)
+    except SensorViewError:
+        parse_sensor_view(data)  # the parser's own line where it finds the bytes malformed too
+        raise
+    view = parse_sensor_view(rest)
     if not view.HasField("global_ground_truth"):
         raise SensorViewError("SensorView has no global_ground_truth")
     gt = view.global_ground_truth
@@ -242,7 +249,6 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         )
     lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]
     objects, left_out = _moving_objects(gt.moving_object, host_id)
-    road_part, stationary_part = static_parts(data)
     version = None
     if view.HasField("version"):
         version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
@@ -291,62 +297,141 @@ ROAD_FIELDS = frozenset({6, 7, 8, 9, 10, 17, 18, 19})
 STATIONARY_FIELD = 4
 
 
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < end:
+#: what a ground truth field is to the walk (:func:`_ground_truth_runs`): kept in the view, road, stationary
+_KEPT, _ROAD, _STATIONARY = 0, 1, 2
+_FIELD_KIND = np.zeros(max(ROAD_FIELDS | {STATIONARY_FIELD}) + 1, np.int64)
+_FIELD_KIND[sorted(ROAD_FIELDS)] = _ROAD
+_FIELD_KIND[STATIONARY_FIELD] = _STATIONARY
+#: why a walk stopped (the walk's error codes → the one line said)
+_WALK_ERRORS = {1: "a varint runs past its message", 2: "a field runs past its message"}
+
+
+@njit(cache=True, nogil=True)
+def _varint(buf, pos, end):
+    """(value, position after it) of the varint at ``buf[pos]``, or (0, −1) where it runs past ``end``."""
+    value = np.uint64(0)
+    shift = np.uint64(0)
+    while pos < end and shift < np.uint64(64):
         byte = buf[pos]
         pos += 1
-        value |= (byte & 0x7F) << shift
+        value |= np.uint64(byte & 0x7F) << shift
         if byte < 0x80:
             return value, pos
-        shift += 7
-    raise SensorViewError("malformed SensorView: a varint runs past its message")
+        shift += np.uint64(7)
+    return np.uint64(0), -1
 
 
-def _fields(buf, start: int, end: int):
-    """(field number, first byte of its tag, end) of every field of the message in ``buf[start:end]``."""
-    pos = start
+@njit(cache=True, nogil=True)
+def _field_end(buf, pos, end, wire):
+    """The end of a field whose value starts at ``buf[pos]``: > ``end`` or −1 where it runs past; −2 an unknown
+    wire type (groups, deprecated, never in OSI)."""
+    if wire == 0:
+        return _varint(buf, pos, end)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    if wire == 2:
+        length, pos = _varint(buf, pos, end)
+        return -1 if pos < 0 else pos + np.int64(min(length, np.uint64(end)))
+    return -2
+
+
+@njit(cache=True, nogil=True)
+def _next_field(buf, pos, end):
+    """(field number, wire type, its value's first byte, its end, error: 0, or 1 or 2 of :data:`_WALK_ERRORS`, or
+    −(wire type) − 1) of the field at ``buf[pos]`` of a message that ends at ``end``."""
+    key, start = _varint(buf, pos, end)
+    if start < 0:
+        return 0, 0, start, start, 1
+    wire, number = np.int64(key & np.uint64(7)), np.int64(key >> np.uint64(3))
+    stop = _field_end(buf, start, end, wire)
+    if stop == -2:
+        return number, wire, start, stop, -wire - 1
+    return number, wire, start, stop, 2 if stop < 0 or stop > end else 0
+
+
+@njit(cache=True, nogil=True)
+def _ground_truth_runs(buf, kind_of_field, views, runs):
+    """The SensorView in ``buf`` walked by tags and lengths, nothing decoded. Writes each ``global_ground_truth``
+    field as a row of ``views`` (its tag's first byte, its end, its first row of ``runs`` and the row after its
+    last) and its fields as ``runs`` (first byte, end, kind of :data:`_FIELD_KIND`), adjacent fields of one
+    kind as one run; → (views, runs, error of :func:`_next_field`, the field number it names). Rows past the
+    arrays' size are counted, not written (the caller sizes them and walks again)."""
+    n_views = n_runs = 0
+    pos, end = 0, buf.shape[0]
     while pos < end:
-        first = pos
-        key, pos = _varint(buf, pos, end)
-        wire = key & 7
-        if wire == 2:
-            length, pos = _varint(buf, pos, end)
-            pos += length
-        elif wire == 0:
-            _, pos = _varint(buf, pos, end)
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:  # groups (deprecated, never in OSI)
-            raise SensorViewError(f"malformed SensorView: wire type {wire} of field {key >> 3}")
-        if pos > end:
-            raise SensorViewError("malformed SensorView: a field runs past its message")
-        yield key >> 3, first, pos
-
-
-def static_parts(sensor_view: bytes) -> tuple[bytes, bytes]:
-    """The road and the stationary objects of a SensorView's ground truth, each as the bytes of a GroundTruth holding
-    only those fields (b"" where it has none).
-
-    Found by walking the wire format (tags and lengths, nothing decoded): a step compares its static content with
-    the last one's by these bytes, and decodes them only when they change (esmini sends the road only in its first
-    message; other tools send it unchanged every step).
-    """
-    buf = memoryview(sensor_view)
-    road, stationary = [], []
-    for number, first, end in _fields(buf, 0, len(buf)):
-        if number != _GROUND_TRUTH_FIELD:
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return n_views, n_runs, error, number
+        if number != _GROUND_TRUTH_FIELD or wire != 2:
+            pos = stop
             continue
-        _, value = _varint(buf, first, end)  # the tag
-        _, value = _varint(buf, value, end)  # the length: the ground truth's fields follow
-        for inner, start, stop in _fields(buf, value, end):
-            if inner in ROAD_FIELDS:
-                road.append(buf[start:stop])
-            elif inner == STATIONARY_FIELD:
-                stationary.append(buf[start:stop])
-    return b"".join(road), b"".join(stationary)
+        inner = _varint(buf, start, stop)[1]  # past the length: the ground truth's fields
+        first_run = n_runs
+        while inner < stop:
+            number, _, _, field_end, error = _next_field(buf, inner, stop)
+            if error:
+                return n_views, n_runs, error, number
+            kind = kind_of_field[number] if number < kind_of_field.shape[0] else _KEPT
+            if n_runs > first_run and n_runs <= runs.shape[0] and runs[n_runs - 1, 2] == kind:
+                runs[n_runs - 1, 1] = field_end  # the field goes on the run before it
+            else:
+                if n_runs < runs.shape[0]:
+                    runs[n_runs, 0], runs[n_runs, 1], runs[n_runs, 2] = inner, field_end, kind
+                n_runs += 1
+            inner = field_end
+        if n_views < views.shape[0]:
+            views[n_views, 0], views[n_views, 1], views[n_views, 2], views[n_views, 3] = pos, stop, first_run, n_runs
+        n_views += 1
+        pos = stop
+    return n_views, n_runs, 0, 0
+
+
+def _length_prefixed(tag: int, size: int) -> bytes:
+    """A length-delimited field's tag (one byte) and its length as a varint."""
+    out = bytearray([tag])
+    while True:
+        byte = size & 0x7F
+        size >>= 7
+        out.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes(out)
+
+
+def static_parts(sensor_view: bytes) -> tuple[bytes, bytes, bytes]:
+    """(the road, the stationary objects, the rest) of a SensorView: the road and the stationary objects each as
+    the bytes of a GroundTruth holding only those fields (b"" where it has none), the rest as the SensorView
+    without them (the very bytes given where it has none).
+
+    Found by a compiled walk of the wire format (tags and lengths, nothing decoded): a step compares its static
+    content with the last one's by these bytes, decodes them only when they change (esmini sends the road only in
+    its first message; other tools send it unchanged every step), and parses only the rest: 200,000 stationary
+    objects took 0.44 s to walk in Python and 0.08 s to parse, every step.
+    """
+    buf = np.frombuffer(sensor_view, np.uint8)
+    views, runs = np.empty((4, 4), np.int64), np.empty((64, 3), np.int64)
+    n_views, n_runs, error, number = _ground_truth_runs(buf, _FIELD_KIND, views, runs)
+    if not error and (n_views > len(views) or n_runs > len(runs)):
+        views, runs = np.empty((n_views, 4), np.int64), np.empty((n_runs, 3), np.int64)
+        n_views, n_runs, error, number = _ground_truth_runs(buf, _FIELD_KIND, views, runs)
+    if error:
+        why = _WALK_ERRORS.get(error) or f"wire type {-error - 1} of field {number}"
+        raise SensorViewError(f"malformed SensorView: {why}")
+    data = memoryview(sensor_view)
+    road: list[memoryview] = []
+    stationary: list[memoryview] = []
+    rest: list[bytes | memoryview] = []
+    last = 0
+    for first, stop, first_run, end_run in views[:n_views].tolist():
+        kept: list[memoryview] = []
+        for a, b, kind in runs[first_run:end_run].tolist():
+            (kept, road, stationary)[kind].append(data[a:b])
+        rest += [data[last:first], _length_prefixed((_GROUND_TRUTH_FIELD << 3) | 2, sum(map(len, kept))), *kept]
+        last = stop
+    if not road and not stationary:
+        return b"", b"", sensor_view
+    return b"".join(road), b"".join(stationary), b"".join([*rest, data[last:]])
 
 
 # ------------------------------------------------------------ OSI environmental conditions

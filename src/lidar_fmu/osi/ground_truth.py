@@ -5,7 +5,7 @@ boundary lines (points with width, height and dash attributes), road
 markings, traffic signs and lights, stationary objects with classification
 types and base polygons. :func:`decode_road` and :func:`decode_stationary`
 turn the static part a SensorView carries (:func:`~lidar_fmu.osi.decode.static_parts`:
-the bytes of a GroundTruth holding only those fields) into the dataclasses
+the bytes of a GroundTruth holding only those fields, parsed here first) into the dataclasses
 below; :mod:`lidar_fmu.world` makes geometry of them.
 
 Bad ground truth stays local: an element with points that are not finite or
@@ -260,17 +260,30 @@ def _first(repeated, kind: str, problems: _Problems):
     return repeated
 
 
+def _ground_truth(part: bytes, what: str):
+    """A static part's bytes → ``osi3.GroundTruth``; :class:`SensorViewError` naming ``what`` if they are not one
+    (the SensorView around them was parsed without them)."""
+    from google.protobuf.message import DecodeError
+    from osi3.osi_groundtruth_pb2 import GroundTruth
+
+    try:
+        return GroundTruth.FromString(bytes(part)) if part else GroundTruth()
+    except DecodeError as exc:
+        raise SensorViewError(f"malformed SensorView: its ground truth's {what} ({len(part)} bytes): {exc}") from None
+    except Exception as exc:  # the C++/upb parser may raise other types on garbage
+        raise SensorViewError(f"cannot parse the SensorView's ground truth {what} ({len(part)} bytes): {exc}") from None
+
+
 def decode_road(road_part: bytes, country_code: int = 0) -> RoadGroundTruth:
     """The road of a ground truth (:attr:`~lidar_fmu.osi.decode.SensorViewFrame.road_part`) as plain data.
 
     Physical lanes are used where the source gives them; a source that gives only logical lanes (OSI 3.6's
     reference lines with logical lanes and boundaries) gets its lanes from those.
     """
-    from osi3.osi_groundtruth_pb2 import GroundTruth
     from osi3.osi_roadmarking_pb2 import RoadMarking
     from osi3.osi_trafficsign_pb2 import TrafficSign
 
-    gt = GroundTruth.FromString(road_part) if road_part else GroundTruth()
+    gt = _ground_truth(road_part, "road")
     problems = _Problems()
     boundaries = [b for b in (_boundary(m, problems) for m in _first(gt.lane_boundary, "lane boundaries", problems))
                   if b is not None]
@@ -311,9 +324,7 @@ def decode_road(road_part: bytes, country_code: int = 0) -> RoadGroundTruth:
 def decode_stationary(stationary_part: bytes) -> tuple[list[ObjectState], tuple[str, ...]]:
     """The stationary objects of a ground truth (:attr:`~lidar_fmu.osi.decode.SensorViewFrame.stationary_part`) and
     the problems found: an object whose pose or size is not usable is left out, named in one line."""
-    from osi3.osi_groundtruth_pb2 import GroundTruth
-
-    gt = GroundTruth.FromString(stationary_part) if stationary_part else GroundTruth()
+    gt = _ground_truth(stationary_part, "stationary objects")
     problems = _Problems()
     objects = []
     for message in _first(gt.stationary_object, "stationary objects", problems):

@@ -556,10 +556,53 @@ def long_road_view(length_m: float = 10_000.0, spacing_m: float = 1.0, lanes: in
     return view.SerializeToString()
 
 
+def stationary_view(count: int = 200_000) -> bytes:
+    """A SensorView of a host among ``count`` stationary 1 m boxes without a class, 3 m apart in rows of 500
+    (ids 1000…), from x = 10 m."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    view = SensorView()
+    view.host_vehicle_id.value = 1
+    gt = view.global_ground_truth
+    host = gt.moving_object.add()
+    host.id.value = 1
+    host.base.position.z = 0.75
+    host.base.dimension.length, host.base.dimension.width, host.base.dimension.height = 4.5, 1.8, 1.5
+    for k in range(count):
+        box = gt.stationary_object.add()
+        box.id.value = 1000 + k
+        box.base.position.x, box.base.position.y, box.base.position.z = 10.0 + 3.0 * (k % 500), 3.0 * (k // 500), 0.5
+        box.base.dimension.length = box.base.dimension.width = box.base.dimension.height = 1.0
+    return view.SerializeToString()
+
+
+def bench_stationary(count: int = 200_000, frames: int = 5) -> dict:
+    """The part of a step the static ground truth costs: the view decoded and the scene brought to it, with
+    ``count`` stationary objects that never change (:func:`stationary_view`; the first step places the first
+    ``MAX_ELEMENTS`` of them), first step and the median of ``frames`` later ones. The cast is the cast table's."""
+    from ..osi.decode import decode_sensor_view
+    from ..world.scene_update import SceneUpdater
+
+    view = stationary_view(count)
+    updater = SceneUpdater(Scene())
+    decode_s, scene_s = [], []
+    for _ in range(frames + 1):
+        t0 = time.perf_counter()
+        frame = decode_sensor_view(view)
+        t1 = time.perf_counter()
+        updater.apply(frame)
+        decode_s.append(t1 - t0)
+        scene_s.append(time.perf_counter() - t1)
+    decode_ms, scene_ms = (float(np.median(v[1:]) * 1e3) for v in (decode_s, scene_s))
+    return {"objects": count, "placed": len(updater.scene), "view_mb": len(view) / 1e6, "frames": frames,
+            "first_step_s": decode_s[0] + scene_s[0], "decode_ms": decode_ms, "scene_ms": scene_ms,
+            "step_ms": decode_ms + scene_ms}
+
+
 #: what ``lidar-fmu bench --sections`` can pick (all by default; ``gpu`` only with the cuda backend)
-SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth")
+SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth", "stationary")
 #: the sections ``--skip-step`` leaves out
-STEP_SECTIONS = ("encode", "step", "rig", "ground-truth")
+STEP_SECTIONS = ("encode", "step", "rig", "ground-truth", "stationary")
 
 
 def chosen_sections(text: str | None, skip_step: bool) -> list[str]:
@@ -675,6 +718,12 @@ def run_bench(args) -> dict:
         print(f"\nfirst step of a {gt['road_km']:g} km road from ground truth alone (road, terrain, trees built): "
               f"{gt['road_first_step_s']:.2f} s, {gt['road_triangles']:,} triangles placed, "
               f"{gt['road_returns']:,} returns")
+    if "stationary" in sections:
+        still = results["stationary"] = bench_stationary()
+        print(f"\na later step with {still['objects']:,} unchanged stationary objects ({still['view_mb']:.1f} MB "
+              f"views, {still['placed']:,} instances placed): decode {still['decode_ms']:.1f} ms + scene update "
+              f"{still['scene_ms']:.1f} ms = {still['step_ms']:.1f} ms, median of {still['frames']} (the first step: "
+              f"{still['first_step_s']:.1f} s; the cast not included)")
     if getattr(args, "json", None):
         folder = os.path.dirname(os.path.abspath(args.json))
         os.makedirs(folder, exist_ok=True)

@@ -601,7 +601,7 @@ def _add_bench(sub) -> None:
     p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
     p.add_argument("--sections", default=None, metavar="LIST",
                    help="comma list of the parts to run (default: all): cast, motion, effects, echoes, gpu (cuda "
-                        "only), encode, step, rig, ground-truth")
+                        "only), encode, step, rig, ground-truth, stationary")
     p.add_argument("--sensor", default=None, metavar="NAME|FILE",
                    help="one preset or spec file in place of the VLP-16 and OS1-128 everywhere (the demo's "
                         "doStep too); a small one makes a quick run on the CUDA simulator")

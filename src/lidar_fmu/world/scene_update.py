@@ -282,7 +282,7 @@ class SceneUpdater:
         moved = self._road_cut and math.dist(centre, self._road_centre) > REBUILD_AFTER_M
         if part and (part != self._road_part or moved):
             try:
-                road = decode_road(part, frame.country_code)
+                road = decode_road(part, frame.country_code)  # (bytes that do not parse: rejected again next time)
                 built = build_road_world(road, self.reach_m, self._host_ground_z(frame), self.street,
                                          self._object_boxes(frame) if self.street else None, street_seed(part),
                                          centre)
@@ -349,8 +349,8 @@ class SceneUpdater:
         part = frame.stationary_part
         if not part or part == self._stationary_part:
             return
+        objects, problems = decode_stationary(part)  # (bytes that do not parse: rejected again next time)
         self._stationary_part = part
-        objects, problems = decode_stationary(part)
         self._stationary_references = {o.model_reference for o in objects if o.model_reference}
         for problem in problems:
             self._warn_once(-1, problem, f"ground truth: {problem}")
