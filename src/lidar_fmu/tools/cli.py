@@ -142,6 +142,9 @@ def _print_summary(summary: dict, out_dir: str) -> None:
         )
         print(f"  SensorData trace: {os.path.join(folder, lidar['sensordata_trace'])} "
               f"({lidar['sensordata_trace_bytes'] / 1e6:,.1f} MB)")
+    time_note = summary.get("lidars", [summary])[0].get("time_note") if summary.get("frames") else None
+    if time_note:  # a rig's lidars share the trace: said once
+        print(f"  warning: {time_note}")
     for line in summary["fmu_messages"][:10]:
         print(f"  FMU: {line.splitlines()[0]}")
 
