@@ -559,7 +559,7 @@ def _add_build(sub) -> None:
     p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
     p.add_argument("-o", "--output", default=None,
                    help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache; "
-                        "--fmi 3: LidarSensor-fmi3.fmu there); with --ssp the .ssp (default: NAME.ssp here, NAME "
+                        "--fmi 3: LidarSensor-fmi3.fmu there); with --ssp the .ssp (default: NAME.ssp there, NAME "
                         "from the trace's OSI name)")
     p.add_argument("--fmi", type=int, choices=[2, 3], default=2,
                    help="FMI version: 2 (default; OSMP's Integer triples) or 3 (OSMP's Binary variables)")
