@@ -124,6 +124,7 @@ def _npz_arrays(path: str) -> dict[str, np.ndarray]:
 def _npy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
     """One ``.npy`` of an ``.npz``, read to exactly the size its header declares, which must be its entry's."""
     with archive.open(info) as f:
+        assert isinstance(f, zipfile.ZipExtFile)  # what ZipFile.open reads with (typed as IO[bytes])
         version = np.lib.format.read_magic(f)
         shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
                                  else np.lib.format.read_array_header_2_0(f))
