@@ -421,4 +421,4 @@ def test_an_integer_option_out_of_its_range_is_one_line_exit_2(argv, option, cap
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2
-    assert f"argument {option}: must be a whole number in [" in err[-1] and "Traceback" not in "\n".join(err)
+    assert f"argument {option}: must be at " in err[-1] and "Traceback" not in "\n".join(err)

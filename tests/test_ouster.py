@@ -238,7 +238,7 @@ def test_the_units_own_minimum_range_setting_wins_over_the_datasheet(tmp_path):
         load_sensor(str(path))
 
 
-@pytest.mark.parametrize("prod_line", ["OS-3-128", "VLP-16", "DF-1", None])
+@pytest.mark.parametrize("prod_line", ["OS-3-128", "VLP-16", "DF-1"])  # none at all: told by the beams, below
 def test_a_prod_line_we_have_no_datasheet_for_is_refused_in_one_line(tmp_path, prod_line):
     with pytest.raises(SensorSpecError) as error:
         load_sensor(unit_file(tmp_path, LEGACY_32, prod_line=prod_line))

@@ -10,15 +10,17 @@ OSI_ID_MAX = 2**64 - 1
 
 def whole_number(minimum: int, maximum: int = sys.maxsize):
     """An argparse type: a whole number in [``minimum``, ``maximum``] (the default maximum: the largest count
-    Python slices and iterates by), refused with one line naming the range."""
+    Python slices and iterates by), refused with one line naming the bound."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"must be a whole number in [{minimum}, {maximum}], got {value}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     return parse
