@@ -407,3 +407,18 @@ def test_figures_and_the_scaling_bench_write_under_the_current_folder(tmp_path, 
                        capsys)
     assert code == 0, err
     assert (tmp_path / "bench" / "scaling.png").stat().st_size > 10_000 and not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["replay", "trace.osi", "-o", "out", "--host", "18446744073709551616"], "--host"),  # 2⁶⁴: past OSI's uint64
+    (["replay", "trace.osi", "-o", "out", "--frames", str(2**70)], "--frames"),  # past what islice counts to
+    (["soak", "--seed", "-1"], "--seed"),
+    (["bench", "--repeat", "0"], "--repeat"),
+    (["validate", "r.npz", "--metadata", "m.json", "-o", "out", "--frames", str(2**64)], "--frames"),
+])
+def test_an_integer_option_out_of_its_range_is_one_line_exit_2(argv, option, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2
+    assert f"argument {option}: must be at " in err[-1] and "Traceback" not in "\n".join(err)

@@ -238,7 +238,7 @@ def test_the_units_own_minimum_range_setting_wins_over_the_datasheet(tmp_path):
         load_sensor(str(path))
 
 
-@pytest.mark.parametrize("prod_line", ["OS-3-128", "VLP-16", "DF-1", None])
+@pytest.mark.parametrize("prod_line", ["OS-3-128", "VLP-16", "DF-1"])  # none at all: told by the beams, below
 def test_a_prod_line_we_have_no_datasheet_for_is_refused_in_one_line(tmp_path, prod_line):
     with pytest.raises(SensorSpecError) as error:
         load_sensor(unit_file(tmp_path, LEGACY_32, prod_line=prod_line))
@@ -334,3 +334,25 @@ def test_osi_detections_decode_to_the_points_of_an_ouster_unit():
                               cycle_counter=0)
     decoded = sensor_data_to_points(data)
     assert np.abs(decoded.xyz.astype(np.float64) - cloud.xyz.astype(np.float64)).max() < 1e-5
+
+
+def test_a_legacy_unit_without_prod_line_is_told_by_its_beam_span(tmp_path):
+    """Legacy firmware leaves prod_line empty: an OS1-64's beams over +16.9…−16.6° are an OS1 (its datasheet's
+    33.2° field of view), said in one warning; a span no line has is still refused."""
+    import json
+
+    from lidar_fmu.sensors.ouster import OusterMetadataError, read_ouster_metadata, unit_figures
+
+    with open(os.path.join(DATA, "ouster", "OS-1-32-G_v2.1.1_1024x10.json")) as f:
+        metadata = json.load(f)
+    metadata.update(prod_line="", build_rev="v1.13.0", prod_pn="", beam_altitude_angles=list(
+        np.linspace(16.9, -16.6, 64)), beam_azimuth_angles=[3.1, 0.9, -1.3, -3.5] * 16)
+    path = tmp_path / "os1_64_legacy.json"
+    path.write_text(json.dumps(metadata))
+    with pytest.warns(UserWarning, match=r"prod_line empty, taken as OS-1-64 .*\+16\.9…-16\.6°"):
+        unit = unit_figures(read_ouster_metadata(str(path)))
+    assert (unit.line, unit.channels, unit.generation) == ("OS1", 64, "gen1") and "OS-1-64" in unit.why
+    metadata["beam_altitude_angles"] = [0.0] * 64  # every beam level: no line's field of view
+    path.write_text(json.dumps(metadata))
+    with pytest.raises(OusterMetadataError, match="no prod_line"):
+        unit_figures(read_ouster_metadata(str(path)))

@@ -170,3 +170,49 @@ def test_reader_takes_concatenated_xz_streams_and_checks_the_declared_type(tmp_p
     plain = tmp_path / "plain.osi"
     shutil.copy(named, plain)
     assert list(read_trace(plain)) == [b"\xff" * 4]
+
+
+# -- timestamps that run backwards ----------------------------------------------------------------------------------
+def _untimed_scenario(folder: pathlib.Path, messages: list[bytes]) -> pathlib.Path:
+    """A scenario of ``messages`` without ``step_size_s``: the replay takes its step and the GIF's from the trace."""
+    folder.mkdir()
+    (folder / "trace.osi").write_bytes(b"".join(struct.pack("<I", len(m)) + m for m in messages))
+    (folder / "scenario.yaml").write_text(json.dumps({"name": "backwards", "trace": "trace.osi", "sensor": SENSOR}))
+    return folder
+
+
+def _gif_frame_ms(path: pathlib.Path) -> list[int]:
+    from PIL import Image
+
+    with Image.open(path) as gif:
+        return [gif.seek(k) or gif.info["duration"] for k in range(gif.n_frames)]
+
+
+def test_frames_whose_time_runs_backwards_are_replayed_in_file_order_with_one_warning(fmu_path, tmp_path, capsys):
+    views = list(read_trace(SHARED_TRACE))
+    order = [0, 5, 4, 3, 2, 1]  # most steps backwards: the median spacing is −0.1 s, no GIF frame time
+    code, stdout, err = _replay(_untimed_scenario(tmp_path / "s", [views[k] for k in order]), tmp_path / "out",
+                                fmu_path, capsys)
+    assert code == 0 and "Traceback" not in err, err
+    warnings = [line for line in stdout.splitlines() if line.strip().startswith("warning:")]
+    assert len(warnings) == 1 and "4 of 6 frames run backwards, first at frame 2" in warnings[0], stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    times = summary["frame_end_s"]
+    assert summary["frames"] == 6 and times[2] < times[1] and summary["time_note"] in warnings[0]
+    assert all(20 <= ms <= 10_000 for ms in _gif_frame_ms(tmp_path / "out" / "preview.gif"))
+
+
+def test_a_sensor_view_trace_followed_by_ground_truth_ends_without_a_traceback(fmu_path, tmp_path, capsys):
+    from osi3.osi_groundtruth_pb2 import GroundTruth
+
+    views = list(read_trace(SHARED_TRACE))[:3]
+    truths = []
+    for k in range(2):  # esmini's GroundTruth trace: time from 0 again, parsed as views whose time starts over
+        truth = GroundTruth()
+        truth.timestamp.nanos = k * 33_000_000
+        truth.host_vehicle_id.value = 0
+        truths.append(truth.SerializeToString())
+    code, stdout, err = _replay(_untimed_scenario(tmp_path / "s", views + truths), tmp_path / "out", fmu_path, capsys)
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert "1 of 5 frames run backwards, first at frame 3" in stdout
+    assert all(20 <= ms <= 10_000 for ms in _gif_frame_ms(tmp_path / "out" / "preview.gif"))

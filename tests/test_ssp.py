@@ -322,3 +322,16 @@ def test_a_sensor_data_trace_or_a_spec_naming_files_elsewhere_is_refused(tmp_pat
                  str(tmp_path / "b.ssp")]) == 2
     assert "names files that do not go with it into the SSP" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.ssp"))
+
+
+def test_build_ssp_writes_into_the_default_fmus_folder_not_the_current_one(tmp_path, capsys, monkeypatch):
+    from lidar_fmu.cosim import fmu_package
+
+    dist = tmp_path / "dist"  # not there yet: made, as build makes it for the FMU
+    monkeypatch.setattr(fmu_package, "DEFAULT_FMU", dist / "LidarSensor.fmu")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert main(["build", "--ssp", "--trace", str(SHARED_TRACE), "--sensor", "velodyne_vlp16"]) in (0, None)
+    built = dist / "minimal_valid_example.ssp"  # NAME from the trace's OSI name
+    assert f"built {built}:" in capsys.readouterr().out
+    assert built.is_file() and not list((tmp_path / "here").iterdir())

@@ -305,3 +305,60 @@ def test_an_extracted_recording_whose_arrays_do_not_fit_is_refused(change, messa
     np.savez(tmp_path / "bad.npz", **(arrays | change))
     with pytest.raises(RecordingError, match=message):
         read_recording(str(tmp_path / "bad.npz"), read_ouster_metadata(metadata), metadata)
+
+
+def _npy_header(shape, dtype=np.uint16) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": np.dtype(dtype).str, "fortran_order": False,
+                                                  "shape": shape})
+    return buffer.getvalue()
+
+
+def _patch_declared_size(path, member: str, size: int) -> None:
+    """Set the uncompressed size a zip's local and central headers declare for ``member`` (its only entry)."""
+    import struct
+
+    raw = bytearray(path.read_bytes())
+    local, central = raw.index(b"PK\x03\x04"), raw.index(b"PK\x01\x02")
+    assert raw[local + 30:local + 30 + len(member)] == member.encode()
+    struct.pack_into("<I", raw, local + 22, size)
+    struct.pack_into("<I", raw, central + 24, size)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("bad_zip", "File is not a zip file"),
+    ("header_claims_64_GiB", "range_mm.npy's header declares 68,719,476,736 bytes"),
+    ("declares_3_GiB", "expands to 3.0 GiB, over 2 GiB"),
+    ("bomb", "range_mm.npy"),  # 50 MB of zeros under a zip entry that declares 64 kB: the CRC gives it away
+])
+def test_a_damaged_or_hostile_npz_is_one_line_naming_it_in_bounded_memory(case, message, tmp_path):
+    import tracemalloc
+    import zipfile
+
+    path = tmp_path / "r.npz"
+    if case == "bad_zip":
+        path.write_bytes(b"PK\x03\x04" + b"\x00" * 100)
+    else:
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            if case == "header_claims_64_GiB":
+                archive.writestr("range_mm.npy", _npy_header((1, 2**15, 2**20)))
+            else:
+                header = _npy_header((1, 32, 1024))
+                archive.writestr("range_mm.npy", header + bytes(50_000_000 if case == "bomb" else 65_536))
+        if case in ("bomb", "declares_3_GiB"):
+            _patch_declared_size(path, "range_mm.npy", len(header) + 65_536 if case == "bomb" else 3 * 2**30)
+    metadata = _paths(OS1_32)[1]
+    cal = read_ouster_metadata(metadata)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordingError) as raised:
+            read_recording(str(path), cal, metadata)
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    text = str(raised.value)
+    assert str(path) in text and message in text and "\n" not in text, text
+    assert peak_bytes < 5_000_000  # nothing expanded past what was declared (64 kB)

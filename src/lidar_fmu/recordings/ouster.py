@@ -17,7 +17,10 @@ ouster-sdk pins old versions of common packages (``psutil<6``, ``click<8.1.8``),
 """
 from __future__ import annotations
 
+import math
 import os
+import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -59,7 +62,10 @@ def read_recording(path: str, cal: OusterCalibration, metadata_path: str) -> Rec
     if not recording.frames:
         raise RecordingError(f"recording {path} holds no frame")
     return recording
-#: largest extracted recording read (an .npz is unpacked whole into memory: ~3 × 10⁸ pixels of 16-bit fields)
+
+
+#: largest extracted recording read, on disk and expanded (an .npz is unpacked whole into memory: ~10⁹ pixels of
+#: 16-bit fields)
 MAX_NPZ_BYTES = 2 * 2**30
 
 
@@ -67,9 +73,8 @@ def _read_npz(path: str) -> Recording:
     try:
         if os.stat(path).st_size > MAX_NPZ_BYTES:
             raise RecordingError(f"recording {path} is over {MAX_NPZ_BYTES >> 30} GiB: give fewer frames")
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError) as exc:
+        arrays = _npz_arrays(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise RecordingError(f"cannot read recording {path}: {exc}") from None
     missing = [key for key in ("range_mm", "reflectivity", "status", "frame_id") if key not in arrays]
     if missing:
@@ -100,6 +105,40 @@ def _read_npz(path: str) -> Recording:
     profile = str(arrays["udp_profile_lidar"]) if "udp_profile_lidar" in arrays else "unknown"
     return Recording(os.path.splitext(os.path.basename(path))[0], images, status.astype(np.uint32), timestamp,
                      frame_id, profile)
+
+
+def _npz_arrays(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz``, each expanded only as far as its zip entry and its ``.npy`` header both declare,
+    and those checked against :data:`MAX_NPZ_BYTES` before anything expands: a header claiming more than its entry
+    holds, or an entry that expands past its declared size (a zip bomb), is refused after reading no more than
+    was declared."""
+    with zipfile.ZipFile(path) as archive:
+        members = [info for info in archive.infolist() if info.filename.endswith(".npy")]
+        declared = sum(info.file_size for info in members)
+        if declared > MAX_NPZ_BYTES:
+            raise RecordingError(f"recording {path} expands to {declared / 2**30:.1f} GiB, over "
+                                 f"{MAX_NPZ_BYTES >> 30} GiB: give fewer frames")
+        return {info.filename.removesuffix(".npy"): _npy_member(archive, info, path) for info in members}
+
+
+def _npy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+    """One ``.npy`` of an ``.npz``, read to exactly the size its header declares, which must be its entry's."""
+    with archive.open(info) as f:
+        assert isinstance(f, zipfile.ZipExtFile)  # what ZipFile.open reads with (typed as IO[bytes])
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                 else np.lib.format.read_array_header_2_0(f))
+        if dtype.hasobject:
+            raise RecordingError(f"recording {path}: {info.filename} holds Python objects, not numbers")
+        data_bytes = math.prod(shape) * dtype.itemsize
+        if f.tell() + data_bytes != info.file_size:
+            raise RecordingError(f"recording {path}: {info.filename}'s header declares {data_bytes:,} bytes of "
+                                 f"{dtype} {shape}, its zip entry {info.file_size - f.tell():,}")
+        data = bytearray(data_bytes)
+        if f.readinto(data) != data_bytes or f.read(1):  # the entry stops at its declared size; the CRC checks it
+            raise RecordingError(f"recording {path}: {info.filename} does not hold the {data_bytes:,} bytes it "
+                                 f"declares")
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
 
 
 def _read_pcap(path: str, metadata_path: str) -> Recording:

@@ -179,10 +179,18 @@ def unit_figures(cal: OusterCalibration) -> OusterUnit:
     known = "OS-0-*, OS-1-*, OS-2-*, OS-DOME-* (e.g. OS-1-128, OS-0-32-G, OS-2-32-U0)"
     way_out = ("; to simulate it anyway, give a sensor spec with ouster_metadata: FILE and the unit's min_range_m, "
                "max_range_m and range_reflectivity")
-    if cal.prod_line is None:
-        raise OusterMetadataError(f"Ouster metadata {cal.name}: no prod_line (sensor_info), so no datasheet to take "
-                                  f"its range figures from; known lines: {known}{way_out}")
-    match = _PROD_LINE.fullmatch(cal.prod_line)
+    prod_line, inferred = cal.prod_line, ""
+    if prod_line is None:  # legacy firmware leaves it empty: the beam table's vertical span tells the line
+        line = line_of_span(float(np.ptp(cal.altitude_deg)))
+        if line is None:
+            raise OusterMetadataError(f"Ouster metadata {cal.name}: no prod_line (sensor_info), and its beams' "
+                                      f"{np.ptp(cal.altitude_deg):.1f}° span is no line's, so no datasheet to take "
+                                      f"its range figures from; known lines: {known}{way_out}")
+        prod_line = f"OS-{line.removeprefix('OS').upper()}-{cal.beams}"
+        inferred = (f"; prod_line empty, taken as {prod_line} from its beams' span "
+                    f"({cal.altitude_deg.max():+.1f}…{cal.altitude_deg.min():+.1f}°)")
+        warnings.warn(f"Ouster metadata {cal.name}{inferred}: the {line} datasheet's figures", stacklevel=2)
+    match = _PROD_LINE.fullmatch(prod_line)
     if match is None:
         raise OusterMetadataError(f"Ouster metadata {cal.name}: prod_line {shown(cal.prod_line)} is not "
                                   f"a line we have datasheet figures for; known lines: {known}{way_out}")
@@ -208,7 +216,18 @@ def unit_figures(cal: OusterCalibration) -> OusterUnit:
                       stacklevel=2)
     if (line, generation) not in DATASHEETS:  # a revision the line never had: its nearest datasheet
         generation = "rev7" if line == "OSDome" else "rev6"
-    return OusterUnit(line, channels, generation, DATASHEETS[line, generation], why)
+    return OusterUnit(line, channels, generation, DATASHEETS[line, generation], why + inferred)
+
+
+#: each line's vertical field of view (°) by Ouster's datasheets (OS0 90°, OS1 45° (gen 1: 33.2°), OS2 22.5°,
+#: OSDome 180°) → the widest beam span (°) taken as that line: halfway between neighbours, so a unit's calibrated
+#: span (a degree or two short of the nominal) falls in its own line
+_SPAN_LINES = ((27.8, "OS2"), (67.5, "OS1"), (135.0, "OS0"), (180.0, "OSDome"))
+
+
+def line_of_span(span_deg: float) -> str | None:
+    """The product line whose field of view a beam table spanning ``span_deg`` (top beam to bottom) fits."""
+    return next((line for widest, line in _SPAN_LINES if span_deg <= widest), None) if span_deg > 5.0 else None
 
 
 #: Ouster OS1 (gen 1) datasheet: beam divergence 0.13° FWHM (16 and 64 channels), 0.18° FWHM (128 channels), one
@@ -253,8 +272,8 @@ def unit_spec(cal: OusterCalibration, source: str) -> dict:
     sheet = unit.datasheet
     spec: dict[str, Any] = {
         "ouster_metadata": source,
-        "description": f"Ouster {cal.prod_line}, {unit.why}; {sheet.source}" + (f"; {sheet.assumed}" if sheet.assumed
-                                                                                 else ""),
+        "description": f"Ouster {cal.prod_line or unit.line}, {unit.why}; {sheet.source}"
+                       + (f"; {sheet.assumed}" if sheet.assumed else ""),
         "frame_rate_hz": cal.frame_rate_hz,
         "min_range_m": sheet.min_range_m,
         "max_range_m": sheet.max_range_m,

@@ -15,6 +15,7 @@ from ..errors import ERROR_LINE_CHARS, LidarFmuError, UserError, brief
 from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
 from .convert_command import add_convert
+from .options import OSI_ID_MAX, whole_number
 from .paths import check_fmu_path, check_output_folder, check_preview_path
 from .ssp_command import add_ssp_options
 from .validate_command import add_validate
@@ -141,6 +142,9 @@ def _print_summary(summary: dict, out_dir: str) -> None:
         )
         print(f"  SensorData trace: {os.path.join(folder, lidar['sensordata_trace'])} "
               f"({lidar['sensordata_trace_bytes'] / 1e6:,.1f} MB)")
+    time_note = summary.get("lidars", [summary])[0].get("time_note") if summary.get("frames") else None
+    if time_note:  # a rig's lidars share the trace: said once
+        print(f"  warning: {time_note}")
     for line in summary["fmu_messages"][:10]:
         print(f"  FMU: {line.splitlines()[0]}")
 
@@ -206,22 +210,7 @@ def cmd_sweep(args) -> None:
               progress=not args.quiet, dashboard=args.dashboard)
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: a whole number ≥ ``minimum``, refused with a reason before any work."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+_positive_int, _non_negative_int = whole_number(1), whole_number(0)
 
 
 def _positive_seconds(text: str) -> float:
@@ -512,7 +501,7 @@ def _add_replay(sub) -> None:
     p.add_argument("--objects", default=None, choices=["auto", "boxes"],
                    help="objects without a usable model: auto (default) their OSI class's mesh, boxes their "
                         "bounding box; replaces a scenario's")
-    p.add_argument("--host", type=_non_negative_int, default=None, metavar="ID",
+    p.add_argument("--host", type=whole_number(0, OSI_ID_MAX), default=None, metavar="ID",
                    help="the host vehicle of a GroundTruth trace (esmini's --osi_file output; default: the trace's "
                         "host_vehicle_id), which is replayed as SensorViews around it")
     p.add_argument("--fmu", default=None, help="FMU to drive (default: dist/LidarSensor.fmu in a source checkout, "
@@ -570,7 +559,7 @@ def _add_build(sub) -> None:
     p = sub.add_parser("build", help="build the FMU (dist/LidarSensor.fmu in a source checkout, else in the user cache) and validate it")
     p.add_argument("-o", "--output", default=None,
                    help="FMU path (default: dist/LidarSensor.fmu in a source checkout, else in the user cache; "
-                        "--fmi 3: LidarSensor-fmi3.fmu there); with --ssp the .ssp (default: NAME.ssp here, NAME "
+                        "--fmi 3: LidarSensor-fmi3.fmu there); with --ssp the .ssp (default: NAME.ssp there, NAME "
                         "from the trace's OSI name)")
     p.add_argument("--fmi", type=int, choices=[2, 3], default=2,
                    help="FMI version: 2 (default; OSMP's Integer triples) or 3 (OSMP's Binary variables)")
@@ -594,11 +583,11 @@ def _add_presets(sub) -> None:
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure cast and point-record speed against Open3D")
     _add_backend_option(p, "ray caster to measure")
-    p.add_argument("--repeat", type=int, default=15, help="timed repetitions per case (median reported)")
+    p.add_argument("--repeat", type=_positive_int, default=15, help="timed repetitions per case (median reported)")
     p.add_argument("--scenes", default="street,sphere", help="comma list of street, sphere")
     _add_work_dir_option(p)
     p.add_argument("--skip-step", action="store_true", help="skip the OSI encode and FMU doStep measurements")
-    p.add_argument("--poses", type=int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
+    p.add_argument("--poses", type=_positive_int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
     p.add_argument("--sections", default=None, metavar="LIST",
                    help="comma list of the parts to run (default: all): cast, motion, effects, echoes, gpu (cuda "
                         "only), encode, step, rig, ground-truth, stationary")
@@ -637,7 +626,7 @@ def _add_soak(sub) -> None:
                    help="step the built FMU through FMPy instead of the model in-process (no PATH: the default "
                         "FMU, built if stale)")
     _add_backend_option(p, "ray caster")
-    p.add_argument("--seed", type=int, default=0, help="seed of the pedestrians' paths and box jitter (default: 0)")
+    p.add_argument("--seed", type=whole_number(0, 2**64 - 1), default=0, help="seed of the pedestrians' paths and box jitter (default: 0)")
     p.set_defaults(func=cmd_soak)
 
 

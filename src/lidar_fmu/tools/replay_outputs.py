@@ -16,6 +16,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -272,8 +273,32 @@ class Previews:
             cloud, note = self.last_cloud, f"preview.png has no range image: {exc}"
         write_preview(os.path.join(self.out_dir, "preview.png"), cloud, max_range_m=self.extent_m)
         self.gif_frames[0].save(os.path.join(self.out_dir, "preview.gif"), save_all=True,
-                                append_images=self.gif_frames[1:], duration=int(frame_step_s * 1000), loop=0)
+                                append_images=self.gif_frames[1:], duration=gif_frame_ms(frame_step_s), loop=0)
         return note
+
+
+#: a GIF frame's shortest and longest time (ms): viewers show frames under 20 ms at 100 ms, and a GIF keeps a
+#: frame's time as 16-bit centiseconds; a trace whose times jump (or run backwards) still gives a playable GIF
+GIF_FRAME_MS = (20, 10_000)
+
+
+def gif_frame_ms(frame_step_s: float) -> int:
+    """The GIF's time per frame (ms) for frames ``frame_step_s`` apart, within :data:`GIF_FRAME_MS`."""
+    shortest, longest = GIF_FRAME_MS
+    return int(min(max(frame_step_s * 1000, shortest), longest)) if math.isfinite(frame_step_s) else longest
+
+
+def backwards_note(times_s: list[float]) -> str | None:
+    """One line saying how many frames' timestamps run backwards (before the frame's before them) and where
+    first, or None: such frames are replayed as they come, in file order (a trace cut and joined, or SensorViews
+    followed by other messages, which parse as views whose time starts over)."""
+    times = np.asarray(times_s, np.float64)
+    back = np.flatnonzero(times[1:] < times[:-1]) + 1
+    if not len(back):
+        return None
+    k = int(back[0])
+    return (f"the timestamps of {len(back)} of {len(times)} frames run backwards, first at frame {k} "
+            f"({times[k]:.9g} s after {times[k - 1]:.9g} s): frames kept in file order")
 
 
 class FrameTally:
@@ -369,7 +394,8 @@ class ReplayOutputs:
         tally = self.tally
         frames = len(tally.returns)
         trace_file = self.trace.finish(frames)
-        gif_step_s = self.given_step_s or (float(np.median(np.diff(tally.times_s))) if frames > 1 else self.step_s)
+        median_s = float(np.median(np.diff(tally.times_s))) if frames > 1 else 0.0
+        gif_step_s = self.given_step_s or (median_s if median_s > 0 else self.step_s)
         preview_note = self.previews.finish(gif_step_s)
         summary = {
             "scenario": self.scenario_name,
@@ -395,6 +421,9 @@ class ReplayOutputs:
         }
         if preview_note:
             summary["preview_note"] = preview_note
+        time_note = backwards_note(tally.times_s)
+        if time_note:
+            summary["time_note"] = time_note
         with open(os.path.join(self.out_dir, "summary.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
         return summary

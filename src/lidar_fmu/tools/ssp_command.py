@@ -35,7 +35,7 @@ def build_ssp_command(args) -> None:
     import tempfile
     import zipfile
 
-    from ..cosim.fmu_package import warm_kernel_cache
+    from ..cosim.fmu_package import DEFAULT_FMU, warm_kernel_cache
     from ..cosim.ssp import DEFAULT_SENSORDATA, build_ssp, validate_ssp
     from .replay import trace_scenario
 
@@ -45,7 +45,11 @@ def build_ssp_command(args) -> None:
     if os.path.isdir(sensor):
         raise UserError(f"--sensor {sensor!r} is a folder; give a preset name or a spec file")
     name = trace_scenario(args.trace, sensor, args.assets)["name"]  # refuses a missing trace or assets folder
-    output = args.output or f"{name}.ssp"
+    if args.output:
+        output = args.output
+    else:  # beside the default FMUs: dist/ in a source checkout, else the user cache (or LIDAR_FMU_DIST)
+        DEFAULT_FMU.parent.mkdir(parents=True, exist_ok=True)
+        output = str(DEFAULT_FMU.parent / f"{name}.ssp")
     check_output_folder(output, "SSP package")
     system = build_ssp(output, args.trace, sensor, assets=args.assets,
                        sensordata=args.sensordata or DEFAULT_SENSORDATA, name=f"lidar-fmu replay of {name}")

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ..raycast.factory import BACKEND_NAMES
+from .options import whole_number
 
 
 def _jump(text: str) -> float:
@@ -19,16 +20,6 @@ def _jump(text: str) -> float:
         value = float("nan")
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1), got {text!r}")
-    return value
-
-
-def _frames(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1, got {text!r}")
     return value
 
 
@@ -92,7 +83,7 @@ def add_validate(sub) -> None:
     p.add_argument("--poses", default=None,
                    help="the unit's pose per frame (KITTI: a row-major 3×4 matrix per line), or 'icp' to register "
                         "the frames with KISS-ICP (needs kiss-icp): noise is then also measured from frame to frame")
-    p.add_argument("--frames", type=_frames, default=None,
+    p.add_argument("--frames", type=whole_number(1), default=None,
                    help="compare only the first N frames (an Argoverse 2 log: its first N sweeps)")
     p.add_argument("--backend", default="auto", choices=BACKEND_NAMES,
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
