@@ -1,0 +1,156 @@
+"""The object list a lidar's returns support: one OSI ``DetectedMovingObject`` per moving object it saw.
+
+An object of the ground truth (not the host) is reported when at least :data:`MIN_OBJECT_RETURNS` of the step's
+returns (every lidar's) hit it; its box is fitted to those returns alone (:func:`fit_box`), so a partly hidden
+object's box is what its points support, never the ground-truth box. ``header``: ``ground_truth_id`` and
+``tracking_id`` its OSI id (the returns name what they hit: the association is exact, and stable over frames),
+``existence_probability`` 1 − ∏(1 − pᵢ) over its returns' detection probabilities (the chance that at least one
+is real), ``age`` how long it has been seen in consecutive steps, ``sensor_id`` the lidars that saw it;
+``candidate`` its OSI class with probability 1. Frames and conventions: docs/fmu.md#osi-layers.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from osi3.osi_detectedobject_pb2 import DetectedItemHeader, DetectedMovingObject
+from osi3.osi_object_pb2 import MovingObject
+from osi3.osi_sensordata_pb2 import DetectedEntityHeader, SensorData
+
+from ..geometry.transforms import pose_matrix, roll_pitch_yaw
+from .decode import MOVING_CLASSES, VEHICLE_CLASSES
+from .encode import set_timestamp
+
+#: fewer returns than this are no object (assumed: a box takes two faces of a few points each, and one or two
+#: returns are as likely a mixed pixel at an edge as evidence of an object)
+MIN_OBJECT_RETURNS = 5
+#: the headings a box is tried at: every 0.5° over the quarter turn a rectangle repeats in
+_HEADINGS_RAD = np.radians(np.arange(0.0, 90.0, 0.5))
+_VEHICLE_TYPES = {name: code for code, name in VEHICLE_CLASSES.items()}
+_MOVING_TYPES = {name: code for code, name in MOVING_CLASSES.items()}
+
+
+class Box(NamedTuple):
+    """A box fitted to points: centre (3,) m, yaw rad, (length, width, height) m, all in the frame of the points."""
+
+    centre_m: np.ndarray
+    yaw_rad: float
+    dimension_m: tuple[float, float, float]
+
+
+def fit_box(xyz: np.ndarray) -> Box:
+    """The upright box of least footprint around ``xyz`` (N, 3) (z up): the heading whose rectangle around the
+    points' x, y has the smallest area (tried every 0.5°), its longer side the length (yaw in (−π/2, π/2]: one
+    frame cannot tell an object's front from its back), the points' z extent the height."""
+    cos, sin = np.cos(_HEADINGS_RAD), np.sin(_HEADINGS_RAD)
+    along = xyz[:, :1] * cos + xyz[:, 1:2] * sin  # (N, headings): each point along each heading …
+    across = xyz[:, 1:2] * cos - xyz[:, :1] * sin  # … and across it
+    lo_a, hi_a, lo_c, hi_c = along.min(0), along.max(0), across.min(0), across.max(0)
+    best = int(np.argmin((hi_a - lo_a) * (hi_c - lo_c)))
+    yaw = float(_HEADINGS_RAD[best])
+    mid_a, mid_c = (lo_a[best] + hi_a[best]) / 2, (lo_c[best] + hi_c[best]) / 2
+    length, width = float(hi_a[best] - lo_a[best]), float(hi_c[best] - lo_c[best])
+    if width > length:  # the longer side is the length: turn a quarter
+        length, width, yaw = width, length, yaw + np.pi / 2
+    yaw = float(np.arctan2(np.sin(yaw), np.cos(yaw)))
+    if yaw <= -np.pi / 2 or yaw > np.pi / 2:
+        yaw = float(np.arctan2(np.sin(yaw + np.pi), np.cos(yaw + np.pi)))
+    centre = np.array([mid_a * cos[best] - mid_c * sin[best], mid_a * sin[best] + mid_c * cos[best],
+                       (xyz[:, 2].min() + xyz[:, 2].max()) / 2])
+    return Box(centre, yaw, (length, width, float(np.ptp(xyz[:, 2]))))
+
+
+def osi_type(object_class: str) -> tuple[int, int]:
+    """(MovingObject.Type, VehicleClassification.Type) of a decoded object class (:func:`~.decode.object_class`)."""
+    if object_class in _VEHICLE_TYPES:
+        return MovingObject.TYPE_VEHICLE, _VEHICLE_TYPES[object_class]
+    if object_class == "vehicle":
+        return MovingObject.TYPE_VEHICLE, MovingObject.VehicleClassification.TYPE_UNKNOWN
+    return _MOVING_TYPES.get(object_class, MovingObject.TYPE_UNKNOWN), 0
+
+
+class ObjectReturns(NamedTuple):
+    """One lidar's returns for the object list: their positions (vehicle frame), OSI ids, existence probabilities
+    (one per point, or one for all) and the lidar's id."""
+
+    vehicle_xyz: np.ndarray
+    object_id: np.ndarray
+    existence: object
+    sensor_id: int
+
+
+class ObjectList:
+    """The moving objects a model's lidars saw, step by step (keeps how long each has been seen)."""
+
+    def __init__(self) -> None:
+        self._first_seen_s: dict[int, float] = {}
+
+    def serialized(self, returns: list[ObjectReturns], objects, host_id: int | None, vehicle_from_sensor: np.ndarray,
+                   timestamp_s: float, cycle_counter: int) -> bytes:
+        """SensorData's ``moving_object_header`` and ``moving_object`` fields (tags included) for this step:
+        ``objects`` the view's moving objects (:class:`~.decode.ObjectState`), ``vehicle_from_sensor`` the
+        SensorData's own mounting (the frame the boxes are reported in)."""
+        classes = {obj.id: obj.object_class for obj in objects if obj.id != host_id}
+        ids = np.fromiter(classes, np.uint64, len(classes))
+        message = SensorData()
+        header = message.moving_object_header
+        set_timestamp(header.measurement_time, timestamp_s)
+        header.cycle_counter = int(cycle_counter)
+        header.data_qualifier = DetectedEntityHeader.DATA_QUALIFIER_AVAILABLE
+        sensor_from_vehicle = np.linalg.inv(vehicle_from_sensor)
+        seen: dict[int, float] = {}
+        for object_id, xyz, existence, sensors in _per_object(returns, ids):
+            box = fit_box(xyz)
+            pose = sensor_from_vehicle @ pose_matrix(box.centre_m, (0.0, 0.0, box.yaw_rad))
+            seen[object_id] = self._first_seen_s.get(object_id, timestamp_s)
+            detected = message.moving_object.add()
+            _fill_header(detected.header, object_id, existence, timestamp_s - seen[object_id], sensors)
+            base = detected.base
+            base.position.x, base.position.y, base.position.z = (float(v) for v in pose[:3, 3])
+            base.orientation.roll, base.orientation.pitch, base.orientation.yaw = roll_pitch_yaw(pose[:3, :3])
+            base.dimension.length, base.dimension.width, base.dimension.height = box.dimension_m
+            detected.reference_point = DetectedMovingObject.REFERENCE_POINT_CENTER
+            candidate = detected.candidate.add()
+            candidate.probability = 1.0
+            candidate.type, vehicle_type = osi_type(classes[object_id])
+            if candidate.type == MovingObject.TYPE_VEHICLE:
+                candidate.vehicle_classification.type = vehicle_type
+        self._first_seen_s = seen  # an object not seen this step starts its age again when it is
+        return message.SerializeToString()
+
+
+def _fill_header(header: DetectedItemHeader, object_id: int, existence: np.ndarray, age_s: float,
+                 sensors: list[int]) -> None:
+    header.tracking_id.value = object_id
+    header.ground_truth_id.add().value = object_id
+    header.existence_probability = float(1.0 - np.prod(1.0 - np.clip(existence, 0.0, 1.0)))
+    header.age = float(age_s)
+    header.measurement_state = DetectedItemHeader.MEASUREMENT_STATE_MEASURED
+    for sensor_id in sensors:
+        header.sensor_id.add().value = int(sensor_id)
+
+
+def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
+    """(object id, its returns' (N, 3) vehicle positions, their existence probabilities, the lidars that saw it)
+    for each of ``ids`` with at least :data:`MIN_OBJECT_RETURNS` returns, by id."""
+    xyz, object_id, existence, sensor = [], [], [], []
+    for part in returns:
+        keep = np.isin(part.object_id, ids)
+        xyz.append(part.vehicle_xyz[keep])
+        object_id.append(part.object_id[keep])
+        existence.append(np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)[keep])
+        sensor.append(np.full(int(keep.sum()), part.sensor_id, np.uint64))
+    if not returns:
+        return
+    all_ids = np.concatenate(object_id)
+    order = np.argsort(all_ids, kind="stable")
+    all_ids = all_ids[order]
+    all_xyz, all_existence, all_sensor = (np.concatenate(a)[order] for a in (xyz, existence, sensor))
+    starts = np.flatnonzero(np.r_[True, all_ids[1:] != all_ids[:-1]]) if len(all_ids) else np.zeros(0, np.int64)
+    for a, b in zip(starts, np.r_[starts[1:], len(all_ids)]):
+        if b - a >= MIN_OBJECT_RETURNS:
+            yield (int(all_ids[a]), all_xyz[a:b], all_existence[a:b],
+                   sorted({int(s) for s in np.unique(all_sensor[a:b])}))
+
+
+__all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type"]
