@@ -26,6 +26,8 @@ from .encode import set_timestamp
 MIN_OBJECT_RETURNS = 5
 #: the headings a box is tried at: every 0.5° over the quarter turn a rectangle repeats in
 _HEADINGS_RAD = np.radians(np.arange(0.0, 90.0, 0.5))
+#: the closeness criterion's floor (m): a point nearer an edge than this counts as on it (Zhang et al. 2017, §III-C)
+_CLOSENESS_FLOOR_M = 0.01
 _VEHICLE_TYPES = {name: code for code, name in VEHICLE_CLASSES.items()}
 _MOVING_TYPES = {name: code for code, name in MOVING_CLASSES.items()}
 
@@ -39,14 +41,19 @@ class Box(NamedTuple):
 
 
 def fit_box(xyz: np.ndarray) -> Box:
-    """The upright box of least footprint around ``xyz`` (N, 3) (z up): the heading whose rectangle around the
-    points' x, y has the smallest area (tried every 0.5°), its longer side the length (yaw in (−π/2, π/2]: one
-    frame cannot tell an object's front from its back), the points' z extent the height."""
+    """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried every 0.5°,
+    the one whose rectangle around the points' x, y has them closest to its edges (the closeness criterion of
+    X. Zhang, W. Xu, C. Dong, J. M. Dolan, "Efficient L-shape fitting for vehicle detection using laser scanners",
+    IEEE IV 2017: Σ 1/max(d, 1 cm), d a point's distance to its nearest edge; the least area cannot choose for the
+    L a lidar sees of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly).
+    Its longer side is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back),
+    the points' z extent the height."""
     cos, sin = np.cos(_HEADINGS_RAD), np.sin(_HEADINGS_RAD)
     along = xyz[:, :1] * cos + xyz[:, 1:2] * sin  # (N, headings): each point along each heading …
     across = xyz[:, 1:2] * cos - xyz[:, :1] * sin  # … and across it
     lo_a, hi_a, lo_c, hi_c = along.min(0), along.max(0), across.min(0), across.max(0)
-    best = int(np.argmin((hi_a - lo_a) * (hi_c - lo_c)))
+    edge_m = np.minimum(np.minimum(along - lo_a, hi_a - along), np.minimum(across - lo_c, hi_c - across))
+    best = int(np.argmax((1.0 / np.maximum(edge_m, _CLOSENESS_FLOOR_M)).sum(0)))
     yaw = float(_HEADINGS_RAD[best])
     mid_a, mid_c = (lo_a[best] + hi_a[best]) / 2, (lo_c[best] + hi_c[best]) / 2
     length, width = float(hi_a[best] - lo_a[best]), float(hi_c[best] - lo_c[best])
