@@ -494,11 +494,12 @@ def encode_sensor_data_buffer(
 
 class OtherLayers(NamedTuple):
     """A SensorData's layers beside the detections, each its fields serialized whole (tags and lengths included;
-    :mod:`lidar_fmu.osi.layers`): they go where their field numbers put them."""
+    :mod:`lidar_fmu.osi.layers`), the large ones as pieces (bytes or uint8 arrays) copied once, into the message:
+    they go where their field numbers put them."""
 
-    sensor_view: bytes = b""  # sensor_view (8): the reflections
+    sensor_view: tuple = ()  # sensor_view (8): the reflections
     moving_objects: bytes = b""  # moving_object_header (12), moving_object (13)
-    logical: bytes = b""  # logical_detection_data (27)
+    logical: tuple = ()  # logical_detection_data (27)
     detections: bool = True  # feature_data (26) written, or left out
 
 
@@ -554,15 +555,16 @@ def encode_lidars_buffer(
     feature_data_nbytes = sum(len(head) + nbytes for *_, head, nbytes in parts)
     feature_data_head = varint(wire_tag(_SD_FEATURE_DATA, _WIRE_LEN)) + varint(feature_data_nbytes)
     if layers is None:
-        top, end = msg.SerializeToString() + feature_data_head, b""
+        top, end = [msg.SerializeToString() + feature_data_head], []
     else:  # fields 1–6 ‖ sensor_view (8) ‖ last_measurement_time (9) ‖ moving objects (12, 13) ‖ 26 ‖ 27
         tail = SensorData()
         tail.last_measurement_time.CopyFrom(msg.last_measurement_time)
         msg.ClearField("last_measurement_time")
-        top = b"".join((msg.SerializeToString(), layers.sensor_view, tail.SerializeToString(), layers.moving_objects,
-                        feature_data_head if layers.detections else b""))
-        end = layers.logical
-    size = len(top) + feature_data_nbytes + len(end)
+        top = [msg.SerializeToString(), *layers.sensor_view, tail.SerializeToString(), layers.moving_objects,
+               feature_data_head if layers.detections else b""]
+        end = list(layers.logical)
+    end_nbytes = sum(len(piece) for piece in end)
+    size = sum(len(piece) for piece in top) + feature_data_nbytes + end_nbytes
     if (
         out is not None and out.dtype == np.uint8 and out.ndim == 1 and out.flags.c_contiguous
         and out.flags.writeable and len(out) >= size
@@ -570,8 +572,7 @@ def encode_lidars_buffer(
         buf = out[:size]
     else:
         buf = np.empty(size, np.uint8)
-    buf[: len(top)] = np.frombuffer(top, np.uint8)
-    at, tasks = len(top), []
+    at, tasks = _put_pieces(buf, 0, top), []
     for chunks, head, _ in parts:
         buf[at: at + len(head)] = np.frombuffer(head, np.uint8)
         at += len(head)
@@ -583,9 +584,16 @@ def encode_lidars_buffer(
     for written, (_, _, nbytes) in zip(side_by_side(_write_chunk, [(buf, *task) for task in tasks]), tasks):
         if written != nbytes:
             raise RuntimeError(f"detection encoder wrote {written} of {nbytes} bytes")
-    if end:
-        buf[size - len(end):] = np.frombuffer(end, np.uint8)
+    _put_pieces(buf, size - end_nbytes, end)
     return buf
+
+
+def _put_pieces(buf: np.ndarray, at: int, pieces) -> int:
+    """``pieces`` (bytes or uint8 arrays) one after another into ``buf`` from ``at``; → where they end."""
+    for piece in pieces:
+        buf[at: at + len(piece)] = np.frombuffer(piece, np.uint8)
+        at += len(piece)
+    return at
 
 
 #: detections per writing task (~1 ms of work): a frame of an OS1-128 is four

@@ -24,6 +24,7 @@ from osi3.osi_logicaldetectiondata_pb2 import LogicalDetectionData, LogicalDetec
 from osi3.osi_sensorview_pb2 import SensorView
 
 from ..geometry import semantic
+from ..parallel import side_by_side
 from ..physics.range_limit import detection_floor_db, relative_power_db
 from ..pointcloud import PointCloud
 from ..sensors import Sensor
@@ -150,19 +151,15 @@ def _timings_bytes(microseconds):
     return buf[:total]
 
 
-def reflections_bytes(cloud, rays: int, range_offset_m: float, wavelength_nm: float) -> bytes:
-    """The ``reflection`` fields of ``cloud``'s ``rays`` rays (module doc), in ray order."""
+def reflections_bytes(cloud, rays: int, range_offset_m: float, wavelength_nm: float) -> np.ndarray:
+    """The ``reflection`` fields of ``cloud``'s ``rays`` rays (module doc), in ray order (uint8)."""
     points = np.ascontiguousarray(cloud.points)
     nearest = _nearest_per_ray(np.ascontiguousarray(cloud.ray_index, np.int64), points["range"], rays)
     buf = np.empty(_reflections_nbytes(points, nearest) + 10, np.uint8)  # (+10: the varint writer's fast path)
     velocity = cloud.radial_velocity_m_s
     velocity = np.empty(0, np.float32) if velocity is None else np.ascontiguousarray(velocity, np.float32)
     written = _write_reflections(buf, points, nearest, float(range_offset_m), velocity, 2.0 / (wavelength_nm * 1e-9))
-    return buf[:written].tobytes()
-
-
-def _length_delimited(field_number: int, payload: bytes) -> bytes:
-    return varint(wire_tag(field_number, _WIRE_LEN)) + varint(len(payload)) + payload
+    return buf[:written]
 
 
 class ViewConfigurations:
@@ -183,8 +180,13 @@ class ViewConfigurations:
         return self._bytes
 
 
-def sensor_view_bytes(lidar: LayerLidar, config: ViewConfigurations, timestamp_s: float) -> bytes:
-    """One ``sensor_view`` (SensorData field 8, tag and length included) holding ``lidar``'s reflections."""
+def _length_prefix(field_number: int, nbytes: int) -> bytes:
+    return varint(wire_tag(field_number, _WIRE_LEN)) + varint(nbytes)
+
+
+def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_s: float) -> list:
+    """One ``sensor_view`` (SensorData field 8, tag and length included) holding ``lidar``'s reflections, as pieces
+    (bytes and uint8 arrays) that follow one another."""
     cloud, sensor = lidar.cloud, lidar.sensor
     view = SensorView()
     view.version.CopyFrom(default_interface_version())
@@ -193,13 +195,17 @@ def sensor_view_bytes(lidar: LayerLidar, config: ViewConfigurations, timestamp_s
     set_mounting_position(view.mounting_position, lidar.mounting)
     pattern = cloud.pattern
     if pattern is None:  # nothing fired this step: a configuration of no rays
-        body = _length_delimited(1, lidar_view_configuration(sensor, sensor.pattern, lidar.mounting,
-                                                             lidar.sensor_id).SerializeToString())
+        configuration = lidar_view_configuration(sensor, sensor.pattern, lidar.mounting,
+                                                 lidar.sensor_id).SerializeToString()
+        reflections = np.empty(0, np.uint8)
     else:
-        body = (_length_delimited(1, config.of(sensor, pattern, lidar.mounting, lidar.sensor_id))
-                + reflections_bytes(cloud, len(pattern), pattern.range_offset_m, sensor.wavelength_nm))
-    return _length_delimited(_SENSOR_VIEW_FIELD, view.SerializeToString()
-                             + _length_delimited(_LIDAR_SENSOR_VIEW_FIELD, body))
+        configuration = config.of(sensor, pattern, lidar.mounting, lidar.sensor_id)
+        reflections = reflections_bytes(cloud, len(pattern), pattern.range_offset_m, sensor.wavelength_nm)
+    lidar_view = _length_prefix(1, len(configuration))
+    lidar_view_nbytes = len(lidar_view) + len(configuration) + len(reflections)
+    head = view.SerializeToString() + _length_prefix(_LIDAR_SENSOR_VIEW_FIELD, lidar_view_nbytes) + lidar_view
+    return [_length_prefix(_SENSOR_VIEW_FIELD, len(head) + len(configuration) + len(reflections)) + head,
+            configuration, reflections]
 
 
 # ------------------------------------------------------------ logical detections
@@ -252,11 +258,15 @@ def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_d
 
 def vehicle_positions(cloud, mounting: np.ndarray) -> np.ndarray:
     """(M, 3) float64: ``cloud``'s points in the vehicle frame (``mounting``: vehicle_from_sensor)."""
-    xyz = np.stack([cloud.points["x"], cloud.points["y"], cloud.points["z"]], axis=1).astype(np.float64)
-    return np.ascontiguousarray(xyz @ mounting[:3, :3].T + mounting[:3, 3])
+    # row by row rather than a matrix product: BLAS's threads would contend with the step's Numba threads
+    x, y, z = (cloud.points[name].astype(np.float64) for name in ("x", "y", "z"))
+    out = np.empty((len(x), 3))
+    for i in range(3):
+        out[:, i] = mounting[i, 0] * x + mounting[i, 1] * y + mounting[i, 2] * z + mounting[i, 3]
+    return out
 
 
-def _logical_records(lidar: LayerLidar, existence, intensity, pulse_width) -> bytes:
+def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensity, pulse_width) -> np.ndarray:
     cloud, sensor = lidar.cloud, lidar.sensor
     points = np.ascontiguousarray(cloud.points)
     m = len(points)
@@ -270,18 +280,19 @@ def _logical_records(lidar: LayerLidar, existence, intensity, pulse_width) -> by
     buf = np.empty(nbytes + 10, np.uint8)  # (+10: the varint writer's fast path)
     pattern = cloud.pattern
     offset = 0.0 if pattern is None else float(pattern.range_offset_m)
-    written = _write_logical(buf, 0, points, vehicle_positions(cloud, lidar.mounting),
+    written = _write_logical(buf, 0, points, position,
                              np.ascontiguousarray(np.asarray(existence, np.float64).reshape(-1)),
                              np.empty(0) if intensity is None else np.ascontiguousarray(intensity, np.float64),
                              np.nan if floor is None else floor, offset, sensor_id,
                              np.ascontiguousarray(classification), pulse)
     if written != nbytes:
         raise RuntimeError(f"logical detection encoder wrote {written} of {nbytes} bytes")
-    return buf[:nbytes].tobytes()
+    return buf[:nbytes]
 
 
-def logical_bytes(lidars: list[LayerLidar], timestamp_s: float) -> bytes:
-    """``logical_detection_data`` (SensorData field 27, tag and length included): every lidar's detections."""
+def logical_pieces(lidars: list[LayerLidar], positions: list[np.ndarray], timestamp_s: float) -> list:
+    """``logical_detection_data`` (SensorData field 27, tag and length included): every lidar's detections, at
+    ``positions`` (each lidar's :func:`vehicle_positions`), as pieces (bytes and uint8 arrays)."""
     data = LogicalDetectionData()
     data.version.CopyFrom(default_interface_version())
     header = data.header
@@ -290,10 +301,11 @@ def logical_bytes(lidars: list[LayerLidar], timestamp_s: float) -> bytes:
     header.number_of_valid_logical_detections = sum(len(lidar.cloud) for lidar in lidars)
     for lidar in lidars:
         header.sensor_id.add().value = int(lidar.sensor_id)
-    records = [_logical_records(lidar, 1.0 if lidar.cloud.existence_probability is None
+    records = [_logical_records(lidar, position, 1.0 if lidar.cloud.existence_probability is None
                                 else lidar.cloud.existence_probability, lidar.cloud.intensity_percent,
-                                lidar.cloud.echo_pulse_width_m) for lidar in lidars]
-    return _length_delimited(_LOGICAL_DATA_FIELD, data.SerializeToString() + b"".join(records))
+                                lidar.cloud.echo_pulse_width_m) for lidar, position in zip(lidars, positions)]
+    head = data.SerializeToString()
+    return [_length_prefix(_LOGICAL_DATA_FIELD, len(head) + sum(len(r) for r in records)) + head, *records]
 
 
 
@@ -309,21 +321,31 @@ class LayerEncoder:
 
     def layers(self, lidars: list[LayerLidar], frame, timestamp_s: float, cycle_counter: int) -> OtherLayers:
         """This step's layers: ``lidars`` in rig order (the first one's mounting is the SensorData's, which the
-        objects are reported in), ``frame`` the decoded SensorView (its moving objects and host)."""
-        sensor_view = logical = moving_objects = b""
-        if "reflections" in self.outputs:
-            sensor_view = b"".join(sensor_view_bytes(lidar, self._configs.setdefault(k, ViewConfigurations()),
-                                                     timestamp_s) for k, lidar in enumerate(lidars))
-        if "logical" in self.outputs:
-            logical = logical_bytes(lidars, timestamp_s)
-        if "objects" in self.outputs:
-            returns = [ObjectReturns(vehicle_positions(lidar.cloud, lidar.mounting), lidar.cloud.points["object_id"],
+        objects are reported in), ``frame`` the decoded SensorView (its moving objects and host). The layers are
+        built side by side (their kernels release the GIL)."""
+        positions = [vehicle_positions(lidar.cloud, lidar.mounting) for lidar in lidars] \
+            if "logical" in self.outputs or "objects" in self.outputs else []
+
+        def reflections() -> list:
+            return [piece for k, lidar in enumerate(lidars)
+                    for piece in sensor_view_pieces(lidar, self._configs.setdefault(k, ViewConfigurations()),
+                                                    timestamp_s)]
+
+        def objects() -> bytes:
+            returns = [ObjectReturns(position, lidar.cloud.points["object_id"],
                                      1.0 if lidar.cloud.existence_probability is None
-                                     else lidar.cloud.existence_probability, lidar.sensor_id) for lidar in lidars]
-            moving_objects = self._objects.serialized(returns, frame.objects, frame.host_vehicle_id,
-                                                      lidars[0].mounting, timestamp_s, cycle_counter)
-        return OtherLayers(sensor_view, moving_objects, logical, "detections" in self.outputs)
+                                     else lidar.cloud.existence_probability, lidar.sensor_id)
+                       for lidar, position in zip(lidars, positions)]
+            return self._objects.serialized(returns, frame.objects, frame.host_vehicle_id, lidars[0].mounting,
+                                            timestamp_s, cycle_counter)
+
+        builders = {"reflections": reflections, "logical": lambda: logical_pieces(lidars, positions, timestamp_s),
+                    "objects": objects}
+        chosen = [name for name in builders if name in self.outputs]
+        built = dict(zip(chosen, side_by_side(lambda build: build(), [(builders[name],) for name in chosen])))
+        return OtherLayers(tuple(built.get("reflections", ())), built.get("objects", b""),
+                           tuple(built.get("logical", ())), "detections" in self.outputs)
 
 
-__all__ = ["LOGICAL_CLASSIFICATION", "LayerEncoder", "LayerLidar", "ViewConfigurations", "logical_bytes",
-           "reflections_bytes", "sensor_view_bytes", "vehicle_positions"]
+__all__ = ["LOGICAL_CLASSIFICATION", "LayerEncoder", "LayerLidar", "ViewConfigurations", "logical_pieces",
+           "reflections_bytes", "sensor_view_pieces", "vehicle_positions"]

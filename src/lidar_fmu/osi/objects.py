@@ -10,9 +10,11 @@ is real), ``age`` how long it has been seen in consecutive steps, ``sensor_id`` 
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 from osi3.osi_detectedobject_pb2 import DetectedItemHeader, DetectedMovingObject
 from osi3.osi_object_pb2 import MovingObject
 from osi3.osi_sensordata_pb2 import DetectedEntityHeader, SensorData
@@ -24,8 +26,12 @@ from .encode import set_timestamp
 #: fewer returns than this are no object (assumed: a box takes two faces of a few points each, and one or two
 #: returns are as likely a mixed pixel at an edge as evidence of an object)
 MIN_OBJECT_RETURNS = 5
-#: the headings a box is tried at: every 0.5° over the quarter turn a rectangle repeats in
-_HEADINGS_RAD = np.radians(np.arange(0.0, 90.0, 0.5))
+#: the headings a box is tried at: every 5° over the quarter turn a rectangle repeats in, then every 0.5° within 5° of
+#: the best of those
+_COARSE_HEADINGS_RAD = np.radians(np.arange(0.0, 90.0, 5.0))
+_FINE_HEADINGS_RAD = np.radians(np.arange(-5.0, 5.5, 0.5))
+#: the points a heading is chosen by, at most (evenly spread over the object's): the criterion is a sum over points
+_HEADING_POINTS = 512
 #: the closeness criterion's floor (m): a point nearer an edge than this counts as on it (Zhang et al. 2017, §III-C)
 _CLOSENESS_FLOOR_M = 0.01
 _VEHICLE_TYPES = {name: code for code, name in VEHICLE_CLASSES.items()}
@@ -40,29 +46,47 @@ class Box(NamedTuple):
     dimension_m: tuple[float, float, float]
 
 
+@njit(cache=True, nogil=True)
+def _closeness(xy, headings):
+    """The closeness criterion (:func:`fit_box`) of the rectangle around ``xy`` (N, 2) at each of ``headings``."""
+    n = xy.shape[0]
+    out = np.zeros(headings.shape[0])
+    along, across = np.empty(n), np.empty(n)
+    for h in range(headings.shape[0]):
+        cos, sin = math.cos(headings[h]), math.sin(headings[h])
+        for i in range(n):  # each point along the heading and across it
+            along[i] = xy[i, 0] * cos + xy[i, 1] * sin
+            across[i] = xy[i, 1] * cos - xy[i, 0] * sin
+        lo_a, hi_a, lo_c, hi_c = along.min(), along.max(), across.min(), across.max()
+        for i in range(n):
+            edge_m = min(along[i] - lo_a, hi_a - along[i], across[i] - lo_c, hi_c - across[i])
+            out[h] += 1.0 / max(edge_m, _CLOSENESS_FLOOR_M)
+    return out
+
+
 def fit_box(xyz: np.ndarray) -> Box:
-    """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried every 0.5°,
-    the one whose rectangle around the points' x, y has them closest to its edges (the closeness criterion of
-    X. Zhang, W. Xu, C. Dong, J. M. Dolan, "Efficient L-shape fitting for vehicle detection using laser scanners",
-    IEEE IV 2017: Σ 1/max(d, 1 cm), d a point's distance to its nearest edge; the least area cannot choose for the
-    L a lidar sees of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly).
-    Its longer side is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back),
-    the points' z extent the height."""
-    cos, sin = np.cos(_HEADINGS_RAD), np.sin(_HEADINGS_RAD)
-    along = xyz[:, :1] * cos + xyz[:, 1:2] * sin  # (N, headings): each point along each heading …
-    across = xyz[:, 1:2] * cos - xyz[:, :1] * sin  # … and across it
-    lo_a, hi_a, lo_c, hi_c = along.min(0), along.max(0), across.min(0), across.max(0)
-    edge_m = np.minimum(np.minimum(along - lo_a, hi_a - along), np.minimum(across - lo_c, hi_c - across))
-    best = int(np.argmax((1.0 / np.maximum(edge_m, _CLOSENESS_FLOOR_M)).sum(0)))
-    yaw = float(_HEADINGS_RAD[best])
-    mid_a, mid_c = (lo_a[best] + hi_a[best]) / 2, (lo_c[best] + hi_c[best]) / 2
-    length, width = float(hi_a[best] - lo_a[best]), float(hi_c[best] - lo_c[best])
+    """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried (every 5°,
+    then every 0.5° about the best; judged by at most 512 of the points, evenly spread), the one whose rectangle
+    around the points' x, y has them closest to its edges (the closeness criterion of X. Zhang, W. Xu, C. Dong,
+    J. M. Dolan, "Efficient L-shape fitting for vehicle detection using laser scanners", IEEE IV 2017:
+    Σ 1/max(d, 1 cm), d a point's distance to its nearest edge; the least area cannot choose for the L a lidar sees
+    of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly). Its longer side
+    is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back), the points' z extent
+    the height."""
+    xy = np.ascontiguousarray(xyz[:: max(1, -(-len(xyz) // _HEADING_POINTS)), :2], np.float64)
+    coarse = _COARSE_HEADINGS_RAD[int(np.argmax(_closeness(xy, _COARSE_HEADINGS_RAD)))]
+    fine = coarse + _FINE_HEADINGS_RAD
+    yaw = float(fine[int(np.argmax(_closeness(xy, fine)))])
+    cos, sin = np.cos(yaw), np.sin(yaw)
+    along, across = xyz[:, 0] * cos + xyz[:, 1] * sin, xyz[:, 1] * cos - xyz[:, 0] * sin  # every point
+    mid_a, mid_c = (along.min() + along.max()) / 2, (across.min() + across.max()) / 2
+    length, width = float(np.ptp(along)), float(np.ptp(across))
     if width > length:  # the longer side is the length: turn a quarter
         length, width, yaw = width, length, yaw + np.pi / 2
     yaw = float(np.arctan2(np.sin(yaw), np.cos(yaw)))
     if yaw <= -np.pi / 2 or yaw > np.pi / 2:
         yaw = float(np.arctan2(np.sin(yaw + np.pi), np.cos(yaw + np.pi)))
-    centre = np.array([mid_a * cos[best] - mid_c * sin[best], mid_a * sin[best] + mid_c * cos[best],
+    centre = np.array([mid_a * cos - mid_c * sin, mid_a * sin + mid_c * cos,
                        (xyz[:, 2].min() + xyz[:, 2].max()) / 2])
     return Box(centre, yaw, (length, width, float(np.ptp(xyz[:, 2]))))
 
@@ -141,8 +165,11 @@ def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
     """(object id, its returns' (N, 3) vehicle positions, their existence probabilities, the lidars that saw it)
     for each of ``ids`` with at least :data:`MIN_OBJECT_RETURNS` returns, by id."""
     xyz, object_id, existence, sensor = [], [], [], []
+    ids = np.sort(ids)
     for part in returns:
-        keep = np.isin(part.object_id, ids)
+        # one sorted search, not one pass per id
+        at = np.minimum(np.searchsorted(ids, part.object_id), max(len(ids) - 1, 0))
+        keep = ids[at] == part.object_id if len(ids) else np.zeros(len(part.object_id), bool)
         xyz.append(part.vehicle_xyz[keep])
         object_id.append(part.object_id[keep])
         existence.append(np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)[keep])
@@ -156,8 +183,8 @@ def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
     starts = np.flatnonzero(np.r_[True, all_ids[1:] != all_ids[:-1]]) if len(all_ids) else np.zeros(0, np.int64)
     for a, b in zip(starts, np.r_[starts[1:], len(all_ids)]):
         if b - a >= MIN_OBJECT_RETURNS:
-            yield (int(all_ids[a]), all_xyz[a:b], all_existence[a:b],
-                   sorted({int(s) for s in np.unique(all_sensor[a:b])}))
+            sensors = [returns[0].sensor_id] if len(returns) == 1 else [int(s) for s in np.unique(all_sensor[a:b])]
+            yield int(all_ids[a]), all_xyz[a:b], all_existence[a:b], sensors
 
 
 __all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type"]

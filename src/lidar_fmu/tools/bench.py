@@ -460,12 +460,17 @@ def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lid
 
 def interleaved_step_ms(models: dict, views: list) -> dict[str, float]:
     """Each model's median step (ms) over ``views``, the models stepped in turn on each view so that a noisy machine
-    slows all alike; the first step (it loads meshes and builds) is not timed."""
+    slows all alike, each into its own pair of output buffers as the FMU's (OSMP double buffering: no fresh pages
+    to fault in each step); the first step (it loads meshes and builds) is not timed."""
+    from ..cosim.osmp import DoubleBuffer
+
     times: dict[str, list[float]] = {name: [] for name in models}
+    buffers = {name: DoubleBuffer() for name in models}
     for k, view in enumerate(views):
         for name, model in models.items():
             t0 = time.perf_counter()
-            result = model.step(view, 0.1 * k)
+            result = model.step(view, 0.1 * k, out=buffers[name].next())
+            buffers[name].publish(result.sensor_data)
             if k:
                 times[name].append(time.perf_counter() - t0)
             if not result.valid:
