@@ -3,7 +3,9 @@ the object list, each checked on a small crafted scene against what it must equa
 import numpy as np
 import pytest
 from osi3.osi_logicaldetectiondata_pb2 import LogicalDetectionClassification
+from osi3.osi_object_pb2 import StationaryObject
 from osi3.osi_sensordata_pb2 import SensorData
+from osi3.osi_sensorview_pb2 import SensorView
 
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
@@ -223,3 +225,27 @@ def test_each_seen_object_is_one_box_fitted_to_its_returns_and_a_hidden_one_none
     assert tracks == [CAR_ID, CAR_ID] and ages == [0.0, pytest.approx(0.1)]
     assert detected.header.existence_probability == 1.0 and list(detected.header.sensor_id) != []
     assert HOST_ID not in by_id and MIN_OBJECT_RETURNS <= 20
+
+
+def test_a_seen_stationary_object_is_listed_with_its_osi_type_and_material():
+    """A concrete building beside the road: one DetectedStationaryObject, its box about the returns, its OSI
+    classification type and material."""
+    view = SensorView.FromString(sensor_view([], 0.1, mounting=ROOF))
+    building = view.global_ground_truth.stationary_object.add()
+    building.id.value = 80
+    building.base.position.x, building.base.position.y, building.base.position.z = 15.0, -8.0, 3.0
+    building.base.dimension.length, building.base.dimension.width, building.base.dimension.height = 6.0, 4.0, 6.0
+    building.classification.type = StationaryObject.Classification.TYPE_BUILDING
+    building.classification.material = StationaryObject.Classification.MATERIAL_CONCRETE
+    model = OsiSensorModel(DENSE, environment="none", backend="embree", outputs="objects", objects="boxes")
+    data, _ = _step(model, [view.SerializeToString()])
+    assert np.count_nonzero(model.last_cloud.points["object_id"] == 80) >= 20
+    assert len(data.moving_object) == 0 and [o.header.ground_truth_id[0].value for o in data.stationary_object] == [80]
+    listed = data.stationary_object[0]
+    assert listed.candidate[0].classification.type == StationaryObject.Classification.TYPE_BUILDING
+    assert listed.candidate[0].classification.material == StationaryObject.Classification.MATERIAL_CONCRETE
+    sensor_from_world = np.linalg.inv(model.last_sensor_pose)
+    centre = sensor_from_world[:3, :3] @ (15.0, -8.0, 3.0) + sensor_from_world[:3, 3]
+    position = listed.base.position
+    assert np.linalg.norm(np.array([position.x, position.y]) - centre[:2]) <= 0.5  # two sides seen: the whole box
+    assert abs(listed.base.dimension.length - 6.0) <= 0.3 * 6.0 and abs(listed.base.dimension.width - 4.0) <= 1.2

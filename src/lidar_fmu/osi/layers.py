@@ -336,8 +336,7 @@ class LayerEncoder:
                                      1.0 if lidar.cloud.existence_probability is None
                                      else lidar.cloud.existence_probability, lidar.sensor_id)
                        for lidar, position in zip(lidars, positions)]
-            return self._objects.serialized(returns, frame.objects, frame.host_vehicle_id, lidars[0].mounting,
-                                            timestamp_s, cycle_counter)
+            return self._objects.serialized(returns, frame, lidars[0].mounting, timestamp_s, cycle_counter)
 
         builders = {"reflections": reflections, "logical": lambda: logical_pieces(lidars, positions, timestamp_s),
                     "objects": objects}

@@ -1,4 +1,5 @@
-"""The object list a lidar's returns support: one OSI ``DetectedMovingObject`` per moving object it saw.
+"""The object list a lidar's returns support: one OSI ``DetectedMovingObject`` per moving object it saw, one
+``DetectedStationaryObject`` per stationary one.
 
 An object of the ground truth (not the host) is reported when at least :data:`MIN_OBJECT_RETURNS` of the step's
 returns (every lidar's) hit it; its box is fitted to those returns alone (:func:`fit_box`), so a partly hidden
@@ -6,7 +7,8 @@ object's box is what its points support, never the ground-truth box. ``header``:
 ``tracking_id`` its OSI id (the returns name what they hit: the association is exact, and stable over frames),
 ``existence_probability`` 1 − ∏(1 − pᵢ) over its returns' detection probabilities (the chance that at least one
 is real), ``age`` how long it has been seen in consecutive steps, ``sensor_id`` the lidars that saw it;
-``candidate`` its OSI class with probability 1. Frames and conventions: docs/fmu.md#osi-layers.
+``candidate`` its OSI class (a stationary one's type and material) with probability 1. Frames and conventions:
+docs/fmu.md#osi-layers.
 """
 from __future__ import annotations
 
@@ -16,12 +18,13 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 from osi3.osi_detectedobject_pb2 import DetectedItemHeader, DetectedMovingObject
-from osi3.osi_object_pb2 import MovingObject
+from osi3.osi_object_pb2 import MovingObject, StationaryObject
 from osi3.osi_sensordata_pb2 import DetectedEntityHeader, SensorData
 
 from ..geometry.transforms import pose_matrix, roll_pitch_yaw
-from .decode import MOVING_CLASSES, VEHICLE_CLASSES
+from .decode import MOVING_CLASSES, STATIONARY_CLASSES, STATIONARY_MATERIALS, VEHICLE_CLASSES
 from .encode import set_timestamp
+from .ground_truth import decode_stationary
 
 #: fewer returns than this are no object (assumed: a box takes two faces of a few points each, and one or two
 #: returns are as likely a mixed pixel at an edge as evidence of an object)
@@ -36,6 +39,8 @@ _HEADING_POINTS = 512
 _CLOSENESS_FLOOR_M = 0.01
 _VEHICLE_TYPES = {name: code for code, name in VEHICLE_CLASSES.items()}
 _MOVING_TYPES = {name: code for code, name in MOVING_CLASSES.items()}
+_STATIONARY_TYPES = {name: code for code, name in STATIONARY_CLASSES.items()}
+_STATIONARY_MATERIALS = {name: code for code, name in STATIONARY_MATERIALS.items()}
 
 
 class Box(NamedTuple):
@@ -111,41 +116,58 @@ class ObjectReturns(NamedTuple):
 
 
 class ObjectList:
-    """The moving objects a model's lidars saw, step by step (keeps how long each has been seen)."""
+    """The objects a model's lidars saw, step by step (keeps how long each has been seen, and the view's stationary
+    objects while their part of the ground truth stays the same)."""
 
     def __init__(self) -> None:
         self._first_seen_s: dict[int, float] = {}
+        #: (the stationary part of the ground truth, its objects' (class, material) by id)
+        self._stationary: tuple[bytes, dict[int, tuple[str, str]]] = (b"", {})
 
-    def serialized(self, returns: list[ObjectReturns], objects, host_id: int | None, vehicle_from_sensor: np.ndarray,
-                   timestamp_s: float, cycle_counter: int) -> bytes:
-        """SensorData's ``moving_object_header`` and ``moving_object`` fields (tags included) for this step:
-        ``objects`` the view's moving objects (:class:`~.decode.ObjectState`), ``vehicle_from_sensor`` the
-        SensorData's own mounting (the frame the boxes are reported in)."""
-        classes = {obj.id: obj.object_class for obj in objects if obj.id != host_id}
-        ids = np.fromiter(classes, np.uint64, len(classes))
+    def _stationary_classes(self, stationary_part: bytes) -> dict[int, tuple[str, str]]:
+        if stationary_part != self._stationary[0]:
+            objects, _ = decode_stationary(stationary_part)  # (what cannot be used, the scene update says)
+            self._stationary = (stationary_part, {obj.id: (obj.object_class, obj.material) for obj in objects})
+        return self._stationary[1]
+
+    def serialized(self, returns: list[ObjectReturns], frame, vehicle_from_sensor: np.ndarray, timestamp_s: float,
+                   cycle_counter: int) -> bytes:
+        """SensorData's ``stationary_object_header``, ``stationary_object``, ``moving_object_header`` and
+        ``moving_object`` fields (tags included) for this step: ``frame`` the decoded view (its moving objects,
+        host and stationary part), ``vehicle_from_sensor`` the SensorData's own mounting (the frame the boxes are
+        reported in)."""
+        moving = {obj.id: obj.object_class for obj in frame.objects if obj.id != frame.host_vehicle_id}
+        stationary = self._stationary_classes(frame.stationary_part)
+        ids = np.fromiter([*moving, *stationary], np.uint64, len(moving) + len(stationary))
         message = SensorData()
-        header = message.moving_object_header
-        set_timestamp(header.measurement_time, timestamp_s)
-        header.cycle_counter = int(cycle_counter)
-        header.data_qualifier = DetectedEntityHeader.DATA_QUALIFIER_AVAILABLE
+        for header in (message.stationary_object_header, message.moving_object_header):
+            set_timestamp(header.measurement_time, timestamp_s)
+            header.cycle_counter = int(cycle_counter)
+            header.data_qualifier = DetectedEntityHeader.DATA_QUALIFIER_AVAILABLE
         sensor_from_vehicle = np.linalg.inv(vehicle_from_sensor)
         seen: dict[int, float] = {}
         for object_id, xyz, existence, sensors in _per_object(returns, ids):
             box = fit_box(xyz)
             pose = sensor_from_vehicle @ pose_matrix(box.centre_m, (0.0, 0.0, box.yaw_rad))
             seen[object_id] = self._first_seen_s.get(object_id, timestamp_s)
-            detected = message.moving_object.add()
+            detected = message.moving_object.add() if object_id in moving else message.stationary_object.add()
             _fill_header(detected.header, object_id, existence, timestamp_s - seen[object_id], sensors)
             base = detected.base
             base.position.x, base.position.y, base.position.z = (float(v) for v in pose[:3, 3])
             base.orientation.roll, base.orientation.pitch, base.orientation.yaw = roll_pitch_yaw(pose[:3, :3])
             base.dimension.length, base.dimension.width, base.dimension.height = box.dimension_m
-            detected.reference_point = DetectedMovingObject.REFERENCE_POINT_CENTER
             candidate = detected.candidate.add()
             candidate.probability = 1.0
-            candidate.type, vehicle_type = osi_type(classes[object_id])
-            if candidate.type == MovingObject.TYPE_VEHICLE:
-                candidate.vehicle_classification.type = vehicle_type
+            if object_id in moving:
+                detected.reference_point = DetectedMovingObject.REFERENCE_POINT_CENTER
+                candidate.type, vehicle_type = osi_type(moving[object_id])
+                if candidate.type == MovingObject.TYPE_VEHICLE:
+                    candidate.vehicle_classification.type = vehicle_type
+            else:
+                object_class, material = stationary[object_id]
+                candidate.classification.type = _STATIONARY_TYPES.get(object_class, StationaryObject.Classification.TYPE_UNKNOWN)
+                candidate.classification.material = _STATIONARY_MATERIALS.get(
+                    material, StationaryObject.Classification.MATERIAL_UNKNOWN)
         self._first_seen_s = seen  # an object not seen this step starts its age again when it is
         return message.SerializeToString()
 
