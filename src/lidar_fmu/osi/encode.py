@@ -492,13 +492,26 @@ def encode_sensor_data_buffer(
                                 last_measurement_time_s=last_measurement_time_s, out=out)
 
 
+class InPlace:
+    """A piece of a message its kernel writes straight into the message: ``nbytes`` bytes, by ``write(view)`` (a
+    view of exactly those bytes; → the bytes written)."""
+
+    __slots__ = ("nbytes", "write")
+
+    def __init__(self, nbytes: int, write):
+        self.nbytes, self.write = nbytes, write
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
 class OtherLayers(NamedTuple):
     """A SensorData's layers beside the detections, each its fields serialized whole (tags and lengths included;
-    :mod:`lidar_fmu.osi.layers`), the large ones as pieces (bytes or uint8 arrays) copied once, into the message:
-    they go where their field numbers put them."""
+    :mod:`lidar_fmu.osi.layers`), as pieces (bytes, or :class:`InPlace` for the large ones, which their kernels
+    write into the message side by side): they go where their field numbers put them."""
 
     sensor_view: tuple = ()  # sensor_view (8): the reflections
-    moving_objects: bytes = b""  # moving_object_header (12), moving_object (13)
+    moving_objects: bytes = b""  # stationary_object_header (10), stationary_object (11), moving_object_header (12), moving_object (13)
     logical: tuple = ()  # logical_detection_data (27)
     detections: bool = True  # feature_data (26) written, or left out
 
@@ -572,7 +585,8 @@ def encode_lidars_buffer(
         buf = out[:size]
     else:
         buf = np.empty(size, np.uint8)
-    at, tasks = _put_pieces(buf, 0, top), []
+    in_place: list = []  # (view, piece) of each InPlace piece
+    at, tasks = _put_pieces(buf, 0, top, in_place), []
     for chunks, head, _ in parts:
         buf[at: at + len(head)] = np.frombuffer(head, np.uint8)
         at += len(head)
@@ -584,14 +598,21 @@ def encode_lidars_buffer(
     for written, (_, _, nbytes) in zip(side_by_side(_write_chunk, [(buf, *task) for task in tasks]), tasks):
         if written != nbytes:
             raise RuntimeError(f"detection encoder wrote {written} of {nbytes} bytes")
-    _put_pieces(buf, size - end_nbytes, end)
+    _put_pieces(buf, size - end_nbytes, end, in_place)
+    for written, (view, _) in zip(side_by_side(lambda view, piece: piece.write(view), in_place), in_place):
+        if written != len(view):
+            raise RuntimeError(f"a layer's encoder wrote {written} of {len(view)} bytes")
     return buf
 
 
-def _put_pieces(buf: np.ndarray, at: int, pieces) -> int:
-    """``pieces`` (bytes or uint8 arrays) one after another into ``buf`` from ``at``; → where they end."""
+def _put_pieces(buf: np.ndarray, at: int, pieces, in_place: list) -> int:
+    """``pieces`` one after another into ``buf`` from ``at``: bytes copied, each :class:`InPlace` one's view of
+    ``buf`` and the piece appended to ``in_place`` (written later); → where they end."""
     for piece in pieces:
-        buf[at: at + len(piece)] = np.frombuffer(piece, np.uint8)
+        if isinstance(piece, InPlace):
+            in_place.append((buf[at: at + len(piece)], piece))
+        else:
+            buf[at: at + len(piece)] = np.frombuffer(piece, np.uint8)
         at += len(piece)
     return at
 

@@ -30,6 +30,7 @@ from ..pointcloud import PointCloud
 from ..sensors import Sensor
 from .config import SPEED_OF_LIGHT_M_S, directions_bytes, lidar_view_configuration
 from .encode import (
+    InPlace,
     OtherLayers,
     default_interface_version,
     put_double,
@@ -151,15 +152,14 @@ def _timings_bytes(microseconds):
     return buf[:total]
 
 
-def reflections_bytes(cloud, rays: int, range_offset_m: float, wavelength_nm: float) -> np.ndarray:
-    """The ``reflection`` fields of ``cloud``'s ``rays`` rays (module doc), in ray order (uint8)."""
+def reflections_piece(cloud, rays: int, range_offset_m: float, wavelength_nm: float) -> InPlace:
+    """The ``reflection`` fields of ``cloud``'s ``rays`` rays (module doc), in ray order."""
     points = np.ascontiguousarray(cloud.points)
     nearest = _nearest_per_ray(np.ascontiguousarray(cloud.ray_index, np.int64), points["range"], rays)
-    buf = np.empty(_reflections_nbytes(points, nearest) + 10, np.uint8)  # (+10: the varint writer's fast path)
     velocity = cloud.radial_velocity_m_s
     velocity = np.empty(0, np.float32) if velocity is None else np.ascontiguousarray(velocity, np.float32)
-    written = _write_reflections(buf, points, nearest, float(range_offset_m), velocity, 2.0 / (wavelength_nm * 1e-9))
-    return buf[:written]
+    return InPlace(_reflections_nbytes(points, nearest), lambda view: _write_reflections(
+        view, points, nearest, float(range_offset_m), velocity, 2.0 / (wavelength_nm * 1e-9)))
 
 
 class ViewConfigurations:
@@ -197,10 +197,10 @@ def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_
     if pattern is None:  # nothing fired this step: a configuration of no rays
         configuration = lidar_view_configuration(sensor, sensor.pattern, lidar.mounting,
                                                  lidar.sensor_id).SerializeToString()
-        reflections = np.empty(0, np.uint8)
+        reflections: bytes | InPlace = b""
     else:
         configuration = config.of(sensor, pattern, lidar.mounting, lidar.sensor_id)
-        reflections = reflections_bytes(cloud, len(pattern), pattern.range_offset_m, sensor.wavelength_nm)
+        reflections = reflections_piece(cloud, len(pattern), pattern.range_offset_m, sensor.wavelength_nm)
     lidar_view = _length_prefix(1, len(configuration))
     lidar_view_nbytes = len(lidar_view) + len(configuration) + len(reflections)
     head = view.SerializeToString() + _length_prefix(_LIDAR_SENSOR_VIEW_FIELD, lidar_view_nbytes) + lidar_view
@@ -266,7 +266,7 @@ def vehicle_positions(cloud, mounting: np.ndarray) -> np.ndarray:
     return out
 
 
-def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensity, pulse_width) -> np.ndarray:
+def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensity, pulse_width) -> InPlace:
     cloud, sensor = lidar.cloud, lidar.sensor
     points = np.ascontiguousarray(cloud.points)
     m = len(points)
@@ -277,17 +277,13 @@ def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensi
                       else LOGICAL_CLASSIFICATION[np.minimum(np.asarray(codes, np.int64), len(LOGICAL_CLASSIFICATION) - 1)])
     sensor_id = np.uint64(lidar.sensor_id)
     nbytes = _logical_nbytes(points, sensor_id, floor is not None, len(pulse) > 0)
-    buf = np.empty(nbytes + 10, np.uint8)  # (+10: the varint writer's fast path)
     pattern = cloud.pattern
     offset = 0.0 if pattern is None else float(pattern.range_offset_m)
-    written = _write_logical(buf, 0, points, position,
-                             np.ascontiguousarray(np.asarray(existence, np.float64).reshape(-1)),
-                             np.empty(0) if intensity is None else np.ascontiguousarray(intensity, np.float64),
-                             np.nan if floor is None else floor, offset, sensor_id,
-                             np.ascontiguousarray(classification), pulse)
-    if written != nbytes:
-        raise RuntimeError(f"logical detection encoder wrote {written} of {nbytes} bytes")
-    return buf[:nbytes]
+    existence = np.ascontiguousarray(np.asarray(existence, np.float64).reshape(-1))
+    intensity = np.empty(0) if intensity is None else np.ascontiguousarray(intensity, np.float64)
+    return InPlace(nbytes, lambda view: _write_logical(view, 0, points, position, existence, intensity,
+                                                       np.nan if floor is None else floor, offset, sensor_id,
+                                                       np.ascontiguousarray(classification), pulse))
 
 
 def logical_pieces(lidars: list[LayerLidar], positions: list[np.ndarray], timestamp_s: float) -> list:
@@ -347,4 +343,4 @@ class LayerEncoder:
 
 
 __all__ = ["LOGICAL_CLASSIFICATION", "LayerEncoder", "LayerLidar", "ViewConfigurations", "logical_pieces",
-           "reflections_bytes", "sensor_view_pieces", "vehicle_positions"]
+           "reflections_piece", "sensor_view_pieces", "vehicle_positions"]
