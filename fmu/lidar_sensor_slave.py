@@ -47,6 +47,9 @@ PARAMETERS = (
     *((f"mounting_position_{axis}", "real", 0.0) for axis in "xyz"),
     *((f"mounting_orientation_{angle}", "real", 0.0) for angle in ("roll", "pitch", "yaw")),
     ("disable_self_hits", "boolean", True),
+    # the OSI layers published: a comma list of detections, reflections, logical, objects ("": the sensor spec's
+    # outputs, else detections alone; docs/fmu.md#osi-layers)
+    ("outputs", "string", ""),
 )
 #: (name, kind) of the outputs besides OSMP's: did the last step deliver data, how many detections
 OUTPUTS = (("valid", "boolean"), ("count", "integer"))
@@ -347,7 +350,7 @@ class OsmpLidarSlave:
                     materials=self.materials, ir_database=self.ir_database, backend=self.backend or "auto",
                     default_mounting_pose=self._mounting_pose(), disable_self_hits=bool(self.disable_self_hits),
                     warn=lambda message: self._log(message, once_key=message), up_axis=self.up_axis,
-                    objects=self.objects, sensor_id=sensor_id,
+                    objects=self.objects, sensor_id=sensor_id, outputs=self.outputs,
                 )
                 self._model = OsiSensorModel(**options)
             except Exception as exc:

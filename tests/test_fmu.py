@@ -319,6 +319,21 @@ def test_unknown_preset_is_reported_not_crashed(fmu_path):
     assert any("did you mean velodyne_vlp16" in text for text in cannot_start(fmu_path, sensor="velodyne_vlp61"))
 
 
+def test_the_outputs_parameter_publishes_the_osi_layers_asked_for(fmu_path, small_sensor):
+    """Through the FMU: outputs=detections,reflections,objects adds one reflection per ray and the car it saw; an
+    unknown layer is refused in one line naming the parameter (the model cannot start)."""
+    car = (10, (12.0, 0.0, 0.75), (0, 0, 0), (4.0, 1.8, 1.5), "")
+    with lidar(fmu_path, sensor=small_sensor, environment="none", outputs="detections,reflections,objects") as fmu:
+        out = fmu.step(sensor_view([car], time_s=0.1), 0.0, 0.1)
+    data = SensorData.FromString(out.sensor_data)
+    view = data.sensor_view[0].lidar_sensor_view[0]
+    assert len(view.reflection) == len(view.view_configuration.directions) == 16 * 360
+    assert [o.header.ground_truth_id[0].value for o in data.moving_object] == [10]
+    assert len(data.feature_data.lidar_sensor[0].detection) == out.count > 0
+    assert not data.HasField("logical_detection_data")
+    assert any("outputs parameter: unknown layer 'cars'" in text for text in cannot_start(fmu_path, outputs="cars"))
+
+
 # -- a trace nobody here wrote ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_shared_trace_car_250_lies_on_its_box(fmu_path):

@@ -98,7 +98,8 @@ class PointCloud:
     #: (beams,) uint16 ring of each beam id (:func:`beam_rings`); None: not known, files carry no ``ring``
     beam_rings: np.ndarray | None = None
     #: (M,) float32 m/s: each return's radial velocity, ``dr/dt`` (negative approaching), as an FMCW unit reports it
-    #: (:mod:`lidar_fmu.physics.fmcw`); None: a unit that measures none, files carry no ``radial_velocity``
+    #: (:mod:`lidar_fmu.physics.fmcw`), or the exact one where a scan asked for it (OSI reflections' Doppler shift);
+    #: None: a unit that measures none, files carry no ``radial_velocity``
     radial_velocity_m_s: np.ndarray | None = None
     #: (M,) uint8 semantic class of what each return hit (:mod:`lidar_fmu.geometry.semantic`, docs/formats.md#semantic-
     #: classes); None: not known (points decoded from OSI), files carry no ``semantic``

@@ -25,11 +25,13 @@ from ..geometry.scene import Scene
 from ..geometry.transforms import PoseError, angular_velocity, check_pose, extrapolate_pose, pose_matrix
 from ..osi.decode import ObjectState, check_position, decode_sensor_view
 from ..osi.encode import LidarDetectionBlock, encode_empty_sensor_data, encode_lidars_buffer
+from ..osi.layers import LayerEncoder, LayerLidar
 from ..parallel import serial, serialised, serialised_message, threadsafe_layer
 from ..pointcloud import POINT_DTYPE, PointCloud
 from ..scan.lidar import Lidar, ScanPlan
 from ..scan.motion import first_firing_s, motion_since, rates_jump
 from ..scan.velocity import SceneVelocities, velocities_of_motion
+from ..sensors.outputs import DEFAULT_OUTPUTS, model_outputs
 from ..sensors.rig import RigMember, load_rig, rig_sensor_ids
 from ..world.scene_update import SceneUpdater
 
@@ -56,11 +58,13 @@ class OsiSensorModel:
     def __init__(self, sensor="ouster_os1_128", assets_dir: str = "", environment: str = "",
                  materials: str = "", backend: str = "auto", default_mounting_pose=None,
                  disable_self_hits: bool | None = None, sensor_id: int | None = None, warn=None, up_axis: str = "",
-                 ground_truth: bool = False, ir_database: str = "", objects: str = "auto"):
+                 ground_truth: bool = False, ir_database: str = "", objects: str = "auto", outputs: str = ""):
         """``sensor``: a preset name, spec file or mapping, a :class:`~lidar_fmu.sensors.Sensor`, or a rig of
         several (:func:`~lidar_fmu.sensors.rig.load_rig`). ``materials``: a visual → IR material map file;
         ``ir_database``: a user's IR material database file (both optional). ``environment`` (a mesh file,
-        "auto" or "none") and ``objects`` ("auto" or "boxes"): :class:`~lidar_fmu.world.scene_update.SceneUpdater`."""
+        "auto" or "none") and ``objects`` ("auto" or "boxes"): :class:`~lidar_fmu.world.scene_update.SceneUpdater`.
+        ``outputs``: the OSI layers to publish, a comma list (:mod:`lidar_fmu.sensors.outputs`; "": the lidars'
+        specs', else the detections alone)."""
         self.warn = warn or (lambda message: None)
         threadsafe_layer()  # before the backend starts Numba's threads
         if serialised():
@@ -74,6 +78,12 @@ class OsiSensorModel:
             lidar = Lidar(self.scene, member.sensor, backend=backend_of, materials=materials or None, warn=self.warn,
                           ir_database=ir_database or None)
             self.lidars.append(MountedLidar(lidar, member, default_mounting_pose, self.warn))
+        #: the OSI layers each step publishes (docs/fmu.md#osi-layers); the detections alone take the path they
+        #: always took
+        self.outputs = model_outputs(outputs, [mounted.sensor.spec.get("outputs") for mounted in self.lidars])
+        self.layers = None if self.outputs == DEFAULT_OUTPUTS else LayerEncoder(self.outputs)
+        for mounted in self.lidars:  # reflections carry every return's Doppler shift, whatever the unit measures
+            mounted.doppler = "reflections" in self.outputs
         seeds = [m.sensor.effects.seed for m in self.lidars if m.sensor.effects.noise is not None]
         if len(seeds) > len(set(seeds)):
             self.warn("several lidars of the rig draw their noise with the same noise.seed: their noise is the same "
@@ -182,13 +192,19 @@ class OsiSensorModel:
             LidarDetectionBlock(cloud, lidar_id, mounting, frame.timestamp_s,
                                 1.0 if cloud.existence_probability is None else cloud.existence_probability,
                                 cloud.intensity_percent, echo_pulse_width_m=cloud.echo_pulse_width_m,
-                                radial_velocity_m_s=cloud.radial_velocity_m_s)
-            for lidar_id, cloud, mounting in zip(lidar_ids, clouds, mountings)
+                                # (a pulsed unit's clouds carry exact velocities only for the reflections)
+                                radial_velocity_m_s=cloud.radial_velocity_m_s
+                                if mounted.sensor.radial_velocity is not None else None)
+            for lidar_id, cloud, mounting, mounted in zip(lidar_ids, clouds, mountings, self.lidars)
         ]
         t4 = time.perf_counter()
+        layers = None if self.layers is None else self.layers.layers(
+            [LayerLidar(cloud, mounted.sensor, mounting, lidar_id)
+             for cloud, mounted, mounting, lidar_id in zip(clouds, self.lidars, mountings, lidar_ids)],
+            frame, frame.timestamp_s, self.cycle_counter)
         data = encode_lidars_buffer(detections, out=out, timestamp_s=frame.timestamp_s, sensor_id=sensor_id,
                                     mounting_position=mountings[0], cycle_counter=self.cycle_counter,
-                                    last_measurement_time_s=frame.timestamp_s)
+                                    last_measurement_time_s=frame.timestamp_s, layers=layers)
         t5 = time.perf_counter()
         self.last_clouds, self.last_sensor_poses = clouds, sensor_poses
         timings = dict(zip(STAGES, (t1 - t0, t2 - t1, cast_s, t4 - t2 - cast_s, t5 - t4)))
@@ -212,6 +228,8 @@ class MountedLidar:
         #: scenario time at which the sensor's own clock (its frame phase) starts: the first window's start
         self._sensor_t0_s: float | None = None
         self._warned_long_step = False
+        #: give every return its radial velocity, whatever the unit measures (the OSI reflections' Doppler shift)
+        self.doppler = False
 
     @property
     def sensor(self):
@@ -235,12 +253,12 @@ class MountedLidar:
         if pattern is None:
             return None
         velocities = None
-        if self.sensor.radial_velocity is not None:  # an FMCW unit: what its radial velocities are measured from
+        if self.sensor.radial_velocity is not None or self.doppler:  # what radial velocities are measured from
             velocities = view_velocities(frame, velocities_of_motion(motion, self.lidar.scene, sensor_pose)
                                          if motion is not None else SceneVelocities(carrier_centre_m=sensor_pose[:3, 3]))
         return self.lidar.plan_scan(sensor_pose, frame.timestamp_s, pattern=pattern, motion=motion,
                                     frame=cycle_counter, weather=frame.weather, ground_truth=ground_truth,
-                                    velocities=velocities)
+                                    velocities=velocities, doppler=self.doppler)
 
     def nothing_fired(self, frame, sensor_pose: np.ndarray) -> PointCloud:
         self.lidar.last_timings = {"cast": 0.0, "points": 0.0}
@@ -263,8 +281,9 @@ class MountedLidar:
         if self._sensor_t0_s is None:
             self._sensor_t0_s = window_start
         pattern = sensor.rays_between(window_start - self._sensor_t0_s, now - self._sensor_t0_s)
-        # an FMCW unit's radial velocities take the motion's velocities too, distorted or not
-        if pattern is None or not (sensor.motion_distortion or sensor.radial_velocity is not None):
+        # radial velocities (an FMCW unit's, the reflections' Doppler shifts) take the motion's velocities too,
+        # distorted or not
+        if pattern is None or not (sensor.motion_distortion or sensor.radial_velocity is not None or self.doppler):
             return pattern, None
         host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None and previous is None else None
         jumped: dict[int, str] = {}  # object id → why its OSI rates are no motion (rates_jump): it stands still

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LidarFmuError
-from .encode import _varint, default_interface_version, set_mounting_position
+from .encode import default_interface_version, set_mounting_position, varint
 
 #: m/s, exact (SI definition of the metre): OSI's ``emitter_frequency`` is the emitted light's, c / wavelength
 SPEED_OF_LIGHT_M_S = 299_792_458.0
@@ -27,7 +27,7 @@ _LIDAR_CONFIGURATION_FIELD = 1002
 
 
 def _length_delimited(field_number: int, payload: bytes) -> bytes:
-    return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(field_number << 3 | 2) + varint(len(payload)) + payload
 
 
 def directions_bytes(directions) -> bytes:
@@ -76,11 +76,28 @@ def read_view_configuration(data: bytes):
     return config
 
 
+def lidar_view_configuration(sensor, pattern, mounting_pose, sensor_id: int):
+    """``osi3.LidarSensorViewConfiguration`` of ``sensor`` firing ``pattern`` (its frame, or a step's rays) from
+    ``mounting_pose`` (vehicle_from_sensor): everything but the rays' ``directions`` and ``timings``."""
+    from osi3.osi_sensorviewconfiguration_pb2 import LidarSensorViewConfiguration
+
+    lidar = LidarSensorViewConfiguration()
+    lidar.sensor_id.value = sensor_id
+    set_mounting_position(lidar.mounting_position, mounting_pose)
+    lidar.field_of_view_horizontal, lidar.field_of_view_vertical = fields_of_view(pattern)
+    lidar.number_of_rays_horizontal = pattern.columns
+    lidar.number_of_rays_vertical = pattern.rows
+    lidar.max_number_of_interactions = 1
+    lidar.emitter_frequency = SPEED_OF_LIGHT_M_S / (sensor.wavelength_nm * 1e-9)  # the light's, Hz
+    lidar.num_of_pixels = len(pattern)
+    return lidar
+
+
 def rig_view_configuration(lidars) -> bytes:
     """Serialized ``osi3.SensorViewConfiguration`` asking for one ``lidar_sensor_view`` per lidar of
     ``lidars`` ((sensor, mounting_pose vehicle_from_sensor, sensor_id) each, in rig order); the
     configuration's own id, mounting, fields of view and cycle are the first lidar's, its range the longest."""
-    from osi3.osi_sensorviewconfiguration_pb2 import LidarSensorViewConfiguration, SensorViewConfiguration
+    from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
     sensor, mounting_pose, sensor_id = lidars[0]
     fov_h, fov_v = fields_of_view(sensor.pattern)
@@ -96,15 +113,7 @@ def rig_view_configuration(lidars) -> bytes:
     out = [config.SerializeToString()]
     for sensor, mounting_pose, sensor_id in lidars:
         pattern = sensor.pattern
-        lidar = LidarSensorViewConfiguration()
-        lidar.sensor_id.value = sensor_id
-        set_mounting_position(lidar.mounting_position, mounting_pose)
-        lidar.field_of_view_horizontal, lidar.field_of_view_vertical = fields_of_view(pattern)
-        lidar.number_of_rays_horizontal = pattern.columns
-        lidar.number_of_rays_vertical = pattern.rows
-        lidar.max_number_of_interactions = 1
-        lidar.emitter_frequency = SPEED_OF_LIGHT_M_S / (sensor.wavelength_nm * 1e-9)  # the light's, Hz
-        lidar.num_of_pixels = len(pattern)
+        lidar = lidar_view_configuration(sensor, pattern, mounting_pose, sensor_id)
         lidar.timings.extend(np.round(pattern.time_offset_s.astype(np.float64) * 1e6).astype(np.uint32).tolist())
         # Protobuf merges repeated fields appended after the rest of a message, so
         # the 131k directions go in as raw bytes instead of 131k Python objects.

@@ -82,24 +82,24 @@ def _check_wire_layout() -> None:
 _check_wire_layout()
 
 
-def _tag(number: int, wire_type: int) -> int:
+def wire_tag(number: int, wire_type: int) -> int:
     return (number << 3) | wire_type
 
 
 # Tags inside one LidarDetection (all < 128, so one byte each).
-_T_EXISTENCE = _tag(1, _WIRE_FIXED64)
-_T_OBJECT_ID = _tag(2, _WIRE_LEN)
-_T_POSITION = _tag(3, _WIRE_LEN)
-_T_INTENSITY = _tag(7, _WIRE_FIXED64)
-_T_REFLECTIVITY = _tag(10, _WIRE_FIXED64)
-_T_ECHO_PULSE_WIDTH = _tag(11, _WIRE_FIXED64)
-_T_RADIAL_VELOCITY = _tag(12, _WIRE_FIXED64)
-_T_BEAM_ID = _tag(13, _WIRE_LEN)
-_T_DETECTION = _tag(_LDD_DETECTION, _WIRE_LEN)
-_T_IDENT_VALUE = _tag(1, _WIRE_VARINT)
-_T_SPH_DISTANCE = _tag(1, _WIRE_FIXED64)
-_T_SPH_AZIMUTH = _tag(2, _WIRE_FIXED64)
-_T_SPH_ELEVATION = _tag(3, _WIRE_FIXED64)
+_T_EXISTENCE = wire_tag(1, _WIRE_FIXED64)
+_T_OBJECT_ID = wire_tag(2, _WIRE_LEN)
+_T_POSITION = wire_tag(3, _WIRE_LEN)
+_T_INTENSITY = wire_tag(7, _WIRE_FIXED64)
+_T_REFLECTIVITY = wire_tag(10, _WIRE_FIXED64)
+_T_ECHO_PULSE_WIDTH = wire_tag(11, _WIRE_FIXED64)
+_T_RADIAL_VELOCITY = wire_tag(12, _WIRE_FIXED64)
+_T_BEAM_ID = wire_tag(13, _WIRE_LEN)
+_T_DETECTION = wire_tag(_LDD_DETECTION, _WIRE_LEN)
+_T_IDENT_VALUE = wire_tag(1, _WIRE_VARINT)
+_T_SPH_DISTANCE = wire_tag(1, _WIRE_FIXED64)
+_T_SPH_AZIMUTH = wire_tag(2, _WIRE_FIXED64)
+_T_SPH_ELEVATION = wire_tag(3, _WIRE_FIXED64)
 _SPHERICAL_BYTES = 27  # three (tag + fixed64)
 # A detection body is 62 + the two id varints (≤ 10 + 5) ≤ 77 bytes, 95 with an echo pulse width and a radial
 # velocity, so its length prefix is always one byte.
@@ -201,15 +201,15 @@ def atan2_rad(y, x):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _varint_bytes(v):
+def varint_bytes(v):
     significant_bits = 64 - np.int64(_leading_zeros(np.uint64(v) | np.uint64(1)))
     return (significant_bits + 6) // 7
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _put_varint(buf, pos, v):
+def put_varint(buf, pos, v):
     v = np.uint64(v)
-    n = _varint_bytes(v)
+    n = varint_bytes(v)
     if pos + 10 > buf.shape[0]:  # only the buffer's last record; the fast path writes 10 bytes
         for k in range(n - 1):
             buf[pos + k] = np.uint8(((v >> np.uint64(7 * k)) & np.uint64(0x7F)) | np.uint64(0x80))
@@ -234,18 +234,18 @@ def _put_varint(buf, pos, v):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _put_double(buf, pos, tag, value):
+def put_double(buf, pos, tag, value):
     buf[pos] = tag
     _store_le(buf, pos + 1, np.float64(value))
     return pos + 9
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _put_identifier(buf, pos, tag, value):
+def put_identifier(buf, pos, tag, value):
     buf[pos] = tag
-    buf[pos + 1] = 1 + _varint_bytes(value)
+    buf[pos + 1] = 1 + varint_bytes(value)
     buf[pos + 2] = _T_IDENT_VALUE
-    return _put_varint(buf, pos + 3, value)
+    return put_varint(buf, pos + 3, value)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -258,7 +258,7 @@ def _put_beam_identifier(buf, pos, tag, value):
         buf[pos + 2] = _T_IDENT_VALUE
         buf[pos + 3] = value
         return pos + 4
-    return _put_identifier(buf, pos, tag, value)
+    return put_identifier(buf, pos, tag, value)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -279,7 +279,7 @@ def _detections_nbytes(points, pulse_width, radial_velocity):
     ``radial_velocity``: one per point, or none (not written)."""
     total = 9 * pulse_width.shape[0] + 9 * radial_velocity.shape[0]
     for i in range(points.shape[0]):
-        total += 2 + _DETECTION_FIXED_BYTES + _varint_bytes(points[i].object_id) + _varint_bytes(points[i].beam_id)
+        total += 2 + _DETECTION_FIXED_BYTES + varint_bytes(points[i].object_id) + varint_bytes(points[i].beam_id)
     return total
 
 
@@ -297,22 +297,22 @@ def _write_records(buf, pos, points, first, azimuth_rad, elevation_rad, existenc
         reflectivity = np.float64(p.reflectivity)
         intensity = reflectivity * 100.0 if derive_intensity else intensity_percent[j]
         buf[pos] = _T_DETECTION
-        buf[pos + 1] = (_DETECTION_FIXED_BYTES + _varint_bytes(p.object_id) + _varint_bytes(p.beam_id)
+        buf[pos + 1] = (_DETECTION_FIXED_BYTES + varint_bytes(p.object_id) + varint_bytes(p.beam_id)
                         + (9 if with_pulse else 0) + (9 if with_velocity else 0))
-        pos = _put_double(buf, pos + 2, _T_EXISTENCE, existence[j] if per_point_existence else existence[0])
-        pos = _put_identifier(buf, pos, _T_OBJECT_ID, p.object_id)
+        pos = put_double(buf, pos + 2, _T_EXISTENCE, existence[j] if per_point_existence else existence[0])
+        pos = put_identifier(buf, pos, _T_OBJECT_ID, p.object_id)
         buf[pos] = _T_POSITION
         buf[pos + 1] = _SPHERICAL_BYTES
         x, y, z = np.float64(p.x), np.float64(p.y), np.float64(p.z)
-        pos = _put_double(buf, pos + 2, _T_SPH_DISTANCE, math.sqrt(x * x + y * y + z * z))
-        pos = _put_double(buf, pos, _T_SPH_AZIMUTH, azimuth_rad[i])
-        pos = _put_double(buf, pos, _T_SPH_ELEVATION, elevation_rad[i])
-        pos = _put_double(buf, pos, _T_INTENSITY, intensity)
-        pos = _put_double(buf, pos, _T_REFLECTIVITY, reflectivity)
+        pos = put_double(buf, pos + 2, _T_SPH_DISTANCE, math.sqrt(x * x + y * y + z * z))
+        pos = put_double(buf, pos, _T_SPH_AZIMUTH, azimuth_rad[i])
+        pos = put_double(buf, pos, _T_SPH_ELEVATION, elevation_rad[i])
+        pos = put_double(buf, pos, _T_INTENSITY, intensity)
+        pos = put_double(buf, pos, _T_REFLECTIVITY, reflectivity)
         if with_pulse:
-            pos = _put_double(buf, pos, _T_ECHO_PULSE_WIDTH, pulse_width[j])
+            pos = put_double(buf, pos, _T_ECHO_PULSE_WIDTH, pulse_width[j])
         if with_velocity:  # OSI's sign: positive toward the sensor (0.0 − v: a still point is +0.0, not −0.0)
-            pos = _put_double(buf, pos, _T_RADIAL_VELOCITY, 0.0 - np.float64(radial_velocity[j]))
+            pos = put_double(buf, pos, _T_RADIAL_VELOCITY, 0.0 - np.float64(radial_velocity[j]))
         pos = _put_beam_identifier(buf, pos, _T_BEAM_ID, p.beam_id)
     return pos
 
@@ -354,7 +354,7 @@ def spherical_angles(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ------------------------------------------------------ the official-class part
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -492,6 +492,30 @@ def encode_sensor_data_buffer(
                                 last_measurement_time_s=last_measurement_time_s, out=out)
 
 
+class InPlace:
+    """A piece of a message its kernel writes straight into the message: ``nbytes`` bytes, by ``write(view)`` (a
+    view of exactly those bytes; → the bytes written)."""
+
+    __slots__ = ("nbytes", "write")
+
+    def __init__(self, nbytes: int, write):
+        self.nbytes, self.write = nbytes, write
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
+class OtherLayers(NamedTuple):
+    """A SensorData's layers beside the detections, each its fields serialized whole (tags and lengths included;
+    :mod:`lidar_fmu.osi.layers`), as pieces (bytes, or :class:`InPlace` for the large ones, which their kernels
+    write into the message side by side): they go where their field numbers put them."""
+
+    sensor_view: tuple = ()  # sensor_view (8): the reflections
+    moving_objects: bytes = b""  # stationary_object_header (10), stationary_object (11), moving_object_header (12), moving_object (13)
+    logical: tuple = ()  # logical_detection_data (27)
+    detections: bool = True  # feature_data (26) written, or left out
+
+
 def encode_lidars_buffer(
     lidars: list[LidarDetectionBlock],
     *,
@@ -502,15 +526,17 @@ def encode_lidars_buffer(
     version: InterfaceVersion | None = None,
     last_measurement_time_s: float | None = None,
     out: np.ndarray | None = None,
+    layers: OtherLayers | None = None,
 ) -> np.ndarray:
     """One SensorData for several lidars: ``feature_data.lidar_sensor[k]`` holds ``lidars[k]``'s detections
     under its own header (sensor id, mounting position, measurement time, qualifier); ``sensor_id`` and
     ``mounting_position`` are the SensorData's own (the FMU reports its first lidar's). ``out``: as in
-    :func:`encode_sensor_data_buffer`."""
+    :func:`encode_sensor_data_buffer`. ``layers``: the other OSI layers, in field order around the detections
+    (None: the detections alone)."""
     if not lidars:
         raise ValueError("a SensorData needs at least one lidar")
     parts = []  # per lidar: (points, existence, intensity, pulse widths, serialized lidar_sensor head, detections bytes)
-    for lidar in lidars:
+    for lidar in lidars if layers is None or layers.detections else ():
         points = _points(lidar.cloud)
         m = len(points)
         existence = _per_point(lidar.existence_probability, m, "existence_probability")
@@ -527,7 +553,7 @@ def encode_lidars_buffer(
         # lidar_sensor(3){ header(1) ‖ detection(2)* }
         ldd_head = LidarDetectionData(header=header).SerializeToString()
         ldd_nbytes = len(ldd_head) + detections_nbytes
-        head = _varint(_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + _varint(ldd_nbytes) + ldd_head
+        head = varint(wire_tag(_FD_LIDAR_SENSOR, _WIRE_LEN)) + varint(ldd_nbytes) + ldd_head
         parts.append((chunks, head, detections_nbytes))
     first_time_s = lidars[0].measurement_time_s
     msg, _ = _build_head(
@@ -540,8 +566,18 @@ def encode_lidars_buffer(
     # fields in number order and nothing we set follows feature_data, so each lidar's detections follow its
     # header and only the enclosing length prefixes depend on them.
     feature_data_nbytes = sum(len(head) + nbytes for *_, head, nbytes in parts)
-    top = msg.SerializeToString() + _varint(_tag(_SD_FEATURE_DATA, _WIRE_LEN)) + _varint(feature_data_nbytes)
-    size = len(top) + feature_data_nbytes
+    feature_data_head = varint(wire_tag(_SD_FEATURE_DATA, _WIRE_LEN)) + varint(feature_data_nbytes)
+    if layers is None:
+        top, end = [msg.SerializeToString() + feature_data_head], []
+    else:  # fields 1–6 ‖ sensor_view (8) ‖ last_measurement_time (9) ‖ moving objects (12, 13) ‖ 26 ‖ 27
+        tail = SensorData()
+        tail.last_measurement_time.CopyFrom(msg.last_measurement_time)
+        msg.ClearField("last_measurement_time")
+        top = [msg.SerializeToString(), *layers.sensor_view, tail.SerializeToString(), layers.moving_objects,
+               feature_data_head if layers.detections else b""]
+        end = list(layers.logical)
+    end_nbytes = sum(len(piece) for piece in end)
+    size = sum(len(piece) for piece in top) + feature_data_nbytes + end_nbytes
     if (
         out is not None and out.dtype == np.uint8 and out.ndim == 1 and out.flags.c_contiguous
         and out.flags.writeable and len(out) >= size
@@ -549,8 +585,8 @@ def encode_lidars_buffer(
         buf = out[:size]
     else:
         buf = np.empty(size, np.uint8)
-    buf[: len(top)] = np.frombuffer(top, np.uint8)
-    at, tasks = len(top), []
+    in_place: list = []  # (view, piece) of each InPlace piece
+    at, tasks = _put_pieces(buf, 0, top, in_place), []
     for chunks, head, _ in parts:
         buf[at: at + len(head)] = np.frombuffer(head, np.uint8)
         at += len(head)
@@ -562,7 +598,23 @@ def encode_lidars_buffer(
     for written, (_, _, nbytes) in zip(side_by_side(_write_chunk, [(buf, *task) for task in tasks]), tasks):
         if written != nbytes:
             raise RuntimeError(f"detection encoder wrote {written} of {nbytes} bytes")
+    _put_pieces(buf, size - end_nbytes, end, in_place)
+    for written, (view, _) in zip(side_by_side(lambda view, piece: piece.write(view), in_place), in_place):
+        if written != len(view):
+            raise RuntimeError(f"a layer's encoder wrote {written} of {len(view)} bytes")
     return buf
+
+
+def _put_pieces(buf: np.ndarray, at: int, pieces, in_place: list) -> int:
+    """``pieces`` one after another into ``buf`` from ``at``: bytes copied, each :class:`InPlace` one's view of
+    ``buf`` and the piece appended to ``in_place`` (written later); → where they end."""
+    for piece in pieces:
+        if isinstance(piece, InPlace):
+            in_place.append((buf[at: at + len(piece)], piece))
+        else:
+            buf[at: at + len(piece)] = np.frombuffer(piece, np.uint8)
+        at += len(piece)
+    return at
 
 
 #: detections per writing task (~1 ms of work): a frame of an OS1-128 is four

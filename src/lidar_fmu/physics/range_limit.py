@@ -357,3 +357,25 @@ def intensity_law_percent(reflectivity, range_m, reference_range_m, near_exponen
         return 100.0 * reflectivity if reflectivity < 1.0 else 100.0
     percent = 100.0 * reflectivity * (x ** near_exponent if x < 1.0 else x ** -far_exponent)
     return percent if percent < 100.0 else 100.0  # noqa: FURB136
+
+
+@register_jitable(inline="always")
+def relative_power_db(reflectivity, range_m):
+    """Received power (dB) of an echo off an extended Lambertian target, relative to a perfect one (ρ = 1) facing
+    the sensor at :data:`INTENSITY_REFERENCE_RANGE_M`: ``10·log10(ρ·(r₀/r)²)``, the lidar equation
+    :func:`intensity_percent` clips at 100 %, unclipped (OSI reflections' ``signal_strength``); −∞ for ρ = 0."""
+    if not reflectivity > 0.0:
+        return -math.inf
+    # (a return lies beyond the unit's min range; the millimetre floor only keeps a zero range finite)
+    scale = INTENSITY_REFERENCE_RANGE_M / max(range_m, 1e-3)
+    return 10.0 * math.log10(reflectivity * scale * scale)
+
+
+def detection_floor_db(limit: RangeReflectivityLimit | None) -> float | None:
+    """The faintest echo the unit detects, in :func:`relative_power_db`'s dB: its datasheet's lowest-reflectivity
+    pair (R, r), the weakest target it is rated to see at that range; what an echo's SNR is counted from (OSI
+    ``snr`` = its relative power less this). None: a unit without a range–reflectivity limit."""
+    if limit is None:
+        return None
+    reflectivity, range_m = limit.pairs[0]
+    return float(relative_power_db(reflectivity, range_m))

@@ -41,6 +41,7 @@ from ..physics.echoes import (
     truth_per_echo,
 )
 from ..physics.effects import apply_effects
+from ..physics.fmcw import RadialVelocity
 from ..physics.returns import Materials, ReturnModel, return_model, returns_cloud, returns_of_hits
 from ..physics.tof import backfold
 from ..pointcloud import PointCloud, Returns, beam_rings
@@ -178,10 +179,12 @@ class Lidar:
     def plan_scan(self, sensor_pose: ArrayLike, timestamp_s: float = 0.0, *, pattern: RayPattern | None = None,
                   motion: FrameMotion | None = None, frame: int | None = None, weather: Weather | None = None,
                   ground_truth: bool = False, first_firing_s: float | None = None,
-                  velocities: SceneVelocities | None = None) -> ScanPlan:
+                  velocities: SceneVelocities | None = None, doppler: bool = False) -> ScanPlan:
         """:meth:`scan` in two parts around the cast: its :class:`~lidar_fmu.raycast.CastJob`, and ``finish``, which
         makes that job's returns the cloud. A rig casts its lidars' jobs together
-        (:meth:`~lidar_fmu.raycast.Backend.returns_together`)."""
+        (:meth:`~lidar_fmu.raycast.Backend.returns_together`). ``doppler``: a unit that measures no radial velocity
+        gives each return its exact one all the same (``cloud.radial_velocity_m_s``, for OSI reflections'
+        ``doppler_shift``)."""
         pattern = self.sensor.pattern if pattern is None else pattern
         sensor_pose = check_pose(sensor_pose, "sensor pose")
         footprint = self.sensor.footprint
@@ -201,7 +204,7 @@ class Lidar:
             first_firing_s = motion.window_start_s
         stamps = (timestamp_s, first_firing_s)
         return ScanPlan(job, functools.partial(self._finish, after, pattern, sensor_pose, stamps, footprint,
-                                               frame, weather, ground_truth, (motion, model), velocities))
+                                               frame, weather, ground_truth, (motion, model), velocities, doppler))
 
     def _moves(self, motion: FrameMotion | None, sensor_pose: np.ndarray) -> bool:
         """Is a frame with ``motion`` cast moving (:func:`~lidar_fmu.scan.motion.plan_moving`), not as a snapshot?"""
@@ -272,7 +275,7 @@ class Lidar:
     def _finish(self, after: Callable[[Returns], Returns] | None, pattern: RayPattern, sensor_pose: np.ndarray,
                 stamps: tuple[float, float | None], footprint: Footprint, frame: int | None, weather: Weather | None,
                 ground_truth: bool, cast_with: tuple[FrameMotion | None, ReturnModel],
-                velocities: SceneVelocities | None, returns: Returns) -> PointCloud:
+                velocities: SceneVelocities | None, doppler: bool, returns: Returns) -> PointCloud:
         """A scan's returns → its cloud: echoes, effects, ToF folding, radial velocity, ground truth
         (:meth:`plan_scan`)."""
         t0 = time.perf_counter()
@@ -295,8 +298,9 @@ class Lidar:
         returns, existence = apply_effects(returns, pattern, self.sensor, frame, weather)
         if self.sensor.tof is not None:
             returns = backfold(returns, pattern, self.sensor.tof)
-        radial_velocity = None if self.sensor.radial_velocity is None else self._radial_velocity(
-            returns, pattern, sensor_pose, cast_with[0], velocities, frame)
+        unit = self.sensor.radial_velocity or (RadialVelocity() if doppler else None)
+        radial_velocity = None if unit is None else self._radial_velocity(
+            returns, pattern, sensor_pose, cast_with[0], velocities, frame, unit)
         self.frames += 1
         cloud = returns_cloud(returns, pattern, sensor_pose, timestamp_s=stamps[0], first_firing_s=stamps[1],
                               sensor_name=self.sensor.name, snapshot=not self.sensor.motion_distortion,
@@ -314,12 +318,11 @@ class Lidar:
         return cloud
 
     def _radial_velocity(self, returns: Returns, pattern: RayPattern, sensor_pose: np.ndarray,
-                         motion: FrameMotion | None, velocities: SceneVelocities | None, frame: int) -> np.ndarray:
-        """(M,) float32: each return's radial velocity as this FMCW sensor reports it
+                         motion: FrameMotion | None, velocities: SceneVelocities | None, frame: int,
+                         unit: RadialVelocity) -> np.ndarray:
+        """(M,) float32: each return's radial velocity as ``unit`` reports it (this FMCW sensor's, or an exact one)
         (:func:`~lidar_fmu.scan.velocity.radial_velocity_of`), from ``velocities``, else from the velocities
         ``motion`` implies, else standing still."""
-        unit = self.sensor.radial_velocity
-        assert unit is not None  # (an FMCW sensor's)
         if velocities is None:
             velocities = (velocities_of_motion(motion, self.scene, sensor_pose) if motion is not None
                           else SceneVelocities(carrier_centre_m=sensor_pose[:3, 3]))

@@ -46,6 +46,7 @@ from .hesai import (
 )
 from .ibeo import mirror_directions
 from .ouster import OusterMetadataError, ouster_rays, range_offset_m, read_ouster_metadata, unit_spec
+from .outputs import OutputsError, parse_outputs
 from .presets import PRESETS, unknown_preset
 from .raster import RasterSpecError, parse_raster, raster_pattern
 from .robosense import (
@@ -71,7 +72,7 @@ KNOWN_KEYS = {
     "range_reflectivity", "max_transparent_layers", "max_bounces", "tof", "ouster_metadata", "motion_distortion", "motion_slices",
     "noise", "detection", "detection_width", "range_noise", "intensity_law", "range_accuracy_m", "weather",
     "beam_divergence_mrad", "divergence_samples", "returns", "echo_separation_m", "beam_diameter_m",
-    "return_order", "divergence_sampling", "radial_velocity",
+    "return_order", "divergence_sampling", "radial_velocity", "outputs",
     "velodyne_model", "hesai_model", "firetime_correction",
     "rotating_mirror", "rosette", "raster", "robosense_angles", "robosense_model",
     "airsim_origin", "airsim_disable_self_hits", "airsim_report_frequency_hz",
@@ -633,6 +634,10 @@ def load_sensor(spec: SensorSpec) -> Sensor:
         raise SensorSpecError(str(exc)) from None
     if radial_velocity is not None and tof is not None:
         raise SensorSpecError("radial_velocity is an FMCW lidar's; a ToF camera (tof) measures none")
+    try:
+        parse_outputs(spec.get("outputs"), "sensor spec key 'outputs'")
+    except OutputsError as exc:
+        raise SensorSpecError(str(exc)) from None
     distortion = spec.get("motion_distortion", True)
     if not isinstance(distortion, bool):
         raise SensorSpecError(f"motion_distortion must be true or false, got {shown(distortion)}")

@@ -453,18 +453,45 @@ def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lid
     corners = [(1.0, 0.8, 1.9, 45), (1.0, -0.8, 1.9, -45), (-1.0, 0.8, 1.9, 135), (-1.0, -0.8, 1.9, -135)]
     rig = {"sensors": [spec | {"mounting": {"xyz_m": list(xyz), "rpy_deg": [0, 0, yaw]}}
                        for *xyz, yaw in (corners * lidars)[:lidars]]}
-    one, many = model_of(parameters), model_of(parameters, sensor=rig)
-    times: dict[str, list[float]] = {"one": [], "rig": []}
+    step_ms = interleaved_step_ms({"one": model_of(parameters), "rig": model_of(parameters, sensor=rig)}, views)
+    return {"lidars": lidars, "one_ms": step_ms["one"], "rig_ms": step_ms["rig"], "ratio": step_ms["rig"] / step_ms["one"],
+            "frames": len(views)}
+
+
+def interleaved_step_ms(models: dict, views: list) -> dict[str, float]:
+    """Each model's median step (ms) over ``views``, the models stepped in turn on each view so that a noisy machine
+    slows all alike, each into its own pair of output buffers as the FMU's (OSMP double buffering: no fresh pages
+    to fault in each step); the first step (it loads meshes and builds) is not timed."""
+    from ..cosim.osmp import DoubleBuffer
+
+    times: dict[str, list[float]] = {name: [] for name in models}
+    buffers = {name: DoubleBuffer() for name in models}
     for k, view in enumerate(views):
-        for name, model in (("one", one), ("rig", many)):
+        for name, model in models.items():
             t0 = time.perf_counter()
-            result = model.step(view, 0.1 * k)
-            if k:  # the first step loads meshes and builds
+            result = model.step(view, 0.1 * k, out=buffers[name].next())
+            buffers[name].publish(result.sensor_data)
+            if k:
                 times[name].append(time.perf_counter() - t0)
             if not result.valid:
-                raise RuntimeError(f"bench_rig: step {k} of the {name} model is invalid: {result.message}")
-    one_ms, rig_ms = (float(np.median(times[name]) * 1e3) for name in ("one", "rig"))
-    return {"lidars": lidars, "one_ms": one_ms, "rig_ms": rig_ms, "ratio": rig_ms / one_ms, "frames": len(views)}
+                raise RuntimeError(f"bench: step {k} of the {name} model is invalid: {result.message}")
+    return {name: float(np.median(v) * 1e3) for name, v in times.items()}
+
+
+def bench_outputs(work_dir: str | None, frames: int = 20, backend: str = "auto", sensor: str | None = None) -> dict:
+    """The demo scenario's doStep (in-process) publishing every OSI layer against the detections alone, views
+    interleaved (the aim: all four ≤ 1.5× the detections; docs/fmu.md#osi-layers)."""
+    from ..sensors.outputs import OUTPUT_LAYERS
+    from .replay import fmu_parameters, model_of
+
+    scenario, views = demo_views(work_dir, frames)
+    scenario["backend"] = backend
+    scenario["sensor"] = sensor or scenario["sensor"]
+    parameters = fmu_parameters(scenario, os.path.dirname(scenario["trace"]))
+    step_ms = interleaved_step_ms({"detections": model_of(parameters | {"outputs": "detections"}),
+                                   "all": model_of(parameters | {"outputs": ",".join(OUTPUT_LAYERS)})}, views)
+    return {"detections_ms": step_ms["detections"], "all_ms": step_ms["all"],
+            "ratio": step_ms["all"] / step_ms["detections"], "frames": len(views)}
 
 
 def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "auto",
@@ -600,9 +627,10 @@ def bench_stationary(count: int = 200_000, frames: int = 5) -> dict:
 
 
 #: what ``lidar-fmu bench --sections`` can pick (all by default; ``gpu`` only with the cuda backend)
-SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth", "stationary")
+SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth", "stationary",
+            "outputs")
 #: the sections ``--skip-step`` leaves out
-STEP_SECTIONS = ("encode", "step", "rig", "ground-truth", "stationary")
+STEP_SECTIONS = ("encode", "step", "rig", "ground-truth", "stationary", "outputs")
 
 
 def chosen_sections(text: str | None, skip_step: bool) -> list[str]:
@@ -724,6 +752,11 @@ def run_bench(args) -> dict:
               f"views, {still['placed']:,} instances placed): decode {still['decode_ms']:.1f} ms + scene update "
               f"{still['scene_ms']:.1f} ms = {still['step_ms']:.1f} ms, median of {still['frames']} (the first step: "
               f"{still['first_step_s']:.1f} s; the cast not included)")
+    if "outputs" in sections:
+        layers = results["outputs"] = bench_outputs(args.work_dir, frames, args.backend, sensor=sensor)
+        print_markdown([f"demo doStep (model), {label}", "detections ms", "all four layers ms", "× detections"],
+                       [[f"median over {layers['frames'] - 1} frames", f"{layers['detections_ms']:.2f}",
+                         f"{layers['all_ms']:.2f}", f"{layers['ratio']:.2f}×"]])
     if getattr(args, "json", None):
         folder = os.path.dirname(os.path.abspath(args.json))
         os.makedirs(folder, exist_ok=True)

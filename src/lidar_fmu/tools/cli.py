@@ -180,6 +180,8 @@ def cmd_replay(args) -> None:
         overrides["objects"] = args.objects
     if args.host is not None:
         overrides["host"] = args.host
+    if args.outputs is not None:
+        overrides["outputs"] = args.outputs
     try:
         summary = replay(args.scenario, args.output, fmu_path=args.fmu, max_frames=args.frames,
                          progress=not args.quiet, write_pcd_every=args.pcd_every, trace_format=args.trace_format,
@@ -501,6 +503,9 @@ def _add_replay(sub) -> None:
     p.add_argument("--objects", default=None, choices=["auto", "boxes"],
                    help="objects without a usable model: auto (default) their OSI class's mesh, boxes their "
                         "bounding box; replaces a scenario's")
+    p.add_argument("--outputs", default=None, metavar="LIST",
+                   help="the OSI layers the FMU publishes into the SensorData trace: a comma list of detections "
+                        "(default), reflections, logical, objects (docs/fmu.md#osi-layers); replaces a scenario's")
     p.add_argument("--host", type=whole_number(0, OSI_ID_MAX), default=None, metavar="ID",
                    help="the host vehicle of a GroundTruth trace (esmini's --osi_file output; default: the trace's "
                         "host_vehicle_id), which is replayed as SensorViews around it")
@@ -590,7 +595,8 @@ def _add_bench(sub) -> None:
     p.add_argument("--poses", type=_positive_int, default=10_000, help="sensor poses in the batched CUDA cast (VLP-16)")
     p.add_argument("--sections", default=None, metavar="LIST",
                    help="comma list of the parts to run (default: all): cast, motion, effects, echoes, gpu (cuda "
-                        "only), encode, step, rig, ground-truth, stationary")
+                        "only), encode, step, rig, ground-truth, stationary, outputs (every OSI layer against the "
+                        "detections)")
     p.add_argument("--sensor", default=None, metavar="NAME|FILE",
                    help="one preset or spec file in place of the VLP-16 and OS1-128 everywhere (the demo's "
                         "doStep too); a small one makes a quick run on the CUDA simulator")

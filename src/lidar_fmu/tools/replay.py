@@ -34,7 +34,7 @@ from .replay_outputs import organize as organize  # re-exported: organizing a de
 
 SCENARIO_KEYS = {"name", "description", "trace", "sensor", "assets", "environment", "materials", "ir_database",
                  "step_size_s", "backend", "mounting", "disable_self_hits", "notice", "up_axis", "ground_truth",
-                 "objects", "host"}
+                 "objects", "host", "outputs"}
 
 
 def load_scenario(path) -> dict:
@@ -127,7 +127,8 @@ def fmu_parameters(scenario: dict, spec_dir: str) -> dict:
               "environment": scenario.get("environment", "") or "", "materials": scenario.get("materials", "") or "",
               "ir_database": scenario.get("ir_database", "") or "",
               "backend": scenario.get("backend", "auto"), "disable_self_hits": scenario.get("disable_self_hits", True),
-              "up_axis": scenario.get("up_axis", "") or "", "objects": scenario.get("objects", "") or "auto"}
+              "up_axis": scenario.get("up_axis", "") or "", "objects": scenario.get("objects", "") or "auto",
+              "outputs": scenario.get("outputs", "") or ""}
     mounting = scenario.get("mounting") or {}
     for axis, value in zip("xyz", mounting.get("position_m", (0, 0, 0))):
         params[f"mounting_position_{axis}"] = value
@@ -168,7 +169,7 @@ def model_of(parameters: dict, sensor=None, **options):
         ir_database=parameters.get("ir_database", ""),
         backend=parameters.get("backend", "auto"), default_mounting_pose=mounting,
         disable_self_hits=bool(parameters.get("disable_self_hits", True)), up_axis=parameters.get("up_axis", ""),
-        objects=parameters.get("objects", "") or "auto", **options)
+        objects=parameters.get("objects", "") or "auto", outputs=parameters.get("outputs", "") or "", **options)
 
 
 class GroundTruthTwin:
@@ -277,6 +278,7 @@ def _scenario_and_rig(scenario_path, overrides: dict | None):
     else:
         scenario = load_scenario(scenario_path) | overrides
     rig = load_rig(scenario["sensor"])
+    check_replay_outputs(scenario.get("outputs"), rig)
     if scenario.get("materials") or scenario.get("ir_database"):
         from ..physics.returns import Materials
 
@@ -284,6 +286,20 @@ def _scenario_and_rig(scenario_path, overrides: dict | None):
             # the map and the database read as the model reads them: a bad file, key or IR name fails here
             Materials(wavelength_nm, scenario.get("materials") or None, scenario.get("ir_database") or None)
     return scenario, rig
+
+
+def check_replay_outputs(outputs, rig: list) -> None:
+    """:class:`UserError` in one line unless the OSI layers a replay's model publishes (its ``outputs``, else its
+    lidars' specs') are known and hold the detections, which a replay writes its point clouds from."""
+    from ..sensors.outputs import OutputsError, model_outputs
+
+    try:
+        layers = model_outputs(outputs, [member.sensor.spec.get("outputs") for member in rig])
+    except OutputsError as exc:
+        raise UserError(str(exc)) from None
+    if "detections" not in layers:
+        raise UserError(f"outputs {','.join(layers)}: a replay writes its point clouds from the detections; add "
+                        "detections to the list")
 
 
 def _current_fmu(fmu_path: str | os.PathLike | None) -> str | os.PathLike:

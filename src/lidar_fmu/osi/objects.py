@@ -1,0 +1,212 @@
+"""The object list a lidar's returns support: one OSI ``DetectedMovingObject`` per moving object it saw, one
+``DetectedStationaryObject`` per stationary one.
+
+An object of the ground truth (not the host) is reported when at least :data:`MIN_OBJECT_RETURNS` of the step's
+returns (every lidar's) hit it; its box is fitted to those returns alone (:func:`fit_box`), so a partly hidden
+object's box is what its points support, never the ground-truth box. ``header``: ``ground_truth_id`` and
+``tracking_id`` its OSI id (the returns name what they hit: the association is exact, and stable over frames),
+``existence_probability`` 1 − ∏(1 − pᵢ) over its returns' detection probabilities (the chance that at least one
+is real), ``age`` how long it has been seen in consecutive steps, ``sensor_id`` the lidars that saw it;
+``candidate`` its OSI class (a stationary one's type and material) with probability 1. Frames and conventions:
+docs/fmu.md#osi-layers.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from osi3.osi_detectedobject_pb2 import DetectedItemHeader, DetectedMovingObject
+from osi3.osi_object_pb2 import MovingObject, StationaryObject
+from osi3.osi_sensordata_pb2 import DetectedEntityHeader, SensorData
+
+from ..geometry.transforms import pose_matrix, roll_pitch_yaw
+from .decode import MOVING_CLASSES, STATIONARY_CLASSES, STATIONARY_MATERIALS, VEHICLE_CLASSES
+from .encode import set_timestamp
+from .ground_truth import decode_stationary
+
+#: fewer returns than this are no object (assumed: a box takes two faces of a few points each, and one or two
+#: returns are as likely a mixed pixel at an edge as evidence of an object)
+MIN_OBJECT_RETURNS = 5
+#: the headings a box is tried at: every 5° over the quarter turn a rectangle repeats in, then every 0.5° within 5° of
+#: the best of those
+_COARSE_HEADINGS_RAD = np.radians(np.arange(0.0, 90.0, 5.0))
+_FINE_HEADINGS_RAD = np.radians(np.arange(-5.0, 5.5, 0.5))
+#: the points a heading is chosen by, at most (evenly spread over the object's): the criterion is a sum over points
+_HEADING_POINTS = 512
+#: the closeness criterion's floor (m): a point nearer an edge than this counts as on it (Zhang et al. 2017, §III-C)
+_CLOSENESS_FLOOR_M = 0.01
+_VEHICLE_TYPES = {name: code for code, name in VEHICLE_CLASSES.items()}
+_MOVING_TYPES = {name: code for code, name in MOVING_CLASSES.items()}
+_STATIONARY_TYPES = {name: code for code, name in STATIONARY_CLASSES.items()}
+_STATIONARY_MATERIALS = {name: code for code, name in STATIONARY_MATERIALS.items()}
+
+
+class Box(NamedTuple):
+    """A box fitted to points: centre (3,) m, yaw rad, (length, width, height) m, all in the frame of the points."""
+
+    centre_m: np.ndarray
+    yaw_rad: float
+    dimension_m: tuple[float, float, float]
+
+
+@njit(cache=True, nogil=True)
+def _closeness(xy, headings):
+    """The closeness criterion (:func:`fit_box`) of the rectangle around ``xy`` (N, 2) at each of ``headings``."""
+    n = xy.shape[0]
+    out = np.zeros(headings.shape[0])
+    along, across = np.empty(n), np.empty(n)
+    for h in range(headings.shape[0]):
+        cos, sin = math.cos(headings[h]), math.sin(headings[h])
+        for i in range(n):  # each point along the heading and across it
+            along[i] = xy[i, 0] * cos + xy[i, 1] * sin
+            across[i] = xy[i, 1] * cos - xy[i, 0] * sin
+        lo_a, hi_a, lo_c, hi_c = along.min(), along.max(), across.min(), across.max()
+        for i in range(n):
+            edge_m = min(along[i] - lo_a, hi_a - along[i], across[i] - lo_c, hi_c - across[i])
+            out[h] += 1.0 / max(edge_m, _CLOSENESS_FLOOR_M)
+    return out
+
+
+def fit_box(xyz: np.ndarray) -> Box:
+    """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried (every 5°,
+    then every 0.5° about the best; judged by at most 512 of the points, evenly spread), the one whose rectangle
+    around the points' x, y has them closest to its edges (the closeness criterion of X. Zhang, W. Xu, C. Dong,
+    J. M. Dolan, "Efficient L-shape fitting for vehicle detection using laser scanners", IEEE IV 2017:
+    Σ 1/max(d, 1 cm), d a point's distance to its nearest edge; the least area cannot choose for the L a lidar sees
+    of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly). Its longer side
+    is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back), the points' z extent
+    the height."""
+    xy = np.ascontiguousarray(xyz[:: max(1, -(-len(xyz) // _HEADING_POINTS)), :2], np.float64)
+    coarse = _COARSE_HEADINGS_RAD[int(np.argmax(_closeness(xy, _COARSE_HEADINGS_RAD)))]
+    fine = coarse + _FINE_HEADINGS_RAD
+    yaw = float(fine[int(np.argmax(_closeness(xy, fine)))])
+    cos, sin = np.cos(yaw), np.sin(yaw)
+    along, across = xyz[:, 0] * cos + xyz[:, 1] * sin, xyz[:, 1] * cos - xyz[:, 0] * sin  # every point
+    mid_a, mid_c = (along.min() + along.max()) / 2, (across.min() + across.max()) / 2
+    length, width = float(np.ptp(along)), float(np.ptp(across))
+    if width > length:  # the longer side is the length: turn a quarter
+        length, width, yaw = width, length, yaw + np.pi / 2
+    yaw = float(np.arctan2(np.sin(yaw), np.cos(yaw)))
+    if yaw <= -np.pi / 2 or yaw > np.pi / 2:
+        yaw = float(np.arctan2(np.sin(yaw + np.pi), np.cos(yaw + np.pi)))
+    centre = np.array([mid_a * cos - mid_c * sin, mid_a * sin + mid_c * cos,
+                       (xyz[:, 2].min() + xyz[:, 2].max()) / 2])
+    return Box(centre, yaw, (length, width, float(np.ptp(xyz[:, 2]))))
+
+
+def osi_type(object_class: str) -> tuple[int, int]:
+    """(MovingObject.Type, VehicleClassification.Type) of a decoded object class (:func:`~.decode.object_class`)."""
+    if object_class in _VEHICLE_TYPES:
+        return MovingObject.TYPE_VEHICLE, _VEHICLE_TYPES[object_class]
+    if object_class == "vehicle":
+        return MovingObject.TYPE_VEHICLE, MovingObject.VehicleClassification.TYPE_UNKNOWN
+    return _MOVING_TYPES.get(object_class, MovingObject.TYPE_UNKNOWN), 0
+
+
+class ObjectReturns(NamedTuple):
+    """One lidar's returns for the object list: their positions (vehicle frame), OSI ids, existence probabilities
+    (one per point, or one for all) and the lidar's id."""
+
+    vehicle_xyz: np.ndarray
+    object_id: np.ndarray
+    existence: object
+    sensor_id: int
+
+
+class ObjectList:
+    """The objects a model's lidars saw, step by step (keeps how long each has been seen, and the view's stationary
+    objects while their part of the ground truth stays the same)."""
+
+    def __init__(self) -> None:
+        self._first_seen_s: dict[int, float] = {}
+        #: (the stationary part of the ground truth, its objects' (class, material) by id)
+        self._stationary: tuple[bytes, dict[int, tuple[str, str]]] = (b"", {})
+
+    def _stationary_classes(self, stationary_part: bytes) -> dict[int, tuple[str, str]]:
+        if stationary_part != self._stationary[0]:
+            objects, _ = decode_stationary(stationary_part)  # (what cannot be used, the scene update says)
+            self._stationary = (stationary_part, {obj.id: (obj.object_class, obj.material) for obj in objects})
+        return self._stationary[1]
+
+    def serialized(self, returns: list[ObjectReturns], frame, vehicle_from_sensor: np.ndarray, timestamp_s: float,
+                   cycle_counter: int) -> bytes:
+        """SensorData's ``stationary_object_header``, ``stationary_object``, ``moving_object_header`` and
+        ``moving_object`` fields (tags included) for this step: ``frame`` the decoded view (its moving objects,
+        host and stationary part), ``vehicle_from_sensor`` the SensorData's own mounting (the frame the boxes are
+        reported in)."""
+        moving = {obj.id: obj.object_class for obj in frame.objects if obj.id != frame.host_vehicle_id}
+        stationary = self._stationary_classes(frame.stationary_part)
+        ids = np.fromiter([*moving, *stationary], np.uint64, len(moving) + len(stationary))
+        message = SensorData()
+        for header in (message.stationary_object_header, message.moving_object_header):
+            set_timestamp(header.measurement_time, timestamp_s)
+            header.cycle_counter = int(cycle_counter)
+            header.data_qualifier = DetectedEntityHeader.DATA_QUALIFIER_AVAILABLE
+        sensor_from_vehicle = np.linalg.inv(vehicle_from_sensor)
+        seen: dict[int, float] = {}
+        for object_id, xyz, existence, sensors in _per_object(returns, ids):
+            box = fit_box(xyz)
+            pose = sensor_from_vehicle @ pose_matrix(box.centre_m, (0.0, 0.0, box.yaw_rad))
+            seen[object_id] = self._first_seen_s.get(object_id, timestamp_s)
+            detected = message.moving_object.add() if object_id in moving else message.stationary_object.add()
+            _fill_header(detected.header, object_id, existence, timestamp_s - seen[object_id], sensors)
+            base = detected.base
+            base.position.x, base.position.y, base.position.z = (float(v) for v in pose[:3, 3])
+            base.orientation.roll, base.orientation.pitch, base.orientation.yaw = roll_pitch_yaw(pose[:3, :3])
+            base.dimension.length, base.dimension.width, base.dimension.height = box.dimension_m
+            candidate = detected.candidate.add()
+            candidate.probability = 1.0
+            if object_id in moving:
+                detected.reference_point = DetectedMovingObject.REFERENCE_POINT_CENTER
+                candidate.type, vehicle_type = osi_type(moving[object_id])
+                if candidate.type == MovingObject.TYPE_VEHICLE:
+                    candidate.vehicle_classification.type = vehicle_type
+            else:
+                object_class, material = stationary[object_id]
+                candidate.classification.type = _STATIONARY_TYPES.get(object_class, StationaryObject.Classification.TYPE_UNKNOWN)
+                candidate.classification.material = _STATIONARY_MATERIALS.get(
+                    material, StationaryObject.Classification.MATERIAL_UNKNOWN)
+        self._first_seen_s = seen  # an object not seen this step starts its age again when it is
+        return message.SerializeToString()
+
+
+def _fill_header(header: DetectedItemHeader, object_id: int, existence: np.ndarray, age_s: float,
+                 sensors: list[int]) -> None:
+    header.tracking_id.value = object_id
+    header.ground_truth_id.add().value = object_id
+    header.existence_probability = float(1.0 - np.prod(1.0 - np.clip(existence, 0.0, 1.0)))
+    header.age = float(age_s)
+    header.measurement_state = DetectedItemHeader.MEASUREMENT_STATE_MEASURED
+    for sensor_id in sensors:
+        header.sensor_id.add().value = int(sensor_id)
+
+
+def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
+    """(object id, its returns' (N, 3) vehicle positions, their existence probabilities, the lidars that saw it)
+    for each of ``ids`` with at least :data:`MIN_OBJECT_RETURNS` returns, by id."""
+    xyz, object_id, existence, sensor = [], [], [], []
+    ids = np.sort(ids)
+    for part in returns:
+        # one sorted search, not one pass per id
+        at = np.minimum(np.searchsorted(ids, part.object_id), max(len(ids) - 1, 0))
+        keep = ids[at] == part.object_id if len(ids) else np.zeros(len(part.object_id), bool)
+        xyz.append(part.vehicle_xyz[keep])
+        object_id.append(part.object_id[keep])
+        existence.append(np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)[keep])
+        sensor.append(np.full(int(keep.sum()), part.sensor_id, np.uint64))
+    if not returns:
+        return
+    all_ids = np.concatenate(object_id)
+    order = np.argsort(all_ids, kind="stable")
+    all_ids = all_ids[order]
+    all_xyz, all_existence, all_sensor = (np.concatenate(a)[order] for a in (xyz, existence, sensor))
+    starts = np.flatnonzero(np.r_[True, all_ids[1:] != all_ids[:-1]]) if len(all_ids) else np.zeros(0, np.int64)
+    for a, b in zip(starts, np.r_[starts[1:], len(all_ids)]):
+        if b - a >= MIN_OBJECT_RETURNS:
+            sensors = [returns[0].sensor_id] if len(returns) == 1 else [int(s) for s in np.unique(all_sensor[a:b])]
+            yield int(all_ids[a]), all_xyz[a:b], all_existence[a:b], sensors
+
+
+__all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type"]
