@@ -322,19 +322,18 @@ def convex_pieces(xy: np.ndarray) -> list[np.ndarray]:
     xy = np.ascontiguousarray(xy, np.float64)
     triangles = fill_polygon(xy)
     pieces: dict[int, list[int]] = {k: [int(v) for v in t] for k, t in enumerate(triangles)}
-    owner = {}  # a directed side (u, v) → the piece that has it
+    owner: dict[tuple[int, int], int] = {}  # a directed side (u, v) → the piece that has it
     for k, piece in pieces.items():
-        for a, b in zip(piece, piece[1:] + piece[:1]):
-            owner[(a, b)] = k
-    for (u, v), first in list(owner.items()):
-        second = owner.get((v, u))
-        first = owner.get((u, v))
+        for c, d in zip(piece, piece[1:] + piece[:1]):
+            owner[(c, d)] = k
+    for u, v in list(owner):
+        first, second = owner.get((u, v)), owner.get((v, u))
         if first is None or second is None or first == second:
             continue
-        a, b = pieces[first], pieces[second]
-        # ``a`` runs u → v; from v round to u, then ``b`` from u round to v without its ends
-        i, j = a.index(v), b.index(u)
-        merged = a[i:] + a[:i] + (b[j:] + b[:j])[1:-1]
+        one, other = pieces[first], pieces[second]
+        # ``one`` runs u → v; from v round to u, then ``other`` from u round to v without its ends
+        i, j = one.index(v), other.index(u)
+        merged = one[i:] + one[:i] + (other[j:] + other[:j])[1:-1]
         if not _convex(xy[merged]):
             continue
         pieces[first] = merged

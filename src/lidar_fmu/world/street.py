@@ -341,7 +341,8 @@ def chained_edges(edges: list[RoadEdge]) -> list[tuple[np.ndarray, np.ndarray]]:
             continue
         # walk away from a free end (a closed loop starts anywhere)
         k, enter = first, (2 * first if partner[2 * first] < 0 or partner[2 * first + 1] >= 0 else 2 * first + 1)
-        points, outward = [], []
+        points: list[np.ndarray] = []
+        outward: list[np.ndarray] = []
         while k >= 0 and not used[k]:
             used[k] = True
             p, o = sides[k]
