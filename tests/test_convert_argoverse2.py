@@ -228,3 +228,48 @@ def test_quaternions_become_rotations():
     half = np.sqrt(0.5)
     pose = poses({"qw": [half], "qx": [0.0], "qy": [0.0], "qz": [half], "tx_m": [1.0], "ty_m": [2.0], "tz_m": [3.0]})
     assert np.allclose(pose[0], [[0, -1, 0, 1], [1, 0, 0, 2], [0, 0, 1, 3], [0, 0, 0, 1]])
+
+
+def test_a_concave_drivable_area_is_paved_inside_its_outline_only():
+    """A junction's cross-shaped area: cut into convex pieces, each a lane; no paved triangle reaches outside the
+    outline (one strip between the outline's two halves would pave the blocks at its corners)."""
+    from matplotlib.path import Path as Outline
+    from osi3.osi_groundtruth_pb2 import GroundTruth
+
+    from lidar_fmu.world.road import build_road
+    from lidar_fmu.world.shapes import MeshBuilder
+
+    arms = np.array([[10, 0], [20, 0], [20, 10], [30, 10], [30, 20], [20, 20], [20, 30], [10, 30], [10, 20], [0, 20],
+                     [0, 10], [10, 10]], float)
+    ring = [{"x": x, "y": y, "z": 0.0} for x, y in arms]
+    gt = GroundTruth()
+    argoverse2.add_drivable_areas(gt, {"5": {"id": 5, "area_boundary": ring + ring[:1]}}, np.zeros(3), "map")
+    assert len(gt.lane) > 1  # a cross is no convex piece
+    builder = MeshBuilder()
+    build_road(decode_road(gt.SerializeToString()), builder)
+    mesh = builder.mesh("area")
+    centres = np.asarray(mesh.vertices)[np.asarray(mesh.faces)].mean(axis=1)[:, :2]
+    assert Outline(arms).contains_points(centres).all()
+    corners = np.asarray(mesh.vertices, float)[np.asarray(mesh.faces)][:, :, :2]
+    u, v = corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]
+    assert 0.5 * np.abs(u[:, 0] * v[:, 1] - u[:, 1] * v[:, 0]).sum() == pytest.approx(500.0, rel=1e-3)  # 5 squares
+
+
+def test_convex_pieces_cover_a_polygon_once_and_are_convex():
+    from lidar_fmu.world.lines import convex_pieces
+
+    rng = np.random.default_rng(3)
+    angles = np.sort(rng.uniform(0, 2 * np.pi, 40))
+    star = np.column_stack([np.cos(angles), np.sin(angles)]) * rng.uniform(0.3, 1.0, (40, 1))  # star-shaped, simple
+    total = 0.5 * abs(np.sum(star[:, 0] * np.roll(star[:, 1], -1) - np.roll(star[:, 0], -1) * star[:, 1]))
+    pieces = convex_pieces(star)
+    areas = []
+    for piece in pieces:
+        p = star[piece]
+        signed = 0.5 * np.sum(p[:, 0] * np.roll(p[:, 1], -1) - np.roll(p[:, 0], -1) * p[:, 1])
+        areas.append(signed)
+        a, b = p - np.roll(p, 1, axis=0), np.roll(p, -1, axis=0) - p
+        turn = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+        assert (turn >= -1e-12).all()  # counter-clockwise, convex
+    assert min(areas) > 0 and sum(areas) == pytest.approx(total, rel=1e-9)
+    assert len(pieces) < len(star) - 2  # merged: fewer than the triangles

@@ -62,7 +62,8 @@ def test_the_dry_run_goes_through_every_step_and_writes_every_result(tmp_path):
     assert len(gpu["cast"]) == 2 and len(gpu["echoes"]) == 5 and not gpu["motion"]
     assert len(cpu["cast"]) == 2 and [r["slices"] for r in cpu["motion"]] == [1, 1, 1, 4, 10, 32]
     assert len(cpu["echoes"]) == 5 and cpu["step"]["fmu_step_ms"] > 0 and cpu["rig"]["lidars"] == 4
-    assert cpu["ground_truth"]["road_triangles"] > 100_000
+    assert cpu["ground_truth"]["road"]["auto"]["triangles"] > 100_000
+    assert cpu["ground_truth"]["road"]["urban"]["triangles"] > cpu["ground_truth"]["road"]["auto"]["triangles"]
 
     report = (out / "report.md").read_text()
     assert "**parity holds**" in report and "| bench-cpu | ok |" in report

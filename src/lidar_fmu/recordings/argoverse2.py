@@ -16,7 +16,7 @@ import numpy as np
 from ..documents import read_document
 from ..errors import UserError
 from ..geometry.transforms import roll_pitch_yaw
-from ..world.lines import offset
+from ..world.lines import convex_pieces, offset
 
 #: OSI ids: the kind of element in the bits from KIND_SHIFT up, a number unique within the kind below (every id stays
 #: under the scene's environment ids, 2⁶²)
@@ -49,6 +49,8 @@ DOUBLE_LINE_GAP_M = 0.1016
 #: a drivable area lies this far under the map's heights, so where it overlaps a lane the lane's surface (and id) is
 #: met first (assumed: below the lidar's range resolution)
 AREA_BELOW_LANES_M = 0.01
+#: a drivable area's convex pieces are numbered in the low bits of their lane's id (the area's id above them)
+PIECE_BITS = 12
 
 #: Argoverse 2 lane mark types → the OSI lines they are, from the left looking along the lane: (type, colour) each
 #: (a mixed double line, DASH_SOLID_* or SOLID_DASH_*, names its left line first: assumed)
@@ -302,24 +304,34 @@ def _split_ring(ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def add_drivable_areas(gt, areas: dict, origin: np.ndarray, where: str) -> None:
-    """Each drivable area as an OSI lane of type OTHER (asphalt, no paint) between the two halves of its outline,
-    bounded by lines of no paint: what world/ paves, with the ground going on past its outline."""
+    """Each drivable area as OSI lanes of type OTHER (asphalt, no paint), one per convex piece of its outline
+    (:func:`~lidar_fmu.world.lines.convex_pieces`), each between the two halves of its piece's outline, bounded by
+    lines of no paint: what world/ paves, with the ground going on past its outline. A lane is a strip between two
+    lines, so a concave outline (a junction's cross) paved as one would reach outside it across the blocks."""
     from osi3.osi_lane_pb2 import Lane
 
     for key in sorted(areas, key=int):
         what = f"{where}: drivable_areas[{key}].area_boundary"
         ring = _points(areas[key].get("area_boundary"), what) - origin - (0.0, 0.0, AREA_BELOW_LANES_M)
+        if len(ring) > 3 and np.array_equal(ring[0], ring[-1]):
+            ring = ring[:-1]  # a closed outline repeats its first point
         if len(ring) < 3:
             raise DriveLogError(f"{what}: an area needs at least 3 points, has {len(ring)}")
         area_id = int(key)
-        lane = gt.lane.add()
-        lane.id.value = _id(KIND_AREA, area_id)
-        lane.classification.type = Lane.Classification.TYPE_OTHER
-        for side, xyz in enumerate(_split_ring(ring)):
-            identifier = _id(KIND_AREA_SIDE, area_id << 1 | side)
-            _boundary(gt, identifier, xyz, "NO_LINE", "")
-            (lane.classification.right_lane_boundary_id if side else
-             lane.classification.left_lane_boundary_id).add().value = identifier
+        pieces = convex_pieces(ring[:, :2])
+        if len(pieces) > 1 << PIECE_BITS:
+            raise DriveLogError(f"{what}: {len(ring)} points make {len(pieces)} convex pieces, more than the "
+                                f"{1 << PIECE_BITS} an area's ids can number")
+        for piece, corners in enumerate(pieces):
+            number = area_id << PIECE_BITS | piece
+            lane = gt.lane.add()
+            lane.id.value = _id(KIND_AREA, number)
+            lane.classification.type = Lane.Classification.TYPE_OTHER
+            for side, xyz in enumerate(_split_ring(ring[corners])):
+                identifier = _id(KIND_AREA_SIDE, number << 1 | side)
+                _boundary(gt, identifier, xyz, "NO_LINE", "")
+                (lane.classification.right_lane_boundary_id if side else
+                 lane.classification.left_lane_boundary_id).add().value = identifier
 
 
 def _frame_of(corners: np.ndarray, along: np.ndarray) -> np.ndarray:

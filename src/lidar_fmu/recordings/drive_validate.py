@@ -420,7 +420,8 @@ def _pair(real, sim) -> str:
 
 def table_lines(r: dict[str, Any]) -> list[str]:
     """The human table of a drive's comparison (markdown, so the docs can hold it as printed)."""
-    lines = [f"{r['log']}: {len(r['sweeps'])} sweep(s), simulated as {r['sensor']}", "",
+    lines = [f"{r['log']}: {len(r['sweeps'])} sweep(s), simulated as {r['sensor']}, environment "
+             f"{r.get('environment', 'auto')}", "",
              "| measure | real / ours |", "|---|---|"]
     for name, lidar in r["lidars"].items():
         for group, real in lidar["real"]["ring_groups"].items():

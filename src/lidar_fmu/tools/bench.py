@@ -497,9 +497,11 @@ def bench_outputs(work_dir: str | None, frames: int = 20, backend: str = "auto",
 def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "auto",
                        road_km: float = 10.0, sensor: str | None = None) -> dict:
     """The demo street from its meshes against the same street from its OSI ground truth alone (the road, signs,
-    buildings, trees and cars built by :mod:`lidar_fmu.world`): each model's first step and its later steps
-    (in-process, views interleaved); and the first step of a ``road_km`` long winding four-lane road with trees
-    (:func:`long_road_view`), which builds the road, its terrain and the trees' instances."""
+    buildings, trees and cars built by :mod:`lidar_fmu.world`):
+    each model's first step and its later steps (in-process, views interleaved); and a ``road_km`` long winding
+    four-lane road with trees (:func:`long_road_view`), bare (``environment: auto``) and with the urban street
+    around it: the first step, which builds the road, its terrain, the trees' instances (and the street), and the
+    median of ROAD_STEPS later steps."""
     from .replay import fmu_parameters, model_of
 
     models, views, first = {}, {}, {}
@@ -520,15 +522,31 @@ def bench_ground_truth(work_dir: str | None, frames: int = 20, backend: str = "a
             times[name].append(time.perf_counter() - t0)
             counts[name] = result.count
     road = long_road_view(road_km * 1000.0)
-    model = model_of({"sensor": sensor or "ouster_os1_128", "backend": backend})
-    t0 = time.perf_counter()
-    result = model.step(road, 0.1)
-    road_s = time.perf_counter() - t0
+    roads: dict[str, dict] = {}
+    road_models = {}
+    for environment in ("auto", "urban"):
+        model = road_models[environment] = model_of({"sensor": sensor or "ouster_os1_128", "backend": backend,
+                                                     "environment": environment})
+        t0 = time.perf_counter()
+        result = model.step(road, 0.1)
+        roads[environment] = {"first_step_s": time.perf_counter() - t0, "triangles": model.scene.triangle_count,
+                              "returns": result.count}
+    later: dict[str, list[float]] = {name: [] for name in road_models}
+    for k in range(ROAD_STEPS):  # interleaved, so that a busy moment of the machine slows both
+        for environment, model in road_models.items():
+            t0 = time.perf_counter()
+            model.step(road, 0.1 * (k + 2))
+            later[environment].append(time.perf_counter() - t0)
+    for environment, seconds in later.items():
+        roads[environment]["step_ms"] = float(np.median(seconds) * 1e3)
     step_ms = {name: float(np.median(v) * 1e3) for name, v in times.items()}
     return {"step_ms": step_ms, "first_step_s": first, "returns": counts,
-            "ratio": step_ms["ground truth"] / step_ms["meshes"], "frames": frames - 1,
-            "road_km": road_km, "road_first_step_s": road_s, "road_triangles": model.scene.triangle_count,
-            "road_returns": result.count}
+            "ratio": step_ms["ground truth"] / step_ms["meshes"], "frames": frames - 1, "road_km": road_km,
+            "road": roads, "urban_ratio": roads["urban"]["step_ms"] / roads["auto"]["step_ms"]}
+
+
+#: later steps of the long road timed after its first
+ROAD_STEPS = 9
 
 
 def long_road_view(length_m: float = 10_000.0, spacing_m: float = 1.0, lanes: int = 4, lane_width_m: float = 3.5,
@@ -743,9 +761,11 @@ def run_bench(args) -> dict:
                        [[f"street from {name}", f"{gt['first_step_s'][name]:.2f}", f"{gt['step_ms'][name]:.2f}",
                          f"{gt['returns'][name]:,}", f"{gt['step_ms'][name] / gt['step_ms']['meshes']:.2f}×"]
                         for name in gt["step_ms"]])
-        print(f"\nfirst step of a {gt['road_km']:g} km road from ground truth alone (road, terrain, trees built): "
-              f"{gt['road_first_step_s']:.2f} s, {gt['road_triangles']:,} triangles placed, "
-              f"{gt['road_returns']:,} returns")
+        print_markdown([f"a {gt['road_km']:g} km road from ground truth, {label}", "first step s (all built)",
+                        f"later step ms (median of {ROAD_STEPS})", "triangles placed", "returns", "× bare road"],
+                       [[f"environment: {name}", f"{r['first_step_s']:.2f}", f"{r['step_ms']:.2f}",
+                         f"{r['triangles']:,}", f"{r['returns']:,}",
+                         f"{r['step_ms'] / gt['road']['auto']['step_ms']:.2f}×"] for name, r in gt["road"].items()])
     if "stationary" in sections:
         still = results["stationary"] = bench_stationary()
         print(f"\na later step with {still['objects']:,} unchanged stationary objects ({still['view_mb']:.1f} MB "

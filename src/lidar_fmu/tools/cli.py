@@ -16,7 +16,7 @@ from ..raycast.factory import BACKEND_NAMES
 from .calibrate_command import add_calibrate
 from .convert_command import add_convert
 from .options import OSI_ID_MAX, whole_number
-from .paths import check_fmu_path, check_output_folder, check_preview_path
+from .paths import check_environment, check_fmu_path, check_output_folder, check_preview_path
 from .ssp_command import add_ssp_options
 from .validate_command import add_validate
 
@@ -150,10 +150,8 @@ def _print_summary(summary: dict, out_dir: str) -> None:
 
 
 def cmd_replay(args) -> None:
-    import difflib
     import os
 
-    from ..world.scene_update import ENVIRONMENT_WORDS
     from .replay import DamagedTraceError, replay
 
     if args.fmu:
@@ -166,16 +164,7 @@ def cmd_replay(args) -> None:
             raise UserError(f"--assets {args.assets!r}: folder not found")
         overrides["assets"] = os.path.abspath(args.assets)
     if args.environment:
-        mode = args.environment.strip().lower()
-        if mode in ENVIRONMENT_WORDS:
-            overrides["environment"] = mode
-        elif not os.path.isfile(args.environment):
-            close = difflib.get_close_matches(mode, ENVIRONMENT_WORDS, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise UserError(f"--environment {args.environment!r}: no such mesh file ({hint}or say "
-                            f"{', '.join(ENVIRONMENT_WORDS)})")
-        else:
-            overrides["environment"] = os.path.abspath(args.environment)
+        overrides["environment"] = check_environment(args.environment)
     if args.objects:
         overrides["objects"] = args.objects
     if args.host is not None:

@@ -1,4 +1,4 @@
-"""The command line's paths checked before any work: an output's folder, a preview's format, an FMU."""
+"""The command line's paths checked before any work: an output's folder, a preview's format, an FMU, an environment."""
 from __future__ import annotations
 
 import os
@@ -37,3 +37,20 @@ def check_output_folder(path: str, what: str) -> None:
         raise UserError(f"{what} {path!r}: folder {folder} is not writable")
     if os.path.isdir(path):
         raise UserError(f"{what} {path!r} is a folder; give a file name")
+
+
+def check_environment(value: str) -> str:
+    """``--environment``: a street style's word (auto, none, urban…), lower-cased, or a mesh file, made absolute
+    (a path relative to here, not to the scenario's folder)."""
+    import difflib
+
+    from ..world.scene_update import ENVIRONMENT_WORDS
+
+    mode = value.strip().lower()
+    if mode in ENVIRONMENT_WORDS:
+        return mode
+    if not os.path.isfile(value):
+        close = difflib.get_close_matches(mode, ENVIRONMENT_WORDS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"--environment {value!r}: no such mesh file ({hint}or say {', '.join(ENVIRONMENT_WORDS)})")
+    return os.path.abspath(value)

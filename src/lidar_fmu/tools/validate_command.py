@@ -11,6 +11,7 @@ import numpy as np
 
 from ..raycast.factory import BACKEND_NAMES
 from .options import whole_number
+from .paths import check_environment
 
 
 def _jump(text: str) -> float:
@@ -50,8 +51,12 @@ def cmd_validate(args) -> None:
     from ..recordings.validate import validate
 
     if is_drive_log(args.recording):
-        validate_drive(args.recording, args.output, sensor=args.sensor, backend=args.backend, frames=args.frames)
+        validate_drive(args.recording, args.output, sensor=args.sensor, backend=args.backend, frames=args.frames,
+                       environment=check_environment(args.environment) if args.environment else None)
         return
+    if args.environment:
+        raise UserError(f"validate {args.recording}: --environment is for an Argoverse 2 log (a unit's recording "
+                        "rebuilds its scene from its own pixels)")
     if args.metadata is None:
         raise UserError(f"validate {args.recording}: --metadata is needed for a unit's recording (it is no Argoverse 2 "
                         "log folder: no city_SE3_egovehicle.feather and sensors/lidar/)")
@@ -87,6 +92,9 @@ def add_validate(sub) -> None:
                    help="compare only the first N frames (an Argoverse 2 log: its first N sweeps)")
     p.add_argument("--backend", default="auto", choices=BACKEND_NAMES,
                    help="ray caster: auto picks cuda on an NVIDIA GPU, else embree")
+    p.add_argument("--environment", default=None, metavar="auto|none|urban|suburban|rural|highway|MESH",
+                   help="an Argoverse 2 log: the street built around its map's road (as replay's --environment; "
+                        "default: auto, the road, its terrain and the annotated road users)")
     p.set_defaults(func=cmd_validate)
 
 
@@ -161,10 +169,11 @@ def _unit(member):
 
 
 def validate_drive(log_folder, output: str | None, sensor: str | None = None, backend: str = "auto",
-                   frames: int | None = None, echo=print) -> dict:
+                   frames: int | None = None, environment: str | None = None, echo=print) -> dict:
     """An Argoverse 2 log's real sweeps against the FMU's replay of them: convert the log into ``output/scenario``,
-    replay its sweeps' views into ``output/replay``, compare (:func:`~lidar_fmu.recordings.drive_validate.compare_drive`),
-    print the table; ``validation.json`` and ``validation.png`` into ``output``. Returns the figures."""
+    replay its sweeps' views into ``output/replay`` (the street around the road built as ``environment``, a style or
+    a mesh, where given), compare (:func:`~lidar_fmu.recordings.drive_validate.compare_drive`), print the table;
+    ``validation.json`` and ``validation.png`` into ``output``. Returns the figures."""
     import tempfile
 
     from ..recordings import drive_validate as dv
@@ -184,8 +193,11 @@ def validate_drive(log_folder, output: str | None, sensor: str | None = None, ba
         converted = convert(log_folder, os.path.join(work, "scenario"))
         trace = _sweeps_trace(converted, log, sweeps_ns, os.path.join(work, "scenario"))
         replay_dir = os.path.join(work, "replay")
+        overrides = {"trace": trace, "sensor": rig_entries, "backend": backend}
+        if environment:
+            overrides["environment"] = environment
         summary = replay(os.path.join(work, "scenario"), replay_dir, progress=False, write_pcd_every=0,
-                         overrides={"trace": trace, "sensor": rig_entries, "backend": backend})
+                         overrides=overrides)
         simulated = _simulated_sweeps(summary, replay_dir, rig)
     units = [_unit(member) for member in rig]
     pairs = []
@@ -196,7 +208,8 @@ def validate_drive(log_folder, output: str | None, sensor: str | None = None, ba
         city_from_ego = log.city_from_ego[int(np.searchsorted(log.timestamps_ns, timestamp))]
         pairs.append(dv.SweepPair(int(timestamp), real, sim, city_from_ego, *dv.annotated_boxes(log, int(timestamp))))
     result = {"log": os.path.basename(os.path.normpath(log_folder)), "sweeps": [int(t) for t in sweeps_ns],
-              "sensor": sensor or "the log's rig (velodyne_vlp32c ×2)", "compared": dv.COMPARED,
+              "sensor": sensor or "the log's rig (velodyne_vlp32c ×2)", "environment": environment or "auto",
+              "compared": dv.COMPARED,
               **dv.compare_drive(pairs, [u for u, _ in units], drive_map),
               "replay_step_ms": summary.get("step_ms"), "run_s": time.perf_counter() - t0}
     for line in dv.table_lines(result):

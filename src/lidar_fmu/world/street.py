@@ -15,12 +15,12 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..geometry.scene import Mesh
 from ..geometry.semantic import SEMANTIC_CLASSES
 from .lines import arc_length
-from .nearest import PointIndex
-from .road import Road, ir
+from .road import Road, RoadEdge, ir
 from .shapes import MeshBuilder, box, cylinder_between, leaf_cloud, quads
 
 #: the styles ``environment`` may name
@@ -48,11 +48,20 @@ FOUNDATION_M = 0.5
 CLEARANCE_HEIGHT_M = 4.5
 #: a footprint keeps this far (m) off the road's surface and every ground-truth object's box (assumed)
 SURFACE_MARGIN_M = 0.2
-#: the road's surface is sampled at most SURFACE_SAMPLE_M apart (a point on it is within SURFACE_SAMPLE_M·√½ of a
-#: sample) and footprints at FOOTPRINT_STEP_M, narrower than any lane or sidewalk, so none slips between (assumed)
-SURFACE_SAMPLE_M, FOOTPRINT_STEP_M = 0.3, 0.5
-#: the cell of the surface samples' spatial hash (m; assumed: a few samples across, so a query reads few)
-SURFACE_CELL_M = 1.0
+#: the cells of the hash that finds the boxes and footprints near a new one (m; assumed: about a building's width,
+#: so a footprint touches a few cells and a cell holds a few shapes)
+SHAPE_CELL_M = 16.0
+#: parts placed may touch: a footprint overlapping one by less than this (m) is still free (float rounding of
+#: two buildings side by side)
+TOUCH_M = 0.05
+#: the road's surface is kept as the square cells of this side (m) that its triangles touch, a footprint as the
+#: cells of a lattice this far apart over it: a part keeps SURFACE_MARGIN_M off the road to within a cell, and
+#: nothing slips between (assumed: far narrower than any lane or sidewalk)
+SURFACE_CELL_M = 0.25
+#: outer edges whose ends lie this close (m) and face the same way are one edge to the street: a map cuts its lanes
+#: at every crossing and junction (an Argoverse 2 lane segment is 5–30 m), a frontage runs on past the cuts
+#: (assumed: within a kerb's width; a map's consecutive segments share their end points)
+CHAIN_GAP_M = 0.5
 
 #: street lights: poles of 8 m (urban, suburban) and 12 m (highway) at a spacing of 3.5–4 times their height,
 #: EN 13201-2's lighting classes M and P met with single-sided layouts (CEN/TR 13201-1; 30 m and 45 m taken);
@@ -82,6 +91,13 @@ FENCE_M, FENCE_POST_SPACING_M, FENCE_RAILS = 1.2, 2.5, 3
 NOISE_BARRIER_M, NOISE_PANEL_M, NOISE_POST_SPACING_M = 4.0, 0.15, 4.0
 
 
+#: a building that does not fit is tried again (width share, set back farther by m): behind what stands on the
+#: sidewalk in front of it, then half as wide (the rest of its width left to the next), then both (assumed)
+FRONTAGE_RETRIES = ((1.0, 0.0), (1.0, 1.5), (0.5, 0.0), (0.5, 1.5))
+#: no building narrower than this (m; assumed: a narrow row house's plot, 5 m)
+MIN_BUILDING_M = 5.0
+
+
 @dataclass(frozen=True)
 class Frontage:
     """How a style's buildings stand: front setback range from the edge (m), width, depth and gap ranges (m),
@@ -96,9 +112,11 @@ class Frontage:
     materials: tuple[str, ...]
 
 
-#: urban: continuous frontages of 3–6 storeys near the edge, a 4 m alley or driveway behind one building in five;
-#: 4.5–6 m setback from the edge (assumed: a 3–4 m sidewalk the map may not carry, street trees' crowns clear)
-URBAN = Frontage((4.5, 6.0), (10.0, 25.0), (12.0, 18.0), (3, 6), (3.5, 5.0), 0.2, ("plaster", "brick", "concrete"))
+#: urban: continuous frontages of 3–6 storeys on the back of the sidewalk, a 4 m alley or driveway behind one
+#: building in five; 3.0–5.0 m from the kerb: NACTO's Urban Street Design Guide sidewalk zones, a 4–6 ft furniture
+#: and planting zone, a 5–7 ft (residential) to 8–12 ft (downtown) pedestrian through zone and a 0–2 ft frontage
+#: zone, taken from the residential to the middle of the downtown range (the map may not carry the sidewalk)
+URBAN = Frontage((3.0, 5.0), (10.0, 25.0), (12.0, 18.0), (3, 6), (3.5, 5.0), 0.2, ("plaster", "brick", "concrete"))
 #: suburban: detached houses of 2 storeys, 10–14 m wide, set back 6–10 m (front yards; assumed, US zoning's
 #: 20–30 ft), 5–12 m between them (side yards and driveways)
 SUBURBAN = Frontage((6.0, 10.0), (9.0, 14.0), (9.0, 12.0), (2, 2), (5.0, 12.0), 1.0, ("plaster", "brick", "wood"))
@@ -131,66 +149,119 @@ def check_street_style(style: str) -> str:
 
 
 class Ground:
-    """Where a part may stand: off the road's surface (its triangles sampled), off every object's box and off
-    the parts already placed (each kept as a footprint of samples)."""
+    """Where a part may stand: off the road's surface (its triangles sampled), off every object's box (by
+    SURFACE_MARGIN_M) and off the parts already placed (each kept as its footprint; touching one is allowed, so
+    a frontage may run on without gaps). Boxes and footprints are found through a hash of SHAPE_CELL_M cells."""
 
     def __init__(self, surface: Mesh | None, avoid_boxes: np.ndarray):
-        # cells of a few samples' spacing: a query looks at tens of samples, not the thousands of a 5 m cell
-        self.surface = PointIndex(_surface_samples(surface) if surface is not None else np.zeros((0, 3)),
-                                  SURFACE_CELL_M)
-        #: (K, 4, 2) corners of the boxes to keep out of, grown by the margin
-        self.shapes: list[np.ndarray] = list(np.asarray(avoid_boxes, float).reshape(-1, 4, 2))
-        # each shape's centre and radius, to test only the shapes near a footprint
-        self.centres = [shape.mean(axis=0) for shape in self.shapes]
-        self.radii = [float(np.linalg.norm(shape - shape.mean(axis=0), axis=1).max()) for shape in self.shapes]
+        self.surface = _surface_cells(surface) if surface is not None else np.zeros(0, np.int64)
+        #: (4, 2) corners of the boxes to keep out of (the first ``boxes``), then of the parts placed
+        self.shapes: list[np.ndarray] = []
+        self.cells: dict[tuple[int, int], list[int]] = {}
+        for shape in np.asarray(avoid_boxes, float).reshape(-1, 4, 2):
+            self.take(shape)
+        self.boxes = len(self.shapes)
 
     def free(self, corners: np.ndarray) -> bool:
         """Whether the rectangle ``corners`` (4, 2) stays off the road, the boxes and the parts placed."""
-        samples = _rectangle_samples(corners)
-        limit = SURFACE_MARGIN_M + SURFACE_SAMPLE_M * 0.5**0.5
-        if len(self.surface) and np.isfinite(self.surface.nearest(samples, limit)[0]).any():
-            return False
-        if not self.shapes:
-            return True
-        grown = _grown(corners, SURFACE_MARGIN_M)
-        centre = grown.mean(axis=0)
-        reach = float(np.linalg.norm(grown - centre, axis=1).max())
-        near = np.flatnonzero(np.linalg.norm(np.asarray(self.centres) - centre, axis=1) < np.asarray(self.radii) + reach)
-        return not any(_overlap(grown, self.shapes[i]) for i in near)
+        grown, shrunk = _grown(corners, SURFACE_MARGIN_M), _grown(corners, -TOUCH_M)
+        if len(self.surface):
+            keys = _cell_keys(_rectangle_samples(grown, SURFACE_CELL_M))
+            at = np.minimum(np.searchsorted(self.surface, keys), len(self.surface) - 1)
+            if (self.surface[at] == keys).any():
+                return False
+        near = {i for cell in _cells_of(grown) for i in self.cells.get(cell, ())}
+        return not any(_overlap(grown if i < self.boxes else shrunk, self.shapes[i]) for i in near)
 
     def take(self, corners: np.ndarray) -> None:
         """Claim the rectangle ``corners`` (4, 2): later parts keep off it."""
         shape = np.asarray(corners, float)
+        for cell in _cells_of(shape):
+            self.cells.setdefault(cell, []).append(len(self.shapes))
         self.shapes.append(shape)
-        self.centres.append(shape.mean(axis=0))
-        self.radii.append(float(np.linalg.norm(shape - shape.mean(axis=0), axis=1).max()))
 
 
-def _surface_samples(mesh: Mesh) -> np.ndarray:
-    """Points over every triangle of ``mesh`` at most SURFACE_SAMPLE_M apart (barycentric lattices)."""
-    v = np.asarray(mesh.vertices, float)[np.asarray(mesh.faces)]  # (F, 3, 3)
-    longest = np.max(np.linalg.norm(v - np.roll(v, 1, axis=1), axis=2), axis=1)
-    steps = np.maximum(1, np.ceil(longest / SURFACE_SAMPLE_M)).astype(int)
-    out = [v.reshape(-1, 3)]
-    for n in np.unique(steps):
-        i, j = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-        keep = i + j <= n
-        a, b = i[keep] / n, j[keep] / n
-        tri = v[steps == n]
-        out.append((tri[:, None, 0] + a[None, :, None] * (tri[:, None, 1] - tri[:, None, 0])
-                    + b[None, :, None] * (tri[:, None, 2] - tri[:, None, 0])).reshape(-1, 3))
-    return np.concatenate(out)
+def _cells_of(corners: np.ndarray) -> list[tuple[int, int]]:
+    """The SHAPE_CELL_M cells the bounding rectangle of ``corners`` (4, 2) touches."""
+    low = np.floor(corners.min(axis=0) / SHAPE_CELL_M).astype(int)
+    high = np.floor(corners.max(axis=0) / SHAPE_CELL_M).astype(int)
+    return [(i, j) for i in range(low[0], high[0] + 1) for j in range(low[1], high[1] + 1)]
 
 
-def _rectangle_samples(corners: np.ndarray) -> np.ndarray:
-    """A lattice over the rectangle ``corners`` (4, 2), at most FOOTPRINT_STEP_M apart, its rim included."""
+def _surface_cells(mesh: Mesh) -> np.ndarray:
+    """The sorted keys (:func:`_cell_keys`) of the SURFACE_CELL_M cells that ``mesh``'s triangles touch (seen from
+    above)."""
+    triangles = np.ascontiguousarray(np.asarray(mesh.vertices, np.float64)[np.asarray(mesh.faces)][:, :, :2])
+    counts = np.zeros(len(triangles), np.int64)
+    _touched_cells(triangles, SURFACE_CELL_M, counts, np.zeros(0, np.int64))  # first how many, then which
+    keys = np.empty(int(counts.sum()), np.int64)
+    _touched_cells(triangles, SURFACE_CELL_M, counts, keys)
+    keys.sort()  # (np.unique hashes first: slower on millions)
+    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
+
+
+#: a cell key packs the column into the high 32 bits and the row into the low ones, both offset to stay positive
+KEY_OFFSET = 1 << 31
+
+
+def _cell_keys(xy: np.ndarray) -> np.ndarray:
+    cells = np.floor(np.asarray(xy, np.float64) / SURFACE_CELL_M).astype(np.int64) + KEY_OFFSET
+    return (cells[:, 0] << 32) | cells[:, 1]
+
+
+@njit(cache=True, nogil=True)
+def _touched_cells(triangles, cell, counts, keys):
+    """For each triangle (T, 3, 2) the cells whose centre lies within half a cell's diagonal of it: their number
+    into ``counts`` where ``keys`` is empty, else their keys into ``keys`` (in the order of ``counts``)."""
+    reach = 0.5 * np.sqrt(2.0) * cell
+    at = 0
+    for t in range(triangles.shape[0]):
+        a, b, c = triangles[t, 0], triangles[t, 1], triangles[t, 2]
+        x0 = int(np.floor((min(a[0], b[0], c[0]) - reach) / cell))
+        x1 = int(np.floor((max(a[0], b[0], c[0]) + reach) / cell))
+        y0 = int(np.floor((min(a[1], b[1], c[1]) - reach) / cell))
+        y1 = int(np.floor((max(a[1], b[1], c[1]) + reach) / cell))
+        n = 0
+        for i in range(x0, x1 + 1):
+            for j in range(y0, y1 + 1):
+                px, py = (i + 0.5) * cell, (j + 0.5) * cell
+                if _distance_to_triangle(px, py, a, b, c) <= reach:
+                    if keys.shape[0]:
+                        keys[at] = ((i + KEY_OFFSET) << 32) | (j + KEY_OFFSET)
+                        at += 1
+                    n += 1
+        counts[t] = n
+
+
+@njit(cache=True, nogil=True)
+def _distance_to_triangle(px, py, a, b, c):
+    """Horizontal distance (m) from (px, py) to the triangle a, b, c (0 inside)."""
+    d1 = (px - b[0]) * (a[1] - b[1]) - (a[0] - b[0]) * (py - b[1])
+    d2 = (px - c[0]) * (b[1] - c[1]) - (b[0] - c[0]) * (py - c[1])
+    d3 = (px - a[0]) * (c[1] - a[1]) - (c[0] - a[0]) * (py - a[1])
+    if not ((d1 < 0 or d2 < 0 or d3 < 0) and (d1 > 0 or d2 > 0 or d3 > 0)):
+        return 0.0
+    return min(_distance_to_segment(px, py, a, b), _distance_to_segment(px, py, b, c),
+               _distance_to_segment(px, py, c, a))
+
+
+@njit(cache=True, nogil=True)
+def _distance_to_segment(px, py, a, b):
+    ux, uy = b[0] - a[0], b[1] - a[1]
+    length2 = ux * ux + uy * uy
+    t = 0.0 if length2 <= 0 else min(1.0, max(0.0, ((px - a[0]) * ux + (py - a[1]) * uy) / length2))
+    dx, dy = px - a[0] - t * ux, py - a[1] - t * uy
+    return np.sqrt(dx * dx + dy * dy)
+
+
+def _rectangle_samples(corners: np.ndarray, step_m: float) -> np.ndarray:
+    """(N, 2) a lattice over the rectangle ``corners`` (4, 2), less than ``step_m`` apart, its rim included."""
     c = np.asarray(corners, float)
     u, v = c[1] - c[0], c[3] - c[0]
-    nu = max(1, int(np.ceil(np.linalg.norm(u) / FOOTPRINT_STEP_M)))
-    nv = max(1, int(np.ceil(np.linalg.norm(v) / FOOTPRINT_STEP_M)))
+    nu = int(np.floor(np.linalg.norm(u) / step_m)) + 1
+    nv = int(np.floor(np.linalg.norm(v) / step_m)) + 1
     a, b = np.meshgrid(np.linspace(0, 1, nu + 1), np.linspace(0, 1, nv + 1), indexing="ij")
-    xy = c[0] + a.reshape(-1, 1) * u + b.reshape(-1, 1) * v
-    return np.column_stack([xy, np.zeros(len(xy))])
+    return c[0] + a.reshape(-1, 1) * u + b.reshape(-1, 1) * v
 
 
 def _grown(corners: np.ndarray, margin_m: float) -> np.ndarray:
@@ -243,10 +314,53 @@ class Station:
                                                           (along_m[1], out_m[1]), (along_m[0], out_m[1]))])
 
 
+def chained_edges(edges: list[RoadEdge]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The side edges of a road (not the ends of lanes) joined end to end where one ends within CHAIN_GAP_M of
+    where the next starts and both face the same way: (points (N, 3) m with each edge's kerb lift added, outward
+    (N, 3)) per chain. Each end joins at most one other, its nearest."""
+    sides = [(np.asarray(e.points, float) + [0.0, 0.0, e.lift_m], np.asarray(e.outward, float))
+             for e in edges if not e.cap and len(e.points) >= 2]
+    if not sides:
+        return []
+    # ends[2k] the start of side k, ends[2k + 1] its end, with the outward direction there
+    ends = np.array([p[i, :2] for p, _ in sides for i in (0, -1)])
+    facing = np.array([o[i, :2] for _, o in sides for i in (0, -1)])
+    gap = np.linalg.norm(ends[:, None] - ends[None], axis=2)
+    gap[np.arange(len(ends)) // 2 == np.arange(len(ends))[:, None] // 2] = np.inf  # not to its own other end
+    gap[np.einsum("ik,jk->ij", facing, facing) <= 0.0] = np.inf
+    partner = np.full(len(ends), -1)
+    for i, j in zip(*np.unravel_index(np.argsort(gap, axis=None), gap.shape)):
+        if gap[i, j] > CHAIN_GAP_M:
+            break
+        if partner[i] < 0 and partner[j] < 0:
+            partner[i], partner[j] = j, i
+    chains, used = [], np.zeros(len(sides), bool)
+    starts = [k for k in range(len(sides)) if partner[2 * k] < 0 or partner[2 * k + 1] < 0] + list(range(len(sides)))
+    for first in starts:
+        if used[first]:
+            continue
+        # walk away from a free end (a closed loop starts anywhere)
+        k, enter = first, (2 * first if partner[2 * first] < 0 or partner[2 * first + 1] >= 0 else 2 * first + 1)
+        points: list[np.ndarray] = []
+        outward: list[np.ndarray] = []
+        while k >= 0 and not used[k]:
+            used[k] = True
+            p, o = sides[k]
+            if enter % 2:
+                p, o = p[::-1], o[::-1]
+            points.append(p if not points else p[1:])
+            outward.append(o if not outward else o[1:])
+            leave = enter ^ 1
+            nxt = partner[leave]
+            k, enter = (int(nxt) // 2, int(nxt)) if nxt >= 0 else (-1, -1)
+        chains.append((np.concatenate(points), np.concatenate(outward)))
+    return chains
+
+
 class EdgeWalk:
     """An outer edge as arc length: its stations at any distance along."""
 
-    def __init__(self, points: np.ndarray, outward: np.ndarray, lift_m: float):
+    def __init__(self, points: np.ndarray, outward: np.ndarray, lift_m: float = 0.0):
         self.points = np.asarray(points, float) + np.array([0.0, 0.0, lift_m])
         self.outward = np.asarray(outward, float)
         self.s = arc_length(self.points)
@@ -369,7 +483,9 @@ def _run(parts: list, st: Station, length_m: float, out_m: float, kind: str, rng
 
 def _frontage(parts: list, walk: EdgeWalk, ground: Ground, rng: np.random.Generator, style: Frontage,
               reach_m: float, shop_fronts: bool) -> None:
-    """Buildings along ``walk``: one after another with the style's gaps; one that does not fit is left out."""
+    """Buildings along ``walk``, one after another with the style's gaps. One that does not fit (a junction, a
+    pole or a person on the sidewalk in front, the next street behind) is tried set back farther, then narrower
+    (FRONTAGE_RETRIES), and left out only if none fits."""
     s = float(rng.uniform(0.0, style.gap_m[1]))
     while s < walk.length_m:
         width = float(rng.uniform(*style.width_m))
@@ -377,12 +493,20 @@ def _frontage(parts: list, walk: EdgeWalk, ground: Ground, rng: np.random.Genera
         setback = float(rng.uniform(*style.setback_m))
         storeys = int(rng.integers(style.storeys[0], style.storeys[1] + 1))
         material = str(rng.choice(style.materials))
-        st = walk.station(s + 0.5 * width)
-        start = Station(st.at(-0.5 * width, setback), st.along, st.out)
-        corners = start.rectangle((0.0, width), (0.0, depth))
-        if setback + depth <= reach_m and s + width <= walk.length_m + 1.0 and ground.free(corners):
-            ground.take(corners)
-            _building(parts, start, width, depth, storeys, material, GROUND_STOREY_M if shop_fronts else STOREY_M)
+        for width_share, back_m in FRONTAGE_RETRIES:
+            # the last building of a frontage ends where the edge does (a junction's corner), if it is not too narrow
+            wide = min(width * width_share, walk.length_m - s)
+            if wide < MIN_BUILDING_M:
+                break
+            st = walk.station(s + 0.5 * wide)
+            start = Station(st.at(-0.5 * wide, setback + back_m), st.along, st.out)
+            corners = start.rectangle((0.0, wide), (0.0, depth))
+            if setback + back_m + depth <= reach_m and ground.free(corners):
+                ground.take(corners)
+                _building(parts, start, wide, depth, storeys, material,
+                          GROUND_STOREY_M if shop_fronts else STOREY_M)
+                width = wide
+                break
         gap = float(rng.uniform(*style.gap_m)) if rng.random() < style.gap_share else 0.0
         s += width + gap
 
@@ -469,10 +593,8 @@ def build_street(road: Road, style: str, reach_m: float, avoid_boxes: np.ndarray
     ground = Ground(road.builder.mesh("road surface"), np.zeros((0, 4, 2)) if avoid_boxes is None else avoid_boxes)
     rng = np.random.default_rng(seed)
     parts: list[StreetPart] = []
-    for edge in road.edges:
-        if edge.cap or len(edge.points) < 2:  # a lane's end: the road goes on there (a junction), or stops
-            continue
-        walk = EdgeWalk(edge.points, edge.outward, edge.lift_m)
+    for points, outward in chained_edges(road.edges):  # a lane's end (a cap) gets none: the road goes on there
+        walk = EdgeWalk(points, outward)
         if walk.length_m > 1.0:
             _style_edge(style, parts, walk, ground, rng, float(reach_m))
     return parts
