@@ -87,6 +87,43 @@ def test_moved_instances_equal_a_mesh_placed_at_that_pose(backend):
     assert len(set(hit_cars.tolist())) == 4
 
 
+def test_poses_set_again_unchanged_commit_nothing_and_a_moved_one_only_its_own(monkeypatch):
+    """Embree's top level is built again at every commit: a step whose poses are those already committed (a view of
+    objects that stand still) must not commit, and one that moves an instance rewrites that one alone, casting as
+    a backend built afresh on the same poses."""
+    from lidar_fmu.raycast.embree4 import embree
+
+    car = box_mesh(4.5, 1.8, 1.5, material="paint")
+    scene = Scene()
+    poses = {10 + k: pose_matrix((8 + 3 * k, -6 + 4 * k, 0), (0, 0, 0.3 * k)) for k in range(40)}
+    for instance_id, pose in poses.items():
+        scene.add_instance(instance_id, car, pose)
+    caster = make_backend("embree", scene)
+    directions = load_sensor("ouster_os1_64").pattern.directions
+    origin = np.array([0, 0, 1.0], np.float32)
+    before = caster.cast(origin, directions, 120)
+    lib, calls = embree().lib, {"commits": 0}
+    commit = lib.rtcCommitScene
+
+    def counted_commit(top):
+        calls["commits"] += 1
+        return commit(top)
+
+    monkeypatch.setattr(lib, "rtcCommitScene", counted_commit)
+    scene.set_poses(list(poses), np.array(list(poses.values())))  # the same poses again: a new pose revision
+    again = caster.cast(origin, directions, 120)
+    assert calls["commits"] == 0
+    for name in ("hit", "range_m", "instance_id", "normal"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(before, name))
+    scene.set_pose(12, pose_matrix((9.0, 2.0, 0.0), (0, 0, 1.2)))
+    moved = caster.cast(origin, directions, 120)
+    assert calls["commits"] == 1
+    fresh = make_backend("embree", scene).cast(origin, directions, 120)
+    for name in ("hit", "range_m", "instance_id", "normal"):
+        np.testing.assert_array_equal(getattr(moved, name), getattr(fresh, name))
+    assert not np.array_equal(moved.instance_id == 12, before.instance_id == 12)
+
+
 def test_remove_and_readd_instances(backend):
     car = box_mesh(4.0, 2.0, 1.5)
     scene = Scene()

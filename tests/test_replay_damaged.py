@@ -4,6 +4,7 @@ import lzma
 import pathlib
 import shutil
 import struct
+import tempfile
 
 import pytest
 
@@ -216,3 +217,65 @@ def test_a_sensor_view_trace_followed_by_ground_truth_ends_without_a_traceback(f
     assert "Traceback" not in err and "internal error" not in err, err
     assert "1 of 5 frames run backwards, first at frame 3" in stdout
     assert all(20 <= ms <= 10_000 for ms in _gif_frame_ms(tmp_path / "out" / "preview.gif"))
+
+
+# -- a GroundTruth MCAP cut short -------------------------------------------------------------------------------------
+def _ground_truth_mcap() -> tuple[bytes, list[bytes], list[int]]:
+    """The shared trace's ground truths as an MCAP of small chunks (what esmini's MCAP output holds) → its bytes, the
+    messages, and the byte offset of each message's chunk."""
+    import io
+
+    from mcap.records import Chunk
+    from mcap.stream_reader import StreamReader, breakup_chunk
+    from mcap_protobuf.writer import Writer
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    truths = [SensorView.FromString(view).global_ground_truth for view in read_trace(SHARED_TRACE)]
+    buffer = io.BytesIO()
+    with Writer(buffer, chunk_size=1024) as writer:
+        for k, truth in enumerate(truths):
+            writer.write_message("ground_truth", truth, log_time=k * 100_000_000)
+    raw = buffer.getvalue()
+    stream, chunk_of_message = io.BytesIO(raw), []
+    offset = 0
+    for record in StreamReader(stream, emit_chunks=True).records:
+        if isinstance(record, Chunk):
+            chunk_of_message += [offset] * sum(1 for r in breakup_chunk(record) if type(r).__name__ == "Message")
+        offset = stream.tell()
+    return raw, [truth.SerializeToString() for truth in truths], chunk_of_message
+
+
+def test_a_ground_truth_mcap_cut_short_is_named_and_its_intact_messages_read():
+    from lidar_fmu.osi.trace import check_message_type
+
+    raw, messages, chunks = _ground_truth_mcap()
+    assert len(messages) == FRAMES and len(set(chunks)) > 3, "several chunks, or a cut loses everything"
+    cases = {"summary lost": (len(raw) * 9 // 10, FRAMES, None),
+             "inside the data": (chunks[15] + 20, chunks.index(chunks[15]), chunks[15])}
+    for name, (cut, intact, offset) in cases.items():
+        with tempfile.TemporaryDirectory() as folder:
+            path = pathlib.Path(folder) / "gt.mcap"
+            path.write_bytes(raw[:cut])
+            assert check_message_type(path, ("SensorView", "GroundTruth")) == "GroundTruth", name
+            got = []
+            with pytest.raises(TraceError, match="MCAP file is cut short") as info:
+                got.extend(read_trace(path, "GroundTruth"))
+            assert got == messages[:intact] and info.value.frame == intact, name
+            assert offset is None or info.value.offset == offset, name
+    # the whole file: every message, byte for byte, and no damage
+    with tempfile.TemporaryDirectory() as folder:
+        (pathlib.Path(folder) / "gt.mcap").write_bytes(raw)
+        assert list(read_trace(pathlib.Path(folder) / "gt.mcap", "GroundTruth")) == messages
+
+
+def test_a_ground_truth_mcap_cut_short_replays_its_intact_frames(fmu_path, tmp_path, capsys):
+    raw, _, chunks = _ground_truth_mcap()
+    intact = chunks.index(chunks[15])
+    scenario = _scenario(tmp_path / "scenario", raw[:chunks[15] + 20], "gt.mcap")
+    code, stdout, err = _replay(scenario, tmp_path / "out", fmu_path, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert f"frame {intact} " in lines[0] and "MCAP file is cut short" in lines[0] and "SensorView" not in lines[0]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["frames"] == intact and min(summary["returns_per_frame"]) > 0
+    assert summary["damaged_frame"]["index"] == intact

@@ -191,6 +191,45 @@ def test_lanes_from_centerlines_alone_take_their_width_from_their_neighbours():
         assert area(mesh.vertices.astype(float), faces_of(mesh, lane_id)) == pytest.approx(100 * 3.2, rel=1e-6)
 
 
+def test_a_lane_width_from_neighbours_is_their_gaps_median_on_an_uneven_road():
+    from lidar_fmu.world.road import _lane_width
+
+    rng = np.random.default_rng(7)
+    cases = {"uneven": (line(3.0, n=17) + [0, 1, 0] * rng.uniform(0, 1, (17, 1)),
+                        line(-2.5, n=23) + [1, 0, 0] * rng.uniform(-1, 1, (23, 1))),
+             "one beyond the bounds": (line(3.0, n=17), line(-25.0, n=5)),
+             # two gaps, 0.6 and 19 m: their mean, 9.8 m, is kept though one of them lies past the bound
+             "gaps astride the bound": (line(3.0, n=17), np.array([[-50.0, -0.6, 0.0], [50.0, -19.0, 0.0]]))}
+    for name, sides in cases.items():
+        own = line(0.0, n=2) if name == "gaps astride the bound" else line(0.0, n=41)
+        centerlines = {1: own, 2: sides[0], 3: sides[1]}
+        # every point against every point: the width's definition, on a small lane
+        gaps = [np.median(np.hypot(*(own[:, None, :2] - other[None, :, :2]).transpose(2, 0, 1)).min(axis=1))
+                for other in sides]
+        kept = [gap for gap in gaps if 0.5 <= gap <= 10.0]
+        lane = LaneStrip(1, "DRIVING", "", own, (), (), (2,), (3,))
+        assert _lane_width(lane, centerlines) == np.median(kept), name
+
+
+def test_a_lane_of_20000_centerline_points_takes_its_width_in_bounded_memory():
+    import time
+    import tracemalloc
+
+    lanes = [LaneStrip(k, "DRIVING", "", line(3.5 * k, x0=-1000.0, x1=1000.0, n=20_000), (), (),
+                       (k + 1,) if k < 3 else (), (k - 1,) if k > 1 else ()) for k in (1, 2, 3)]
+    build_road(RoadGroundTruth(tuple(lanes[1:2])))  # compiles what the build needs, outside the measurement
+    tracemalloc.start()
+    start_s = time.perf_counter()
+    try:
+        mesh = build_road(RoadGroundTruth(tuple(lanes))).builder.mesh("r")
+        peak_b = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # every centerline point against every neighbour point would be 20,000² distances: 3.2 GB apiece
+    assert peak_b < 200e6 and time.perf_counter() - start_s < 10.0
+    assert area(mesh.vertices.astype(float), faces_of(mesh, 2)) == pytest.approx(2000 * 3.5, rel=1e-6)
+
+
 def test_a_double_line_between_two_lanes_is_paved_not_ground():
     lines = [boundary(line(-3.5), "SOLID_LINE", line_id=10), boundary(line(-0.15), "SOLID_LINE", line_id=11),
              boundary(line(0.15), "SOLID_LINE", line_id=12), boundary(line(3.5), "SOLID_LINE", line_id=13)]

@@ -154,29 +154,98 @@ def _read_xz(path, parse, message_type):
         raise _damage(path, index, base, why, where)
 
 
-def _read_mcap(path, message_type):
-    from osi3trace.osi_trace import OSITrace
+class _BrokenRecord(Exception):
+    """The MCAP record at byte ``offset`` does not read: ``cause`` is what the mcap reader raised."""
 
+    def __init__(self, offset: int, cause: Exception):
+        super().__init__(f"byte {offset}: {cause}")
+        self.offset, self.cause = offset, cause
+
+
+def _mcap_records(f):
+    """``(offset, record)`` of an open MCAP file in one forward pass from its start, a chunk's records each at the
+    chunk's offset. Needs no summary (lost when a file is cut short); raises :class:`_BrokenRecord` at the first
+    damaged record, after every record before it."""
+    from mcap.records import Chunk
+    from mcap.stream_reader import StreamReader, breakup_chunk
+
+    # no record is longer than the file: a damaged length is refused before anything is allocated for it
+    records = iter(StreamReader(f, emit_chunks=True, record_size_limit=os.fstat(f.fileno()).st_size).records)
+    while True:
+        offset = f.tell()
+        try:
+            record = next(records, None)
+            inner = breakup_chunk(record) if isinstance(record, Chunk) else [record]
+        except Exception as exc:  # the mcap reader's errors on a damaged file (there is no one base class)
+            raise _BrokenRecord(offset, exc) from None
+        if record is None:
+            return
+        for each in inner:
+            yield offset, each
+
+
+class _McapChannels:
+    """The schema name of each channel (``osi3.`` dropped) an MCAP forward pass has met, in the order met."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[int, str] = {}
+        self.types: dict[int, str] = {}
+
+    def note(self, record) -> None:
+        """Take ``record`` in if it is a schema or a channel (a summary repeats them: the first one counts)."""
+        from mcap.records import Channel, Schema
+
+        if isinstance(record, Schema):
+            self._schemas.setdefault(record.id, record.name.removeprefix("osi3."))
+        elif isinstance(record, Channel):
+            self.types.setdefault(record.id, self._schemas.get(record.schema_id, "no schema"))
+
+    def first_of(self, message_type: str) -> int | None:
+        """The id of the first channel of ``message_type`` met so far, as OSI's trace reader picks it."""
+        return next((channel for channel, name in self.types.items() if name == message_type), None)
+
+
+def _mcap_cut_short(path, offset: int) -> bool:
+    """Whether the MCAP record at ``offset`` runs past the end of the file (its opcode and length say how far)."""
+    with open(path, "rb") as f:
+        end = os.fstat(f.fileno()).st_size
+        f.seek(offset)
+        head = f.read(9)
+    return len(head) < 9 or offset + 9 + int.from_bytes(head[1:], "little") > end
+
+
+def _mcap_damage(path, index: int, broken: _BrokenRecord) -> TraceError:
+    cause = broken.cause
+    why = ("the MCAP file is cut short here (this record, its footer and summary are missing or incomplete)"
+           if _mcap_cut_short(path, broken.offset) else
+           f"an MCAP record that does not read ({type(cause).__name__}: {cause})")
+    return _damage(path, index, broken.offset, why)
+
+
+def _read_mcap(path, message_type):
+    """The messages of an MCAP trace's first ``message_type`` channel, in file order, from one forward pass."""
+    from mcap.records import Message
+
+    parse, channels = _parser(message_type), _McapChannels()
+    channel_id: int | None = None
     index = 0
-    try:
-        trace = OSITrace(path, message_type)
-    except Exception as exc:
-        raise TraceError(f"{path}: cannot open as an MCAP trace of {message_type}: {exc}") from None
-    try:
-        iterator = iter(trace)
+    with open(path, "rb") as f:
+        records = _mcap_records(f)
         while True:
             try:
-                message = next(iterator, None)
-            except Exception as exc:  # the mcap reader's errors on a damaged file (there is no one base class)
-                raise TraceError(f"{path}: message {index} is damaged: {type(exc).__name__}: {exc}; "
-                                 f"{'no intact message before it' if index == 0 else f'messages 0–{index - 1} are intact'}",
-                                 index) from None
-            if message is None:
-                return
-            yield message.SerializeToString()
-            index += 1
-    finally:
-        trace.close()
+                offset, record = next(records, (0, None))
+            except _BrokenRecord as broken:
+                raise _mcap_damage(path, index, broken) from None
+            if record is None:
+                break
+            channels.note(record)
+            channel_id = channels.first_of(message_type) if channel_id is None else channel_id
+            if isinstance(record, Message) and record.channel_id == channel_id:
+                yield _checked(path, index, offset, record.data, parse, message_type)
+                index += 1
+    if channel_id is None:
+        held = " and ".join(dict.fromkeys(channels.types.values())) or "no channel"
+        raise TraceError(f"{path}: an MCAP trace of {held}, no channel of {message_type}")
 
 
 def read_trace(path, message_type: str | None = None):
@@ -186,7 +255,8 @@ def read_trace(path, message_type: str | None = None):
     the OSI trace name declares) is what every message of a ``.osi`` /
     ``.osi.xz`` must parse as; with no type known the messages are only split,
     not parsed. ``.mcap`` traces are read as ``message_type`` (default
-    SensorView). Damage raises :class:`TraceError` with ``frame`` and
+    SensorView: the first channel of it), in file order and in one forward pass
+    that needs no summary (a file cut short keeps its intact messages). Damage raises :class:`TraceError` with ``frame`` and
     ``offset`` after every intact message before it has been yielded.
     """
     path = os.fspath(path)
@@ -238,16 +308,27 @@ def identify_message(data: bytes, hint: str | None = None) -> str | None:
 
 
 def _mcap_message_types(path) -> list[str]:
-    """The message types of an MCAP file's channels (schema names, ``osi3.`` dropped), in channel order."""
+    """The message types of an MCAP file's channels (schema names, ``osi3.`` dropped), in channel order: from its
+    summary, else (a file cut short loses its summary) from the channels a forward pass meets before any damage."""
     from mcap.reader import make_reader
 
     with open(path, "rb") as f:
-        summary = make_reader(f).get_summary()
-    if summary is None:
-        return []
-    names = [summary.schemas[channel.schema_id].name if channel.schema_id in summary.schemas else "no schema"
-             for channel in summary.channels.values()]
-    return list(dict.fromkeys(name.removeprefix("osi3.") for name in names))
+        try:
+            summary = make_reader(f).get_summary()
+        except Exception:  # no footer to find the summary by: a file cut short
+            summary = None
+        if summary is not None:
+            names = [summary.schemas[channel.schema_id].name if channel.schema_id in summary.schemas
+                     else "no schema" for channel in summary.channels.values()]
+            return list(dict.fromkeys(name.removeprefix("osi3.") for name in names))
+        f.seek(0)
+        channels = _McapChannels()
+        try:
+            for _, record in _mcap_records(f):
+                channels.note(record)
+        except _BrokenRecord:  # the damage itself is the reader's to name: the channels before it tell the type
+            pass
+    return list(dict.fromkeys(channels.types.values()))
 
 
 def check_message_type(path, expected: str | tuple[str, ...] = "SensorView") -> str:

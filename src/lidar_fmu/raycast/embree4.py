@@ -657,7 +657,8 @@ class EmbreeBackend(Backend):
     are attached to it as triangle meshes, the others as Embree instances of
     their mesh's own scene, whose transforms are rewritten each step. Embree
     keeps an unmodified mesh's BVH across commits, so a step's commit
-    rebuilds only the top level; a packet is one Embree call, and a ray
+    rebuilds only the top level, and a step whose poses are those last
+    committed commits nothing; a packet is one Embree call, and a ray
     meeting the static world crosses no instance transform.
     """
 
@@ -674,6 +675,7 @@ class EmbreeBackend(Backend):
         self._spans: dict[tuple, tuple] = {}  # (id(packet order), start, stop) → (that order, the span's), cast_span
         self._revision = -1
         self._pose_revision = -1
+        self._committed_poses = np.zeros((0, 4, 4))
         self.update()
 
     def _release(self):
@@ -739,23 +741,35 @@ class EmbreeBackend(Backend):
         scene = self.scene
         if scene.revision == self._revision and scene.pose_revision == self._pose_revision:
             return
-        poses = np.asarray(scene.poses, dtype=np.float64)
+        poses = np.array(scene.poses, dtype=np.float64)  # a copy: the poses committed, compared with the next ones
+        same_list = scene.revision == self._revision and self._static_mask is not None
+        if same_list and np.array_equal(poses, self._committed_poses):
+            # the poses set again as they were (a view whose objects did not move): the top level built at the
+            # last commit stands, where committing it again would rebuild it over every instance for nothing
+            self._pose_revision = scene.pose_revision
+            return
         at_identity = np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool)
-        if scene.revision != self._revision or self._static_mask is None:
+        moved = None  # the instances whose pose changed since the last commit; None: all (a new top level)
+        if not same_list:
             self._rebuild(at_identity)
             self._revision = scene.revision
         elif np.any(self._static_mask & ~at_identity):
             self._rebuild(self._static_mask & at_identity)
+        else:
+            moved = np.any(poses != self._committed_poses, axis=(1, 2))
         e = embree()
         transforms = np.ascontiguousarray(poses[:, :3, :4], dtype=np.float32)  # row-major 3×4
         if self._instances:
-            _set_transforms(e.set_transform_address, e.commit_geometry_address, self._instance_handles,
-                            self._instance_index, transforms)
+            handles, index = self._instance_handles, self._instance_index
+            if moved is not None:  # an unchanged instance keeps its transform (and its place in the top level)
+                handles, index = handles[moved[index]], index[moved[index]]
+            _set_transforms(e.set_transform_address, e.commit_geometry_address, handles, index, transforms)
         if self._top:
             e.lib.rtcCommitScene(self._top)
             e.check("committing the scene")
         self._normal_from_local = normal_transforms(np.ascontiguousarray(poses))
         self._instance_ids = np.array(scene.instance_ids, np.int64)
+        self._committed_poses = poses
         self._pose_revision = scene.pose_revision
 
     def __del__(self):

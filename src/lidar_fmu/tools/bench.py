@@ -621,10 +621,12 @@ def stationary_view(count: int = 200_000) -> bytes:
     return view.SerializeToString()
 
 
-def bench_stationary(count: int = 200_000, frames: int = 5) -> dict:
-    """The part of a step the static ground truth costs: the view decoded and the scene brought to it, with
-    ``count`` stationary objects that never change (:func:`stationary_view`; the first step places the first
-    ``MAX_ELEMENTS`` of them), first step and the median of ``frames`` later ones. The cast is the cast table's."""
+def bench_stationary(count: int = 200_000, frames: int = 5, sensor: str = "ouster_os1_128") -> dict:
+    """What the static ground truth costs a later step, with ``count`` stationary objects that never change
+    (:func:`stationary_view`; the first step places the first ``MAX_ELEMENTS`` of them): the view decoded and the
+    scene brought to it alone, then the model's whole step (decode, scene, cast, physics, encode) with ``sensor``;
+    the first step and the median of ``frames`` later ones."""
+    from ..cosim.sensor_model import STAGES, OsiSensorModel
     from ..osi.decode import decode_sensor_view
     from ..world.scene_update import SceneUpdater
 
@@ -639,9 +641,20 @@ def bench_stationary(count: int = 200_000, frames: int = 5) -> dict:
         decode_s.append(t1 - t0)
         scene_s.append(time.perf_counter() - t1)
     decode_ms, scene_ms = (float(np.median(v[1:]) * 1e3) for v in (decode_s, scene_s))
+    model = OsiSensorModel(sensor=sensor)
+    model_s: list[float] = []
+    stages_s: dict[str, list[float]] = {name: [] for name in STAGES}
+    for k in range(frames + 1):
+        t0 = time.perf_counter()
+        result = model.step(view, 0.1 * k)
+        model_s.append(time.perf_counter() - t0)
+        for name in STAGES:
+            stages_s[name].append(result.timings_s[name])
     return {"objects": count, "placed": len(updater.scene), "view_mb": len(view) / 1e6, "frames": frames,
             "first_step_s": decode_s[0] + scene_s[0], "decode_ms": decode_ms, "scene_ms": scene_ms,
-            "step_ms": decode_ms + scene_ms}
+            "step_ms": decode_ms + scene_ms, "sensor": sensor, "returns": int(result.count),
+            "model_first_step_s": model_s[0], "model_step_ms": float(np.median(model_s[1:]) * 1e3),
+            "model_stage_ms": {name: float(np.median(v[1:]) * 1e3) for name, v in stages_s.items()}}
 
 
 #: what ``lidar-fmu bench --sections`` can pick (all by default; ``gpu`` only with the cuda backend)
@@ -772,6 +785,10 @@ def run_bench(args) -> dict:
               f"views, {still['placed']:,} instances placed): decode {still['decode_ms']:.1f} ms + scene update "
               f"{still['scene_ms']:.1f} ms = {still['step_ms']:.1f} ms, median of {still['frames']} (the first step: "
               f"{still['first_step_s']:.1f} s; the cast not included)")
+        stages = " + ".join(f"{name} {ms:.1f}" for name, ms in still["model_stage_ms"].items())
+        print(f"the model's whole later step there with {still['sensor']} ({still['returns']:,} returns): "
+              f"{still['model_step_ms']:.1f} ms, median of {still['frames']} ({stages} ms; the first step: "
+              f"{still['model_first_step_s']:.1f} s)")
     if "outputs" in sections:
         layers = results["outputs"] = bench_outputs(args.work_dir, frames, args.backend, sensor=sensor)
         print_markdown([f"demo doStep (model), {label}", "detections ms", "all four layers ms", "× detections"],

@@ -272,7 +272,10 @@ def _lane_width(lane: LaneStrip, centerlines: dict[int, np.ndarray]) -> float:
         line = centerlines.get(other)
         if line is None or not len(line):
             continue
-        gap = np.linalg.norm(own[:, None, :2] - line[None, :, :2], axis=2).min(axis=1)
+        # each point's nearest neighbour point from a spatial index (memory and time as the points, not their
+        # product), searched only as far as a median still kept can need: a gap past twice the widest width kept
+        # stands above that median (and one of two middle gaps past it puts their mean above the bound too)
+        gap, _ = PointIndex(line).nearest(own, 2 * LANE_WIDTH_BOUNDS_M[1])
         widths.append(float(np.median(gap)))
     good = [w for w in widths if LANE_WIDTH_BOUNDS_M[0] <= w <= LANE_WIDTH_BOUNDS_M[1]]
     return float(np.median(good)) if good else DEFAULT_LANE_WIDTH_M
