@@ -55,6 +55,8 @@ _RTC_GEOMETRY_TYPE_INSTANCE = 121
 _RTC_BUFFER_TYPE_INDEX, _RTC_BUFFER_TYPE_VERTEX = 0, 1
 _RTC_FORMAT_UINT3, _RTC_FORMAT_FLOAT3 = 0x5003, 0x9003
 _RTC_FORMAT_FLOAT3X4_ROW_MAJOR = 0x9134
+#: the static world's instance transform (Embree copies it)
+_IDENTITY_3X4 = np.ascontiguousarray(np.eye(4)[:3], np.float32)
 _RTC_SCENE_FLAG_DYNAMIC = 1
 #: watertight traversal: a closed mesh must not leak rays between its triangles
 _RTC_SCENE_FLAG_ROBUST = 4
@@ -311,13 +313,17 @@ def _coherent_arguments():
 
 @njit(nogil=True, cache=True)
 def _instance_index_of(ilanes, j, index_of_geometry):
-    """The scene instance lane ``j`` hit (−1: a miss): through the top-level scene's geometry id → instance index
-    table, a moving instance's ``instID`` or else a static mesh's ``geomID``."""
+    """The scene instance lane ``j`` hit (−1: a miss): through the geometry id → instance index table, a moving
+    instance's ``instID``, or, inside the static world's instance (whose entry is −2 − where the static world's
+    own entries start in the table, :meth:`EmbreeBackend._rebuild`), that start plus the static mesh's ``geomID``."""
     geom = ilanes[18 * _W + j]
     if geom == _INVALID:
         return -1
     inst = ilanes[19 * _W + j]
-    return index_of_geometry[geom if inst == _INVALID else inst]
+    if inst == _INVALID:
+        return index_of_geometry[geom]
+    k = index_of_geometry[inst]
+    return index_of_geometry[-2 - k + geom] if k < -1 else k
 
 @njit(nogil=True, cache=True)
 def _lane_normal(lanes, j, N):
@@ -671,6 +677,7 @@ class EmbreeBackend(Backend):
         self._meshes: dict[int, _MeshData] = {}  # id(mesh) → its data, for the scene's current meshes only
         self._top = None
         self._static_mask = None
+        self._static_scene, self._static_key, self._static_data = None, (), []  # _static_world
         self._orders: dict[int, tuple] = {}  # id(directions) → (directions, packet order), see _packet_order
         self._spans: dict[tuple, tuple] = {}  # (id(packet order), start, stop) → (that order, the span's), cast_span
         self._revision = -1
@@ -684,7 +691,8 @@ class EmbreeBackend(Backend):
         self._top = None
 
     def _rebuild(self, static_mask) -> None:
-        """A new top-level scene for the current instance list."""
+        """A new top-level scene for the current instance list: the static world (built again only when its
+        meshes change, :meth:`_static_world`) as one instance, and each moving instance."""
         e = embree()
         scene = self.scene
         self._release()
@@ -696,6 +704,9 @@ class EmbreeBackend(Backend):
             kept[id(mesh)] = data if data is not None and data.mesh is mesh else _MeshData(mesh)
         self._meshes = kept
         index_of_geometry, self._instances = [], []
+        static_index = np.flatnonzero(static_mask)
+        world = self._static_world([self._meshes[id(scene.meshes[scene.instance_mesh_index[k]])]
+                                    for k in static_index])
         if len(static_mask):
             moving = bool((~static_mask).any())
             # a scene with moving instances is committed every step: a dynamic one (Embree then refits or
@@ -703,24 +714,58 @@ class EmbreeBackend(Backend):
             self._top = _new_scene((_RTC_SCENE_FLAG_DYNAMIC if moving else 0) | _RTC_SCENE_FLAG_ROBUST)
             if moving:
                 e.lib.rtcSetSceneBuildQuality(self._top, _RTC_BUILD_QUALITY_LOW)
+        static_entry = None
+        if world is not None:
+            geometry = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
+            e.lib.rtcSetGeometryInstancedScene(geometry, world)
+            e.lib.rtcSetGeometryTransform(geometry, 0, _RTC_FORMAT_FLOAT3X4_ROW_MAJOR, _IDENTITY_3X4.ctypes.data)
+            e.lib.rtcCommitGeometry(geometry)
+            static_entry = e.lib.rtcAttachGeometry(self._top, geometry)
+            e.lib.rtcReleaseGeometry(geometry)
         for index, (mesh_index, static) in enumerate(zip(scene.instance_mesh_index, static_mask)):
-            data = self._meshes[id(scene.meshes[mesh_index])]
             if static:
-                geometry = _triangle_geometry(data.buffers)
-            else:
-                geometry = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
-                e.lib.rtcSetGeometryInstancedScene(geometry, data.scene)
+                continue
+            data = self._meshes[id(scene.meshes[mesh_index])]
+            geometry = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
+            e.lib.rtcSetGeometryInstancedScene(geometry, data.scene)
             index_of_geometry.append((e.lib.rtcAttachGeometry(self._top, geometry), index))
             # the scene holds the geometry now: our reference goes, and the handle stays valid while that scene
             # lives (it and the handles are replaced together); kept, every rebuild leaked the instances and,
             # through them, the BVHs of meshes that had left the scene
             e.lib.rtcReleaseGeometry(geometry)
-            if not static:
-                self._instances.append((geometry, index))
+            self._instances.append((geometry, index))
         self._instance_handles = np.array([handle for handle, _ in self._instances], np.intp)
         self._instance_index = np.array([index for _, index in self._instances], np.intp)
-        self._index_of_geometry = self._index_table(index_of_geometry)
+        table = self._index_table(index_of_geometry + ([(static_entry, -1)] if static_entry is not None else []))
+        if static_entry is not None:  # the static world's meshes, by their geometry id in its scene, after the rest
+            table[static_entry] = -2 - len(table)
+            table = np.concatenate([table, static_index.astype(np.int32)])
+        self._index_of_geometry = table
         self._static_mask = static_mask
+
+    def _static_world(self, meshes: list):
+        """The static world's own Embree scene, ``meshes`` (at identity) each one geometry with its position in
+        the list as its id: built again only when the list changes, so a step whose road users come and go
+        rebuilds the top level over its instances, not over every triangle of the road and the street."""
+        e = embree()
+        key = tuple(id(data) for data in meshes)
+        if key == self._static_key:
+            return self._static_scene
+        if self._static_scene:
+            e.lib.rtcReleaseScene(self._static_scene)
+        self._static_scene, self._static_key = None, key
+        if not meshes:
+            return None
+        self._static_scene = _new_scene(_RTC_SCENE_FLAG_ROBUST)
+        for k, data in enumerate(meshes):
+            geometry = _triangle_geometry(data.buffers)
+            attached = e.lib.rtcAttachGeometry(self._static_scene, geometry)  # a new scene numbers them 0, 1, …
+            e.lib.rtcReleaseGeometry(geometry)
+            assert attached == k, "Embree numbered a new scene's geometries out of order"
+        e.lib.rtcCommitScene(self._static_scene)
+        e.check("building the static world")
+        self._static_data = meshes  # their buffers stay alive while the scene reads them
+        return self._static_scene
 
     @staticmethod
     def _index_table(pairs):
@@ -775,6 +820,9 @@ class EmbreeBackend(Backend):
     def __del__(self):
         if _EMBREE is not None:
             self._release()
+            if getattr(self, "_static_scene", None):
+                embree().lib.rtcReleaseScene(self._static_scene)
+                self._static_scene = None
 
     def _packet_order(self, directions) -> np.ndarray:
         """Ray order that puts angular neighbours into the same packet (:func:`packet_tiles`).
