@@ -677,7 +677,10 @@ class EmbreeBackend(Backend):
         self._meshes: dict[int, _MeshData] = {}  # id(mesh) → its data, for the scene's current meshes only
         self._top = None
         self._static_mask = None
-        self._static_scene, self._static_key, self._static_data = None, (), []  # _static_world
+        # the static world's scene, the meshes it was built of (their ids, and kept alive): _static_world
+        self._static_scene = None
+        self._static_key: tuple[int, ...] = ()
+        self._static_data: list[_MeshData] = []
         self._orders: dict[int, tuple] = {}  # id(directions) → (directions, packet order), see _packet_order
         self._spans: dict[tuple, tuple] = {}  # (id(packet order), start, stop) → (that order, the span's), cast_span
         self._revision = -1
