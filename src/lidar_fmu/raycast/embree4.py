@@ -3,8 +3,9 @@
 embreex's Python API has no instancing and no ray packets; its wheel carries the whole Embree 4 library, which
 this backend calls directly (docs/backends.md):
 
-* one top-level scene: the static world as triangle geometry, one Embree *instance* per moving scene instance
-  (its mesh's own scene, built once), whose transform is rewritten when poses change;
+* one top-level scene: the static world one instance of its own scene (built once per content), one Embree
+  *instance* per moving scene instance (its mesh's own scene, built once), whose transform is rewritten when
+  poses change;
 * rays cast in coherent packets of :data:`PACKET` angular neighbours, tiles of
   the scan (:func:`packet_tiles`, ``rtcIntersect8``), from a Numba ``prange``
   over the cores (packets dealt out interleaved, so every thread gets a fair
@@ -660,12 +661,11 @@ class EmbreeBackend(Backend):
     """Embree 4 with native instancing and 8-ray packets over a :class:`~lidar_fmu.geometry.scene.Scene`.
 
     One top-level Embree scene: the instances at identity (the static world)
-    are attached to it as triangle meshes, the others as Embree instances of
-    their mesh's own scene, whose transforms are rewritten each step. Embree
-    keeps an unmodified mesh's BVH across commits, so a step's commit
-    rebuilds only the top level, and a step whose poses are those last
-    committed commits nothing; a packet is one Embree call, and a ray
-    meeting the static world crosses no instance transform.
+    as one instance of a scene of their own, built again only when those
+    meshes change, the others as Embree instances of their mesh's own scene,
+    whose transforms are rewritten when they move. A step's commit rebuilds
+    only the top level over its instances, and a step whose poses are those
+    last committed commits nothing; a packet is one Embree call.
     """
 
     name = "embree"
