@@ -93,6 +93,9 @@ def test_one_reflection_per_ray_whose_time_of_flight_is_each_detections_range():
     model = OsiSensorModel(SWEEP, environment="none", backend="embree", outputs=ALL)
     data, raw = _step(model, [sensor_view([_wall(30.0, width_m=20.0)], 0.1, mounting=ROOF)])
     view, directions = _reflections(data)
+    # OSI's rules ask every SensorView for its host, an id that resolves to a moving object of its ground truth
+    assert data.sensor_view[0].host_vehicle_id.value == HOST_ID
+    assert [o.id.value for o in data.sensor_view[0].global_ground_truth.moving_object] == [HOST_ID]
     pattern = model.sensor.pattern
     assert len(view.reflection) == len(directions) == len(view.view_configuration.timings) == len(pattern)
     np.testing.assert_allclose(directions, pattern.directions, atol=1e-7)

@@ -184,14 +184,36 @@ def _length_prefix(field_number: int, nbytes: int) -> bytes:
     return varint(wire_tag(field_number, _WIRE_LEN)) + varint(nbytes)
 
 
-def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_s: float) -> list:
+def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_s: float, host=None) -> list:
     """One ``sensor_view`` (SensorData field 8, tag and length included) holding ``lidar``'s reflections, as pieces
-    (bytes and uint8 arrays) that follow one another."""
+    (bytes and uint8 arrays) that follow one another; ``host``: the input view's host vehicle
+    (:class:`~lidar_fmu.osi.decode.ObjectState`), named by ``host_vehicle_id`` and carried as the one moving object
+    of ``global_ground_truth`` (OSI's rules ask a SensorView for its host, and the id must resolve), where it has
+    one."""
     cloud, sensor = lidar.cloud, lidar.sensor
     view = SensorView()
     view.version.CopyFrom(default_interface_version())
     set_timestamp(view.timestamp, timestamp_s)
     view.sensor_id.value = int(lidar.sensor_id)
+    if host is not None:
+        view.host_vehicle_id.value = int(host.id)
+        truth = view.global_ground_truth
+        truth.version.CopyFrom(default_interface_version())
+        set_timestamp(truth.timestamp, timestamp_s)
+        truth.host_vehicle_id.value = int(host.id)
+        moving = truth.moving_object.add()
+        moving.id.value = int(host.id)
+        moving.type = moving.TYPE_VEHICLE
+        base = moving.base
+        base.position.x, base.position.y, base.position.z = (float(v) for v in host.position_m)
+        base.orientation.roll, base.orientation.pitch, base.orientation.yaw = (float(v) for v in host.orientation_rad)
+        base.dimension.length, base.dimension.width, base.dimension.height = (float(v) for v in host.dimension_m)
+        # a vehicle's attributes and classification must be set: what the input said of them, else present empty
+        moving.vehicle_classification.SetInParent()
+        moving.vehicle_attributes.SetInParent()
+        if host.bbcenter_to_rear_m is not None:
+            rear = moving.vehicle_attributes.bbcenter_to_rear
+            rear.x, rear.y, rear.z = (float(v) for v in host.bbcenter_to_rear_m)
     set_mounting_position(view.mounting_position, lidar.mounting)
     pattern = cloud.pattern
     if pattern is None:  # nothing fired this step: a configuration of no rays
@@ -206,6 +228,13 @@ def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_
     head = view.SerializeToString() + _length_prefix(_LIDAR_SENSOR_VIEW_FIELD, lidar_view_nbytes) + lidar_view
     return [_length_prefix(_SENSOR_VIEW_FIELD, len(head) + len(configuration) + len(reflections)) + head,
             configuration, reflections]
+
+
+def _host_of(frame):
+    """The decoded view's host vehicle, or None."""
+    if frame is None or frame.host_vehicle_id is None:
+        return None
+    return frame.object(frame.host_vehicle_id)
 
 
 # ------------------------------------------------------------ logical detections
@@ -325,7 +354,7 @@ class LayerEncoder:
         def reflections() -> list:
             return [piece for k, lidar in enumerate(lidars)
                     for piece in sensor_view_pieces(lidar, self._configs.setdefault(k, ViewConfigurations()),
-                                                    timestamp_s)]
+                                                    timestamp_s, _host_of(frame))]
 
         def objects() -> bytes:
             returns = [ObjectReturns(position, lidar.cloud.points["object_id"],
