@@ -417,16 +417,16 @@ def test_a_thousand_moving_objects_are_posed_as_each_one_alone():
                           object_class=classes[k % len(classes)]) for k in range(count)]
     states[5].position_m = (float("nan"), 0.0, 0.0)  # an unusable pose
     states[6].dimension_m = (1.0, 0.0, 1.0)  # an unusable box
-    states[7].id = 2**62  # beyond the supported range
+    states[7].id, states[8].id = 2**62, 2**64 - 1  # beyond the supported range (the second: OSI's largest id)
     states.append(ObjectState(12, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)))  # a duplicate of id 12
     warnings = []
     updater = SceneUpdater(Scene(), warn=warnings.append)
     updater.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=11, objects=states))
     scene = updater.scene
-    kept = [s for k, s in enumerate(states[:count]) if k not in (1, 5, 6, 7)]  # 11 is the host
+    kept = [s for k, s in enumerate(states[:count]) if k not in (1, 5, 6, 7, 8)]  # 11 is the host
     objects = [int(i) for i in scene.instance_ids if i < ENVIRONMENT_ID_BASE]  # (not the ground plane)
     assert sorted(objects) == sorted(s.id for s in kept)
-    assert len(warnings) == 4 and all(any(str(i) in w for w in warnings) for i in (15, 16, 2**62, 12))
+    assert len(warnings) == 5 and all(any(str(i) in w for w in warnings) for i in (15, 16, 2**62, 2**64 - 1, 12))
     for state in kept:
         alone = SceneUpdater(Scene())
         alone.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=None, objects=[state]))
