@@ -6,7 +6,7 @@ from lidar_fmu import Lidar, Scene
 from lidar_fmu.geometry.scene import box_mesh
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.raycast.embree4 import normal_transforms
-from lidar_fmu.tools.bench_scaling import city_scene, run_scaling
+from lidar_fmu.tools.bench_scaling import city_scene, growth_exponent, run_scaling
 
 
 def test_normal_transforms_are_the_inverse_transpose():
@@ -59,12 +59,21 @@ def test_many_moving_instances_are_hit_where_they_moved():
 
 
 def test_scaling_bench_prints_its_tables_and_draws_the_figure(tmp_path, capsys):
-    result = run_scaling(repeat=1, max_triangles=10_000, max_instances=10, output=str(tmp_path))
+    result = run_scaling(repeat=1, max_triangles=10_000, max_instances=10, output=str(tmp_path), max_stationary=100,
+                         max_lidars=2)
     out = capsys.readouterr().out
     assert "| one mesh | 10,400 |" in out and "| tiled city |" in out and "| 10 |" in out
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
     assert [r["instances"] for r in result["moving"]] == [1, 10]
-    assert all(r["cast_ms"] > 0 for r in result["mesh"] + result["city"])
+    assert all(r["cast_ms"] > 0 for r in result["mesh"] + result["city"] + result["rays"])
+    assert [r["lidars"] for r in result["lidars"]] == [1, 2] and [r["objects"] for r in result["stationary"]] == [1, 100]
+    assert "| rays (cast) | 14,400 → 262,144 |" in out and "growth exponent" in out
+
+
+def test_the_growth_exponent_is_the_log_log_slope():
+    rows = [{"n": n, "ms": 3.0 * n**0.5} for n in (1, 10, 100, 1000)]
+    assert abs(growth_exponent(rows, "n", "ms") - 0.5) < 1e-9
+    assert np.isnan(growth_exponent(rows[:1], "n", "ms"))
 
 
 def test_the_city_puts_the_sensor_in_a_street():

@@ -397,3 +397,46 @@ def _decoded(view: bytes) -> SensorViewFrame:
     from lidar_fmu.osi.decode import decode_sensor_view
 
     return decode_sensor_view(view)
+
+
+# -- many moving objects, checked all at once ---------------------------------------------------------------------
+def test_a_thousand_moving_objects_are_posed_as_each_one_alone():
+    """1,000 road users of mixed classes, with a few unusable, duplicate and out-of-range ones among them, placed
+    in one update: each instance's mesh, pose and class equal those of the object placed on its own."""
+    from lidar_fmu.geometry.transforms import pose_matrices
+    from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE
+    from lidar_fmu.world.road_users import paint_of, paints_of
+
+    rng = np.random.default_rng(43)
+    classes = ["car", "pedestrian", "bicycle", "heavy_truck", "", "bus", "animal"]
+    count = 1000
+    positions = rng.uniform(-500, 500, (count, 3))
+    orientations = rng.uniform(-np.pi, np.pi, (count, 3))
+    dimensions = rng.uniform(0.5, 12.0, (count, 3))
+    states = [ObjectState(10 + k, tuple(positions[k]), tuple(orientations[k]), tuple(dimensions[k]),
+                          object_class=classes[k % len(classes)]) for k in range(count)]
+    states[5].position_m = (float("nan"), 0.0, 0.0)  # an unusable pose
+    states[6].dimension_m = (1.0, 0.0, 1.0)  # an unusable box
+    states[7].id, states[8].id = 2**62, 2**64 - 1  # beyond the supported range (the second: OSI's largest id)
+    states.append(ObjectState(12, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)))  # a duplicate of id 12
+    warnings = []
+    updater = SceneUpdater(Scene(), warn=warnings.append)
+    updater.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=11, objects=states))
+    scene = updater.scene
+    kept = [s for k, s in enumerate(states[:count]) if k not in (1, 5, 6, 7, 8)]  # 11 is the host
+    objects = [int(i) for i in scene.instance_ids if i < ENVIRONMENT_ID_BASE]  # (not the ground plane)
+    assert sorted(objects) == sorted(s.id for s in kept)
+    assert len(warnings) == 5 and all(any(str(i) in w for w in warnings) for i in (15, 16, 2**62, 2**64 - 1, 12))
+    for state in kept:
+        alone = SceneUpdater(Scene())
+        alone.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=None, objects=[state]))
+        index = scene.indices_of([state.id])[0]
+        mesh, expected_mesh = scene.meshes[scene.instance_mesh_index[index]], alone.scene.meshes[0]
+        # the class meshes are shared by all updaters; the unit box is each updater's own
+        assert mesh is expected_mesh if expected_mesh is not alone.unit_box else mesh is updater.unit_box
+        np.testing.assert_array_equal(scene.pose_of(state.id), alone.scene.pose_of(state.id))
+        expected = pose_matrices([state.position_m], [state.orientation_rad])[0]
+        expected[:3, :3] *= np.asarray(state.dimension_m)[None, :]
+        np.testing.assert_array_equal(scene.pose_of(state.id), expected)
+    ids = np.concatenate([np.array([0, 1, 2**64 - 1], np.uint64), rng.integers(0, 2**63, 2000).astype(np.uint64)])
+    assert paints_of(ids) == [paint_of(int(i)) for i in ids]

@@ -651,8 +651,10 @@ def packet_tiles(directions: np.ndarray) -> np.ndarray:
     return by_column[tiles].astype(np.int64)
 
 
-#: time-slice packet orders kept (cast_span): a few lidars' slices
-_KEPT_SPANS = 64
+#: time-slice packet orders kept (cast_span): 16 lidars' 10 slices (8 OS1-128 at 10 slices, 80 spans, emptied a
+#: cache of 64 every step and picked every order again: 8 lidars cost 10–13× one); each holds its span's ray
+#: indices (8 B a ray: ≤ 17 MB for 16 OS1-128), the oldest dropped first
+_KEPT_SPANS = 160
 #: packet orders kept (one per pattern array: a rig's lidars, a partial sweep's window)
 _KEPT_ORDERS = 8  # ≤ ~20 MB for OS1-128 frames; partial sweeps bring a new array each step
 
@@ -856,7 +858,7 @@ class EmbreeBackend(Backend):
         entry = self._spans.get(key)
         if entry is None or entry[0] is not order:
             if len(self._spans) >= _KEPT_SPANS:
-                self._spans.clear()
+                evict_oldest(self._spans)
             entry = self._spans[key] = (order, _within(order, start, stop))
         order = entry[1]
         self.cast_batch(rays.span(start, stop), through, out=hits.span(start, stop), order=order)

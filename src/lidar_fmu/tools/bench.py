@@ -453,9 +453,21 @@ def bench_rig(work_dir: str | None, frames: int = 20, backend: str = "auto", lid
     corners = [(1.0, 0.8, 1.9, 45), (1.0, -0.8, 1.9, -45), (-1.0, 0.8, 1.9, 135), (-1.0, -0.8, 1.9, -135)]
     rig = {"sensors": [spec | {"mounting": {"xyz_m": list(xyz), "rpy_deg": [0, 0, yaw]}}
                        for *xyz, yaw in (corners * lidars)[:lidars]]}
-    step_ms = interleaved_step_ms({"one": model_of(parameters), "rig": model_of(parameters, sensor=rig)}, views)
+    # the Argoverse 2 vehicle's two VLP-32C (its converted rig.yaml: up_lidar, and down_lidar upside down)
+    av2 = {"sensors": [{"preset": "velodyne_vlp32c", "mounting": {"xyz_m": list(xyz), "rpy_deg": list(rpy)}}
+                       for xyz, rpy in AV2_LIDARS]}
+    step_ms = interleaved_step_ms({"one": model_of(parameters), "rig": model_of(parameters, sensor=rig),
+                                   "vlp32c": model_of(parameters, sensor={"sensors": av2["sensors"][:1]}),
+                                   "av2": model_of(parameters, sensor=av2)}, views)
     return {"lidars": lidars, "one_ms": step_ms["one"], "rig_ms": step_ms["rig"], "ratio": step_ms["rig"] / step_ms["one"],
-            "frames": len(views)}
+            "frames": len(views), "vlp32c_ms": step_ms["vlp32c"], "av2_ms": step_ms["av2"],
+            "av2_ratio": step_ms["av2"] / step_ms["vlp32c"]}
+
+
+#: the Argoverse 2 vehicle's lidars as ``lidar-fmu convert`` mounts them (xyz m, roll pitch yaw deg; AV2's
+#: calibration/egovehicle_SE3_sensor.feather of log 7fab2350-7eaf-3b7e-a39d-6937a4c1bede)
+AV2_LIDARS = (((1.35018, 0.0, 1.64042), (0.0, 0.0, -0.582697)),
+              ((1.346761, 0.004567, 1.525496), (179.940306, -0.022321, -11.55565)))
 
 
 def interleaved_step_ms(models: dict, views: list) -> dict[str, float]:
@@ -601,6 +613,60 @@ def long_road_view(length_m: float = 10_000.0, spacing_m: float = 1.0, lanes: in
     return view.SerializeToString()
 
 
+def busy_road_views(vehicles: int = 1000, frames: int = 6, length_m: float = 2000.0, lanes: int = 8) -> list[bytes]:
+    """``frames`` SensorViews 0.1 s apart of :func:`long_road_view` (``length_m``, ``lanes``, the host at its start)
+    with ``vehicles`` cars spread along it in random lanes (seeded), every car and the host driving on at 20 m/s."""
+    from osi3.osi_sensorview_pb2 import SensorView
+
+    road = SensorView.FromString(long_road_view(length_m, lanes=lanes))
+    rng = np.random.default_rng(0)
+    start_m, lane = rng.uniform(20.0, length_m - 40.0, vehicles), rng.integers(0, lanes, vehicles)
+    views = []
+    for k in range(frames):
+        view = SensorView()
+        view.CopyFrom(road)
+        gt = view.global_ground_truth
+        gt.moving_object[0].base.position.x += 2.0 * k
+        x = start_m + 2.0 * k  # (the road's centre line: long_road_view's)
+        y = 50.0 * np.sin(x / 300.0) + (lane - lanes / 2 + 0.5) * 3.5
+        z = 5.0 * np.sin(x / 1000.0) + 0.75
+        yaw = np.arctan(50.0 / 300.0 * np.cos(x / 300.0))
+        for j in range(vehicles):
+            car = gt.moving_object.add()
+            car.id.value = 10 + j
+            car.type = car.TYPE_VEHICLE
+            car.vehicle_classification.type = car.vehicle_classification.TYPE_MEDIUM_CAR
+            car.base.position.x, car.base.position.y, car.base.position.z = x[j], y[j], z[j]
+            car.base.orientation.yaw = yaw[j]
+            car.base.dimension.length, car.base.dimension.width, car.base.dimension.height = 4.5, 1.8, 1.5
+        views.append(view.SerializeToString())
+    return views
+
+
+def bench_busy(frames: int = 6, backend: str = "auto", sensor: str | None = None, vehicles: int = 1000) -> dict:
+    """The model's later step on an 8-lane 2 km road with ``vehicles`` moving cars against the same road empty,
+    views interleaved (the aim: ≤ 2×): each one's stage medians too."""
+    from ..cosim.sensor_model import STAGES
+    from .replay import model_of
+
+    views = {"empty": busy_road_views(0, frames), "busy": busy_road_views(vehicles, frames)}
+    models = {name: model_of({"sensor": sensor or "ouster_os1_128", "backend": backend}) for name in views}
+    times: dict[str, list[float]] = {name: [] for name in views}
+    stages: dict[str, dict[str, list[float]]] = {name: {stage: [] for stage in STAGES} for name in views}
+    for k in range(frames):
+        for name, model in models.items():
+            t0 = time.perf_counter()
+            result = model.step(views[name][k], 0.1 * k)
+            if k:  # (the first step builds the road)
+                times[name].append(time.perf_counter() - t0)
+                for stage in STAGES:
+                    stages[name][stage].append(result.timings_s[stage])
+    step_ms = {name: float(np.median(v) * 1e3) for name, v in times.items()}
+    return {"vehicles": vehicles, "frames": frames - 1, "step_ms": step_ms, "ratio": step_ms["busy"] / step_ms["empty"],
+            "stages_ms": {name: {stage: float(np.median(v) * 1e3) for stage, v in per.items()}
+                          for name, per in stages.items()}}
+
+
 def stationary_view(count: int = 200_000) -> bytes:
     """A SensorView of a host among ``count`` stationary 1 m boxes without a class, 3 m apart in rows of 500
     (ids 1000…), from x = 10 m."""
@@ -658,10 +724,10 @@ def bench_stationary(count: int = 200_000, frames: int = 5, sensor: str = "ouste
 
 
 #: what ``lidar-fmu bench --sections`` can pick (all by default; ``gpu`` only with the cuda backend)
-SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth", "stationary",
-            "outputs")
+SECTIONS = ("cast", "motion", "effects", "echoes", "gpu", "encode", "step", "rig", "ground-truth", "busy",
+            "stationary", "outputs")
 #: the sections ``--skip-step`` leaves out
-STEP_SECTIONS = ("encode", "step", "rig", "ground-truth", "stationary", "outputs")
+STEP_SECTIONS = ("encode", "step", "rig", "ground-truth", "busy", "stationary", "outputs")
 
 
 def chosen_sections(text: str | None, skip_step: bool) -> list[str]:
@@ -763,10 +829,12 @@ def run_bench(args) -> dict:
                          f"{step['do_step_per_cast']:.2f}×", f"{step['host_step_ms']:.2f}"]])
     if "rig" in sections:
         rig = results["rig"] = bench_rig(args.work_dir, frames, args.backend, sensor=sensor)
-        print_markdown([f"demo doStep (model), {label}", "one lidar ms", f"{rig['lidars']} lidars, one scene ms",
-                        "× one"],
-                       [[f"median over {rig['frames'] - 1} frames", f"{rig['one_ms']:.2f}", f"{rig['rig_ms']:.2f}",
-                         f"{rig['ratio']:.2f}×"]])
+        print_markdown([f"demo doStep (model), median over {rig['frames'] - 1} frames", "one lidar ms",
+                        "the rig, one scene ms", "× one"],
+                       [[f"{rig['lidars']} × {label}", f"{rig['one_ms']:.2f}", f"{rig['rig_ms']:.2f}",
+                         f"{rig['ratio']:.2f}×"],
+                        ["Argoverse 2's two VLP-32C", f"{rig['vlp32c_ms']:.2f}", f"{rig['av2_ms']:.2f}",
+                         f"{rig['av2_ratio']:.2f}×"]])
     if "ground-truth" in sections:
         gt = results["ground_truth"] = bench_ground_truth(args.work_dir, frames, args.backend, sensor=sensor)
         print_markdown([f"demo doStep (model), {label}", "first step s", "step ms (median)", "returns",
@@ -779,6 +847,13 @@ def run_bench(args) -> dict:
                        [[f"environment: {name}", f"{r['first_step_s']:.2f}", f"{r['step_ms']:.2f}",
                          f"{r['triangles']:,}", f"{r['returns']:,}",
                          f"{r['step_ms'] / gt['road']['auto']['step_ms']:.2f}×"] for name, r in gt["road"].items()])
+    if "busy" in sections:
+        busy = results["busy"] = bench_busy(min(frames, 6), args.backend, sensor=sensor)
+        print_markdown([f"an 8-lane 2 km road, {label}", f"later step ms (median of {busy['frames']})",
+                        *(f"{stage} ms" for stage in busy["stages_ms"]["busy"]), "× empty road"],
+                       [[f"{busy['vehicles']:,} moving cars" if name == "busy" else "empty", f"{ms:.2f}",
+                         *(f"{v:.2f}" for v in busy["stages_ms"][name].values()),
+                         f"{ms / busy['step_ms']['empty']:.2f}×"] for name, ms in busy["step_ms"].items()])
     if "stationary" in sections:
         still = results["stationary"] = bench_stationary()
         print(f"\na later step with {still['objects']:,} unchanged stationary objects ({still['view_mb']:.1f} MB "

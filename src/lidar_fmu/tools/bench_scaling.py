@@ -1,12 +1,13 @@
-"""``lidar-fmu bench --scaling``: how the cast grows with scene size and with the number of moving instances.
+"""``lidar-fmu bench --scaling``: how a frame's cost grows with the scene, the rays, the lidars and the objects.
 
-Three sweeps with the OS1-128×1024 pattern (131,072 rays), each point the median of ``repeat`` casts, Open3D's
-``RaycastingScene`` measured in the same run on the same rays where it can hold the scene: one mesh (a UV sphere
-around the sensor, 10 k → 10 M triangles), a tiled city (one building instanced on a grid, 12 k → 10 M placed
-triangles) and moving instances (1 → 10,000 boxes, each moved every frame). A BVH cast costs ~log(triangles) per
-ray while the scene fits the caches; :func:`print_scaling` reports the growth per decade so a reader sees where it
-stays logarithmic and where it does not. The scenes and the figures: docs/benchmarks.md, "Cost against scene size
-and instance count".
+Sweeps with the OS1-128×1024 pattern (131,072 rays) unless they vary it, each point the median of ``repeat``
+frames: triangles of one mesh (a UV sphere around the sensor) and of a tiled city (one building instanced on a
+grid), Open3D's ``RaycastingScene`` on the same rays beside ours where it can hold the scene; rays (VLP-16 →
+OS1-128×2048 in the city); lidars on one scene (1 → 8 OS1-128 in one model step on a road); moving instances
+(1 → 10,000 boxes, each moved every frame); stationary objects (1 → 200,000 boxes in the SensorView, the model's
+later step). :func:`growth_exponent` fits cost ∝ sizeᵏ on log-log axes: k ≈ 0 is a cost that does not grow
+(a BVH's log), k ≈ 1 one that grows with the size. The figures: docs/benchmarks.md, "Cost against scene size, rays,
+lidars and objects".
 """
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ from .bench import median_ms, open3d_rays, open3d_reference, print_markdown, sph
 PRESET = "ouster_os1_128"
 TRIANGLE_STEPS = (10_000, 100_000, 1_000_000, 10_000_000)
 INSTANCE_STEPS = (1, 10, 100, 1_000, 10_000)
+#: (label, spec) of the rays sweep: 14,400 → 262,144 rays
+RAY_SENSORS = (("VLP-16", "velodyne_vlp16"), ("VLP-32C", "velodyne_vlp32c"), ("OS1-128×1024", "ouster_os1_128"),
+               ("OS1-128×2048", {"preset": "ouster_os1_128", "horizontal_samples": 2048}))
+LIDAR_STEPS = (1, 2, 4, 8)
+STATIONARY_STEPS = (1, 100, 10_000, 200_000)
 BLOCK_PITCH_M = 40.0  # a 20 m building and a 20 m street
 
 
@@ -103,9 +109,60 @@ def moving_case(count: int, repeat: int) -> dict:
     return dict(instances=count, still_ms=still_ms, moving_ms=moving_ms)
 
 
+def rays_case(label: str, spec, scene: Scene, repeat: int) -> dict:
+    """Median cast ms of one frame of ``spec`` in ``scene`` (the city), the sensor in a street."""
+    lidar = Lidar(scene, spec)
+    pose = pose_matrix((0.0, 0.0, 1.9))
+    return dict(sensor=label, rays=len(lidar.sensor.pattern), cast_ms=median_ms(lambda: lidar.cast(pose), repeat))
+
+
+def lidars_case(count: int, repeat: int, road: bytes) -> dict:
+    """The model's later step (decode, scene, cast, physics, encode) with ``count`` OS1-128 on the host's roof, on
+    ``road`` (a SensorView); the median of ``repeat`` steps."""
+    from .replay import model_of
+
+    yaws = np.linspace(0.0, 360.0, count, endpoint=False)
+    rig = {"sensors": [{"preset": PRESET, "mounting": {"xyz_m": [0.0, 0.0, 1.9], "rpy_deg": [0.0, 0.0, float(yaw)]}}
+                       for yaw in yaws]}
+    return dict(lidars=count, step_ms=_later_step_ms(model_of({"sensor": rig}), [road], repeat))
+
+
+def stationary_case(count: int, repeat: int) -> dict:
+    """The model's later step with ``count`` unchanged stationary boxes in the view (:func:`stationary_view`)."""
+    from .bench import stationary_view
+    from .replay import model_of
+
+    return dict(objects=count, step_ms=_later_step_ms(model_of({"sensor": PRESET}), [stationary_view(count)], repeat))
+
+
+def _later_step_ms(model, views: list[bytes], repeat: int) -> float:
+    """Median ms of ``repeat`` steps of ``model`` after its first (which builds), cycling through ``views``."""
+    model.step(views[0], 0.0)
+    times = []
+    for k in range(1, repeat + 1):
+        t0 = time.perf_counter()
+        result = model.step(views[k % len(views)], 0.1 * k)
+        times.append(time.perf_counter() - t0)
+        if not result.valid:
+            raise RuntimeError(f"bench --scaling: step {k} is invalid: {result.message}")
+    return float(np.median(times) * 1e3)
+
+
+def growth_exponent(rows, x: str, y: str) -> float:
+    """k of ``y`` ∝ ``x``ᵏ, a least-squares line on log-log axes through the rows (NaN with fewer than two)."""
+    points = [(r[x], r[y]) for r in rows if r[x] and r[y]]
+    if len(points) < 2:
+        return float("nan")
+    xs, ys = np.log(np.array(points, float)).T
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
 def run_scaling(repeat: int = 7, max_triangles: int = TRIANGLE_STEPS[-1], max_instances: int = INSTANCE_STEPS[-1],
-                output: str | None = "bench") -> dict:
-    """All three sweeps; prints the tables and writes ``output``/scaling.png (None: no figure)."""
+                output: str | None = "bench", max_stationary: int = STATIONARY_STEPS[-1],
+                max_lidars: int = LIDAR_STEPS[-1]) -> dict:
+    """All the sweeps; prints the tables and writes ``output``/scaling.png (None: no figure)."""
+    from .bench import long_road_view
+
     mesh_rows, city_rows = [], []
     for triangles in [t for t in TRIANGLE_STEPS if t <= max_triangles]:
         scene = Scene()
@@ -113,8 +170,15 @@ def run_scaling(repeat: int = 7, max_triangles: int = TRIANGLE_STEPS[-1], max_in
         mesh_rows.append(cast_case("one mesh", scene, pose_matrix((1.0, 2.0, 0.5)), repeat, True))
         del scene
         city_rows.append(cast_case("tiled city", city_scene(triangles), pose_matrix((0.0, 0.0, 1.9)), repeat, True))
+    city = city_scene(min(1_000_000, max_triangles))
+    ray_rows = [rays_case(label, spec, city, repeat) for label, spec in RAY_SENSORS]
+    del city
     moving_rows = [moving_case(n, repeat) for n in INSTANCE_STEPS if n <= max_instances]
-    result = dict(mesh=mesh_rows, city=city_rows, moving=moving_rows)
+    road = long_road_view(300.0)
+    lidar_rows = [lidars_case(n, repeat, road) for n in LIDAR_STEPS if n <= max_lidars]
+    stationary_rows = [stationary_case(n, repeat) for n in STATIONARY_STEPS if n <= max_stationary]
+    result = dict(mesh=mesh_rows, city=city_rows, rays=ray_rows, moving=moving_rows, lidars=lidar_rows,
+                  stationary=stationary_rows)
     print_scaling(result)
     if output:
         path = plot_scaling(result, os.path.join(output, "scaling.png"))
@@ -145,13 +209,37 @@ def print_scaling(result: dict) -> None:
     print_markdown(["moving instances", "still cast ms", "moved + cast ms", "update ms (difference)"],
                    [[f"{r['instances']:,}", f"{r['still_ms']:.2f}", f"{r['moving_ms']:.2f}",
                      f"{r['moving_ms'] - r['still_ms']:+.2f}"] for r in result["moving"]])
+    print_markdown(["rays (the city, 1 M triangles)", "rays", "cast ms"],
+                   [[r["sensor"], f"{r['rays']:,}", f"{r['cast_ms']:.2f}"] for r in result["rays"]])
+    print_markdown(["lidars (OS1-128, one model step on a 300 m road)", "step ms", "× one"],
+                   [[str(r["lidars"]), f"{r['step_ms']:.2f}", f"{r['step_ms'] / result['lidars'][0]['step_ms']:.2f}×"]
+                    for r in result["lidars"]])
+    print_markdown([f"stationary objects (model step, {PRESET})", "later step ms"],
+                   [[f"{r['objects']:,}", f"{r['step_ms']:.2f}"] for r in result["stationary"]])
+    print_markdown(["cost against", "from → to", "growth exponent k (cost ∝ sizeᵏ, log-log fit)"],
+                   [[name, f"{rows[0][x]:,} → {rows[-1][x]:,}" if rows else "–", f"{growth_exponent(rows, x, y):.2f}"]
+                    for name, rows, x, y in exponent_rows(result)])
 
 
-def _log_axes(axes, xlabel: str, ylabel: str, title: str) -> None:
+def exponent_rows(result: dict) -> list[tuple[str, list, str, str]]:
+    """(what, its rows, the size key, the cost key) of every sweep, for the exponents' table."""
+    return [("triangles, one mesh (cast)", result["mesh"], "triangles", "cast_ms"),
+            ("triangles, tiled city (cast)", result["city"], "triangles", "cast_ms"),
+            ("rays (cast)", result["rays"], "rays", "cast_ms"),
+            ("lidars (model step)", result["lidars"], "lidars", "step_ms"),
+            ("moving instances (update + cast)", result["moving"], "instances", "moving_ms"),
+            ("stationary objects (model step)", result["stationary"], "objects", "step_ms")]
+
+
+def _log_axes(axes, xlabel: str, ylabel: str, title: str, log_y: bool = False) -> None:
+    """Log x (and, with ``log_y``, log y: a growth exponent is then the line's slope) axes, labelled."""
     axes.set_xscale("log")
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
-    axes.set_ylim(bottom=0)
+    if log_y:
+        axes.set_yscale("log")
+    else:
+        axes.set_ylim(bottom=0)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
     axes.set_title(title)
@@ -163,7 +251,7 @@ def plot_scaling(result: dict, path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, ((left, right), (low_left, low_right)) = plt.subplots(2, 2, figsize=(11, 8.4))
     for name, colour in (("mesh", "tab:blue"), ("city", "tab:orange")):
         rows = result[name]
         if not rows:
@@ -180,6 +268,20 @@ def plot_scaling(result: dict, path: str) -> str:
     right.plot([r["instances"] for r in rows], [r["still_ms"] for r in rows], "s--", label="standing still")
     _log_axes(right, "moving instances (boxes)", "ms per frame (update + cast)",
               "top-level update against instance count")
+    rows = result["rays"]
+    low_left.plot([r["rays"] for r in rows], [r["cast_ms"] for r in rows], "o-",
+                  label=f"cast, the city (1 M triangles), k = {growth_exponent(rows, 'rays', 'cast_ms'):.2f}")
+    for r in rows:
+        low_left.annotate(r["sensor"], (r["rays"], r["cast_ms"]), fontsize=7, textcoords="offset points",
+                          xytext=(4, -10))
+    _log_axes(low_left, "rays per frame", "cast ms", "cost against rays (log-log)", log_y=True)
+    for name, x, label in (("lidars", "lidars", "OS1-128 lidars on one scene (model step)"),
+                           ("stationary", "objects", "unchanged stationary objects (model step)")):
+        rows = result[name]
+        low_right.plot([r[x] for r in rows], [r["step_ms"] for r in rows], "o-",
+                       label=f"{label}, k = {growth_exponent(rows, x, 'step_ms'):.2f}")
+    _log_axes(low_right, "lidars; stationary objects", "ms per later step", "cost against lidars and static objects "
+              "(log-log)", log_y=True)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -187,4 +289,4 @@ def plot_scaling(result: dict, path: str) -> str:
     return path
 
 
-__all__ = ["building_mesh", "city_scene", "growth_per_decade", "run_scaling", "sphere_mesh"]
+__all__ = ["building_mesh", "city_scene", "growth_exponent", "growth_per_decade", "run_scaling", "sphere_mesh"]

@@ -595,8 +595,9 @@ def _add_bench(sub) -> None:
                    help="triangles of the sphere scene (the batched cast's 1 M-triangle scene)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
     p.add_argument("--scaling", action="store_true",
-                   help="instead: cast time against scene size (10 k → 10 M triangles, one mesh and a tiled city) "
-                        "and against moving instances (1 → 10,000), beside Open3D; writes OUTPUT/scaling.png")
+                   help="instead: cost against triangles (10 k → 10 M, one mesh and a tiled city, beside Open3D), "
+                        "rays (VLP-16 → OS1-128×2048), lidars (1 → 8), moving instances (1 → 10,000) and stationary "
+                        "objects (1 → 200,000), each with its growth exponent; writes OUTPUT/scaling.png")
     p.add_argument("--first-step", action="store_true",
                    help="instead: a fresh clone's FMU initialization (compiling the kernels), first doStep and later "
                         "doSteps, each in a Python with empty Numba and lidar-fmu caches")

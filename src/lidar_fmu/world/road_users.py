@@ -11,6 +11,7 @@ licence plates and rear reflectors, lamps.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
@@ -241,6 +242,19 @@ def paint_of(object_id: int) -> str:
         if u < total:
             return name
     return PAINT_SHARES[-1][0]
+
+
+#: where each paint's share ends, summed in :func:`paint_of`'s order (so that both draw alike)
+_PAINT_ENDS = tuple(itertools.accumulate(share for _, share in PAINT_SHARES))
+
+
+def paints_of(object_ids) -> list[str]:
+    """:func:`paint_of` of many ids (non-negative, below 2⁶⁴) at once: uint64 products wrap modulo 2⁶⁴ as the
+    hash's mask keeps them."""
+    with np.errstate(over="ignore"):
+        u = (np.asarray(object_ids).astype(np.uint64) * np.uint64(FIBONACCI_HASH)).astype(np.float64) / HASH_RANGE
+    pick = np.minimum(np.searchsorted(_PAINT_ENDS, u, side="right"), len(PAINT_SHARES) - 1)
+    return [PAINT_SHARES[k][0] for k in pick.tolist()]
 
 
 def _ir_parts(parts: dict, paint: str) -> dict:

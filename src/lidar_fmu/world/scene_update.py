@@ -44,7 +44,7 @@ from ..osi.ground_truth import decode_road, decode_stationary
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from . import build_road_world, ground_plane_mesh
 from .bounds import REBUILD_AFTER_M
-from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, road_user_mesh
+from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, paints_of, road_user_mesh
 from .roadside import stationary_mesh
 from .street import STREET_STYLES, box_corners, street_seed
 
@@ -412,13 +412,72 @@ class SceneUpdater:
             return f"the mesh of its class ({obj.object_class})"
         return "the bounding box"
 
-    def _class_mesh(self, obj: ObjectState) -> Mesh | None:
-        """The shared mesh of a moving object's OSI class (None: it has none, or objects are boxes)."""
+    def _class_mesh(self, obj: ObjectState, paint: str) -> Mesh | None:
+        """The shared mesh of a moving object's OSI class in ``paint`` (None: it has none, or objects are boxes)."""
         if self.objects != "auto" or not obj.object_class:
             return None
         if obj.object_class not in ROAD_USER_CLASSES:
             return None
-        return road_user_mesh(obj.object_class, paint_of(obj.id), float(obj.dimension_m[2]) >= RIDER_HEIGHT_M)
+        return road_user_mesh(obj.object_class, paint, float(obj.dimension_m[2]) >= RIDER_HEIGHT_M)
+
+    def _placeable(self, frame: SensorViewFrame) -> tuple[list[ObjectState], list[Mesh], list]:
+        """(the objects placed, their meshes, their scales) in the view's order. The common object (the first of
+        its id, in range, not the host, a usable pose and box, no model of its own) is checked for all at once; only
+        the others go through :meth:`_placed_one`, one by one, in order, each with its warning."""
+        objects = frame.objects
+        if not objects:
+            return [], [], []
+        ids = np.fromiter((o.id for o in objects), np.uint64, len(objects))
+        positions = np.array([o.position_m for o in objects], float)
+        dimensions = np.array([o.dimension_m for o in objects], float)
+        first = np.zeros(len(objects), bool)
+        first[np.unique(ids, return_index=True)[1]] = True
+        common = (first & (ids < ENVIRONMENT_ID_BASE) & in_world(positions, axis=1)
+                  & np.isfinite(np.array([o.orientation_rad for o in objects], float)).all(axis=1)
+                  & np.isfinite(dimensions).all(axis=1) & (dimensions.min(axis=1) >= MIN_BOX_SIDE_M)
+                  & (dimensions.max(axis=1) <= MAX_BOX_SIDE_M) & np.array([not o.model_reference for o in objects]))
+        if self.disable_self_hits and frame.host_vehicle_id is not None:
+            common &= ids != np.uint64(frame.host_vehicle_id)
+        paints = paints_of(ids) if self.objects == "auto" else [""] * len(objects)
+        placed, meshes, scales = [], [], []
+        for k, obj in enumerate(objects):  # (the common object's work is a few lookups)
+            if common[k]:
+                mesh, scale = self._class_mesh(obj, paints[k]) or self.unit_box, obj.dimension_m
+            else:
+                entry = self._placed_one(obj, bool(first[k]), frame.host_vehicle_id)
+                if entry is None:
+                    continue
+                mesh, scale = entry
+            placed.append(obj)
+            meshes.append(mesh)
+            scales.append(scale)
+        return placed, meshes, scales
+
+    def _placed_one(self, obj: ObjectState, first: bool, host_id: int | None) -> tuple[Mesh, tuple] | None:
+        """(mesh, scale) of an object that is not the common case, or None (warned once) when it is left out."""
+        if obj.id >= ENVIRONMENT_ID_BASE:
+            self._warn_once(obj.id, "id", f"object id {obj.id} is beyond the supported range; ignored")
+            return None
+        if not first:  # the first of an id is taken, even when it is unusable
+            self._warn_once(obj.id, "duplicate",
+                            f"object id {obj.id} appears more than once in one SensorView; the first one is used")
+            return None
+        if self.disable_self_hits and obj.id == host_id:
+            return None
+        problem = _pose_problem(obj)
+        if problem:
+            self._warn_once(obj.id, problem, f"object {obj.id}: {problem} (position {list(obj.position_m)} m, "
+                            f"orientation {list(obj.orientation_rad)} rad); ignored")
+            return None
+        mesh = self.mesh_for_reference(obj.model_reference, self._fallback_name(obj)) if obj.model_reference else None
+        if mesh is not None:
+            return mesh, (1.0, 1.0, 1.0)
+        problem = _box_problem(obj.dimension_m)
+        if problem:
+            self._warn_once(obj.id, problem, f"object {obj.id} has no usable model and {problem} "
+                            f"(dimension {list(obj.dimension_m)} m); ignored")
+            return None
+        return self._class_mesh(obj, paint_of(obj.id)) or self.unit_box, obj.dimension_m
 
     def apply(self, frame: SensorViewFrame) -> None:
         """Bring the scene to ``frame``'s objects (poses in world, m/rad).
@@ -436,37 +495,7 @@ class SceneUpdater:
             self._warn_once(object_id, why, why)
         self._update_environment(frame)
         self._update_stationary(frame)
-        claimed = set()
-        placed, meshes, scales = [], [], []
-        for obj in frame.objects:
-            if obj.id >= ENVIRONMENT_ID_BASE:
-                self._warn_once(obj.id, "id", f"object id {obj.id} is beyond the supported range; ignored")
-                continue
-            if obj.id in claimed:
-                self._warn_once(obj.id, "duplicate",
-                                f"object id {obj.id} appears more than once in one SensorView; the first one is used")
-                continue
-            claimed.add(obj.id)  # even when it is unusable: a later object of that id is never taken instead
-            if self.disable_self_hits and obj.id == frame.host_vehicle_id:
-                continue
-            problem = _pose_problem(obj)
-            if problem:
-                self._warn_once(obj.id, problem, f"object {obj.id}: {problem} (position {list(obj.position_m)} m, "
-                                f"orientation {list(obj.orientation_rad)} rad); ignored")
-                continue
-            mesh = (self.mesh_for_reference(obj.model_reference, self._fallback_name(obj)) if obj.model_reference
-                    else None)
-            scale = (1.0, 1.0, 1.0)
-            if mesh is None:
-                problem = _box_problem(obj.dimension_m)
-                if problem:
-                    self._warn_once(obj.id, problem, f"object {obj.id} has no usable model and {problem} "
-                                    f"(dimension {list(obj.dimension_m)} m); ignored")
-                    continue
-                mesh, scale = self._class_mesh(obj) or self.unit_box, obj.dimension_m
-            placed.append(obj)
-            meshes.append(mesh)
-            scales.append(scale)
+        placed, meshes, scales = self._placeable(frame)
         poses = np.zeros((0, 4, 4))
         if placed:
             poses = pose_matrices([o.position_m for o in placed], [o.orientation_rad for o in placed])
