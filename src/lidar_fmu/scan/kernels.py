@@ -22,9 +22,10 @@ import numpy as np
 from ..geometry.scene import Mesh, box_mesh
 from ..geometry.transforms import pose_matrix
 
-#: what a machine's first warm-up takes, rounded up, for the messages that announce it: measured 26–37 s on an empty
-#: cache (the OS1-128 and a small sensor; 2-core x86-64 VM, 2026-11-27; docs/benchmarks.md, "A machine's first run")
-FIRST_COMPILE_S = 40
+#: what a machine's first warm-up takes, for the messages that announce it: measured 26–37 s on an empty cache and
+#: 2 idle cores, 47–80 s on 2 busy ones (the OS1-128 and a small sensor; 2-core x86-64 VM; docs/benchmarks.md, "A
+#: machine's first run")
+FIRST_COMPILE_TEXT = "40–80 s"
 
 #: visual material names of the warm-up scene's panes and the IR material each stands for (built-in materials of
 #: the transparent, mirror and retroreflective classes, and the default grey)

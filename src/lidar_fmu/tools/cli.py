@@ -55,7 +55,7 @@ def cmd_scan(args) -> None:
     from ..geometry.scene import Scene, load_mesh
     from ..geometry.transforms import parse_pose_deg, up_axis_of, up_axis_pose
     from ..io import write_point_cloud, write_preview
-    from ..scan.kernels import FIRST_COMPILE_S, compile_timer, kernels_cached, warm_up_scans
+    from ..scan.kernels import FIRST_COMPILE_TEXT, compile_timer, kernels_cached, warm_up_scans
     from ..scan.lidar import Lidar
 
     if not args.output.lower().endswith((".pcd", ".ply", ".ptx", ".las", ".laz")):
@@ -85,7 +85,7 @@ def cmd_scan(args) -> None:
             raise UserError(f"--duration {args.duration:g} s is shorter than {lidar.sensor.name}'s first firing")
         pattern, fired_s = fired, args.duration
     if not kernels_cached():  # a first run on this machine: say why nothing seems to happen
-        print(f"lidar-fmu: compiling kernels once (~{FIRST_COMPILE_S} s; later runs load them from the cache)",
+        print(f"lidar-fmu: compiling kernels once ({FIRST_COMPILE_TEXT}; later runs load them from the cache)",
               file=sys.stderr, flush=True)
     # every kernel compiled (or loaded) by scans of a small scene first: the scan's own timings are then its own
     with compile_timer() as compiling:
@@ -257,7 +257,7 @@ def _print_disk_use(folder: str) -> None:
 
 def cmd_build(args) -> None:
     from ..cosim.fmu_package import DEFAULT_FMU, DEFAULT_FMU3, build_fmu, validate, warm_kernel_cache
-    from ..scan.kernels import FIRST_COMPILE_S
+    from ..scan.kernels import FIRST_COMPILE_TEXT
 
     if args.ssp:
         if args.fmi == 3:
@@ -279,7 +279,7 @@ def cmd_build(args) -> None:
         raise UserError(f"{path} has {len(problems)} validation problem(s)")
     print(f"built {path} (FMPy validation: no problems)")
     # a master's first initialization on this machine then loads the kernels instead of compiling them
-    print(f"initializing it once as a master does (a machine's first run compiles its kernels, ~{FIRST_COMPILE_S} s)",
+    print(f"initializing it once as a master does (a machine's first run compiles its kernels, {FIRST_COMPILE_TEXT})",
           flush=True)
     print(f"  FMU: {warm_kernel_cache(path)}")
 

@@ -599,13 +599,13 @@ def _replay_into(out_dir: str, scenario: dict, rig: list, views: SensorViews, st
                  fmu_unzip_dir, max_frames, progress: bool, write_pcd_every: int, trace_format: str,
                  rerun_path, rosbag_path) -> dict:
     """:func:`replay`'s stepping and writing, once every input has been checked."""
-    from ..scan.kernels import FIRST_COMPILE_S, kernels_cached
+    from ..scan.kernels import FIRST_COMPILE_TEXT, kernels_cached
 
     frames = _with_progress_bar(views, scenario, max_frames) if progress else iter(views)
     # a first run on this machine compiles the kernels in the FMU's initialization: the bar says so meanwhile
     compiling = progress and not kernels_cached()
     if compiling:
-        frames.set_description(f"replay {scenario['name']}: compiling kernels once (~{FIRST_COMPILE_S} s)")
+        frames.set_description(f"replay {scenario['name']}: compiling kernels once ({FIRST_COMPILE_TEXT})")
     params = fmu_parameters(scenario, out_dir)
     twin = GroundTruthTwin(params) if scenario.get("ground_truth") else None
     rosbag = RosbagLog(rosbag_path, params) if rosbag_path else None
