@@ -51,6 +51,23 @@ def plane_mesh():
 
 
 @pytest.fixture(scope="session")
+def fmu_path(tmp_path_factory):
+    """LidarSensor.fmu (FMI 2.0), built once for the session: the modules that drive it share one build (each
+    build copies the package and compiles the status shim, seconds on 2 cores)."""
+    from lidar_fmu.cosim.fmu_package import build_fmu
+
+    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
+
+
+@pytest.fixture(scope="session")
+def fmus(fmu_path):
+    """{2: the FMI 2.0 FMU, 3: the FMI 3.0 FMU}, each built once for the session, side by side."""
+    from lidar_fmu.cosim.fmu_package import build_fmu
+
+    return {2: fmu_path, 3: build_fmu(fmu_path.with_name("LidarSensor-fmi3.fmu"), fmi_version=3)}
+
+
+@pytest.fixture(scope="session")
 def street(tmp_path_factory):
     """The demo street's scene (generator seed 0), for the tests that scan presets across it (a module may keep
     a ``street`` of its own)."""

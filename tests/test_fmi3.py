@@ -43,13 +43,6 @@ UNKNOWN_VR = 99_999
 
 
 @pytest.fixture(scope="module")
-def fmus(tmp_path_factory):
-    """{2: the FMI 2.0 FMU, 3: the FMI 3.0 FMU}, built once for the module."""
-    folder = tmp_path_factory.mktemp("fmus")
-    return {2: build_fmu(folder / "LidarSensor.fmu"), 3: build_fmu(folder / "LidarSensor-fmi3.fmu", fmi_version=3)}
-
-
-@pytest.fixture(scope="module")
 def small_sensor(tmp_path_factory):
     path = tmp_path_factory.mktemp("spec") / "small.json"
     path.write_text(json.dumps(SMALL_SENSOR))

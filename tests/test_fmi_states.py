@@ -23,7 +23,6 @@ from osi3.osi_sensorviewconfiguration_pb2 import SensorViewConfiguration
 
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
-from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import PoseError, pose_matrix
 from lidar_fmu.osi.decode import MAX_POSITION_M
@@ -36,11 +35,6 @@ SMALL_SENSOR = {"vertical_fov_deg": [-15, 15], "channels": 16, "horizontal_sampl
 CAR = (4.0, 1.8, 1.5)
 VIEW = sensor_view([(10, (12, 0, 0.75), (0, 0, 0), CAR, ""), (11, (-9, 4, 0.75), (0, 0, 0.3), CAR, "")])
 UNKNOWN_VR = 99_999
-
-
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 @pytest.fixture(scope="module")

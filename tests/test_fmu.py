@@ -17,17 +17,12 @@ from helpers.c_master import compile_master, master_env
 from helpers.fmu_inputs import OSMP_VARIABLES, SHARED_TRACE, SMALL_SENSOR
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
-from lidar_fmu.cosim.fmu_package import build_fmu, validate
+from lidar_fmu.cosim.fmu_package import validate
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.detections import sensor_data_to_points
 
 OSMP_NS = "{http://xsd.pmsf.net/OSISensorModelPackaging}"
 NOT_AVAILABLE = SensorDetectionHeader.DATA_QUALIFIER_NOT_AVAILABLE
-
-
-@pytest.fixture(scope="session")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 @pytest.fixture(scope="session")

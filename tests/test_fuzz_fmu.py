@@ -327,13 +327,6 @@ def reproduce(fmu_path, sensor_spec: str, path) -> list[str]:
 
 # -- the test -----------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    from lidar_fmu.cosim.fmu_package import build_fmu
-
-    return str(build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu"))
-
-
-@pytest.fixture(scope="module")
 def small_sensor(tmp_path_factory):
     import json
 

@@ -10,14 +10,8 @@ import yaml
 
 from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
 from lidar_fmu.cosim.fmu_host import FmuInstance
-from lidar_fmu.cosim.fmu_package import build_fmu
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, "src")
-
-
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 def test_an_instance_removes_what_it_unpacked_when_closed_refused_or_forgotten(fmu_path, tmp_path):

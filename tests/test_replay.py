@@ -93,13 +93,6 @@ def test_a_pattern_repeating_a_direction_is_ambiguous():
 
 
 # -- through the FMU, as the replay does it ------------------------------------------------------
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    from lidar_fmu.cosim.fmu_package import build_fmu
-
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
-
-
 def _views():
     """Two SensorViews of cars around a host driving along x (no environment: the cars are boxes)."""
     cars = [(20, (14.0, -3.0, 0.9), (0, 0, math.radians(25)), (4.6, 1.9, 1.8), ""),

@@ -16,13 +16,6 @@ FRAMES = 20  # in SHARED_TRACE
 SENSOR = SMALL_SENSOR  # 5,760 rays: fast
 
 
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    from lidar_fmu.cosim.fmu_package import build_fmu
-
-    return str(build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu"))
-
-
 def _offsets(raw: bytes) -> list[int]:
     """Byte offset of every frame's length prefix in a .osi trace (plus the end)."""
     offsets = [0]
@@ -40,7 +33,7 @@ def _scenario(folder: pathlib.Path, trace_bytes: bytes, trace_name: str = "trace
 
 
 def _replay(scenario, out, fmu_path, capsys, *extra):
-    code = main(["replay", str(scenario), "-o", str(out), "--fmu", fmu_path, "-q", *extra])
+    code = main(["replay", str(scenario), "-o", str(out), "--fmu", str(fmu_path), "-q", *extra])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

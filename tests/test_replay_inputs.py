@@ -20,13 +20,6 @@ from lidar_fmu.tools.replay import replay
 MANIFEST = "replay_files.txt"
 
 
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    from lidar_fmu.cosim.fmu_package import build_fmu
-
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
-
-
 def run(argv, capsys):
     code = main([str(a) for a in argv])
     out = capsys.readouterr()

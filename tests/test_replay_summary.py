@@ -3,16 +3,8 @@
 import json
 import re
 
-import pytest
-
 from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
-from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.tools.cli import main
-
-
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 def test_the_trace_is_mcap_by_default_and_the_summary_says_where_and_how_big(fmu_path, tmp_path, capsys):

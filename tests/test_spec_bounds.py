@@ -8,7 +8,6 @@ import trimesh
 
 from helpers.osi_views import sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
-from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.documents import MAX_DEPTH, parse_document, read_document, shown
 from lidar_fmu.errors import LidarFmuError
 from lidar_fmu.sensors import SensorSpecError, load_sensor
@@ -154,11 +153,6 @@ def test_a_bad_spec_on_the_command_line_exits_2_with_one_line(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("lidar-fmu: error: ") and err.count("\n") == 1, err[:2000]
     assert_one_short_line(err, names)
-
-
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 @pytest.mark.parametrize("case", ["laughs-noise", "laughs-weather", "lidar_mode-0x10", "column_window-1e12",

@@ -8,7 +8,6 @@ import zipfile
 
 import pytest
 
-from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.cosim.srmd import SRMD_ENTRY, STC_NS, XLINK_NS
 
 SCHEMAS = pathlib.Path(__file__).parent / "data" / "schemas" / "srmd"
@@ -22,12 +21,6 @@ def schema():
 
     xlink = pathlib.Path(xmlschema.__file__).parent / "schemas" / "XLINK" / "xlink.xsd"
     return xmlschema.XMLSchema11(str(SCHEMAS / "SRMD.xsd"), uri_mapper={XLINK_ONLINE: xlink.as_uri()})
-
-
-@pytest.fixture(scope="module")
-def fmus(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fmus")
-    return {2: build_fmu(folder / "LidarSensor.fmu"), 3: build_fmu(folder / "LidarSensor-fmi3.fmu", fmi_version=3)}
 
 
 def entries(srmd: bytes) -> dict:

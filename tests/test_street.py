@@ -75,9 +75,13 @@ def streets(road_gt: RoadGroundTruth, style: str, boxes=None, seed: int = 1):
 def inside_triangles(points_xy: np.ndarray, vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
     """Which points lie inside any triangle's horizontal projection (edges excluded by 1 mm)."""
     hit = np.zeros(len(points_xy), bool)
+    # points sorted by x: each triangle looks only at those within its x extent (a slice), not at all of them
+    order = np.argsort(points_xy[:, 0], kind="stable")
+    xs = points_xy[order, 0]
     for a, b, c in vertices[faces][:, :, :2]:
         lo, hi = np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c)
-        near = np.flatnonzero(np.all((points_xy >= lo) & (points_xy <= hi), axis=1))
+        span = order[np.searchsorted(xs, lo[0], "left"):np.searchsorted(xs, hi[0], "right")]
+        near = span[np.all((points_xy[span] >= lo) & (points_xy[span] <= hi), axis=1)]
         if not len(near):
             continue
         p = points_xy[near]

@@ -14,8 +14,6 @@ import textwrap
 
 import pytest
 
-from lidar_fmu.cosim.fmu_package import build_fmu
-
 TESTS = pathlib.Path(__file__).parent
 
 SCRIPT = textwrap.dedent('''
@@ -85,11 +83,6 @@ SCRIPT = textwrap.dedent('''
     from lidar_fmu import parallel
     print("layer", numba.threading_layer(), "serialised", parallel.serialised())
 ''')
-
-
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 def run_script(what: str, layers: str, fmu_path="", env=None) -> str:

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
-from lidar_fmu.cosim.fmu_package import build_fmu
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.cosim.warm_up import warm_up
 from lidar_fmu.osi.trace import read_trace
@@ -45,11 +44,6 @@ with FmuInstance(fmu_path, fmu_parameters(scenario, folder)) as fmu:
     after = signatures()
     print(json.dumps({"new": sorted(set(after.items()) - set(before.items())), "messages": fmu.messages}))
 """
-
-
-@pytest.fixture(scope="module")
-def fmu_path(tmp_path_factory):
-    return build_fmu(tmp_path_factory.mktemp("fmu") / "LidarSensor.fmu")
 
 
 def _python(script, *argv, env=None):
