@@ -285,7 +285,7 @@ class MountedLidar:
         # distorted or not
         if pattern is None or not (sensor.motion_distortion or sensor.radial_velocity is not None or self.doppler):
             return pattern, None
-        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None and previous is None else None
+        host = frame.host() if previous is None else None
         jumped: dict[int, str] = {}  # object id → why its OSI rates are no motion (rates_jump): it stands still
 
         def moves(obj: ObjectState) -> bool:
@@ -342,7 +342,7 @@ def view_velocities(frame, velocities: SceneVelocities) -> SceneVelocities:
         velocity.append(obj.velocity_m_s if obj.velocity_m_s is not None else (0.0, 0.0, 0.0))
         spin.append(angular_velocity(obj.orientation_rad, obj.orientation_rate_rad_s))
     velocities = velocities.with_instances(ids, velocity, spin)
-    host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+    host = frame.host()
     if host is not None and host.id in ids:
         k = ids.index(host.id)
         velocities = velocities.with_carrier(host.position_m, velocity[k], spin[k])

@@ -108,10 +108,14 @@ class SensorViewFrame:
     def object(self, object_id: int) -> ObjectState | None:
         return next((o for o in self.objects if o.id == object_id), None)
 
+    def host(self) -> ObjectState | None:
+        """The host vehicle, if the view names one and its ground truth holds it."""
+        return self.object(self.host_vehicle_id) if self.host_vehicle_id is not None else None
+
     def host_pose(self, dt_s: float = 0.0) -> np.ndarray | None:
         """4×4 world_from_vehicle (rear-axle frame) of the host, if it is in the ground truth (``dt_s`` later:
         :func:`~lidar_fmu.geometry.transforms.extrapolate_pose`)."""
-        host = self.object(self.host_vehicle_id) if self.host_vehicle_id is not None else None
+        host = self.host()
         if host is None:
             return None
         pose = extrapolate_pose(host.pose, host.velocity_m_s, host.orientation_rate_rad_s, dt_s) if dt_s else host.pose

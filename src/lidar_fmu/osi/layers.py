@@ -230,13 +230,6 @@ def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_
             configuration, reflections]
 
 
-def _host_of(frame):
-    """The decoded view's host vehicle, or None."""
-    if frame is None or frame.host_vehicle_id is None:
-        return None
-    return frame.object(frame.host_vehicle_id)
-
-
 # ------------------------------------------------------------ logical detections
 
 
@@ -354,7 +347,7 @@ class LayerEncoder:
         def reflections() -> list:
             return [piece for k, lidar in enumerate(lidars)
                     for piece in sensor_view_pieces(lidar, self._configs.setdefault(k, ViewConfigurations()),
-                                                    timestamp_s, _host_of(frame))]
+                                                    timestamp_s, None if frame is None else frame.host())]
 
         def objects() -> bytes:
             returns = [ObjectReturns(position, lidar.cloud.points["object_id"],

@@ -308,7 +308,7 @@ class SceneUpdater:
 
     def _host_xy(self, frame: SensorViewFrame) -> tuple[float, float]:
         """Where the host stands (x, y m), the road's lines are built around; the origin without a usable host."""
-        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+        host = frame.host()
         if host is None or not position_in_world([float(v) for v in host.position_m]):
             return 0.0, 0.0
         return float(host.position_m[0]), float(host.position_m[1])
@@ -326,7 +326,7 @@ class SceneUpdater:
 
     def _host_ground_z(self, frame: SensorViewFrame) -> float | None:
         """The height of the host's wheels on the ground (the bottom of its box); None without a host."""
-        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+        host = frame.host()
         if host is None or not all(math.isfinite(float(v)) for v in host.position_m + host.dimension_m):
             return None
         return float(host.position_m[2]) - 0.5 * float(host.dimension_m[2])
@@ -336,7 +336,7 @@ class SceneUpdater:
         ground = self._host_ground_z(frame)
         if ground is None or not in_world(ground):
             return
-        host = frame.object(frame.host_vehicle_id) if frame.host_vehicle_id is not None else None
+        host = frame.host()
         assert host is not None  # (there is one: it gave the ground height)
         if self._ground_plane is None:
             self._ground_plane = ground_plane_mesh(self.reach_m)
