@@ -1,13 +1,15 @@
 """`lidar-fmu build --ssp --then FMU`: an OSMP model after the lidar. One that reads a SensorView (a reflection-based
 sensor model such as openMSL's sl-1-5) gets the SensorView carrying the lidar's reflections through the
 OsiSensorDataView FMU; one that reads SensorData gets the lidar's as it is; the writer records the model's output.
-The sl-1-5 run itself needs its FMU, built outside the repository (docs/fmu.md#a-downstream-model-then)."""
+The sl-1-5 runs (in FMPy, and in OpenMCx where it is found) need its FMU, built outside the repository
+(docs/fmu.md#a-downstream-model-then)."""
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import zipfile
+from itertools import islice
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorview_pb2 import SensorView
 
 from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.openmcx import NO_OPENMCX, OPENMCX, run_openmcx
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.ssp import (
     build_ssp,
@@ -26,7 +29,7 @@ from lidar_fmu.cosim.ssp import (
     trace_times,
     validate_ssp,
 )
-from lidar_fmu.osi.trace import read_trace
+from lidar_fmu.osi.trace import read_trace, write_trace
 from lidar_fmu.tools.cli import main
 
 SCHEMAS = pathlib.Path(__file__).parent / "data" / "ssp"
@@ -168,29 +171,33 @@ simulate_ssp(sys.argv[1], start_time=0.0, stop_time=float(sys.argv[2]), step_siz
 """
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(SL15_FMU is None or not os.path.isfile(SL15_FMU or ""),
-                    reason="openMSL's sl-1-5 FMU not given: build it outside the repository and set SL15_FMU "
-                           "(docs/fmu.md#a-downstream-model-then)")
-def test_sl_1_5_detects_from_our_reflections_what_we_detect(tmp_path):
-    """sl-1-5 (its 41 × 563 beams of 24 rays, read in its order) fed our reflections in FMPy: one detection per beam
-    our rays hit in both ramps, its range our rays' within its range noise, its radial velocity our −dr/dt."""
-    c, wavelength_m, step_deg = 299792458.0, 1550e-9, 0.16
-    beam_az = np.concatenate([[0.0], -step_deg * np.arange(1, 282), step_deg * np.arange(1, 282)])
+#: why the sl-1-5 tests are skipped, where they are
+NO_SL15 = None if SL15_FMU and os.path.isfile(SL15_FMU) else (
+    "openMSL's sl-1-5 FMU not given: build it outside the repository and set SL15_FMU "
+    "(docs/fmu.md#a-downstream-model-then)")
+SL15_BEAM_STEP_DEG = 0.16  # its azimuth step between beams (MySensorModel.cpp)
+
+
+def sl15_spec(folder: pathlib.Path) -> str:
+    """A spec firing sl-1-5's pattern in its order: its 41 × 563 beams of 24 rays, each beam's up-ramp rays (the
+    first 12) on its even columns and its down-ramp rays on its odd ones, at 1550 nm with radial velocity."""
+    beam_az = np.concatenate([[0.0], -SL15_BEAM_STEP_DEG * np.arange(1, 282), SL15_BEAM_STEP_DEG * np.arange(1, 282)])
     beam_el = -15.0 + 0.5 * np.arange(41)
     column = np.array([2 * (k // 3) + half for half in (0, 1) for k in range(12)])  # up-ramp rays, then down-ramp
     row = np.array([k % 3 for half in (0, 1) for k in range(12)])
     azimuth = beam_az[None, :, None] + ((column - 3.5) / 8 * 0.14)[None, None, :] + 0 * beam_el[:, None, None]
     elevation = beam_el[:, None, None] + ((row - 1) / 3 * 0.07)[None, None, :] + 0 * beam_az[None, :, None]
-    spec = tmp_path / "sl15.json"
+    spec = folder / "sl15.json"
     spec.write_text(json.dumps({
         "angle_pairs_deg": np.stack([azimuth.ravel(), elevation.ravel()], 1).round(5).tolist(), "wavelength_nm": 1550,
         "min_range_m": 0.5, "max_range_m": 300, "radial_velocity": True}))
-    system = build_ssp(tmp_path / "sl15.ssp", str(SHARED_TRACE), str(spec), then=SL15_FMU)
-    run = subprocess.run([sys.executable, "-c", FMPY_MASTER, str(system.path), "0.55"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    written = [SensorData.FromString(data) for data in read_trace(tmp_path / system.sensordata, "SensorData")]
+    return str(spec)
+
+
+def assert_sl15_detects_what_we_detect(written: list[SensorData]) -> None:
+    """Each SensorData sl-1-5 wrote (with, copied in, the SensorView it read: ours) holds one detection per beam our
+    rays hit in both ramps, its range our rays' within its range noise, its radial velocity our −dr/dt."""
+    c, wavelength_m = 299792458.0, 1550e-9
     assert written
     for data in written:
         reflections = data.sensor_view[0].lidar_sensor_view[0].reflection  # what sl-1-5 read: ours
@@ -202,7 +209,7 @@ def test_sl_1_5_detects_from_our_reflections_what_we_detect(tmp_path):
         detections = data.feature_data.lidar_sensor[0].detection
         assert 0.99 * both.sum() <= len(detections) <= both.sum()
         layer = np.round((np.rad2deg([d.position.elevation for d in detections]) + 15) / 0.5).astype(int)
-        k = np.round(np.rad2deg([d.position.azimuth for d in detections]) / step_deg).astype(int)
+        k = np.round(np.rad2deg([d.position.azimuth for d in detections]) / SL15_BEAM_STEP_DEG).astype(int)
         beam = layer * 563 + np.where(k <= 0, -k, 281 + k)
         ours = np.array([np.median(range_m[b][hit[b]]) for b in beam])
         one_surface = np.array([np.ptp(range_m[b][hit[b]]) < 0.05 for b in beam])
@@ -211,3 +218,33 @@ def test_sl_1_5_detects_from_our_reflections_what_we_detect(tmp_path):
         velocity = np.array([d.radial_velocity for d in detections]) + np.array(
             [np.median(dr_dt[b][hit[b]]) for b in beam])
         assert np.mean(np.abs(velocity[one_surface]) < 1.0) > 0.9  # its velocity noise and bins 0.39 m/s
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NO_SL15 is not None, reason=str(NO_SL15))
+def test_sl_1_5_detects_from_our_reflections_what_we_detect(tmp_path):
+    """sl-1-5 fed our reflections in FMPy (each connection a step later: the first SensorData come after the
+    lidar's first view has passed the view FMU and sl-1-5)."""
+    system = build_ssp(tmp_path / "sl15.ssp", str(SHARED_TRACE), sl15_spec(tmp_path), then=SL15_FMU)
+    run = subprocess.run([sys.executable, "-c", FMPY_MASTER, str(system.path), "0.55"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_sl15_detects_what_we_detect(
+        [SensorData.FromString(data) for data in read_trace(tmp_path / system.sensordata, "SensorData")])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NO_SL15 is not None or OPENMCX is None, reason=str(NO_SL15 or NO_OPENMCX))
+def test_sl_1_5_in_openmcx_detects_from_each_view_in_its_own_step(tmp_path):
+    """The same chain in OpenMCx, on the shared trace's first two views: its sequential task steps the player, the
+    lidar, the view FMU, sl-1-5 and the writer in turn, so each step's SensorData is sl-1-5's on that step's view
+    (its timestamp, the master's time, is the view's), one a view, agreeing with ours as in FMPy."""
+    trace = tmp_path / "two_views.osi"
+    write_trace(trace, islice(read_trace(SHARED_TRACE, "SensorView"), 2))
+    system = build_ssp(tmp_path / "sl15.ssp", str(trace), sl15_spec(tmp_path), then=SL15_FMU)
+    folder = run_openmcx(system.path, tmp_path / "system")
+    written = [SensorData.FromString(data) for data in read_trace(folder / system.sensordata, "SensorData")]
+    views = [SensorView.FromString(data) for data in read_trace(trace, "SensorView")]
+    assert [data.timestamp for data in written] == [view.timestamp for view in views]
+    assert [data.sensor_view[0].timestamp for data in written] == [view.timestamp for view in views]
+    assert_sl15_detects_what_we_detect(written)
