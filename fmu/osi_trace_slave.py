@@ -1,11 +1,13 @@
-"""What the OSI trace player and writer FMUs (``OsiTracePlayer.py``, ``OsiTraceWriter.py``) share: one OSMP binary
-variable, a ``trace`` file parameter, their start values from ``resources/`` and fmi2Error through the status shim.
+"""What the small OSI FMUs around the lidar (``OsiTracePlayer.py``, ``OsiTraceWriter.py``, ``OsiSensorDataView.py``)
+share: their OSMP binary variables, a ``trace`` file parameter where they read or write one, their start values from
+``resources/`` and fmi2Error through the status shim.
 
 They are the small FMUs ``lidar-fmu build --ssp`` puts around the lidar FMU in an SSP system
 (``lidar_fmu.cosim.ssp``): a player that sends a SensorView trace's views one per step, a writer that records the
-SensorData it is given. Each carries the ``lidar_fmu`` package as the lidar FMU does and imports it from the same
-per-user copy (``lidar_sensor_package``), so all three FMUs of a system run one ``lidar_fmu``: its trace reader
-(``lidar_fmu.osi.trace``), writers and OSMP buffers. A refused call (a trace that cannot be read or written) is
+SensorData it is given, and a view that passes on the SensorView a SensorData carries. Each carries the
+``lidar_fmu`` package as the lidar FMU does and imports it from the same per-user copy (``lidar_sensor_package``),
+so all the FMUs of a system run one ``lidar_fmu``: its trace reader (``lidar_fmu.osi.trace``), writers and OSMP
+buffers. A refused call (a trace that cannot be read or written) is
 logged at error level and answered fmi2Error by the FMU's status shim (``status_shim.c``, which reads value
 reference 0 after each call, as for the lidar FMU); the instance stays usable.
 """
@@ -26,12 +28,15 @@ STATUS_VARIABLE = "fmi2_status_of_last_call"
 
 
 class OsiTraceSlave(Fmi2Slave):
-    """An FMU with one OSMP binary variable (:attr:`BINARY`) and a ``trace`` file; subclasses do the stepping."""
+    """An FMU with OSMP binary variables (:attr:`BINARY`) and a ``trace`` file (:attr:`TRACE`); subclasses do the
+    stepping."""
 
     author = "lidar-fmu"
     license = "MPL-2.0"
-    #: the FMU's OSMP binary variable: prefix → (OSI type, causality, variability, initial), as lidar_sensor_osmp
+    #: the FMU's OSMP binary variables: prefix → (OSI type, causality, variability, initial), as lidar_sensor_osmp
     BINARY: dict = {}
+    #: whether it has the ``trace`` parameter (a file it plays or writes)
+    TRACE = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -45,16 +50,19 @@ class OsiTraceSlave(Fmi2Slave):
         self._call_status = int(Fmi2Status.ok)
         self.register_variable(Integer(STATUS_VARIABLE, causality=Fmi2Causality.local,
                                        variability=Fmi2Variability.discrete, getter=lambda: self._call_status))
-        self.register_variable(String("trace", causality=Fmi2Causality.parameter, variability=Fmi2Variability.fixed,
-                                      getter=lambda: self.trace, setter=self._set_trace))
-        ((self._prefix, (_, causality, variability, initial)),) = self.BINARY.items()
-        self._ints = dict.fromkeys(osmp.ROLES, 0)
-        for role in osmp.ROLES:
-            self.register_variable(Integer(
-                f"{self._prefix}.{role}", causality=causality, variability=variability, initial=initial,
-                getter=lambda role=role: self._ints[role],
-                setter=(lambda value, role=role: self._ints.__setitem__(role, int(value)))
-                if causality == Fmi2Causality.input else None))
+        if self.TRACE:
+            self.register_variable(String("trace", causality=Fmi2Causality.parameter,
+                                          variability=Fmi2Variability.fixed, getter=lambda: self.trace,
+                                          setter=self._set_trace))
+        self._ints = {prefix: dict.fromkeys(osmp.ROLES, 0) for prefix in self.BINARY}
+        for prefix, (_, causality, variability, initial) in self.BINARY.items():
+            ints = self._ints[prefix]
+            for role in osmp.ROLES:
+                self.register_variable(Integer(
+                    f"{prefix}.{role}", causality=causality, variability=variability, initial=initial,
+                    getter=lambda role=role, ints=ints: ints[role],
+                    setter=(lambda value, role=role, ints=ints: ints.__setitem__(role, int(value)))
+                    if causality == Fmi2Causality.input else None))
 
     def _set_trace(self, value):
         self.trace = str(value)
@@ -91,11 +99,14 @@ class OsiTraceSlave(Fmi2Slave):
     def _close(self):
         """What fmi2Terminate ends (the subclass's)."""
 
-    # -- the binary variable --------------------------------------------------------------------------------
-    def _binary(self):
-        """(address, size) of the binary variable."""
-        return osmp.join_address(self._ints["base.lo"], self._ints["base.hi"]), self._ints["size"]
+    # -- the binary variables -------------------------------------------------------------------------------
+    def _binary(self, prefix=None):
+        """(address, size) of the binary variable ``prefix`` (default: the only one)."""
+        (ints,) = self._ints.values() if prefix is None else (self._ints[prefix],)
+        return osmp.join_address(ints["base.lo"], ints["base.hi"]), ints["size"]
 
-    def _publish(self, address, size):
+    def _publish(self, address, size, prefix=None):
+        """Point the output binary variable ``prefix`` (default: the only one) at ``size`` bytes at ``address``."""
+        (ints,) = self._ints.values() if prefix is None else (self._ints[prefix],)
         lo, hi = osmp.split_address(address)  # FMI 2.0's Integers: the one place a buffer's address is split
-        self._ints["base.lo"], self._ints["base.hi"], self._ints["size"] = lo, hi, size
+        ints["base.lo"], ints["base.hi"], ints["size"] = lo, hi, size

@@ -1,12 +1,10 @@
 """`lidar-fmu build --ssp`: the SSP system (OSI trace player → lidar FMU → OSI trace writer) is valid SSP 1.0,
 its FMUs pass FMPy's validation, and it replays a trace in OpenMCx and in FMPy's SSP master to the SensorData
 `lidar-fmu replay` writes, detection for detection."""
-import os
 import pathlib
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 
 import numpy as np
@@ -17,6 +15,7 @@ from lxml import etree
 from osi3.osi_sensordata_pb2 import SensorData
 
 from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+from helpers.openmcx import NO_OPENMCX, OPENMCX, run_openmcx, unpacked
 from helpers.osi_views import sensor_view
 from lidar_fmu.cosim.fmu_host import FmuInstance
 from lidar_fmu.cosim.ssp import build_ssp, validate_ssp
@@ -24,23 +23,11 @@ from lidar_fmu.osi.trace import read_trace, write_trace
 from lidar_fmu.tools.cli import main
 from lidar_fmu.tools.replay import replay
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 SCHEMAS = pathlib.Path(__file__).parent / "data" / "ssp"
 NS = {"ssd": "http://ssp-standard.org/SSP1/SystemStructureDescription",
       "ssv": "http://ssp-standard.org/SSP1/SystemStructureParameterValues",
       "mc": "com.avl.model.connect.ssp.task"}
 FRAMES = 20  # SensorViews in the shared trace, 0.1 s apart from 0.1 s
-
-
-def _openmcx() -> str | None:
-    """The OpenMCx binary: $OPENMCX, else `openmcx` on PATH, else scripts/build_openmcx.sh's default build."""
-    for candidate in (os.environ.get("OPENMCX"), shutil.which("openmcx"), REPO / "build" / "openmcx" / "openmcx"):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
-OPENMCX = _openmcx()
 
 
 def spec_file(folder: pathlib.Path, **keys) -> str:
@@ -66,12 +53,6 @@ def replayed(tmp_path: pathlib.Path, sensor: str) -> list[bytes]:
 def detections(sensor_data: bytes) -> list:
     """Every lidar's detections of a SensorData (protobuf messages: compared field by field)."""
     return [list(lidar.detection) for lidar in SensorData.FromString(sensor_data).feature_data.lidar_sensor]
-
-
-def unpacked(ssp, folder: pathlib.Path) -> pathlib.Path:
-    with zipfile.ZipFile(ssp) as archive:
-        archive.extractall(folder)
-    return folder
 
 
 def test_the_package_is_valid_ssp_1_0_and_its_fmus_pass_fmpy_validation(system, tmp_path):
@@ -159,9 +140,7 @@ def test_fmpy_simulates_the_system_to_the_replays_detections_a_step_later(system
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(OPENMCX is None, reason="OpenMCx not found: set OPENMCX to its binary or put openmcx on PATH "
-                                            "(scripts/build_openmcx.sh builds it: "
-                                            "docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters)")
+@pytest.mark.skipif(OPENMCX is None, reason=NO_OPENMCX)
 def test_openmcx_runs_the_system_to_the_replays_sensor_data(tmp_path):
     """OpenMCx 6e5e7bf steps the player, the lidar and the writer in turn (the SSD's sequential task): the writer's
     trace is the replay's, message for message; with noise on, whose numbers come from the seed and the frame
@@ -169,13 +148,8 @@ def test_openmcx_runs_the_system_to_the_replays_sensor_data(tmp_path):
     values, the bound ones) and takes an unpacked SSP."""
     spec = spec_file(tmp_path, noise=True)
     system = build_ssp(tmp_path / "noisy.ssp", str(SHARED_TRACE), spec)
-    folder = unpacked(system.path, tmp_path / "system")
     # docs/fmu.md's recipe for non-Python masters on Linux: pythonfmu's binary does not link libpython
-    libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY")
-    env = dict(os.environ, LD_PRELOAD=str(libpython), PYTHONPATH=sysconfig.get_paths()["purelib"])
-    run = subprocess.run([OPENMCX, "SystemStructure.ssd"], cwd=folder, env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0 and "Program finished successfully" in run.stdout, (run.stdout + run.stderr)[-3000:]
+    folder = run_openmcx(system.path, tmp_path / "system")
     written = list(read_trace(folder / system.sensordata, "SensorData"))
     expected = replayed(tmp_path, spec)
     assert len(written) == len(expected) == FRAMES

@@ -3,9 +3,11 @@
 ``lidar-fmu build --ssp`` (:func:`build_ssp`) writes a System Structure Package (SSP 1.0) that replays a
 SensorView trace through the lidar in any SSP master: ``OsiTracePlayer.fmu`` → ``LidarSensor.fmu`` →
 ``OsiTraceWriter.fmu``, their OSMP buffers connected as three Integers, each component's parameters an ``.ssv``
-bound in the SSD and also its FMU's start values, the files they name carried inside the FMUs. Main names:
-:func:`system_components`, :func:`system_structure`, :func:`parameter_set`, :func:`trace_times` (the step, one per
-SensorView), :func:`validate_ssp`. The package, how OpenMCx and FMPy run it and why the SensorData trace equals
+bound in the SSD and also its FMU's start values, the files they name carried inside the FMUs. With ``then``, an
+OSMP model FMU (:func:`downstream_model`) takes the lidar's SensorData, or through ``OsiSensorDataView.fmu`` the
+SensorView with its reflections, and the writer records its SensorData. Main names: :func:`system_components`,
+:func:`system_structure`, :func:`parameter_set`, :func:`trace_times` (the step, one per SensorView),
+:func:`validate_ssp`. The package, how OpenMCx and FMPy run it and why the SensorData trace equals
 ``lidar-fmu replay``'s: docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters.
 """
 from __future__ import annotations
@@ -49,11 +51,66 @@ class Component:
     carried: list[Path] = field(default_factory=list)
     #: the FMU's DefaultExperiment (start_time, stop_time, step_size), when the system sets it
     default_experiment: dict[str, float] | None = None
+    #: an FMU built elsewhere, packed as it is (a downstream model); None: built from fmu/<model>.py
+    fmu: Path | None = None
 
 
-#: the system's connections: (from component, its output binary, to component, its input binary)
-CONNECTIONS = (("player", "OSMPSensorViewOut", "lidar", "OSMPSensorViewIn"),
-               ("lidar", "OSMPSensorDataOut", "writer", "OSMPSensorDataIn"))
+def connections(components: list[Component]) -> list[tuple[str, str, str, str]]:
+    """The system's connections, a chain in the components' order: (from component, its output binary, to
+    component, its input binary)."""
+    def binary(component: Component, kind: str) -> str:
+        return next(prefix for prefix, k in component.binaries.items() if k == kind)
+
+    return [(a.name, binary(a, "output"), b.name, binary(b, "input")) for a, b in zip(components, components[1:])]
+
+
+#: the OSMP inputs a downstream model may take: the lidar's SensorData as it is, or the SensorView it carries
+DOWNSTREAM_INPUTS = ("OSMPSensorDataIn", "OSMPSensorViewIn")
+#: the OSMP output of a downstream model, what the writer records
+DOWNSTREAM_OUTPUT = "OSMPSensorDataOut"
+
+
+@dataclass
+class DownstreamModel:
+    """An OSMP FMU that takes the lidar's output in a system: its file, model identifier and OSMP input."""
+
+    path: Path
+    model: str
+    input: str  # one of DOWNSTREAM_INPUTS
+
+    @property
+    def takes_view(self) -> bool:
+        """Does it read a SensorView (a reflection-based sensor model), so that the view FMU feeds it?"""
+        return self.input == "OSMPSensorViewIn"
+
+
+def downstream_model(fmu: str) -> DownstreamModel:
+    """The OSMP model FMU ``fmu`` (``build --ssp --then``) as the system connects it: FMI 2.0 co-simulation, an
+    ``OSMPSensorDataIn`` or ``OSMPSensorViewIn`` input and an ``OSMPSensorDataOut`` output, each as OSMP's three
+    Integers (``.base.lo``, ``.base.hi``, ``.size``). Anything else is a :class:`UserError` naming the file and
+    what it lacks."""
+    from fmpy import read_model_description
+
+    if not os.path.isfile(fmu):
+        raise UserError(f"--then {fmu!r}: FMU not found")
+    try:
+        description = read_model_description(fmu, validate=False)
+    except Exception as exc:  # fmpy raises what zipfile and lxml raise: not a zip, no modelDescription.xml, bad XML
+        raise UserError(f"--then {fmu!r} is not an FMU whose model description reads: {exc}") from None
+    if description.fmiVersion != "2.0" or description.coSimulation is None:
+        raise UserError(f"--then {fmu!r} is FMI {description.fmiVersion} "
+                        f"{'co-simulation' if description.coSimulation else 'without co-simulation'}; the system's "
+                        f"FMUs are FMI 2.0 co-simulation")
+    integers = {(v.name, v.causality) for v in description.modelVariables if v.type == "Integer"}
+
+    def has(prefix: str, causality: str) -> bool:
+        return all((f"{prefix}.{role}", causality) in integers for role in ROLES)
+
+    inputs = [prefix for prefix in DOWNSTREAM_INPUTS if has(prefix, "input")]
+    if not inputs or not has(DOWNSTREAM_OUTPUT, "output"):
+        raise UserError(f"--then {fmu!r} ({description.modelName}) has no OSMP {' or '.join(DOWNSTREAM_INPUTS)} "
+                        f"input and {DOWNSTREAM_OUTPUT} output (each as the Integers {', '.join(ROLES)})")
+    return DownstreamModel(Path(fmu).resolve(), description.coSimulation.modelIdentifier, inputs[0])
 
 
 @dataclass
@@ -70,7 +127,7 @@ class SspSystem:
     @property
     def sensordata(self) -> str:
         """The SensorData trace the writer writes (relative: to the master's working directory)."""
-        return self.components[2].parameters["trace"]
+        return self.components[-1].parameters["trace"]
 
 
 @dataclass
@@ -160,13 +217,17 @@ def carried_sensor(sensor: str, folder: Path) -> tuple[str, list[Path]]:
 
 
 def system_components(trace: str, sensor: str, staging: Path, times: TraceTimes, assets: str | None = None,
-                      sensordata: str = DEFAULT_SENSORDATA) -> list[Component]:
-    """The player, lidar and writer of a system replaying ``trace`` with ``sensor``; carried files staged in
-    ``staging``."""
+                      sensordata: str = DEFAULT_SENSORDATA, outputs: str | None = None,
+                      then: DownstreamModel | None = None) -> list[Component]:
+    """The player, lidar, (view and) downstream model and writer of a system replaying ``trace`` with ``sensor``,
+    in the order they are chained; carried files staged in ``staging``. ``outputs``: the lidar's ``outputs``
+    parameter (None: its default)."""
     experiment = {"start_time": times.start_s, "stop_time": times.stop_s, "step_size": times.step_s}
     sensor_value, sensor_files = carried_sensor(sensor, staging / "lidar")
     lidar = Component("lidar", "LidarSensor", {"sensor": sensor_value},
                       {"OSMPSensorViewIn": "input", "OSMPSensorDataOut": "output"}, sensor_files)
+    if outputs is not None:
+        lidar.parameters["outputs"] = outputs
     if assets:
         if not os.path.isdir(assets):
             raise UserError(f"--assets {assets!r}: folder not found")
@@ -177,7 +238,14 @@ def system_components(trace: str, sensor: str, staging: Path, times: TraceTimes,
                        {"OSMPSensorViewOut": "output"}, [Path(trace)], experiment)
     writer = Component("writer", "OsiTraceWriter", {"trace": sensordata}, {"OSMPSensorDataIn": "input"}, [],
                        experiment)
-    return [player, lidar, writer]
+    middle = []
+    if then is not None:
+        if then.takes_view:
+            middle.append(Component("view", "OsiSensorDataView", {},
+                                    {"OSMPSensorDataIn": "input", "OSMPSensorViewOut": "output"}))
+        middle.append(Component("model", then.model, {}, {then.input: "input", DOWNSTREAM_OUTPUT: "output"},
+                                fmu=then.path))
+    return [player, lidar, *middle, writer]
 
 
 def _q(namespace: str, tag: str) -> str:
@@ -213,13 +281,14 @@ def system_structure(components: list[Component], name: str, times: TraceTimes) 
             for role in ROLES:
                 connector = ET.SubElement(connectors, _q(SSD_NS, "Connector"), name=f"{prefix}.{role}", kind=kind)
                 ET.SubElement(connector, _q(SSC_NS, "Integer"))
-        bindings = ET.SubElement(element, _q(SSD_NS, "ParameterBindings"))
-        ET.SubElement(bindings, _q(SSD_NS, "ParameterBinding"), type="application/x-ssp-parameter-set",
-                      source=f"resources/{component.name}.ssv")
-    connections = ET.SubElement(system, _q(SSD_NS, "Connections"))
-    for start, output, end, input_ in CONNECTIONS:
+        if component.parameters:  # a downstream model keeps its own defaults: no parameter set
+            bindings = ET.SubElement(element, _q(SSD_NS, "ParameterBindings"))
+            ET.SubElement(bindings, _q(SSD_NS, "ParameterBinding"), type="application/x-ssp-parameter-set",
+                          source=f"resources/{component.name}.ssv")
+    chain = ET.SubElement(system, _q(SSD_NS, "Connections"))
+    for start, output, end, input_ in connections(components):
         for role in ROLES:
-            ET.SubElement(connections, _q(SSD_NS, "Connection"), startElement=start,
+            ET.SubElement(chain, _q(SSD_NS, "Connection"), startElement=start,
                           startConnector=f"{output}.{role}", endElement=end, endConnector=f"{input_}.{role}")
     experiment = ET.SubElement(root, _q(SSD_NS, "DefaultExperiment"), startTime=repr(times.start_s),
                                stopTime=repr(times.stop_s))
@@ -239,9 +308,12 @@ def _write_xml(root: ET.Element, path: Path) -> None:
 
 
 def build_component_fmu(component: Component, dest: Path) -> Path:
-    """The component's FMU, built with its parameter values as start values and its files inside."""
+    """The component's FMU, built with its parameter values as start values and its files inside (a downstream
+    model's, copied as it is)."""
     from .fmu_package import SLAVE_DIR, build_fmu
 
+    if component.fmu is not None:
+        return Path(shutil.copy2(component.fmu, dest))
     with tempfile.TemporaryDirectory(prefix="lidar_fmu_ssp_") as work:
         carried = Path(work) / CARRIED
         carried.mkdir()
@@ -258,12 +330,16 @@ def build_component_fmu(component: Component, dest: Path) -> Path:
 
 
 def build_ssp(dest: str | os.PathLike, trace: str, sensor: str, assets: str | None = None,
-              sensordata: str = DEFAULT_SENSORDATA, name: str | None = None) -> SspSystem:
+              sensordata: str = DEFAULT_SENSORDATA, name: str | None = None, outputs: str | None = None,
+              then: str | None = None) -> SspSystem:
     """Write the ``.ssp`` that replays the SensorView ``trace`` through the lidar ``sensor`` (a preset, spec file or
     rig) into the SensorData trace ``sensordata`` (docs/fmu.md#ssp-a-ready-system-for-openmcx-and-other-ssp-masters)
     → what it packed. ``assets``: the folder the trace's ``model_reference`` strings resolve in, carried into the
-    lidar FMU. Bad input is a :class:`~lidar_fmu.errors.LidarFmuError` naming it, raised before anything is
-    written."""
+    lidar FMU; ``outputs``: the lidar's OSI layers (its ``outputs`` parameter); ``then``: an OSMP model FMU the
+    lidar feeds, whose SensorData the writer records (one that takes a SensorView gets the lidar's reflections:
+    ``outputs`` holds them, by default detections and reflections). Bad input is a
+    :class:`~lidar_fmu.errors.LidarFmuError` naming it, raised before anything is written."""
+    from ..sensors.outputs import parse_outputs
     from ..sensors.rig import load_rig
 
     dest = Path(dest).resolve()
@@ -273,17 +349,26 @@ def build_ssp(dest: str | os.PathLike, trace: str, sensor: str, assets: str | No
         raise UserError(f"SSP package {str(dest)!r}: folder {dest.parent} does not exist")
     if not sensordata.endswith((".osi", ".osi.xz", ".mcap")):
         raise UserError(f"--sensordata {sensordata!r} must end in .osi, .osi.xz or .mcap")
+    model = downstream_model(then) if then is not None else None
+    if model is not None and model.takes_view:
+        outputs = outputs or "detections,reflections"
+        if "reflections" not in (parse_outputs(outputs) or ()):
+            raise UserError(f"--then {then!r} reads a SensorView (its {model.input}): the lidar's outputs "
+                            f"{outputs!r} must hold reflections")
+    elif outputs is not None:
+        parse_outputs(outputs)  # a bad list is refused here, not by the lidar FMU in the master
     times = trace_times(trace, load_rig(sensor)[0].sensor.frame_period_s)
     name = name or f"lidar-fmu replay of {os.path.basename(trace)}"
     with tempfile.TemporaryDirectory(prefix="lidar_fmu_ssp_") as work:
         staging = Path(work)
-        components = system_components(trace, sensor, staging / "carried", times, assets, sensordata)
+        components = system_components(trace, sensor, staging / "carried", times, assets, sensordata, outputs, model)
         package = staging / "package"
         resources = package / "resources"
         resources.mkdir(parents=True)
         for component in components:
             build_component_fmu(component, resources / f"{component.model}.fmu")
-            _write_xml(parameter_set(component), resources / f"{component.name}.ssv")
+            if component.parameters:
+                _write_xml(parameter_set(component), resources / f"{component.name}.ssv")
         _write_xml(system_structure(components, name, times), package / "SystemStructure.ssd")
         staged = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
         with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:  # SSP 1.0: stored or deflated

@@ -267,7 +267,7 @@ def cmd_build(args) -> None:
 
         build_ssp_command(args)
         return
-    for option in ("trace", "sensor", "assets", "sensordata"):
+    for option in ("trace", "sensor", "assets", "sensordata", "outputs", "then"):
         if getattr(args, option) is not None:
             raise UserError(f"--{option} goes with --ssp (an SSP package replaying a trace); the FMU takes its "
                             "parameters from the master")

@@ -26,6 +26,15 @@ def add_ssp_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sensordata", default=None, metavar="PATH",
                    help="--ssp: the SensorData trace the writer writes (.osi, .osi.xz, .mcap; relative to the "
                         "master's working directory; default: sensordata.osi)")
+    p.add_argument("--outputs", default=None, metavar="LIST",
+                   help="--ssp: the lidar's OSI layers, its outputs parameter (a comma list of detections, "
+                        "reflections, logical, objects; default: the sensor spec's, else detections; with a --then "
+                        "model that reads a SensorView: detections,reflections)")
+    p.add_argument("--then", default=None, metavar="FMU",
+                   help="--ssp: an OSMP model FMU (FMI 2.0) between the lidar and the writer: one with "
+                        "OSMPSensorDataIn takes the lidar's SensorData, one with OSMPSensorViewIn (a reflection-based "
+                        "sensor model, e.g. openMSL's sl-1-5) the SensorView carrying its reflections; the writer "
+                        "records its OSMPSensorDataOut (docs/fmu.md#a-downstream-model-then)")
 
 
 def build_ssp_command(args) -> None:
@@ -52,16 +61,18 @@ def build_ssp_command(args) -> None:
         output = str(DEFAULT_FMU.parent / f"{name}.ssp")
     check_output_folder(output, "SSP package")
     system = build_ssp(output, args.trace, sensor, assets=args.assets,
-                       sensordata=args.sensordata or DEFAULT_SENSORDATA, name=f"lidar-fmu replay of {name}")
+                       sensordata=args.sensordata or DEFAULT_SENSORDATA, name=f"lidar-fmu replay of {name}",
+                       outputs=args.outputs, then=args.then)
     problems = validate_ssp(system.path)
     for problem in problems:
         print(f"validation: {problem}")
     if problems:
         raise UserError(f"{system.path} has {len(problems)} validation problem(s)")
+    chain = " → ".join(c.name if c.name != "lidar" else f"lidar ({sensor})" for c in system.components)
     print(f"built {system.path}: {system.frames} SensorViews of {os.path.basename(args.trace)}, one per "
-          f"{system.step_s:g} s step from {system.start_s:g} s to {system.stop_s:g} s: player → lidar ({sensor}) → "
-          f"writer → {system.sensordata}")
-    print("  SSD and parameter sets valid against SSP 1.0; the three FMUs pass FMPy's validation")
+          f"{system.step_s:g} s step from {system.start_s:g} s to {system.stop_s:g} s: {chain} → {system.sensordata}")
+    count = {3: "three", 4: "four", 5: "five"}[len(system.components)]
+    print(f"  SSD and parameter sets valid against SSP 1.0; the {count} FMUs pass FMPy's validation")
     print("initializing its lidar FMU once as a master does (a machine's first run compiles its kernels)", flush=True)
     with tempfile.TemporaryDirectory(prefix="lidar_fmu_ssp_") as work, zipfile.ZipFile(system.path) as archive:
         print(f"  FMU: {warm_kernel_cache(archive.extract('resources/LidarSensor.fmu', work))}")
