@@ -16,7 +16,7 @@ from lidar_fmu.osi.decode import decode_sensor_view
 from lidar_fmu.osi.ground_truth import BoundaryLine, LaneStrip, RoadGroundTruth, decode_road
 from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE
 from lidar_fmu.world import build_road_world
-from lidar_fmu.world.road import build_road
+from lidar_fmu.world.road import RoadEdge, build_road
 from lidar_fmu.world.scene_update import STREET_ID, SceneSettingError, SceneUpdater
 from lidar_fmu.world.shapes import MeshBuilder
 from lidar_fmu.world.street import (
@@ -24,6 +24,8 @@ from lidar_fmu.world.street import (
     STREET_STYLES,
     box_corners,
     build_street,
+    chained_edges,
+    end_pairs,
     street_mesh,
     street_seed,
 )
@@ -227,3 +229,50 @@ def test_an_urban_frontage_runs_on_across_a_maps_cuts_and_its_buildings_touch():
         _, parts = streets(cut_road(pieces), "urban")
         shares[pieces] = min(frontage_share(parts, 1.0), frontage_share(parts, -1.0))
     assert shares[10] > 0.7 and shares[1] > 0.7  # 20 % of the gaps are 3.5–5 m alleys: ≥ 80 % built, less ends
+
+
+def side_edge(points, outward=(0.0, 1.0)) -> RoadEdge:
+    """A side edge through ``points`` (x, y) facing ``outward`` at every point."""
+    xy = np.asarray(points, float)
+    n = len(xy)
+    return RoadEdge(np.column_stack([xy, np.zeros(n)]), np.tile([*outward, 0.0], (n, 1)), 0.0, "asphalt")
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (0, 2, 1), (2, 1, 0), (1, 2, 0)])
+def test_a_kerb_runs_on_round_its_blocks_corner_whatever_the_order_of_the_edges(order):
+    """Three ends meet at one point, as where a map's lane boundary runs on across a junction and the kerb turns
+    off into the side road: the kerb (outward: north) runs on into the edge that turns towards its outward side,
+    round the block's corner, not across the junction's mouth; the order of the edges changes nothing."""
+    edges = [side_edge([(-20, 0), (-10, 0), (0, 0)]),                # runs east into the point
+             side_edge([(0, 0), (10, 0), (20, 0)]),                   # on across the junction
+             side_edge([(0, 0), (7, 7), (14, 14)], (-0.7071, 0.7071))]  # the kerb turning north-east
+    chains = chained_edges([edges[k] for k in order])
+    assert sorted(len(points) for points, _ in chains) == [3, 5]
+    round_the_corner = next(points for points, _ in chains if len(points) == 5)
+    assert sorted(map(tuple, round_the_corner[[0, -1], :2].tolist())) == [(-20.0, 0.0), (14.0, 14.0)]
+
+
+def test_end_pairs_are_every_pair_within_reach_and_no_other():
+    rng = np.random.default_rng(3)
+    ends = rng.uniform(0.0, 30.0, (1500, 2))
+    ends[500:800] = ends[:300] + rng.normal(0.0, 0.2, (300, 2))  # many within reach of another
+    i, j = end_pairs(ends, 0.5)
+    gap = np.linalg.norm(ends[:, None] - ends[None], axis=2)
+    want_i, want_j = np.nonzero((gap <= 0.5) & (np.arange(len(ends))[:, None] < np.arange(len(ends))[None]))
+    assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(want_i.tolist(), want_j.tolist()))
+    assert len(i) > 300
+
+
+def test_twenty_thousand_cut_edges_chain_in_bounded_memory():
+    """A large map's kerb cut into 20,000 pieces is one chain; the ends are paired through cells, not through a
+    40,000 × 40,000 table of distances (12.8 GB)."""
+    import tracemalloc
+
+    xs = np.arange(20001, dtype=float) * 2.0
+    edges = [side_edge([(xs[k], 0.0), (xs[k + 1], 0.0)]) for k in range(20000)]
+    tracemalloc.start()
+    chains = chained_edges(edges)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(chains) == 1 and len(chains[0][0]) == 20001
+    assert peak < 100e6

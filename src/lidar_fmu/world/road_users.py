@@ -223,11 +223,23 @@ PLATE_THICKNESS_M, PLATE_PROUD_M = 0.01, 0.005
 REFLECTOR_SIZE_M, REFLECTOR_Y_SHARE = (0.08, 0.04), 0.4
 #: a car's plates and reflectors this high above its clearance (m): assumed, as on the models in CAR_SPECS
 PLATE_ABOVE_CLEARANCE_M, REFLECTOR_ABOVE_CLEARANCE_M = 0.3, 0.35
-#: a car's seats (assumed, a typical front row and rear bench): below the belt line by (m), x of the front and rear
-#: rows from the cabin's centre (m), cushion (depth, width share, height m), backrest set back (m), raised (m) and
-#: (depth, height m)
-SEAT_BELOW_BELT_M, SEAT_ROWS_X_M, SEAT_CUSHION = 0.15, (0.25, -0.6), (0.5, 0.8, 0.45)
-BACKREST_BACK_M, BACKREST_UP_M, BACKREST_DEPTH_M, BACKREST_HEIGHT_M = 0.25, 0.35, 0.12, 0.6
+#: a car's seats, placed from the H-point (the seated hip joint of SAE J826's manikin): this far below the belt
+#: line (m; assumed: SAE J1100's H5, the H-point's height above the ground, is about 0.50-0.55 m in sedans whose
+#: belt lines stand 0.9 m up); the front row and the rear bench this far from the cabin's centre (m)
+H_POINT_BELOW_BELT_M, SEAT_ROWS_X_M = 0.4, (0.25, -0.6)
+#: cushions (depth, thickness m) under the H-point; backrests (depth m) set back (m) and up to this far above the
+#: H-point (m): assumed, a backrest ends at the shoulder blades of a seated adult, the head restraint above it
+CUSHION_DEPTH_M, CUSHION_THICKNESS_M = 0.5, 0.25
+BACKREST_DEPTH_M, BACKREST_BACK_M, BACKREST_ABOVE_H_M = 0.12, 0.25, 0.55
+#: two front seats, each this share of the car's width, centred this share of it out from the middle (assumed:
+#: 0.5 m seats either side of a console; SAE J1100's W20, the driver's offset from the centre line, is about
+#: 0.37 m); the rear bench this share of the width
+FRONT_SEAT_WIDTH_SHARE, FRONT_SEAT_Y_SHARE, REAR_BENCH_WIDTH_SHARE = 0.28, 0.2, 0.8
+#: head restraints over the outboard seats of both rows: their tops this far above the H-point (m; FMVSS 202a
+#: S4.2.1: front outboard at least 800 mm, rear outboard 750 mm, taken alike) and (depth, width, height m; width:
+#: FMVSS 202a S4.2.3 asks at least 170 mm, 0.25 m assumed): a beam through the side windows above the backrests
+#: meets only these, as through a real car's cabin
+HEADREST_TOP_ABOVE_H_M, HEADREST_SIZE_M = 0.8, (0.1, 0.25, 0.2)
 #: dashboard: its front this far behind the cabin's front (m), (depth m, width share, height m)
 DASHBOARD_BACK_M, DASHBOARD_SIZE = 0.35, (0.4, 0.85, 0.25)
 
@@ -281,18 +293,33 @@ def _plates_and_reflectors(parts: dict, length_m: float, width_m: float, plate_z
                                             (PLATE_THICKNESS_M, *REFLECTOR_SIZE_M)))
 
 
+def _seats(parts: dict, cabin_x_m: float, h_point_z_m: float, width_m: float) -> None:
+    """Two front seats and a rear bench, each a cushion and a backrest, with head restraints over the outboard
+    places (the sizes above)."""
+    front_y = FRONT_SEAT_Y_SHARE * width_m
+    rows = ((cabin_x_m + SEAT_ROWS_X_M[0], (-front_y, front_y), FRONT_SEAT_WIDTH_SHARE * width_m),
+            (cabin_x_m + SEAT_ROWS_X_M[1], (0.0,), REAR_BENCH_WIDTH_SHARE * width_m))
+    back_z = h_point_z_m + 0.5 * BACKREST_ABOVE_H_M
+    rest_depth, rest_width, rest_height = HEADREST_SIZE_M
+    rest_z = h_point_z_m + HEADREST_TOP_ABOVE_H_M - 0.5 * rest_height
+    for x, ys, seat_width in rows:
+        back_x = x - BACKREST_BACK_M
+        for y in ys:
+            add(parts, "ir:textile", box((x, y, h_point_z_m - 0.5 * CUSHION_THICKNESS_M),
+                                         (CUSHION_DEPTH_M, seat_width, CUSHION_THICKNESS_M)))
+            add(parts, "ir:textile", box((back_x, y, back_z), (BACKREST_DEPTH_M, seat_width, BACKREST_ABOVE_H_M)))
+        for y in (-front_y, front_y):
+            add(parts, "ir:textile", box((back_x, y, rest_z), (rest_depth, rest_width, rest_height)))
+
+
 def _car(spec: dict, paint: str) -> dict:
     """A car with its interior (seats and dashboard behind the glass), plates and rear reflectors."""
     parts = _ir_parts(car_parts({**spec, "paint": "paint"}), f"ir:{paint}")
     length, width = spec["length_m"], spec["width_m"]
-    # the body spans −L/2…L/2 (car_body); seats and dashboard fill the cabin between belt line and roof
+    # the body spans −L/2…L/2 (car_body); seats and dashboard stand in the cabin, the window band above the
+    # backrests left clear but for the head restraints
     belt, cabin_x = spec["belt_m"], spec["cabin_x_m"]
-    seat_z = belt - SEAT_BELOW_BELT_M
-    depth, width_share, height = SEAT_CUSHION
-    for x in (cabin_x + SEAT_ROWS_X_M[0], cabin_x + SEAT_ROWS_X_M[1]):
-        add(parts, "ir:textile", box((x, 0.0, seat_z), (depth, width_share * width, height)))
-        add(parts, "ir:textile", box((x - BACKREST_BACK_M, 0.0, seat_z + BACKREST_UP_M),
-                                     (BACKREST_DEPTH_M, width_share * width, BACKREST_HEIGHT_M)))
+    _seats(parts, cabin_x, belt - H_POINT_BELOW_BELT_M, width)
     depth, width_share, height = DASHBOARD_SIZE
     add(parts, "ir:plastic_black", box((cabin_x + 0.5 * spec["cabin_length_m"] - DASHBOARD_BACK_M, 0.0, belt),
                                        (depth, width_share * width, height)))

@@ -62,6 +62,9 @@ SURFACE_CELL_M = 0.25
 #: at every crossing and junction (an Argoverse 2 lane segment is 5–30 m), a frontage runs on past the cuts
 #: (assumed: within a kerb's width; a map's consecutive segments share their end points)
 CHAIN_GAP_M = 0.5
+#: ends nearer to one another than this (m) meet at one point, where the tie rule of chained_edges chooses
+#: (assumed: a map's rounding of shared end points, far below a kerb's width)
+CHAIN_TIE_M = 0.01
 
 #: street lights: poles of 8 m (urban, suburban) and 12 m (highway) at a spacing of 3.5–4 times their height,
 #: EN 13201-2's lighting classes M and P met with single-sided layouts (CEN/TR 13201-1; 30 m and 45 m taken);
@@ -314,26 +317,59 @@ class Station:
                                                           (along_m[1], out_m[1]), (along_m[0], out_m[1]))])
 
 
+def end_pairs(ends_xy: np.ndarray, reach_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i < j) of the points ``ends_xy`` (N, 2) within ``reach_m`` of each other, found through a hash of
+    cells ``reach_m`` wide: memory grows with the pairs, not with N²."""
+    cells = np.floor(ends_xy / reach_m).astype(np.int64)
+    cells -= cells.min(axis=0) - 1  # a cell's neighbours keep non-negative coordinates
+    rows = int(cells[:, 1].max()) + 2
+    key = cells[:, 0] * rows + cells[:, 1]
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    firsts, seconds = [], []
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            lo = np.searchsorted(sorted_key, key + dx * rows + dy, side="left")
+            counts = np.searchsorted(sorted_key, key + dx * rows + dy, side="right") - lo
+            run = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            firsts.append(np.repeat(np.arange(len(key)), counts))
+            seconds.append(order[np.repeat(lo, counts) + run])
+    i, j = np.concatenate(firsts), np.concatenate(seconds)
+    near = (i < j) & (np.linalg.norm(ends_xy[i] - ends_xy[j], axis=1) <= reach_m)
+    return i[near], j[near]
+
+
 def chained_edges(edges: list[RoadEdge]) -> list[tuple[np.ndarray, np.ndarray]]:
     """The side edges of a road (not the ends of lanes) joined end to end where one ends within CHAIN_GAP_M of
     where the next starts and both face the same way: (points (N, 3) m with each edge's kerb lift added, outward
-    (N, 3)) per chain. Each end joins at most one other, its nearest."""
+    (N, 3)) per chain. Each end joins at most one other: the nearest (to within CHAIN_TIE_M); among ends as near,
+    the one that turns most towards the edge's outward side (a kerb wraps round its block's corner where a map's
+    lanes run on across a junction), then the straightest, then the first in the road's order."""
     sides = [(np.asarray(e.points, float) + [0.0, 0.0, e.lift_m], np.asarray(e.outward, float))
              for e in edges if not e.cap and len(e.points) >= 2]
     if not sides:
         return []
-    # ends[2k] the start of side k, ends[2k + 1] its end, with the outward direction there
+    # ends[2k] the start of side k, ends[2k + 1] its end, with the outward direction there and the direction the
+    # edge runs in through it (from its start to its end)
     ends = np.array([p[i, :2] for p, _ in sides for i in (0, -1)])
     facing = np.array([o[i, :2] for _, o in sides for i in (0, -1)])
-    gap = np.linalg.norm(ends[:, None] - ends[None], axis=2)
-    gap[np.arange(len(ends)) // 2 == np.arange(len(ends))[:, None] // 2] = np.inf  # not to its own other end
-    gap[np.einsum("ik,jk->ij", facing, facing) <= 0.0] = np.inf
+    running = np.array([p[i + 1, :2] - p[i, :2] for p, _ in sides for i in (0, -2)])
+    running /= np.maximum(np.linalg.norm(running, axis=1, keepdims=True), 1e-12)
+    i, j = end_pairs(ends, CHAIN_GAP_M)
+    keep = (i // 2 != j // 2) & (np.einsum("ik,ik->i", facing[i], facing[j]) > 0.0)
+    i, j = i[keep], j[keep]
+    # leaving through end i and entering the next side through end j: a side runs on out of its end and from its
+    # start, backwards out of its start and from its end
+    out_of = np.where((i % 2 == 1)[:, None], running[i], -running[i])
+    into = np.where((j % 2 == 0)[:, None], running[j], -running[j])
+    gap_steps = np.floor(np.linalg.norm(ends[i] - ends[j], axis=1) / CHAIN_TIE_M)
+    side = facing[i] / np.maximum(np.linalg.norm(facing[i], axis=1, keepdims=True), 1e-12)
+    outward_turn = np.einsum("ik,ik->i", side, into)
+    straight = np.einsum("ik,ik->i", out_of, into)
     partner = np.full(len(ends), -1)
-    for i, j in zip(*np.unravel_index(np.argsort(gap, axis=None), gap.shape)):
-        if gap[i, j] > CHAIN_GAP_M:
-            break
-        if partner[i] < 0 and partner[j] < 0:
-            partner[i], partner[j] = j, i
+    for k in np.lexsort((j, i, -straight, -outward_turn, gap_steps)).tolist():
+        if partner[i[k]] < 0 and partner[j[k]] < 0:
+            partner[i[k]], partner[j[k]] = j[k], i[k]
     chains, used = [], np.zeros(len(sides), bool)
     starts = [k for k in range(len(sides)) if partner[2 * k] < 0 or partner[2 * k + 1] < 0] + list(range(len(sides)))
     for first in starts:
