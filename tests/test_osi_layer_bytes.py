@@ -3,7 +3,7 @@ the official ``osi3`` classes: the bytes must be ``SerializeToString()``'s, on c
 several echoes on a ray, ids of 1 to 10 varint bytes, zero reflectivity and range)."""
 import numpy as np
 import pytest
-from osi3.osi_logicaldetectiondata_pb2 import LogicalDetectionData, LogicalDetectionDataHeader
+from osi3.osi_logicaldetectiondata_pb2 import LogicalDetectionDataHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorview_pb2 import LidarSensorView
 
