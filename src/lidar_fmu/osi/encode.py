@@ -9,6 +9,7 @@ and why the bytes match: docs/fmu.md#one-step; the cost: :func:`lidar_fmu.tools.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -593,15 +594,14 @@ def encode_lidars_buffer(
         for *arrays, chunk_nbytes in chunks:
             tasks.append((at, arrays, chunk_nbytes))
             at += chunk_nbytes
-    # every chunk's place is known: the chunks are written side by side (the writer holds no GIL), each in a
-    # view of the buffer that ends at its last byte
-    for written, (_, _, nbytes) in zip(side_by_side(_write_chunk, [(buf, *task) for task in tasks]), tasks):
-        if written != nbytes:
-            raise RuntimeError(f"detection encoder wrote {written} of {nbytes} bytes")
     _put_pieces(buf, size - end_nbytes, end, in_place)
-    for written, (view, _) in zip(side_by_side(lambda view, piece: piece.write(view), in_place), in_place):
-        if written != len(view):
-            raise RuntimeError(f"a layer's encoder wrote {written} of {len(view)} bytes")
+    # every piece's place is known: the layers' pieces (largest, first) and the detections' chunks are written side
+    # by side in one go (their writers hold no GIL), each in a view of the buffer that ends at its last byte
+    jobs = [(functools.partial(piece.write, view), len(view), "a layer's encoder") for view, piece in in_place] + [
+        (functools.partial(_write_chunk, buf, *task), task[2], "detection encoder") for task in tasks]
+    for written, (_, nbytes, writer) in zip(side_by_side(lambda write: write(), [job[:1] for job in jobs]), jobs):
+        if written != nbytes:
+            raise RuntimeError(f"{writer} wrote {written} of {nbytes} bytes")
     return buf
 
 

@@ -69,6 +69,31 @@ def _closeness(xy, headings):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _best_heading(xyz, coarse, fine_offsets):
+    """:func:`fit_box`'s heading (rad) for the points ``xyz`` (N, 3): the coarse heading of the best closeness, then
+    the best of the fine ones about it (the first best where several tie), judged by every ceil(N/512)-th point."""
+    step = max(1, -(-xyz.shape[0] // _HEADING_POINTS))
+    xy = np.ascontiguousarray(xyz[::step, :2])
+    coarse_closeness = _closeness(xy, coarse)
+    fine = coarse[np.argmax(coarse_closeness)] + fine_offsets
+    return fine[np.argmax(_closeness(xy, fine))]
+
+
+@njit(cache=True, nogil=True)
+def _extents(xyz, cos, sin):
+    """(least, most) of the points ``xyz`` (N, 3) along the heading (cos, sin), across it and up: (6,)."""
+    out = np.empty(6)
+    out[0::2], out[1::2] = np.inf, -np.inf
+    for i in range(xyz.shape[0]):
+        along = xyz[i, 0] * cos + xyz[i, 1] * sin
+        across = xyz[i, 1] * cos - xyz[i, 0] * sin
+        out[0], out[1] = min(out[0], along), max(out[1], along)
+        out[2], out[3] = min(out[2], across), max(out[3], across)
+        out[4], out[5] = min(out[4], xyz[i, 2]), max(out[5], xyz[i, 2])
+    return out
+
+
 def fit_box(xyz: np.ndarray) -> Box:
     """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried (every 5°,
     then every 0.5° about the best; judged by at most 512 of the points, evenly spread), the one whose rectangle
@@ -78,22 +103,19 @@ def fit_box(xyz: np.ndarray) -> Box:
     of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly). Its longer side
     is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back), the points' z extent
     the height."""
-    xy = np.ascontiguousarray(xyz[:: max(1, -(-len(xyz) // _HEADING_POINTS)), :2], np.float64)
-    coarse = _COARSE_HEADINGS_RAD[int(np.argmax(_closeness(xy, _COARSE_HEADINGS_RAD)))]
-    fine = coarse + _FINE_HEADINGS_RAD
-    yaw = float(fine[int(np.argmax(_closeness(xy, fine)))])
+    xyz = np.ascontiguousarray(xyz, np.float64)
+    yaw = float(_best_heading(xyz, _COARSE_HEADINGS_RAD, _FINE_HEADINGS_RAD))
     cos, sin = np.cos(yaw), np.sin(yaw)
-    along, across = xyz[:, 0] * cos + xyz[:, 1] * sin, xyz[:, 1] * cos - xyz[:, 0] * sin  # every point
-    mid_a, mid_c = (along.min() + along.max()) / 2, (across.min() + across.max()) / 2
-    length, width = float(np.ptp(along)), float(np.ptp(across))
+    lo_a, hi_a, lo_c, hi_c, lo_z, hi_z = _extents(xyz, float(cos), float(sin))
+    mid_a, mid_c = (lo_a + hi_a) / 2, (lo_c + hi_c) / 2
+    length, width = float(hi_a - lo_a), float(hi_c - lo_c)
     if width > length:  # the longer side is the length: turn a quarter
         length, width, yaw = width, length, yaw + np.pi / 2
     yaw = float(np.arctan2(np.sin(yaw), np.cos(yaw)))
     if yaw <= -np.pi / 2 or yaw > np.pi / 2:
         yaw = float(np.arctan2(np.sin(yaw + np.pi), np.cos(yaw + np.pi)))
-    centre = np.array([mid_a * cos - mid_c * sin, mid_a * sin + mid_c * cos,
-                       (xyz[:, 2].min() + xyz[:, 2].max()) / 2])
-    return Box(centre, yaw, (length, width, float(np.ptp(xyz[:, 2]))))
+    centre = np.array([mid_a * cos - mid_c * sin, mid_a * sin + mid_c * cos, (lo_z + hi_z) / 2])
+    return Box(centre, yaw, (length, width, float(hi_z - lo_z)))
 
 
 def osi_type(object_class: str) -> tuple[int, int]:
@@ -183,30 +205,59 @@ def _fill_header(header: DetectedItemHeader, object_id: int, existence: np.ndarr
         header.sensor_id.add().value = int(sensor_id)
 
 
+@njit(cache=True, nogil=True)
+def _group_by_id(object_id, ids):
+    """The returns (by index into ``object_id``) whose id is one of ``ids`` (sorted), grouped by id in the order of
+    ``ids`` and within an id in their own order, and where each id's group starts ((K + 1,)): one binary search a
+    return and a counting sort (a stable argsort of the matched ids, without the sort)."""
+    n, k_ids = object_id.shape[0], ids.shape[0]
+    slot = np.full(n, -1, np.int64)
+    starts = np.zeros(k_ids + 1, np.int64)
+    if k_ids == 0:
+        return np.zeros(0, np.int64), starts
+    for k in range(n):
+        value = object_id[k]
+        if value < ids[0] or value > ids[k_ids - 1]:  # the environment's NO_OBJECT_ID, mostly
+            continue
+        lo, size = 0, k_ids  # the first id ≥ value, branch-free: the ids' order says nothing of the returns'
+        while size > 1:
+            half = size // 2
+            lo = lo + half if ids[lo + half - 1] < value else lo
+            size -= half
+        if ids[lo] == value:
+            slot[k] = lo
+            starts[lo + 1] += 1
+    starts = np.cumsum(starts)
+    order = np.empty(starts[-1], np.int64)
+    fill = starts[:-1].copy()
+    for k in range(n):
+        if slot[k] >= 0:
+            order[fill[slot[k]]] = k
+            fill[slot[k]] += 1
+    return order, starts
+
+
 def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
     """(object id, its returns' (N, 3) vehicle positions, their existence probabilities, the lidars that saw it)
     for each of ``ids`` with at least :data:`MIN_OBJECT_RETURNS` returns, by id."""
-    xyz, object_id, existence, sensor = [], [], [], []
-    ids = np.sort(ids)
-    for part in returns:
-        # one sorted search, not one pass per id
-        at = np.minimum(np.searchsorted(ids, part.object_id), max(len(ids) - 1, 0))
-        keep = ids[at] == part.object_id if len(ids) else np.zeros(len(part.object_id), bool)
-        xyz.append(part.vehicle_xyz[keep])
-        object_id.append(part.object_id[keep])
-        existence.append(np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)[keep])
-        sensor.append(np.full(int(keep.sum()), part.sensor_id, np.uint64))
     if not returns:
         return
-    all_ids = np.concatenate(object_id)
-    order = np.argsort(all_ids, kind="stable")
-    all_ids = all_ids[order]
-    all_xyz, all_existence, all_sensor = (np.concatenate(a)[order] for a in (xyz, existence, sensor))
-    starts = np.flatnonzero(np.r_[True, all_ids[1:] != all_ids[:-1]]) if len(all_ids) else np.zeros(0, np.int64)
-    for a, b in zip(starts, np.r_[starts[1:], len(all_ids)]):
-        if b - a >= MIN_OBJECT_RETURNS:
-            sensors = [returns[0].sensor_id] if len(returns) == 1 else [int(s) for s in np.unique(all_sensor[a:b])]
-            yield int(all_ids[a]), all_xyz[a:b], all_existence[a:b], sensors
+    ids = np.sort(ids)
+
+    def joined(arrays: list[np.ndarray]) -> np.ndarray:  # one lidar's as they are (no copy of its every return)
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+    order, starts = _group_by_id(np.ascontiguousarray(joined([part.object_id for part in returns]), np.uint64), ids)
+    xyz = joined([part.vehicle_xyz for part in returns])
+    existence = joined([np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)
+                        for part in returns])
+    # (several lidars: which saw each return)
+    sensor = np.concatenate([np.full(len(part.object_id), part.sensor_id, np.uint64) for part in returns]) \
+        if len(returns) > 1 else None
+    for k in np.flatnonzero(np.diff(starts) >= MIN_OBJECT_RETURNS):
+        rows = order[starts[k]: starts[k + 1]]
+        sensors = [returns[0].sensor_id] if sensor is None else [int(s) for s in np.unique(sensor[rows])]
+        yield int(ids[k]), xyz[rows], existence[rows], sensors
 
 
 __all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type"]
