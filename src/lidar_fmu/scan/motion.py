@@ -352,8 +352,13 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
     directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)
     origins = rotate_about(origins_s, rotvec_end, back, shift_end, dtype=np.float32)
-    moving = {i: p for i, p in motion.instance_start_poses.items() if i in scene}
-    if not moving:
+    # the instances that moved and are still in the scene, their start poses and their end poses (the scene's),
+    # found by one sorted search
+    starts = motion.instance_start_poses
+    ids = np.fromiter(starts, np.int64, len(starts))
+    index, known = find_ids(scene.instance_ids, ids)
+    ids = ids[known]
+    if not len(ids):
         slices = 1
     key = pattern.directions if coherence_key is None else np.ascontiguousarray(coherence_key, np.float32)
     time_s = np.ascontiguousarray(pattern.time_offset_s, np.float32)
@@ -377,10 +382,9 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
         bounds = np.searchsorted(slice_of[gather], np.arange(slices + 1))
         rays = RayBatch(origins[gather], directions[gather], sensor_end_pose, time_s[gather], beam_id[gather],
                         float(max_range_m), in_packet_order=True)
-    ids = np.fromiter(moving, np.int64, len(moving))
     if len(ids):
-        end_poses = np.stack([scene.pose_of(i) for i in ids])
-        objects = PoseInterpolation(np.stack([moving[i] for i in ids]), end_poses)
+        end_poses = scene.poses[index[known]]
+        objects = PoseInterpolation(np.stack(list(starts.values()))[known], end_poses)
         # the caster poses the objects at each slice's middle, then casts its rays (one buffer of hits, one
         # physics pass for the whole frame)
         runs = [(int(a), int(b), ScenePose(scene, ids, objects.at(0.5 * (edges[j] + edges[j + 1]))))
