@@ -119,3 +119,12 @@ def test_values_that_are_not_finite_are_left_to_the_protobuf_decode(where):
     else:
         with pytest.raises(ValueError, match="NaN"):
             decode_sensor_view(data)
+
+
+def test_a_model_reference_that_is_not_utf8_is_left_to_the_protobuf_decode():
+    data = _view().SerializeToString()
+    car = b"\x0a\x02\x08\x09" + b"\x3a\x02\xff\xfe"  # id 9, model_reference: two bytes that are no UTF-8
+    truth = b"\x2a" + bytes([len(car)]) + car
+    data += b"\x3a" + bytes([len(truth)]) + truth
+    assert _moving_objects_at_wire_level(static_parts(data)[2]) is None
+    assert decode_sensor_view(data).objects == _protobuf_decode(data)[0]

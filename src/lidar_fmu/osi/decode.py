@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import repeat
 from operator import attrgetter
 
@@ -598,14 +599,13 @@ def _moving_rows(buf, types, vehicle_types, floats, ints):
     return count, 0
 
 
+@cache
 def _osi_enums() -> tuple[np.ndarray, np.ndarray]:
+    """The numbers MovingObject.Type and VehicleClassification.Type define (:func:`_enum_numbers`)."""
     from osi3.osi_object_pb2 import MovingObject
 
     return (_enum_numbers(MovingObject.Type.DESCRIPTOR),
             _enum_numbers(MovingObject.VehicleClassification.Type.DESCRIPTOR))
-
-
-_ENUMS: list[tuple[np.ndarray, np.ndarray]] = []
 
 
 def _where(mask: list, values: list) -> list:
@@ -617,9 +617,7 @@ def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[
     """:func:`_moving_objects` of the (parsed, so well-formed) SensorView bytes ``view``, read by a compiled walk
     instead of a protobuf object and a dozen lookups per object (1,000 objects: ~6 ms of a step); None where a value
     is not finite or a model_reference not UTF-8: the protobuf decode then says which, object by object."""
-    if not _ENUMS:
-        _ENUMS.append(_osi_enums())
-    types, vehicle_types = _ENUMS[0]
+    types, vehicle_types = _osi_enums()
     buf = np.frombuffer(view, np.uint8)
     floats, ints = np.empty((64, 18)), np.empty((64, 8), np.int64)
     count, error = _moving_rows(buf, types, vehicle_types, floats, ints)
@@ -630,7 +628,7 @@ def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[
     if error or not np.isfinite(floats).all():
         return None
     try:
-        references = [view[a:b].decode() if b > a else "" for a, b in ints[:, _REFERENCE:].tolist()]
+        references = [str(view[a:b], "utf-8") if b > a else "" for a, b in ints[:, _REFERENCE:].tolist()]
     except UnicodeDecodeError:
         return None
     # each object's six triples made tuples by one map (a Python slice per triple costs more than the walk)
