@@ -608,8 +608,6 @@ class _MeshData:
         vertices = np.zeros((len(mesh.vertices) + 1, 3), np.float32)
         vertices[:-1] = mesh.vertices
         self.buffers = (vertices, np.ascontiguousarray(mesh.faces, dtype=np.uint32))
-        #: the farthest vertex from the mesh's origin (m): its instances' bounding spheres
-        self.radius_m = float(np.sqrt((vertices.astype(np.float64) ** 2).sum(axis=1).max()))
         self.name = mesh.name
         self._scene = None
 
@@ -770,8 +768,8 @@ class EmbreeBackend(Backend):
             self._instances.append((geometry, index))
         self._instance_handles = np.array([handle for handle, _ in self._instances], np.intp)
         self._instance_index = np.array([index for _, index in self._instances], np.intp)
-        self._instance_radius_m = np.array([self._meshes[id(scene.meshes[scene.instance_mesh_index[k]])].radius_m
-                                            for k in self._instance_index], np.float64)
+        radii = np.array([mesh.radius_m for mesh in scene.meshes], np.float64)
+        self._instance_radius_m = radii[scene.instance_mesh_index[self._instance_index]] if len(radii) else radii
         self._enabled = np.ones(len(self._instances), bool)  # (a new geometry is enabled)
         table = self._index_table(index_of_geometry + ([(static_entry, -1)] if static_entry is not None else []))
         if static_entry is not None:  # the static world's meshes, by their geometry id in its scene, after the rest

@@ -352,12 +352,8 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
     directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)
     origins = rotate_about(origins_s, rotvec_end, back, shift_end, dtype=np.float32)
-    # the instances that moved and are still in the scene, their start poses and their end poses (the scene's),
-    # found by one sorted search
-    starts = motion.instance_start_poses
-    ids = np.fromiter(starts, np.int64, len(starts))
-    index, known = find_ids(scene.instance_ids, ids)
-    ids = ids[known]
+    ids, start_poses, end_poses = _moving_in_reach(scene, motion.instance_start_poses, sensor_end_pose,
+                                                   float(max_range_m) + _farthest(origins))
     if not len(ids):
         slices = 1
     key = pattern.directions if coherence_key is None else np.ascontiguousarray(coherence_key, np.float32)
@@ -383,8 +379,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
         rays = RayBatch(origins[gather], directions[gather], sensor_end_pose, time_s[gather], beam_id[gather],
                         float(max_range_m), in_packet_order=True)
     if len(ids):
-        end_poses = scene.poses[index[known]]
-        objects = PoseInterpolation(np.stack(list(starts.values()))[known], end_poses)
+        objects = PoseInterpolation(start_poses, end_poses)
         # the caster poses the objects at each slice's middle, then casts its rays (one buffer of hits, one
         # physics pass for the whole frame)
         runs = [(int(a), int(b), ScenePose(scene, ids, objects.at(0.5 * (edges[j] + edges[j + 1]))))
@@ -393,6 +388,35 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     else:
         job = CastJob(rays, model)
     return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, back)
+
+
+def _farthest(points: np.ndarray) -> float:
+    """A bound on the distance of ``points`` (N, 3) from the origin, without a square root per point."""
+    return math.sqrt(3.0) * float(np.abs(points).max(initial=0.0))
+
+
+def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, reach_m: float):
+    """(ids, start poses, end poses: the scene's) of the instances of ``starts`` (id → start pose) still in the
+    scene that rays reaching ``reach_m`` from the sensor's end position (in its frame) may meet somewhere on
+    their way over the frame: position linear between the two, turns about their origins, scale between the
+    two. The others stay at their end poses in every slice: posing them changes no point, and a busy road's
+    thousand cars, most out of reach, are then not posed ten times a frame."""
+    ids = np.fromiter(starts, np.int64, len(starts))
+    index, known = find_ids(scene.instance_ids, ids)
+    ids, index = ids[known], index[known]
+    if not len(ids):
+        return ids, np.zeros((0, 4, 4)), np.zeros((0, 4, 4))
+    start, end = np.stack(list(starts.values()))[known], scene.poses[index]
+    radii = np.array([mesh.radius_m for mesh in scene.meshes], np.float64)[scene.instance_mesh_index[index]]
+    stretch = np.maximum(np.linalg.norm(start[:, :3, :3], axis=1).max(axis=1),
+                         np.linalg.norm(end[:, :3, :3], axis=1).max(axis=1))
+    centre = sensor_end_pose[:3, 3]
+    reach_m *= max(1.0, float(np.linalg.norm(sensor_end_pose[:3, :3], axis=0).max()))
+    a, way = start[:, :3, 3], end[:, :3, 3] - start[:, :3, 3]
+    length2 = np.einsum("ij,ij->i", way, way)
+    along = np.clip(np.einsum("ij,ij->i", centre - a, way) / np.where(length2 > 0, length2, 1.0), 0.0, 1.0)
+    near = np.linalg.norm(a + along[:, None] * way - centre, axis=1) <= reach_m + radii * stretch
+    return ids[near], start[near], end[near]
 
 
 def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, back, returns: Returns) -> Returns:
