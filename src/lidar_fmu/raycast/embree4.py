@@ -870,7 +870,8 @@ class EmbreeBackend(Backend):
             pose = np.asarray(rays.world_from_frame, np.float64)
             stretch = max(1.0, float(np.linalg.norm(pose[:3, :3], axis=0).max()))
             spread = math.sqrt(3.0) * float(np.abs(rays.origins).max(initial=0.0))  # ≥ every origin's distance
-            balls.append([*pose[:3, 3], stretch * (spread + float(rays.max_range_m))])
+            radius = stretch * (spread + float(rays.max_range_m))
+            balls.append([*pose[:3, 3], math.inf if math.isnan(radius) else radius])  # (unknown: anywhere)
         self._reach = np.array(balls, np.float64).reshape(-1, 4) if jobs else None
 
     def _switch_to_reach(self, poses: np.ndarray) -> bool:

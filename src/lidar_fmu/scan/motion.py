@@ -412,6 +412,8 @@ def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, reach_m: 
                          np.linalg.norm(end[:, :3, :3], axis=1).max(axis=1))
     centre = sensor_end_pose[:3, 3]
     reach_m *= max(1.0, float(np.linalg.norm(sensor_end_pose[:3, :3], axis=0).max()))
+    if math.isnan(reach_m):  # (unknown: every instance may be reached)
+        reach_m = math.inf
     a, way = start[:, :3, 3], end[:, :3, 3] - start[:, :3, 3]
     length2 = np.einsum("ij,ij->i", way, way)
     along = np.clip(np.einsum("ij,ij->i", centre - a, way) / np.where(length2 > 0, length2, 1.0), 0.0, 1.0)
