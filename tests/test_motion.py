@@ -8,7 +8,14 @@ import pytest
 from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
-from lidar_fmu.scan.motion import interpolate_pose, is_jump, rates_jump, rotate_about, rotation_vector
+from lidar_fmu.scan.motion import (
+    PoseInterpolation,
+    interpolate_pose,
+    is_jump,
+    rates_jump,
+    rotate_about,
+    rotation_vector,
+)
 from lidar_fmu.sensors import load_sensor
 
 # a 120° sweep over the whole 100 ms frame: the wall ahead is seen from start to end of the frame
@@ -57,6 +64,29 @@ def test_rotation_vector_round_trips_at_every_angle():
         rotation = rotate_about(np.eye(3), axis * angle, np.ones(3)).T
         back = rotate_about(np.eye(3), rotation_vector(rotation), np.ones(3)).T
         assert np.abs(back - rotation).max() < 1e-9, angle
+
+
+def test_many_objects_interpolate_as_each_one_alone():
+    """The turns of many objects, found all at once, are bit for bit those of each object alone (a scene's poses do
+    not move by an ulp with the number of objects): every Shepperd branch, no turn, half turns."""
+    from lidar_fmu.geometry.transforms import pose_matrices
+
+    rng = np.random.default_rng(43)
+    count = 400
+    start = pose_matrices(rng.uniform(-50, 50, (count, 3)), rng.uniform(-math.pi, math.pi, (count, 3)))
+    turns = rng.normal(0.0, 1.0, (count, 3)) * rng.choice([0.0, 1e-6, 0.1, 1.0], (count, 1))
+    end = start.copy()
+    end[:, :3, :3] = start[:, :3, :3] @ pose_matrices(np.zeros((count, 3)), turns)[:, :3, :3]
+    end[:3, :3, :3] = start[:3, :3, :3] @ np.diag([1.0, -1.0, -1.0])  # half turns about each axis
+    end[3, :3, :3] = start[3, :3, :3] @ np.diag([-1.0, 1.0, -1.0])
+    end[4, :3, :3] = start[4, :3, :3] @ np.diag([-1.0, -1.0, 1.0])
+    end[:, :3, :3] *= rng.uniform(0.5, 4.0, (count, 1, 3))  # OSI boxes, scaled by their poses
+    together = PoseInterpolation(start, end)
+    assert np.abs(together.at(1.0) - end).max() < 1e-9  # each turn found: the end poses reached
+    for k in range(count):
+        alone = PoseInterpolation(start[k], end[k])
+        assert np.array_equal(alone.angle[0], together.angle[k]) and np.array_equal(alone.skew[0], together.skew[k])
+        assert np.array_equal(alone.at(0.37)[0], together.at(0.37)[k])
 
 
 def test_jumps_are_not_motion():

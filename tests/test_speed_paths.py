@@ -204,3 +204,49 @@ def test_a_reused_buffer_must_fit_the_cast():
     rays = lidar.rays(np.eye(4))
     with pytest.raises(BackendError, match="holds 10 rays"):
         lidar.backend.cast_batch(rays, out=Hits.empty(10))
+
+
+def test_instances_out_of_reach_leave_the_top_level_and_no_point_changes(monkeypatch):
+    """A ring of moving cars, a third beyond the lidar's range, the others straddling it: the top level of each
+    motion slice holds only those some ray can reach, only they are posed for the slices, and the points are the
+    bytes of a cast that poses every car and keeps it in the top level."""
+    from lidar_fmu.raycast.backend import Backend
+    from lidar_fmu.raycast.embree4 import EmbreeBackend
+    from lidar_fmu.scan import motion as motion_module
+
+    spec = ALL_ROUND | {"max_range_m": 30}
+    angles = np.radians(np.arange(0, 360, 7.5))
+    distances = np.where(np.arange(len(angles)) % 3 == 0, 200.0, 30.0 + 2.0 * np.sin(angles))  # beyond, or at 30 m
+
+    def scene_and_motion():
+        scene = Scene()
+        scene.add_instance(1, box_mesh(500, 500, 0.2, material="asphalt"), pose_matrix((0, 0, -1.6)))
+        starts = {}
+        for k, (angle, distance) in enumerate(zip(angles, distances)):
+            x, y = distance * np.cos(angle), distance * np.sin(angle)
+            scene.add_instance(10 + k, box_mesh(4.5, 1.8, 1.5, material="paint"), pose_matrix((x, y, -0.8), (0, 0, angle)))
+            starts[10 + k] = pose_matrix((x - 1.5, y, -0.8), (0, 0, angle))
+        return scene, FrameMotion(0.0, 0.1, 0.0, np.eye(4), starts)
+
+    enabled = []
+    original = EmbreeBackend._switch_to_reach
+    monkeypatch.setattr(EmbreeBackend, "_switch_to_reach",
+                        lambda self, poses: (original(self, poses), enabled.append(int(self._enabled.sum())))[0])
+    posed = []
+    monkeypatch.setattr(ScenePose, "__call__", lambda self: (posed.append(len(self.ids)), self.scene.set_poses(
+        self.ids, self.poses))[0])
+    scene, motion = scene_and_motion()
+    focused = Lidar(scene, spec, backend="embree").scan(np.eye(4), 0.1, motion=motion)
+    near = np.count_nonzero(distances < 100)
+    assert min(enabled) == 1 + near  # the ground and the cars at the range kept
+    assert set(posed) == {near}
+    monkeypatch.setattr(EmbreeBackend, "focus", Backend.focus)
+    reach = motion_module._moving_in_reach
+    monkeypatch.setattr(motion_module, "_moving_in_reach", lambda scene, starts, pose, reach_m: reach(
+        scene, starts, pose, np.inf))
+    scene, motion = scene_and_motion()
+    posed.clear()
+    everything = Lidar(scene, spec, backend="embree").scan(np.eye(4), 0.1, motion=motion)
+    assert set(posed) == {len(angles)}
+    assert len(set(focused.points["object_id"].tolist()) - {1}) > 10
+    assert focused.points.tobytes() == everything.points.tobytes()

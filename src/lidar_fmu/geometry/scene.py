@@ -110,6 +110,13 @@ class Mesh:
         used = self.vertices[self.faces.ravel()]
         return np.stack([used.min(axis=0), used.max(axis=0)])
 
+    @cached_property
+    def radius_m(self) -> float:
+        """The distance from the mesh's origin to its farthest vertex that faces use (0 without faces): the
+        bounding sphere of its instances, about their origins."""
+        used = self.vertices[self.faces.ravel()].astype(np.float64)
+        return float(np.sqrt((used**2).sum(axis=1)).max(initial=0.0))
+
     def triangles(self) -> np.ndarray:
         """(F, 3, 3) float32 triangle corners."""
         return self.vertices[self.faces]

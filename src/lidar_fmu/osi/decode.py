@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -265,7 +267,8 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
     lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]
-    objects, left_out = _moving_objects(gt.moving_object, host_id)
+    moving = _moving_objects_at_wire_level(rest)
+    objects, left_out = moving if moving is not None else _moving_objects(gt.moving_object, host_id)
     version = None
     if view.HasField("version"):
         version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
@@ -450,6 +453,194 @@ def static_parts(sensor_view: bytes) -> tuple[bytes, bytes, bytes]:
     if not road and not stationary:
         return b"", b"", sensor_view
     return b"".join(road), b"".join(stationary), b"".join([*rest, data[last:]])
+
+
+# ------------------------------------------------------------ the moving objects, read at the wire level
+
+#: GroundTruth.moving_object
+_MOVING_FIELD = 5
+#: the float columns of a moving object's row (:func:`_moving_rows`), three each: base position, orientation,
+#: dimension, velocity, orientation_rate, vehicle_attributes.bbcenter_to_rear
+_POSITION, _ORIENTATION, _DIMENSION, _VELOCITY, _RATE, _REAR = 0, 3, 6, 9, 12, 15
+#: its whole-number columns: id, type, vehicle_classification.type, whether velocity, orientation_rate and
+#: bbcenter_to_rear are set, model_reference's first byte and end
+_ID, _TYPE, _VEHICLE_TYPE, _HAS_VELOCITY, _HAS_RATE, _HAS_REAR, _REFERENCE, _REFERENCE_END = range(8)
+
+
+def _enum_numbers(enum) -> np.ndarray:
+    """A mask over the numbers an OSI enum defines (an undefined number on the wire leaves the field as it was:
+    proto2's closed enums, as the protobuf decode reads them)."""
+    numbers = list(enum.values_by_number)
+    valid = np.zeros(max(numbers) + 1, np.bool_)
+    valid[numbers] = True
+    return valid
+
+
+@njit(cache=True, nogil=True)
+def _message_start(buf, start, stop):
+    """The first byte of the length-delimited field whose length starts at ``buf[start]`` (ends at ``stop``)."""
+    return _varint(buf, start, stop)[1]
+
+
+@njit(cache=True, nogil=True)
+def _triple(buf, pos, end, floats, row, column):
+    """A Vector3d, Orientation3d or Dimension3d (doubles 1, 2, 3) at ``buf[pos:end]`` into ``floats[row,
+    column:column + 3]``, the last of a repeated field kept (protobuf's merge); → the walk's error, 0 none."""
+    while pos < end:
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return error
+        if wire == 1 and 1 <= number <= 3:
+            floats[row, column + number - 1] = buf[start:stop].view(np.float64)[0]
+        pos = stop
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _sub_varint(buf, pos, end, wanted):
+    """(value, found) of the last varint field ``wanted`` of the message at ``buf[pos:end]``; found −1: an error."""
+    value, found = np.uint64(0), 0
+    while pos < end:
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return value, -1
+        if number == wanted and wire == 0:
+            value, found = _varint(buf, start, stop)[0], 1
+        pos = stop
+    return value, found
+
+
+@njit(cache=True, nogil=True)
+def _base_moving(buf, pos, end, floats, ints, row):
+    """A BaseMoving at ``buf[pos:end]`` into row ``row``; → the walk's error, 0 none."""
+    columns = (_DIMENSION, _POSITION, _ORIENTATION, _VELOCITY, -1, _RATE)  # by field number − 1
+    while pos < end:
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return error
+        if wire == 2 and 1 <= number <= 6 and columns[number - 1] >= 0:
+            error = _triple(buf, _message_start(buf, start, stop), stop, floats, row, columns[number - 1])
+            if error:
+                return error
+            if number == 4:
+                ints[row, _HAS_VELOCITY] = 1
+            elif number == 6:
+                ints[row, _HAS_RATE] = 1
+        pos = stop
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _moving_object(buf, pos, end, types, vehicle_types, floats, ints, row):
+    """A MovingObject at ``buf[pos:end]`` into row ``row`` of ``floats`` and ``ints`` (what it leaves unset: 0);
+    → the walk's error, 0 none."""
+    floats[row, :] = 0.0
+    ints[row, :] = 0
+    while pos < end:
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return error
+        if wire == 2 and (number == 1 or number == 2 or number == 5 or number == 6):
+            inner = _message_start(buf, start, stop)
+            if number == 2:
+                error = _base_moving(buf, inner, stop, floats, ints, row)
+            elif number == 5:  # vehicle_attributes: its bbcenter_to_rear (4)
+                while inner < stop and not error:
+                    field, kind, first, field_end, error = _next_field(buf, inner, stop)
+                    if not error and field == 4 and kind == 2:
+                        error = _triple(buf, _message_start(buf, first, field_end), field_end, floats, row, _REAR)
+                        ints[row, _HAS_REAR] = 1
+                    inner = field_end
+            else:  # id (1: its value) or vehicle_classification (6: its type)
+                value, found = _sub_varint(buf, inner, stop, 1)
+                if found < 0:
+                    return 1
+                if found and number == 1:
+                    ints[row, _ID] = np.int64(value)
+                elif found and value < np.uint64(vehicle_types.shape[0]) and vehicle_types[value]:
+                    ints[row, _VEHICLE_TYPE] = np.int64(value)
+            if error:
+                return error
+        elif wire == 2 and number == 7:  # model_reference
+            ints[row, _REFERENCE], ints[row, _REFERENCE_END] = _message_start(buf, start, stop), stop
+        elif wire == 0 and number == 3:  # type
+            value = _varint(buf, start, stop)[0]
+            if value < np.uint64(types.shape[0]) and types[value]:
+                ints[row, _TYPE] = np.int64(value)
+        pos = stop
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _moving_rows(buf, types, vehicle_types, floats, ints):
+    """The moving objects of the SensorView in ``buf``, one row each of ``floats`` and ``ints`` in the view's
+    order; → (their count, the walk's error). Rows past the arrays' size are counted, not written."""
+    count = 0
+    pos, end = 0, buf.shape[0]
+    while pos < end:
+        number, wire, start, stop, error = _next_field(buf, pos, end)
+        if error:
+            return count, error
+        if number == _GROUND_TRUTH_FIELD and wire == 2:
+            inner = _message_start(buf, start, stop)
+            while inner < stop:
+                field, kind, first, field_end, error = _next_field(buf, inner, stop)
+                if error:
+                    return count, error
+                if field == _MOVING_FIELD and kind == 2:
+                    if count < floats.shape[0]:
+                        error = _moving_object(buf, _message_start(buf, first, field_end), field_end, types,
+                                               vehicle_types, floats, ints, count)
+                        if error:
+                            return count, error
+                    count += 1
+                inner = field_end
+        pos = stop
+    return count, 0
+
+
+@cache
+def _osi_enums() -> tuple[np.ndarray, np.ndarray]:
+    """The numbers MovingObject.Type and VehicleClassification.Type define (:func:`_enum_numbers`)."""
+    from osi3.osi_object_pb2 import MovingObject
+
+    return (_enum_numbers(MovingObject.Type.DESCRIPTOR),
+            _enum_numbers(MovingObject.VehicleClassification.Type.DESCRIPTOR))
+
+
+def _where(mask: list, values: list) -> list:
+    """``values`` where ``mask`` is set, None elsewhere (a field the view leaves unset)."""
+    return [v if m else None for v, m in zip(values, mask)]
+
+
+def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[tuple[int, str]]] | None:
+    """:func:`_moving_objects` of the (parsed, so well-formed) SensorView bytes ``view``, read by a compiled walk
+    instead of a protobuf object and a dozen lookups per object (1,000 objects: ~6 ms of a step); None where a value
+    is not finite or a model_reference not UTF-8: the protobuf decode then says which, object by object."""
+    types, vehicle_types = _osi_enums()
+    buf = np.frombuffer(view, np.uint8)
+    floats, ints = np.empty((64, 18)), np.empty((64, 8), np.int64)
+    count, error = _moving_rows(buf, types, vehicle_types, floats, ints)
+    if not error and count > len(floats):
+        floats, ints = np.empty((count, 18)), np.empty((count, 8), np.int64)
+        count, error = _moving_rows(buf, types, vehicle_types, floats, ints)
+    floats, ints = floats[:count], ints[:count]
+    if error or not np.isfinite(floats).all():
+        return None
+    try:
+        references = [str(view[a:b], "utf-8") if b > a else "" for a, b in ints[:, _REFERENCE:].tolist()]
+    except UnicodeDecodeError:
+        return None
+    # each object's six triples made tuples by one map (a Python slice per triple costs more than the walk)
+    triples = list(map(tuple, floats.reshape(-1, 3).tolist()))
+    position, orientation, dimension, velocity, rate, rear = (triples[k::6] for k in range(6))
+    kind, vehicle_type, has_velocity, has_rate, has_rear = ints[:, _TYPE:_HAS_REAR + 1].T.tolist()
+    classes = [VEHICLE_CLASSES.get(v, "vehicle") if k == 2 else MOVING_CLASSES.get(k, "")
+               for k, v in zip(kind, vehicle_type)]
+    objects = list(map(ObjectState, ints[:, _ID].view(np.uint64).tolist(), position, orientation, dimension,
+                       references, repeat(True, count), _where(has_rear, rear), _where(has_velocity, velocity),
+                       _where(has_rate, rate), classes))
+    return objects, []
 
 
 # ------------------------------------------------------------ OSI environmental conditions

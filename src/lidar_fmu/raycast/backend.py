@@ -128,6 +128,7 @@ class Backend(ABC):
             for start, stop, pose in job.slices or [(0, len(job.rays), None)]:
                 groups.setdefault(None if pose is None else pose.key, (pose, []))[1].append((k, start, stop))
         posed: frozenset[int] = frozenset()  # the instances the last group moved away from their end poses
+        self.focus(jobs)
         try:
             for pose, runs in groups.values():
                 if pose is not None:
@@ -140,6 +141,7 @@ class Backend(ABC):
                 for k, start, stop in runs:
                     self.cast_span(jobs[k].rays, start, stop, through[k], hits[k])
         finally:
+            self.focus(None)
             for job in jobs:
                 if job.restore is not None:
                     job.restore()
@@ -147,6 +149,11 @@ class Backend(ABC):
         returns = [job.model.returns_of(h, job.rays) for h, job in zip(hits, jobs)]
         self.last_timings = {"cast": t1 - t0, "points": time.perf_counter() - t1}
         return returns
+
+    def focus(self, jobs: list[CastJob] | None) -> None:
+        """The casts to come are ``jobs``' rays (None: any rays): a caster may leave out of its scene what none of
+        them can reach. This one keeps everything."""
+        return None
 
     def cast_span(self, rays: RayBatch, start: int, stop: int, through: Continuation, hits: Hits) -> None:
         """Rays ``start:stop`` of ``rays`` into the same slots of ``hits`` (one time slice of a frame). A caster

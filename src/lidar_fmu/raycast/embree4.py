@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 from typing import NamedTuple
 
@@ -105,6 +106,8 @@ class _Embree:
             "rtcCommitGeometry": (None, [vp]),
             "rtcAttachGeometry": (u32, [vp, vp]),
             "rtcReleaseGeometry": (None, [vp]),
+            "rtcEnableGeometry": (None, [vp]),
+            "rtcDisableGeometry": (None, [vp]),
         }
         for name, (restype, argtypes) in signatures.items():
             fn = getattr(lib, name)
@@ -115,6 +118,9 @@ class _Embree:
         #: addresses of rtcSetGeometryTransform and rtcCommitGeometry, for the compiled instance update
         self.set_transform_address = ctypes.cast(lib.rtcSetGeometryTransform, vp).value
         self.commit_geometry_address = ctypes.cast(lib.rtcCommitGeometry, vp).value
+        #: addresses of rtcEnableGeometry and rtcDisableGeometry, for the compiled switch of instances in reach
+        self.enable_geometry_address = ctypes.cast(lib.rtcEnableGeometry, vp).value
+        self.disable_geometry_address = ctypes.cast(lib.rtcDisableGeometry, vp).value
         self.device = lib.rtcNewDevice(None)
         if not self.device:
             raise EmbreeUnavailable("rtcNewDevice failed")
@@ -169,8 +175,9 @@ def _call_set_transform(typingctx, function, geometry, xfm):
 
 
 @intrinsic
-def _call_commit_geometry(typingctx, function, geometry):
-    """``function(geometry)`` for an ``rtcCommitGeometry`` address."""
+def _call_on_geometry(typingctx, function, geometry):
+    """``function(geometry)`` for the address of an Embree call on one geometry (``rtcCommitGeometry``,
+    ``rtcEnableGeometry``, ``rtcDisableGeometry``)."""
     sig = types.void(types.intp, types.intp)
 
     def codegen(context, builder, signature, args):
@@ -188,7 +195,21 @@ def _set_transforms(set_transform, commit_geometry, handles, instance_index, tra
     ~30 ms of a ctypes call pair each."""
     for k in range(handles.shape[0]):
         _call_set_transform(set_transform, handles[k], transforms[instance_index[k]].ctypes.data)
-        _call_commit_geometry(commit_geometry, handles[k])
+        _call_on_geometry(commit_geometry, handles[k])
+
+
+@njit(nogil=True, cache=True)
+def _switch_geometries(enable, disable, handles, enabled):
+    """Each of ``handles`` enabled or disabled as ``enabled`` says (the top level leaves a disabled one out)."""
+    for k in range(handles.shape[0]):
+        _call_on_geometry(enable if enabled[k] else disable, handles[k])
+
+
+def in_reach(centres_m: np.ndarray, radii_m: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """(K,) whether each sphere (``centres_m`` (K, 3), ``radii_m`` (K,)) meets one of the balls ``reach`` (J, 4):
+    centre and radius (m) of all that some rays can touch."""
+    gap = np.linalg.norm(centres_m[:, None, :] - reach[None, :, :3], axis=2) - reach[None, :, 3]
+    return np.any(gap <= radii_m[:, None], axis=1)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")  # a collapsed pose gives inf, as numpy's inverse did, not an error
@@ -688,6 +709,12 @@ class EmbreeBackend(Backend):
         self._revision = -1
         self._pose_revision = -1
         self._committed_poses = np.zeros((0, 4, 4))
+        #: the balls (J, 4: centre, radius m) the coming casts' rays stay within (None: anywhere), and the one the
+        #: top level's instances were last enabled for: :meth:`focus`
+        self._reach: np.ndarray | None = None
+        self._reach_applied: np.ndarray | None = None
+        self._enabled = np.zeros(0, bool)
+        self._instance_radius_m = np.zeros(0)
         self.update()
 
     def _release(self):
@@ -741,6 +768,9 @@ class EmbreeBackend(Backend):
             self._instances.append((geometry, index))
         self._instance_handles = np.array([handle for handle, _ in self._instances], np.intp)
         self._instance_index = np.array([index for _, index in self._instances], np.intp)
+        radii = np.array([mesh.radius_m for mesh in scene.meshes], np.float64)
+        self._instance_radius_m = radii[scene.instance_mesh_index[self._instance_index]] if len(radii) else radii
+        self._enabled = np.ones(len(self._instances), bool)  # (a new geometry is enabled)
         table = self._index_table(index_of_geometry + ([(static_entry, -1)] if static_entry is not None else []))
         if static_entry is not None:  # the static world's meshes, by their geometry id in its scene, after the rest
             table[static_entry] = -2 - len(table)
@@ -791,7 +821,8 @@ class EmbreeBackend(Backend):
         rebuild the scene for each.
         """
         scene = self.scene
-        if scene.revision == self._revision and scene.pose_revision == self._pose_revision:
+        refocused = self._reach is not self._reach_applied
+        if scene.revision == self._revision and scene.pose_revision == self._pose_revision and not refocused:
             return
         poses = np.array(scene.poses, dtype=np.float64)  # a copy: the poses committed, compared with the next ones
         same_list = scene.revision == self._revision and self._static_mask is not None
@@ -799,6 +830,9 @@ class EmbreeBackend(Backend):
             # the poses set again as they were (a view whose objects did not move): the top level built at the
             # last commit stands, where committing it again would rebuild it over every instance for nothing
             self._pose_revision = scene.pose_revision
+            if refocused and self._switch_to_reach(poses) and self._top:
+                embree().lib.rtcCommitScene(self._top)
+                embree().check("committing the scene")
             return
         at_identity = np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool)
         moved = None  # the instances whose pose changed since the last commit; None: all (a new top level)
@@ -816,6 +850,7 @@ class EmbreeBackend(Backend):
             if moved is not None:  # an unchanged instance keeps its transform (and its place in the top level)
                 handles, index = handles[moved[index]], index[moved[index]]
             _set_transforms(e.set_transform_address, e.commit_geometry_address, handles, index, transforms)
+        self._switch_to_reach(poses)
         if self._top:
             e.lib.rtcCommitScene(self._top)
             e.check("committing the scene")
@@ -823,6 +858,41 @@ class EmbreeBackend(Backend):
         self._instance_ids = np.array(scene.instance_ids, np.int64)
         self._committed_poses = poses
         self._pose_revision = scene.pose_revision
+
+    def focus(self, jobs) -> None:
+        """:meth:`Backend.focus`: the top level keeps only the instances whose bounding sphere (their mesh's
+        farthest vertex, stretched by the pose's largest scale) meets a ball that ``jobs``' rays stay within (the
+        frame's origin, out to its rays' farthest origin plus their range): a busy road's thousand cars, most of
+        them out of reach, are not built into the top level of each motion slice."""
+        balls = []
+        for job in jobs or ():
+            rays = job.rays
+            pose = np.asarray(rays.world_from_frame, np.float64)
+            stretch = max(1.0, float(np.linalg.norm(pose[:3, :3], axis=0).max()))
+            spread = math.sqrt(3.0) * float(np.abs(rays.origins).max(initial=0.0))  # ≥ every origin's distance
+            radius = stretch * (spread + float(rays.max_range_m))
+            balls.append([*pose[:3, 3], math.inf if math.isnan(radius) else radius])  # (unknown: anywhere)
+        self._reach = np.array(balls, np.float64).reshape(-1, 4) if jobs else None
+
+    def _switch_to_reach(self, poses: np.ndarray) -> bool:
+        """Enable the top level's instances in reach (:meth:`focus`; all without one), disable the others;
+        → whether any changed."""
+        self._reach_applied = self._reach
+        if not len(self._instances):
+            return False
+        enabled = np.ones(len(self._instances), bool)
+        if self._reach is not None:
+            placed = poses[self._instance_index]
+            stretch = np.linalg.norm(placed[:, :3, :3], axis=1).max(axis=1)  # the largest column: its scale
+            enabled = in_reach(placed[:, :3, 3], self._instance_radius_m * stretch, self._reach)
+        switch = enabled != self._enabled
+        if not switch.any():
+            return False
+        e = embree()
+        _switch_geometries(e.enable_geometry_address, e.disable_geometry_address, self._instance_handles[switch],
+                           enabled[switch])
+        self._enabled = enabled
+        return True
 
     def __del__(self):
         if _EMBREE is not None:

@@ -22,7 +22,7 @@ from ..geometry.scene import find_ids
 from ..geometry.transforms import split_scale
 from ..physics.fmcw import RadialVelocity, radial_velocities
 from ..pointcloud import Returns
-from .motion import FrameMotion, rotate_about, rotation_vector, sensor_turn
+from .motion import FrameMotion, rotate_about, rotation_vectors_between, sensor_turn
 
 
 class SceneVelocities:
@@ -71,7 +71,7 @@ def _twist(start: np.ndarray, end: np.ndarray, dt_s: float) -> tuple[np.ndarray,
     ``R0 · k θ / dt`` in the world."""
     r0, _ = split_scale(start)
     r1, _ = split_scale(end)
-    rotvec = np.array([rotation_vector(a.T @ b) for a, b in zip(r0, r1)]).reshape(-1, 3)
+    rotvec = rotation_vectors_between(r0, r1)
     spin = np.einsum("kij,kj->ki", r0, rotvec) / dt_s
     return (end[:, :3, 3] - start[:, :3, 3]) / dt_s, spin
 

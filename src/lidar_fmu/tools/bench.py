@@ -615,7 +615,8 @@ def long_road_view(length_m: float = 10_000.0, spacing_m: float = 1.0, lanes: in
 
 def busy_road_views(vehicles: int = 1000, frames: int = 6, length_m: float = 2000.0, lanes: int = 8) -> list[bytes]:
     """``frames`` SensorViews 0.1 s apart of :func:`long_road_view` (``length_m``, ``lanes``, the host at its start)
-    with ``vehicles`` cars spread along it in random lanes (seeded), every car and the host driving on at 20 m/s."""
+    with ``vehicles`` cars spread along it in random lanes (seeded), every car and the host driving on at 20 m/s
+    along x (their OSI velocities say so): the lidar sees them move over each frame, in its motion slices."""
     from osi3.osi_sensorview_pb2 import SensorView
 
     road = SensorView.FromString(long_road_view(length_m, lanes=lanes))
@@ -625,12 +626,16 @@ def busy_road_views(vehicles: int = 1000, frames: int = 6, length_m: float = 200
     for k in range(frames):
         view = SensorView()
         view.CopyFrom(road)
+        view.timestamp.nanos = 100_000_000 * (k % 10)
+        view.timestamp.seconds = k // 10
         gt = view.global_ground_truth
         gt.moving_object[0].base.position.x += 2.0 * k
+        gt.moving_object[0].base.velocity.x = 20.0
         x = start_m + 2.0 * k  # (the road's centre line: long_road_view's)
         y = 50.0 * np.sin(x / 300.0) + (lane - lanes / 2 + 0.5) * 3.5
         z = 5.0 * np.sin(x / 1000.0) + 0.75
         yaw = np.arctan(50.0 / 300.0 * np.cos(x / 300.0))
+        velocity = 20.0 * np.column_stack([np.ones_like(x), np.tan(yaw), 5.0 / 1000.0 * np.cos(x / 1000.0)])
         for j in range(vehicles):
             car = gt.moving_object.add()
             car.id.value = 10 + j
@@ -638,6 +643,7 @@ def busy_road_views(vehicles: int = 1000, frames: int = 6, length_m: float = 200
             car.vehicle_classification.type = car.vehicle_classification.TYPE_MEDIUM_CAR
             car.base.position.x, car.base.position.y, car.base.position.z = x[j], y[j], z[j]
             car.base.orientation.yaw = yaw[j]
+            car.base.velocity.x, car.base.velocity.y, car.base.velocity.z = velocity[j]
             car.base.dimension.length, car.base.dimension.width, car.base.dimension.height = 4.5, 1.8, 1.5
         views.append(view.SerializeToString())
     return views
