@@ -151,9 +151,13 @@ def test_batched_poses_equal_each_pose_cast_alone(two_ellipsoids):
 
 
 # ---------------------------------------------------------------------------------------------- whole frames
+# 5 channels × 25 columns, 125 rays: one block of 128 threads (the simulator starts a Python thread for each of a
+# launch's threads, so its time goes with the blocks); every object of the street fixture stays in view
 SENSOR = {"horizontal_fov_deg": [-60, 60], "horizontal_resolution_deg": 5.0, "vertical_fov_deg": [-15, 5],
-          "channels": 12, "max_range_m": 60.0, "min_range_m": 0.5, "max_transparent_layers": 2,
+          "channels": 5, "max_range_m": 60.0, "min_range_m": 0.5, "max_transparent_layers": 2,
           "range_reflectivity": {"pairs": [[0.10, 12.0], [0.80, 40.0]], "fit": "log"}}
+#: a frame compared has more returns than this (a sixth of its rays), whatever its obstacles let through
+MIN_RETURNS = 20
 MATERIALS = {"materials": {"ground": "asphalt", "window": "glass_clear", "wall": "lambertian_50",
                            "sign": "retroreflector", "black": "absorber", "paint": "car_paint_silver"}}
 
@@ -177,7 +181,7 @@ def street():
 def same_returns(on_gpu, on_cpu, sensor_pose, what, every_ray=False):
     g, c = on_gpu.scan(sensor_pose), on_cpu.scan(sensor_pose)
     rays = len(on_cpu.sensor.pattern)
-    assert 50 < len(c) and (len(c) == rays if every_ray else len(c) < rays), what + f": {len(c)} returns"
+    assert MIN_RETURNS < len(c) and (len(c) == rays if every_ray else len(c) < rays), what + f": {len(c)} returns"
     assert np.array_equal(g.ray_index, c.ray_index), what + ": returning rays differ"
     for name in ("x", "y", "z", "range", "normal_x", "normal_y", "normal_z"):
         assert np.abs(g.points[name] - c.points[name]).max() <= 1e-4 * (1 + c.points["range"].max()), what + name
@@ -264,7 +268,7 @@ def test_moving_frames_on_the_gpu_equal_the_cpu_path(street):
     spec = SENSOR | {"motion_slices": 3}
     g = Lidar(frames, spec, backend="cuda", materials=MATERIALS).scan(sensor_pose, motion=motion)
     c = Lidar(frames, spec, backend="embree", materials=MATERIALS).scan(sensor_pose, motion=motion)
-    assert 50 < len(c) and np.array_equal(g.ray_index, c.ray_index)
+    assert MIN_RETURNS < len(c) and np.array_equal(g.ray_index, c.ray_index)
     for name in ("x", "y", "z", "range", "normal_x", "normal_y", "normal_z"):
         assert np.abs(g.points[name] - c.points[name]).max() <= 1e-4 * (1 + c.points["range"].max()), name
     assert np.array_equal(g.points["object_id"], c.points["object_id"]) and 42 in set(c.points["object_id"])
@@ -287,7 +291,7 @@ def test_fmcw_radial_velocities_on_the_gpu_equal_the_cpu_path(street):
     g, c = (Lidar(frames, spec, backend=name, materials=MATERIALS).scan(sensor_pose, motion=motion,
                                                                         velocities=velocities)
             for name in ("cuda", "embree"))
-    assert 50 < len(c) and np.array_equal(g.ray_index, c.ray_index)
+    assert MIN_RETURNS < len(c) and np.array_equal(g.ray_index, c.ray_index)
     assert np.array_equal(g.points["object_id"], c.points["object_id"])
     car = c.points["object_id"] == 42
     assert car.any() and np.ptp(c.radial_velocity_m_s) > 1.0

@@ -218,13 +218,11 @@ def test_a_sensor_view_id_of_2_to_the_64_minus_1_wraps_for_the_rigs_second_lidar
         assert [lidar.header.sensor_id.value for lidar in data.feature_data.lidar_sensor] == [2**64 - 1, 0]
 
 
-def test_the_fmu_takes_robot_configs_and_numbers_a_rigs_lidars_as_the_model_does(tmp_path):
+def test_the_fmu_takes_robot_configs_and_numbers_a_rigs_lidars_as_the_model_does(fmu_path, tmp_path):
     from osi3.osi_sensorview_pb2 import SensorView
 
     from lidar_fmu.cosim.fmu_host import FmuInstance
-    from lidar_fmu.cosim.fmu_package import build_fmu
 
-    fmu = build_fmu(tmp_path / "LidarSensor.fmu")
     robot = tmp_path / "robot.json"
     robot.write_text(json.dumps(robot_config(2)))
     view = SensorView.FromString(sensor_view(OBJECTS, time_s=0.1, host=HOST))
@@ -232,7 +230,7 @@ def test_the_fmu_takes_robot_configs_and_numbers_a_rigs_lidars_as_the_model_does
     rig = json.dumps([SPEC | {"mounting": FRONT, "sensor_id": 1}, SPEC | {"mounting": REAR}])
     # the config request numbers from 0 (no SensorView yet); a step from the SensorView's id, wrapping past 2⁶⁴−1
     for sensor, config_ids, step_ids in ((rig, [1, 2], [1, 0]), (str(robot), [0, 1], [2**64 - 1, 0])):
-        with FmuInstance(fmu, {"sensor": sensor}) as host:
+        with FmuInstance(fmu_path, {"sensor": sensor}) as host:
             config = SensorViewConfiguration.FromString(host.config_request())
             assert [v.sensor_id.value for v in config.lidar_sensor_view_configuration] == config_ids
             out = host.step(view.SerializeToString(), 0.0, 0.1)

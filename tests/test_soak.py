@@ -22,11 +22,8 @@ def test_soak_prints_one_line_per_report(capsys):
     assert "20 pedestrians" in captured.err and "velodyne_vlp16" in captured.err
 
 
-def test_soak_through_the_fmu(tmp_path, capsys):
-    from lidar_fmu.cosim.fmu_package import build_fmu
-
-    fmu = build_fmu(tmp_path / "LidarSensor.fmu")
-    code = main(["soak", "--fmu", str(fmu), "--steps", "4", "--report-every", "2", "--objects", "3",
+def test_soak_through_the_fmu(fmu_path, capsys):
+    code = main(["soak", "--fmu", str(fmu_path), "--steps", "4", "--report-every", "2", "--objects", "3",
                  "--sensor", "ibeo_lux"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -90,11 +87,8 @@ def test_soak_runs_a_rig_as_it_runs_one_lidar(tmp_path, capsys):
     assert "invalid" not in captured.out
 
 
-def test_soak_runs_a_rig_through_the_fmu(tmp_path, capsys):
-    from lidar_fmu.cosim.fmu_package import build_fmu
-
-    fmu = build_fmu(tmp_path / "LidarSensor.fmu")
-    code = main(["soak", "--fmu", str(fmu), "--steps", "4", "--report-every", "2", "--objects", "3",
+def test_soak_runs_a_rig_through_the_fmu(fmu_path, tmp_path, capsys):
+    code = main(["soak", "--fmu", str(fmu_path), "--steps", "4", "--report-every", "2", "--objects", "3",
                  "--sensor", str(_rig_file(tmp_path))])
     captured = capsys.readouterr()
     assert code == 0, captured.err
