@@ -37,6 +37,9 @@ HOST_SPEED_M_S = 5.0
 CAR_ID = 2
 CAR_SIZE_M = (4.0, 1.8, 1.5)
 CAR_SPEED_M_S = 8.0
+#: a box this many times the farthest lidar's range away: in the scene, out of every ray's reach, so the warm-up
+#: also readies what a caster does to leave such objects out of a cast (Embree: Backend.focus)
+FAR_BOX_RANGES = 2.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ def _step_twin(options: dict) -> None:
              for name, placed in warm_up_scene(centre, radius_m).items()}
     for instance_id, mesh, pose in parts["grey"]:
         twin.scene.add_instance(instance_id, mesh, pose)
+    far_m = FAR_BOX_RANGES * max(m.sensor.max_range_m for m in twin.lidars)
     period_s = min(m.sensor.frame_period_s for m in twin.lidars)
     for k, (weather, shown) in enumerate(STEPS):
         for name in ("glass", "mirror"):
@@ -121,15 +125,15 @@ def _step_twin(options: dict) -> None:
                 elif instance_id in twin.scene:
                     twin.scene.remove_instance(instance_id)
         time_s = (k + 1) * period_s
-        result = twin.step(warm_up_view(time_s, radius_m, weather), time_s)
+        result = twin.step(warm_up_view(time_s, radius_m, weather, far_m), time_s)
         if not result.valid:
             raise RuntimeError(f"warm-up step {k + 1} ({weather}): {result.message}")
 
 
-def warm_up_view(time_s: float, radius_m: float, weather: str = "clear") -> bytes:
+def warm_up_view(time_s: float, radius_m: float, weather: str = "clear", far_m: float = 0.0) -> bytes:
     """A SensorView at ``time_s``: the host driving along x and a car crossing ahead of it along y (both with OSI
-    velocities, so that the frame's motion is taken into account), a box standing beside, and a road with a
-    building (:func:`_road`); ``weather``:
+    velocities, so that the frame's motion is taken into account), a box standing beside, a box ``far_m`` behind
+    (0: none) and a road with a building (:func:`_road`); ``weather``:
     ``clear``, ``fog and rain`` or ``snow`` (OSI environmental conditions)."""
     from osi3.osi_sensorview_pb2 import SensorView
 
@@ -148,6 +152,8 @@ def warm_up_view(time_s: float, radius_m: float, weather: str = "clear") -> byte
                (CAR_ID, (0.3 * radius_m, -0.3 * radius_m + CAR_SPEED_M_S * time_s, 0.75), CAR_SIZE_M,
                 (0.0, CAR_SPEED_M_S)),
                (CAR_ID + 1, (-0.3 * radius_m, 0.2 * radius_m, 0.5), (1.0, 1.0, 1.0), (0.0, 0.0))]
+    if far_m > 0.0:
+        objects.append((CAR_ID + 2, (hx - far_m, hy, 0.5), (1.0, 1.0, 1.0), (0.0, 0.0)))
     for object_id, position, size, velocity in objects:
         obj = gt.moving_object.add()
         obj.id.value = object_id
