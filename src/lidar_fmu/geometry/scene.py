@@ -405,6 +405,12 @@ class Scene:
         view.flags.writeable = False
         return view
 
+    def instance_radii_m(self, index: np.ndarray) -> np.ndarray:
+        """(·,) float64 the bounding-sphere radius (:attr:`Mesh.radius_m`, before its pose's scale) of the
+        instances at ``index``."""
+        radii = np.array([mesh.radius_m for mesh in self.meshes], np.float64)
+        return radii[self.instance_mesh_index[index]] if len(radii) else np.zeros(len(index))
+
     @property
     def instance_semantic(self) -> np.ndarray:
         """(K,) uint8 semantic class of each instance, in instance-index order (read-only view)."""

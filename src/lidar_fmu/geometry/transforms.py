@@ -147,6 +147,12 @@ def split_scale(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return poses[..., :3, :3] / np.where(scale > 0, scale, 1.0)[..., None, :], scale
 
 
+def largest_scale(poses: np.ndarray) -> np.ndarray:
+    """(...) the largest column length of each pose's 3×3 (poses (..., 4, 4)): how far the pose stretches a
+    distance at most (a bounding sphere's radius scales by it)."""
+    return np.linalg.norm(np.asarray(poses, np.float64)[..., :3, :3], axis=-2).max(axis=-1)
+
+
 def angular_velocity(orientation_rad, orientation_rate_rad_s) -> np.ndarray:
     """(3,) world angular velocity (rad/s) of a body at OSI ``orientation`` (roll φ, pitch θ, yaw ψ; rad) turning
     at ``orientation_rate`` (their time derivatives, as OSI's ``base.orientation_rate`` and

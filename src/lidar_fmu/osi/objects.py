@@ -219,11 +219,7 @@ def _group_by_id(object_id, ids):
         value = object_id[k]
         if value < ids[0] or value > ids[k_ids - 1]:  # the environment's NO_OBJECT_ID, mostly
             continue
-        lo, size = 0, k_ids  # the first id ≥ value, branch-free: the ids' order says nothing of the returns'
-        while size > 1:
-            half = size // 2
-            lo = lo + half if ids[lo + half - 1] < value else lo
-            size -= half
+        lo = np.searchsorted(ids, value)  # the first id ≥ value
         if ids[lo] == value:
             slot[k] = lo
             starts[lo + 1] += 1

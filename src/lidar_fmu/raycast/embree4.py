@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import math
 import os
 from typing import NamedTuple
 
@@ -33,6 +32,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from ..geometry.transforms import largest_scale
 from ..parallel import threadsafe_layer
 from ..physics.hit_rules import (
     CONTINUATION_STEP_M,
@@ -768,8 +768,7 @@ class EmbreeBackend(Backend):
             self._instances.append((geometry, index))
         self._instance_handles = np.array([handle for handle, _ in self._instances], np.intp)
         self._instance_index = np.array([index for _, index in self._instances], np.intp)
-        radii = np.array([mesh.radius_m for mesh in scene.meshes], np.float64)
-        self._instance_radius_m = radii[scene.instance_mesh_index[self._instance_index]] if len(radii) else radii
+        self._instance_radius_m = scene.instance_radii_m(self._instance_index)
         self._enabled = np.ones(len(self._instances), bool)  # (a new geometry is enabled)
         table = self._index_table(index_of_geometry + ([(static_entry, -1)] if static_entry is not None else []))
         if static_entry is not None:  # the static world's meshes, by their geometry id in its scene, after the rest
@@ -864,14 +863,7 @@ class EmbreeBackend(Backend):
         farthest vertex, stretched by the pose's largest scale) meets a ball that ``jobs``' rays stay within (the
         frame's origin, out to its rays' farthest origin plus their range): a busy road's thousand cars, most of
         them out of reach, are not built into the top level of each motion slice."""
-        balls = []
-        for job in jobs or ():
-            rays = job.rays
-            pose = np.asarray(rays.world_from_frame, np.float64)
-            stretch = max(1.0, float(np.linalg.norm(pose[:3, :3], axis=0).max()))
-            spread = math.sqrt(3.0) * float(np.abs(rays.origins).max(initial=0.0))  # ≥ every origin's distance
-            radius = stretch * (spread + float(rays.max_range_m))
-            balls.append([*pose[:3, 3], math.inf if math.isnan(radius) else radius])  # (unknown: anywhere)
+        balls = [[*np.asarray(job.rays.world_from_frame, np.float64)[:3, 3], job.rays.reach_m()] for job in jobs or ()]
         self._reach = np.array(balls, np.float64).reshape(-1, 4) if jobs else None
 
     def _switch_to_reach(self, poses: np.ndarray) -> bool:
@@ -883,8 +875,7 @@ class EmbreeBackend(Backend):
         enabled = np.ones(len(self._instances), bool)
         if self._reach is not None:
             placed = poses[self._instance_index]
-            stretch = np.linalg.norm(placed[:, :3, :3], axis=1).max(axis=1)  # the largest column: its scale
-            enabled = in_reach(placed[:, :3, 3], self._instance_radius_m * stretch, self._reach)
+            enabled = in_reach(placed[:, :3, 3], self._instance_radius_m * largest_scale(placed), self._reach)
         switch = enabled != self._enabled
         if not switch.any():
             return False

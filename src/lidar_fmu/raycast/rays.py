@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import LidarFmuError
+from ..geometry.transforms import largest_scale
 
 if TYPE_CHECKING:
     from ..geometry.pattern import RayPattern
@@ -66,6 +67,10 @@ class RayBatch:
     def shared_origin(self) -> bool:
         """Do all rays leave one point (``origins`` is ``(1, 3)``)?"""
         return self.origins.shape[0] == 1
+
+    def reach_m(self) -> float:
+        """How far from the frame's origin (world) any ray of the batch can meet something: :func:`reach_m`."""
+        return reach_m(self.origins, self.max_range_m, self.world_from_frame)
 
     @property
     def in_world_frame(self) -> bool:
@@ -118,3 +123,12 @@ def as_rays(origins: ArrayLike, directions: ArrayLike) -> tuple[NDArray[np.float
             raise RayError("ray directions must be non-zero")
         d = d / np.sqrt(squared)[:, None]
     return np.ascontiguousarray(o), np.ascontiguousarray(d)
+
+
+def reach_m(origins: np.ndarray, max_range_m: float, world_from_frame: np.ndarray) -> float:
+    """A bound (m, world) on how far from the frame's origin rays leaving ``origins`` (·, 3, in the frame) reach
+    within ``max_range_m``: the farthest origin (bounded by √3 × its largest coordinate: no square root per ray)
+    plus the range, stretched by the frame's largest scale; ∞ where that is not a number (anywhere)."""
+    spread = float(np.sqrt(3.0)) * float(np.abs(origins).max(initial=0.0))
+    radius = max(1.0, float(largest_scale(world_from_frame))) * (spread + float(max_range_m))
+    return float("inf") if np.isnan(radius) else radius

@@ -29,9 +29,10 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..geometry.scene import find_ids
-from ..geometry.transforms import split_scale
+from ..geometry.transforms import largest_scale, split_scale
 from ..pointcloud import Returns, place_on_rays, take_returns
 from ..raycast import CastJob, RayBatch
+from ..raycast.rays import reach_m
 
 #: Faster than this, a pose change is a jump (a teleport, a respawn, a test placing objects), not motion, and is not
 #: interpolated. Assumed: 150 m/s (540 km/h) is beyond any road vehicle (the fastest production cars stay under
@@ -353,7 +354,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)
     origins = rotate_about(origins_s, rotvec_end, back, shift_end, dtype=np.float32)
     ids, start_poses, end_poses = _moving_in_reach(scene, motion.instance_start_poses, sensor_end_pose,
-                                                   float(max_range_m) + _farthest(origins))
+                                                   reach_m(origins, max_range_m, sensor_end_pose))
     if not len(ids):
         slices = 1
     key = pattern.directions if coherence_key is None else np.ascontiguousarray(coherence_key, np.float32)
@@ -390,34 +391,26 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, back)
 
 
-def _farthest(points: np.ndarray) -> float:
-    """A bound on the distance of ``points`` (N, 3) from the origin, without a square root per point."""
-    return math.sqrt(3.0) * float(np.abs(points).max(initial=0.0))
-
-
-def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, reach_m: float):
+def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, radius_m: float):
     """(ids, start poses, end poses: the scene's) of the instances of ``starts`` (id → start pose) still in the
-    scene that rays reaching ``reach_m`` from the sensor's end position (in its frame) may meet somewhere on
+    scene that rays reaching ``radius_m`` (world) from the sensor's end position may meet somewhere on
     their way over the frame: position linear between the two, turns about their origins, scale between the
     two. The others stay at their end poses in every slice: posing them changes no point, and a busy road's
-    thousand cars, most out of reach, are then not posed ten times a frame."""
+    thousand cars, most out of reach, are then not posed ten times a frame. ``radius_m``: the rays' bound
+    (:func:`~lidar_fmu.raycast.rays.reach_m`, world)."""
     ids = np.fromiter(starts, np.int64, len(starts))
     index, known = find_ids(scene.instance_ids, ids)
     ids, index = ids[known], index[known]
     if not len(ids):
         return ids, np.zeros((0, 4, 4)), np.zeros((0, 4, 4))
     start, end = np.stack(list(starts.values()))[known], scene.poses[index]
-    radii = np.array([mesh.radius_m for mesh in scene.meshes], np.float64)[scene.instance_mesh_index[index]]
-    stretch = np.maximum(np.linalg.norm(start[:, :3, :3], axis=1).max(axis=1),
-                         np.linalg.norm(end[:, :3, :3], axis=1).max(axis=1))
+    radii = scene.instance_radii_m(index)
+    stretch = np.maximum(largest_scale(start), largest_scale(end))
     centre = sensor_end_pose[:3, 3]
-    reach_m *= max(1.0, float(np.linalg.norm(sensor_end_pose[:3, :3], axis=0).max()))
-    if math.isnan(reach_m):  # (unknown: every instance may be reached)
-        reach_m = math.inf
     a, way = start[:, :3, 3], end[:, :3, 3] - start[:, :3, 3]
     length2 = np.einsum("ij,ij->i", way, way)
     along = np.clip(np.einsum("ij,ij->i", centre - a, way) / np.where(length2 > 0, length2, 1.0), 0.0, 1.0)
-    near = np.linalg.norm(a + along[:, None] * way - centre, axis=1) <= reach_m + radii * stretch
+    near = np.linalg.norm(a + along[:, None] * way - centre, axis=1) <= radius_m + radii * stretch
     return ids[near], start[near], end[near]
 
 
