@@ -7,10 +7,10 @@ this backend calls directly (docs/backends.md):
   *instance* per moving scene instance (its mesh's own scene, built once), whose transform is rewritten when
   poses change;
 * rays cast in coherent packets of :data:`PACKET` angular neighbours, tiles of
-  the scan (:func:`packet_tiles`, ``rtcIntersect8``), from a Numba ``prange``
-  over the cores (packets dealt out interleaved, so every thread gets a fair
-  share of sky and street); every ray's slots of the :class:`Hits` are
-  written, so buffers are reused;
+  the scan (:func:`packet_tiles`, ``rtcIntersect8``), by the calling thread and
+  pool threads that claim runs of packets as they come (a late thread finds
+  none left; :func:`lidar_fmu.parallel.helped`); every ray's slots of the
+  :class:`Hits` are written, so buffers are reused;
 * rays that go on through a surface or reflect off a mirror
   (:func:`lidar_fmu.physics.hit_rules.segment_after`) are intersected again inside their
   packet, from just behind it or from the mirror along the reflected direction.
@@ -29,11 +29,11 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 from ..geometry.transforms import largest_scale
-from ..parallel import threadsafe_layer
+from ..parallel import helped, threadsafe_layer
 from ..physics.hit_rules import (
     CONTINUATION_STEP_M,
     PASS,
@@ -49,8 +49,10 @@ from .hits import Hits
 from .rays import RayBatch
 
 PACKET = 8
-# Numba's threads on a layer that several instances casting at once may share (OpenMP or TBB; its
-# fallback, workqueue, would abort the process): chosen before anything here starts them
+#: packets a thread claims at a time (64 rays: a few µs of Embree's work)
+_RUN = 8
+# Numba's threads (the physics' kernels after a cast) on a layer that several instances scanning at once may share
+# (OpenMP or TBB; its fallback, workqueue, would abort the process): chosen before anything starts them
 threadsafe_layer()
 _RTC_GEOMETRY_TYPE_TRIANGLE = 0
 _RTC_GEOMETRY_TYPE_INSTANCE = 121
@@ -155,6 +157,20 @@ def _call_intersect(typingctx, function, valid, scene, rayhit, arguments):
         callee = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [pointer] * 4).as_pointer())
         builder.call(callee, [builder.inttoptr(a, pointer) for a in args[1:]])
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _claim(typingctx, counter):
+    """``counter[0] += 1`` as one atomic step, → its value before: the next share of work for the thread that asks."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+    sig = types.int64(counter)
+
+    def codegen(context, builder, signature, args):
+        first = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", first, ir.IntType(64)(1), "monotonic")
 
     return sig, codegen
 
@@ -550,33 +566,26 @@ def _store_hits(cast, packet, first, count):
 
 
 @njit(nogil=True, cache=True)
-def _cast_packets(cast, part, parts):
-    """One thread's share of ``cast`` (a :class:`PacketCast`): packets ``part``, ``part + parts``, … of its rays in
-    packet order, each one Embree call, carried on through the surfaces that let rays go on, its hits stored."""
+def cast_packets(cast, next_run):
+    """One thread's share of ``cast`` (a :class:`PacketCast`): runs of :data:`_RUN` packets of its rays in packet
+    order, each claimed from ``next_run`` while any is left, each packet one Embree call, carried on through the
+    surfaces that let rays go on, its hits stored."""
     packet = _new_packet()
     rays = cast.rays
     origin = _placed(rays.world_from_frame, rays.origins, 0)  # every ray's when they share one
     go_on = cast.through.max_surfaces + cast.through.max_bounces > 0  # a scene without glass or mirrors: never
     n = rays.directions.shape[0]
-    first = part * _W
-    while first < n:
-        count = min(_W, n - first)
-        _load_packet(packet, rays, first, count, origin)
-        _intersect(cast.target, packet)
-        if go_on:
-            _go_on(cast, packet, count)
-        _store_hits(cast, packet, first, count)
-        first += parts * _W
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def cast_parallel(target, rays, through, hits, parts):
-    """The :class:`PacketCast` of these four in ``parts`` shares of interleaved packets, one per Numba worker thread.
-
-    Taken apart and bundled in each thread: a ``prange`` cannot hand its threads a tuple of tuples (Numba 0.68).
-    """
-    for part in prange(parts):
-        _cast_packets(PacketCast(target, rays, through, hits), part, parts)
+    while True:
+        start = _claim(next_run) * (_RUN * _W)
+        if start >= n:
+            break
+        for first in range(start, min(start + _RUN * _W, n), _W):
+            count = min(_W, n - first)
+            _load_packet(packet, rays, first, count, origin)
+            _intersect(cast.target, packet)
+            if go_on:
+                _go_on(cast, packet, count)
+            _store_hits(cast, packet, first, count)
 
 
 def _triangle_geometry(buffers):
@@ -943,7 +952,7 @@ class EmbreeBackend(Backend):
         pose = np.ascontiguousarray(rays.world_from_frame, np.float64)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
         order = self._order_of(rays) if order is None else order
-        cast_parallel(
+        cast = PacketCast(
             EmbreeTarget(embree().intersect_address, self._top, self._index_of_geometry, self._normal_from_local,
                          self._instance_ids),
             PacketRays(rays.origins, rays.directions, order, pose, np.ascontiguousarray(pose[:3, :3], np.float32),
@@ -951,8 +960,8 @@ class EmbreeBackend(Backend):
             SurfaceRules(through.max_surfaces, through.max_bounces, through.triangle_material, through.first_triangle,
                          through.class_code, through.specular),
             HitSlots(hits.range_m, hits.hit, hits.instance_id, hits.primitive_id, hits.instance_index, hits.u, hits.v,
-                     hits.normal, hits.path_gain if through.max_bounces else _NO_GAIN),
-            parts)
+                     hits.normal, hits.path_gain if through.max_bounces else _NO_GAIN))
+        helped(cast_packets, (cast, np.zeros(1, np.int64)), parts - 1)
         if hits.path_gain is not None and not through.max_bounces:
             hits.path_gain[...] = 1.0  # a reused buffer sized for mirrors: none on these rays
         return hits
