@@ -48,8 +48,10 @@ from .hits import Hits
 from .rays import RayBatch
 
 PACKET = 8
-#: packets a thread claims at a time (64 rays: a few µs of Embree's work)
-_RUN = 8
+#: packets a thread claims at a time (128 rays, ~20 µs of Embree's work on one core): a whole block of a VLP-16's
+#: tiles (16 beams × 8 shots, packet_tiles), 32 beams × 4 shots of an OS1-128's, so that two threads seldom write
+#: the same cache line of the hits, and a thread that comes late or is held up leaves at most one run to wait for
+_RUN = 16
 # Numba's threads (the physics' kernels after a cast) on a layer that several instances scanning at once may share
 # (OpenMP or TBB; its fallback, workqueue, would abort the process): chosen before anything starts them
 threadsafe_layer()
