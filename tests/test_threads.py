@@ -141,3 +141,39 @@ def test_idle_openmp_threads_sleep_unless_the_environment_says_otherwise():
     out = subprocess.run([sys.executable, "-c", code], env=env | {"OMP_WAIT_POLICY": "active"}, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "active"
+
+
+def test_helped_work_is_done_once_whether_helpers_come_or_not():
+    """parallel.helped: the caller and its helpers claim shares of one piece of work; every share is done exactly
+    once, and a helper that has not started when the caller is done never runs (the pool's threads held here)."""
+    import threading
+    import time
+
+    from lidar_fmu import parallel
+
+    def work(claims: list, done: list, lock: threading.Lock, shares: int) -> None:
+        while True:
+            with lock:
+                share = claims[0]
+                claims[0] += 1
+            if share >= shares:
+                return
+            time.sleep(0.0002)
+            done.append((share, threading.get_ident()))
+
+    claims, done = [0], []
+    parallel.helped(work, (claims, done, threading.Lock(), 300), 1)
+    assert sorted(share for share, _ in done) == list(range(300))
+    pool, gate = parallel._shared_pool(), threading.Event()
+    held = [pool.submit(gate.wait, 60) for _ in range(pool._max_workers)]
+    try:
+        claims, done = [0], []
+        parallel.helped(work, (claims, done, threading.Lock(), 50), 2)
+        assert sorted(share for share, _ in done) == list(range(50))
+        assert {thread for _, thread in done} == {threading.get_ident()}
+        assert not any(future.done() for future in held)
+    finally:
+        gate.set()
+        for future in held:
+            future.result()
+    assert claims == [50 + 1]  # the two called-off helpers never claimed
