@@ -177,3 +177,35 @@ def test_helped_work_is_done_once_whether_helpers_come_or_not():
         for future in held:
             future.result()
     assert claims == [50 + 1]  # the two called-off helpers never claimed
+
+
+def test_a_helpers_error_is_raised_once_every_helper_has_stopped():
+    """parallel.helped: an error in a helper reaches the caller, and only once the other started helper is done
+    (none works on after the call has returned)."""
+    import threading
+    import time
+
+    from lidar_fmu import parallel
+
+    if parallel._shared_pool()._max_workers < 2:
+        pytest.skip("one pool thread: two helpers cannot run at once")
+    arrived, done, lock = threading.Semaphore(0), [], threading.Lock()
+
+    def work() -> None:
+        if threading.current_thread() is threading.main_thread():
+            for _ in range(2):  # the caller holds on until both helpers run
+                assert arrived.acquire(timeout=30)
+            return
+        with lock:
+            first = not done
+            if first:
+                done.append("failed")
+        arrived.release()
+        if first:  # the first helper here fails at once, the second works on a little
+            raise ValueError("a helper failed")
+        time.sleep(0.1)
+        done.append("finished")
+
+    with pytest.raises(ValueError, match="a helper failed"):
+        parallel.helped(work, (), 2)
+    assert done == ["failed", "finished"]

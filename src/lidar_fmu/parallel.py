@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numba
@@ -164,6 +164,7 @@ def helped(fn, args: tuple, helpers: int) -> None:
     try:
         fn(*args)
     finally:
-        for future in futures:
-            if not future.cancel():
-                future.result()
+        started = [future for future in futures if not future.cancel()]
+        wait(started)  # all of them, before a helper's error is raised: none writes on after this returns
+    for future in started:
+        future.result()
