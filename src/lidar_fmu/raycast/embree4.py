@@ -875,8 +875,8 @@ class EmbreeBackend(Backend):
         same_list = scene.revision == self._revision and self._static_mask is not None
         if not same_list:  # nothing of a new instance list committed yet: NaN, which every pose differs from
             self._committed_poses = np.full(poses.shape, np.nan)
-        moved = np.empty(len(poses), bool)  # the instances whose pose changed since the last commit (now kept)
-        if not _take_changed(poses, self._committed_poses, moved) and same_list:
+        changed = np.empty(len(poses), bool)  # the instances whose pose changed since the last commit (now kept)
+        if not _take_changed(poses, self._committed_poses, changed) and same_list:
             # the poses set again as they were (a view whose objects did not move): the top level built at the
             # last commit stands, where committing it again would rebuild it over every instance for nothing
             self._pose_revision = scene.pose_revision
@@ -884,12 +884,13 @@ class EmbreeBackend(Backend):
                 e.lib.rtcCommitScene(self._top)
                 e.check("committing the scene")
             return
+        moved: np.ndarray | None = changed  # the transforms to set; None: all (a new top level)
         if not same_list:
             self._rebuild(np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool))
             self._revision = scene.revision
-            moved = None  # a new top level: every transform set
-        elif np.any(self._static_mask & moved):  # an instance of the static world left identity: it moves now
-            self._rebuild(self._static_mask & ~moved)
+            moved = None
+        elif np.any(self._static_mask & changed):  # an instance of the static world left identity: it moves now
+            self._rebuild(self._static_mask & ~changed)
             moved = None
         if self._instances:
             handles, index = self._instance_handles, self._instance_index
