@@ -249,3 +249,30 @@ def test_rays_along_shared_edges_at_yaw_90_all_reach_the_ground(backend):
     assert inside.sum() > 30_000
     assert hits.hit[inside].all(), f"{int((~hits.hit[inside]).sum())} rays lost between the triangles"
     assert not hits.hit[outside].any()
+
+
+def test_a_cast_whose_helper_thread_cannot_start_is_whole_and_returns(plane_mesh):
+    """Embree's packets are claimed by the casting thread and pool threads as they come (parallel.helped): with
+    every pool thread held, the caster alone casts every ray, the same hits, and returns without waiting for one."""
+    import threading
+
+    from lidar_fmu import parallel
+
+    scene = Scene.from_meshes([plane_mesh])
+    caster = make_backend("embree", scene)
+    caster.threads = 2
+    directions = load_sensor("ouster_os1_64").pattern.directions
+    origin = np.array([0, 0, 1.0], np.float32)
+    helped = caster.cast(origin, directions, 120)
+    pool, gate = parallel._shared_pool(), threading.Event()
+    held = [pool.submit(gate.wait, 60) for _ in range(pool._max_workers)]
+    try:
+        alone = caster.cast(origin, directions, 120)
+        assert not any(future.done() for future in held)  # it did not wait for its helper to come after them
+    finally:
+        gate.set()
+        for future in held:
+            future.result()
+    assert alone.hit.any() and not alone.hit.all()
+    for name in ("hit", "range_m", "instance_id", "primitive_id", "u", "v", "normal"):
+        np.testing.assert_array_equal(getattr(alone, name), getattr(helped, name))

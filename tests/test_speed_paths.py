@@ -231,7 +231,7 @@ def test_instances_out_of_reach_leave_the_top_level_and_no_point_changes(monkeyp
     enabled = []
     original = EmbreeBackend._switch_to_reach
     monkeypatch.setattr(EmbreeBackend, "_switch_to_reach",
-                        lambda self, poses: (original(self, poses), enabled.append(int(self._enabled.sum())))[0])
+                        lambda self: (original(self), enabled.append(int(self._enabled.sum())))[0])
     posed = []
     monkeypatch.setattr(ScenePose, "__call__", lambda self: (posed.append(len(self.ids)), self.scene.set_poses(
         self.ids, self.poses))[0])

@@ -141,3 +141,71 @@ def test_idle_openmp_threads_sleep_unless_the_environment_says_otherwise():
     out = subprocess.run([sys.executable, "-c", code], env=env | {"OMP_WAIT_POLICY": "active"}, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "active"
+
+
+def test_helped_work_is_done_once_whether_helpers_come_or_not():
+    """parallel.helped: the caller and its helpers claim shares of one piece of work; every share is done exactly
+    once, and a helper that has not started when the caller is done never runs (the pool's threads held here)."""
+    import threading
+    import time
+
+    from lidar_fmu import parallel
+
+    def work(claims: list, done: list, lock: threading.Lock, shares: int) -> None:
+        while True:
+            with lock:
+                share = claims[0]
+                claims[0] += 1
+            if share >= shares:
+                return
+            time.sleep(0.0002)
+            done.append((share, threading.get_ident()))
+
+    claims, done = [0], []
+    parallel.helped(work, (claims, done, threading.Lock(), 300), 1)
+    assert sorted(share for share, _ in done) == list(range(300))
+    pool, gate = parallel._shared_pool(), threading.Event()
+    held = [pool.submit(gate.wait, 60) for _ in range(pool._max_workers)]
+    try:
+        claims, done = [0], []
+        parallel.helped(work, (claims, done, threading.Lock(), 50), 2)
+        assert sorted(share for share, _ in done) == list(range(50))
+        assert {thread for _, thread in done} == {threading.get_ident()}
+        assert not any(future.done() for future in held)
+    finally:
+        gate.set()
+        for future in held:
+            future.result()
+    assert claims == [50 + 1]  # the two called-off helpers never claimed
+
+
+def test_a_helpers_error_is_raised_once_every_helper_has_stopped():
+    """parallel.helped: an error in a helper reaches the caller, and only once the other started helper is done
+    (none works on after the call has returned)."""
+    import threading
+    import time
+
+    from lidar_fmu import parallel
+
+    if parallel._shared_pool()._max_workers < 2:
+        pytest.skip("one pool thread: two helpers cannot run at once")
+    arrived, done, lock = threading.Semaphore(0), [], threading.Lock()
+
+    def work() -> None:
+        if threading.current_thread() is threading.main_thread():
+            for _ in range(2):  # the caller holds on until both helpers run
+                assert arrived.acquire(timeout=30)
+            return
+        with lock:
+            first = not done
+            if first:
+                done.append("failed")
+        arrived.release()
+        if first:  # the first helper here fails at once, the second works on a little
+            raise ValueError("a helper failed")
+        time.sleep(0.1)
+        done.append("finished")
+
+    with pytest.raises(ValueError, match="a helper failed"):
+        parallel.helped(work, (), 2)
+    assert done == ["failed", "finished"]

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numba
@@ -123,7 +123,8 @@ def serial():
         yield
 
 
-__all__ = ["THREADSAFE_LAYERS", "serial", "serialised", "serialised_message", "threadsafe_layer"]
+__all__ = ["THREADSAFE_LAYERS", "helped", "serial", "serialised", "serialised_message", "side_by_side",
+           "threadsafe_layer"]
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -135,12 +136,35 @@ def side_by_side(fn, argument_tuples) -> list:
     For compiled serial kernels that release the GIL (``nogil``) over parts of one array that are known in
     advance, e.g. a frame's detections in chunks (:mod:`lidar_fmu.osi.encode`): a few threads, no ``prange``.
     """
-    global _pool
     if len(argument_tuples) < 2:
         return [fn(*args) for args in argument_tuples]
+    return list(_shared_pool().map(lambda args: fn(*args), argument_tuples))
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
     if _pool is None:
         with _choice_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads()),
                                            thread_name_prefix="lidar-fmu")
-    return list(_pool.map(lambda args: fn(*args), argument_tuples))
+    return _pool
+
+
+def helped(fn, args: tuple, helpers: int) -> None:
+    """``fn(*args)`` on this thread while up to ``helpers`` pool threads run ``fn(*args)`` too.
+
+    For a compiled kernel that releases the GIL (``nogil``) and whose calls share its work out among themselves as
+    they come (each claims its next run, e.g. by an atomic counter, so a call that comes when none is left does
+    nothing): this returns once this thread's call has and every helper that started has finished; a helper not
+    started by then is called off. A machine too busy to start a thread at once leaves the work to this thread,
+    where a ``prange`` would wait for every one of its threads to have run.
+    """
+    futures = [_shared_pool().submit(fn, *args) for _ in range(helpers)]
+    try:
+        fn(*args)
+    finally:
+        started = [future for future in futures if not future.cancel()]
+        wait(started)  # all of them, before a helper's error is raised: none writes on after this returns
+    for future in started:
+        future.result()

@@ -608,9 +608,14 @@ def _osi_enums() -> tuple[np.ndarray, np.ndarray]:
             _enum_numbers(MovingObject.VehicleClassification.Type.DESCRIPTOR))
 
 
-def _where(mask: list, values: list) -> list:
-    """``values`` where ``mask`` is set, None elsewhere (a field the view leaves unset)."""
-    return [v if m else None for v, m in zip(values, mask)]
+def _triples(columns: list, k: int, mask: list | None = None) -> list:
+    """Every object's ``k``-th triple of floats as a tuple (``columns``: the 18 columns of the objects' float rows, as
+    lists); with ``mask``, None where it is not set (a field the view leaves unset), and no tuples at all where no
+    object sets it."""
+    if mask is not None and not any(mask):
+        return [None] * len(mask)
+    values = list(zip(*columns[3 * k:3 * k + 3]))
+    return values if mask is None else [v if m else None for v, m in zip(values, mask)]
 
 
 def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[tuple[int, str]]] | None:
@@ -627,19 +632,23 @@ def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[
     floats, ints = floats[:count], ints[:count]
     if error or not np.isfinite(floats).all():
         return None
+    # Python objects only where they are kept: each triple a tuple zipped from flat columns, a model reference a
+    # string only where one is set (a thousand objects' nested lists of every triple and reference made the
+    # garbage collector run 15 times a step and sweep the whole heap every few steps)
+    references = [""] * count
+    named = np.flatnonzero(ints[:, _REFERENCE_END] > ints[:, _REFERENCE])
     try:
-        references = [str(view[a:b], "utf-8") if b > a else "" for a, b in ints[:, _REFERENCE:].tolist()]
+        for k, a, b in zip(named.tolist(), ints[named, _REFERENCE].tolist(), ints[named, _REFERENCE_END].tolist()):
+            references[k] = str(view[a:b], "utf-8")
     except UnicodeDecodeError:
         return None
-    # each object's six triples made tuples by one map (a Python slice per triple costs more than the walk)
-    triples = list(map(tuple, floats.reshape(-1, 3).tolist()))
-    position, orientation, dimension, velocity, rate, rear = (triples[k::6] for k in range(6))
+    columns = floats.T.tolist()
     kind, vehicle_type, has_velocity, has_rate, has_rear = ints[:, _TYPE:_HAS_REAR + 1].T.tolist()
     classes = [VEHICLE_CLASSES.get(v, "vehicle") if k == 2 else MOVING_CLASSES.get(k, "")
                for k, v in zip(kind, vehicle_type)]
-    objects = list(map(ObjectState, ints[:, _ID].view(np.uint64).tolist(), position, orientation, dimension,
-                       references, repeat(True, count), _where(has_rear, rear), _where(has_velocity, velocity),
-                       _where(has_rate, rate), classes))
+    objects = list(map(ObjectState, ints[:, _ID].view(np.uint64).tolist(), _triples(columns, 0), _triples(columns, 1),
+                       _triples(columns, 2), references, repeat(True, count), _triples(columns, 5, has_rear),
+                       _triples(columns, 3, has_velocity), _triples(columns, 4, has_rate), classes))
     return objects, []
 
 

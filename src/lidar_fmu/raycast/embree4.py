@@ -7,10 +7,10 @@ this backend calls directly (docs/backends.md):
   *instance* per moving scene instance (its mesh's own scene, built once), whose transform is rewritten when
   poses change;
 * rays cast in coherent packets of :data:`PACKET` angular neighbours, tiles of
-  the scan (:func:`packet_tiles`, ``rtcIntersect8``), from a Numba ``prange``
-  over the cores (packets dealt out interleaved, so every thread gets a fair
-  share of sky and street); every ray's slots of the :class:`Hits` are
-  written, so buffers are reused;
+  the scan (:func:`packet_tiles`, ``rtcIntersect8``), by the calling thread and
+  pool threads that claim runs of packets as they come (a late thread finds
+  none left; :func:`lidar_fmu.parallel.helped`); every ray's slots of the
+  :class:`Hits` are written, so buffers are reused;
 * rays that go on through a surface or reflect off a mirror
   (:func:`lidar_fmu.physics.hit_rules.segment_after`) are intersected again inside their
   packet, from just behind it or from the mirror along the reflected direction.
@@ -29,11 +29,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
-from ..geometry.transforms import largest_scale
-from ..parallel import threadsafe_layer
+from ..parallel import helped, threadsafe_layer
 from ..physics.hit_rules import (
     CONTINUATION_STEP_M,
     PASS,
@@ -49,8 +48,12 @@ from .hits import Hits
 from .rays import RayBatch
 
 PACKET = 8
-# Numba's threads on a layer that several instances casting at once may share (OpenMP or TBB; its
-# fallback, workqueue, would abort the process): chosen before anything here starts them
+#: packets a thread claims at a time (128 rays, ~20 µs of Embree's work on one core): a whole block of a VLP-16's
+#: tiles (16 beams × 8 shots, packet_tiles), 32 beams × 4 shots of an OS1-128's, so that two threads seldom write
+#: the same cache line of the hits, and a thread that comes late or is held up leaves at most one run to wait for
+_RUN = 16
+# Numba's threads (the physics' kernels after a cast) on a layer that several instances scanning at once may share
+# (OpenMP or TBB; its fallback, workqueue, would abort the process): chosen before anything starts them
 threadsafe_layer()
 _RTC_GEOMETRY_TYPE_TRIANGLE = 0
 _RTC_GEOMETRY_TYPE_INSTANCE = 121
@@ -62,7 +65,7 @@ _IDENTITY_3X4 = np.ascontiguousarray(np.eye(4)[:3], np.float32)
 _RTC_SCENE_FLAG_DYNAMIC = 1
 #: watertight traversal: a closed mesh must not leak rays between its triangles
 _RTC_SCENE_FLAG_ROBUST = 4
-_RTC_BUILD_QUALITY_LOW, _RTC_BUILD_QUALITY_HIGH = 0, 2
+_RTC_BUILD_QUALITY_HIGH = 2
 #: float slots of one SoA lane array block we reserve (ray 12 + hit ≥ 8 arrays)
 _SOA_ARRAYS = 32
 _INVALID = -1  # RTC_INVALID_GEOMETRY_ID as int32
@@ -160,6 +163,20 @@ def _call_intersect(typingctx, function, valid, scene, rayhit, arguments):
 
 
 @intrinsic
+def _claim(typingctx, counter):
+    """``counter[0] += 1`` as one atomic step, → its value before: the next share of work for the thread that asks."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+    sig = types.int64(counter)
+
+    def codegen(context, builder, signature, args):
+        first = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", first, ir.IntType(64)(1), "monotonic")
+
+    return sig, codegen
+
+
+@intrinsic
 def _call_set_transform(typingctx, function, geometry, xfm):
     """``function(geometry, 0, RTC_FORMAT_FLOAT3X4_ROW_MAJOR, xfm)`` for an ``rtcSetGeometryTransform`` address."""
     sig = types.void(types.intp, types.intp, types.intp)
@@ -190,12 +207,34 @@ def _call_on_geometry(typingctx, function, geometry):
 
 
 @njit(nogil=True, cache=True)
-def _set_transforms(set_transform, commit_geometry, handles, instance_index, transforms):
-    """Every moving instance's 3×4 row-major transform, compiled: 10,000 instances take ~1 ms, not the
-    ~30 ms of a ctypes call pair each."""
+def _set_transforms(set_transform, commit_geometry, handles, instance_index, poses):
+    """Each of ``handles``' transform: the 3×4 row-major float32 of its instance's pose (``poses`` (K, 4, 4) float64),
+    compiled: 10,000 instances take ~1 ms, not the ~30 ms of a ctypes call pair each."""
+    xfm = np.empty(12, np.float32)  # (Embree copies it)
     for k in range(handles.shape[0]):
-        _call_set_transform(set_transform, handles[k], transforms[instance_index[k]].ctypes.data)
+        pose = poses[instance_index[k]]
+        for e in range(12):
+            xfm[e] = pose[e // 4, e % 4]
+        _call_set_transform(set_transform, handles[k], xfm.ctypes.data)
         _call_on_geometry(commit_geometry, handles[k])
+
+
+@njit(nogil=True, cache=True)
+def _take_changed(poses, committed, changed):
+    """``changed[k]``: does ``poses[k]`` differ from ``committed[k]`` ((K, 4, 4) each)? Those that do are copied into
+    ``committed``; → how many. One pass, where numpy's comparisons and copies of a thousand poses took ~0.15 ms a
+    motion slice."""
+    count = 0
+    for k in range(poses.shape[0]):
+        same = True
+        for r in range(4):
+            for c in range(4):
+                same = same and poses[k, r, c] == committed[k, r, c]
+        changed[k] = not same
+        if not same:
+            committed[k] = poses[k]
+            count += 1
+    return count
 
 
 @njit(nogil=True, cache=True)
@@ -205,11 +244,26 @@ def _switch_geometries(enable, disable, handles, enabled):
         _call_on_geometry(enable if enabled[k] else disable, handles[k])
 
 
-def in_reach(centres_m: np.ndarray, radii_m: np.ndarray, reach: np.ndarray) -> np.ndarray:
-    """(K,) whether each sphere (``centres_m`` (K, 3), ``radii_m`` (K,)) meets one of the balls ``reach`` (J, 4):
-    centre and radius (m) of all that some rays can touch."""
-    gap = np.linalg.norm(centres_m[:, None, :] - reach[None, :, :3], axis=2) - reach[None, :, 3]
-    return np.any(gap <= radii_m[:, None], axis=1)
+@njit(nogil=True, cache=True)
+def in_reach(poses, instance_index, radii_m, reach):
+    """(K,) whether the bounding sphere of each instance ``instance_index[k]`` (centre: its pose's (``poses``
+    (·, 4, 4)) origin; radius: ``radii_m[k]`` stretched by the pose's largest column length, as
+    :func:`~lidar_fmu.geometry.transforms.largest_scale`) meets one of the balls ``reach`` (J, 4): centre and
+    radius (m) of all that some rays can touch. Compiled: numpy took ~0.3 ms for a thousand instances, in each of
+    a frame's ten motion slices."""
+    enabled = np.zeros(instance_index.shape[0], np.bool_)
+    for k in range(instance_index.shape[0]):
+        pose = poses[instance_index[k]]
+        stretch = 0.0
+        for c in range(3):
+            stretch = max(stretch, np.sqrt(pose[0, c] ** 2 + pose[1, c] ** 2 + pose[2, c] ** 2))
+        for j in range(reach.shape[0]):
+            gap = np.sqrt((pose[0, 3] - reach[j, 0]) ** 2 + (pose[1, 3] - reach[j, 1]) ** 2
+                          + (pose[2, 3] - reach[j, 2]) ** 2) - reach[j, 3]
+            if gap <= radii_m[k] * stretch:
+                enabled[k] = True
+                break
+    return enabled
 
 
 @njit(nogil=True, cache=True, error_model="numpy")  # a collapsed pose gives inf, as numpy's inverse did, not an error
@@ -550,33 +604,26 @@ def _store_hits(cast, packet, first, count):
 
 
 @njit(nogil=True, cache=True)
-def _cast_packets(cast, part, parts):
-    """One thread's share of ``cast`` (a :class:`PacketCast`): packets ``part``, ``part + parts``, … of its rays in
-    packet order, each one Embree call, carried on through the surfaces that let rays go on, its hits stored."""
+def cast_packets(cast, next_run):
+    """One thread's share of ``cast`` (a :class:`PacketCast`): runs of :data:`_RUN` packets of its rays in packet
+    order, each claimed from ``next_run`` while any is left, each packet one Embree call, carried on through the
+    surfaces that let rays go on, its hits stored."""
     packet = _new_packet()
     rays = cast.rays
     origin = _placed(rays.world_from_frame, rays.origins, 0)  # every ray's when they share one
     go_on = cast.through.max_surfaces + cast.through.max_bounces > 0  # a scene without glass or mirrors: never
     n = rays.directions.shape[0]
-    first = part * _W
-    while first < n:
-        count = min(_W, n - first)
-        _load_packet(packet, rays, first, count, origin)
-        _intersect(cast.target, packet)
-        if go_on:
-            _go_on(cast, packet, count)
-        _store_hits(cast, packet, first, count)
-        first += parts * _W
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def cast_parallel(target, rays, through, hits, parts):
-    """The :class:`PacketCast` of these four in ``parts`` shares of interleaved packets, one per Numba worker thread.
-
-    Taken apart and bundled in each thread: a ``prange`` cannot hand its threads a tuple of tuples (Numba 0.68).
-    """
-    for part in prange(parts):
-        _cast_packets(PacketCast(target, rays, through, hits), part, parts)
+    while True:
+        start = _claim(next_run) * (_RUN * _W)
+        if start >= n:
+            break
+        for first in range(start, min(start + _RUN * _W, n), _W):
+            count = min(_W, n - first)
+            _load_packet(packet, rays, first, count, origin)
+            _intersect(cast.target, packet)
+            if go_on:
+                _go_on(cast, packet, count)
+            _store_hits(cast, packet, first, count)
 
 
 def _triangle_geometry(buffers):
@@ -742,10 +789,10 @@ class EmbreeBackend(Backend):
         if len(static_mask):
             moving = bool((~static_mask).any())
             # a scene with moving instances is committed every step: a dynamic one (Embree then refits or
-            # rebuilds its top level quickly); one without is built once, for the fastest traversal
+            # rebuilds its top level quickly); one without is built once, for the fastest traversal. Either at
+            # Embree's default (medium) quality: it rebuilt the busy road's top level in 40 µs (55 instances in
+            # reach) and 0.46 ms (all 1,102) where the low quality took 77 µs and 0.9 ms
             self._top = _new_scene((_RTC_SCENE_FLAG_DYNAMIC if moving else 0) | _RTC_SCENE_FLAG_ROBUST)
-            if moving:
-                e.lib.rtcSetSceneBuildQuality(self._top, _RTC_BUILD_QUALITY_LOW)
         static_entry = None
         if world is not None:
             geometry = e.lib.rtcNewGeometry(e.device, _RTC_GEOMETRY_TYPE_INSTANCE)
@@ -823,39 +870,39 @@ class EmbreeBackend(Backend):
         refocused = self._reach is not self._reach_applied
         if scene.revision == self._revision and scene.pose_revision == self._pose_revision and not refocused:
             return
-        poses = np.array(scene.poses, dtype=np.float64)  # a copy: the poses committed, compared with the next ones
+        e = embree()
+        poses = scene.poses
         same_list = scene.revision == self._revision and self._static_mask is not None
-        if same_list and np.array_equal(poses, self._committed_poses):
+        if not same_list:  # nothing of a new instance list committed yet: NaN, which every pose differs from
+            self._committed_poses = np.full(poses.shape, np.nan)
+        changed = np.empty(len(poses), bool)  # the instances whose pose changed since the last commit (now kept)
+        if not _take_changed(poses, self._committed_poses, changed) and same_list:
             # the poses set again as they were (a view whose objects did not move): the top level built at the
             # last commit stands, where committing it again would rebuild it over every instance for nothing
             self._pose_revision = scene.pose_revision
-            if refocused and self._switch_to_reach(poses) and self._top:
-                embree().lib.rtcCommitScene(self._top)
-                embree().check("committing the scene")
+            if refocused and self._switch_to_reach() and self._top:
+                e.lib.rtcCommitScene(self._top)
+                e.check("committing the scene")
             return
-        at_identity = np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool)
-        moved = None  # the instances whose pose changed since the last commit; None: all (a new top level)
+        moved: np.ndarray | None = changed  # the transforms to set; None: all (a new top level)
         if not same_list:
-            self._rebuild(at_identity)
+            self._rebuild(np.all(poses == np.eye(4), axis=(1, 2)) if len(poses) else np.zeros(0, bool))
             self._revision = scene.revision
-        elif np.any(self._static_mask & ~at_identity):
-            self._rebuild(self._static_mask & at_identity)
-        else:
-            moved = np.any(poses != self._committed_poses, axis=(1, 2))
-        e = embree()
-        transforms = np.ascontiguousarray(poses[:, :3, :4], dtype=np.float32)  # row-major 3×4
+            moved = None
+        elif np.any(self._static_mask & changed):  # an instance of the static world left identity: it moves now
+            self._rebuild(self._static_mask & ~changed)
+            moved = None
         if self._instances:
             handles, index = self._instance_handles, self._instance_index
             if moved is not None:  # an unchanged instance keeps its transform (and its place in the top level)
                 handles, index = handles[moved[index]], index[moved[index]]
-            _set_transforms(e.set_transform_address, e.commit_geometry_address, handles, index, transforms)
-        self._switch_to_reach(poses)
+            _set_transforms(e.set_transform_address, e.commit_geometry_address, handles, index, self._committed_poses)
+        self._switch_to_reach()
         if self._top:
             e.lib.rtcCommitScene(self._top)
             e.check("committing the scene")
-        self._normal_from_local = normal_transforms(np.ascontiguousarray(poses))
+        self._normal_from_local = normal_transforms(self._committed_poses)
         self._instance_ids = np.array(scene.instance_ids, np.int64)
-        self._committed_poses = poses
         self._pose_revision = scene.pose_revision
 
     def focus(self, jobs) -> None:
@@ -866,16 +913,15 @@ class EmbreeBackend(Backend):
         balls = [[*np.asarray(job.rays.world_from_frame, np.float64)[:3, 3], job.rays.reach_m()] for job in jobs or ()]
         self._reach = np.array(balls, np.float64).reshape(-1, 4) if jobs else None
 
-    def _switch_to_reach(self, poses: np.ndarray) -> bool:
-        """Enable the top level's instances in reach (:meth:`focus`; all without one), disable the others;
-        → whether any changed."""
+    def _switch_to_reach(self) -> bool:
+        """Enable the top level's instances in reach (:meth:`focus`; all without one) as last committed, disable
+        the others; → whether any changed."""
         self._reach_applied = self._reach
         if not len(self._instances):
             return False
         enabled = np.ones(len(self._instances), bool)
         if self._reach is not None:
-            placed = poses[self._instance_index]
-            enabled = in_reach(placed[:, :3, 3], self._instance_radius_m * largest_scale(placed), self._reach)
+            enabled = in_reach(self._committed_poses, self._instance_index, self._instance_radius_m, self._reach)
         switch = enabled != self._enabled
         if not switch.any():
             return False
@@ -943,7 +989,7 @@ class EmbreeBackend(Backend):
         pose = np.ascontiguousarray(rays.world_from_frame, np.float64)
         parts = min(self.threads, max(1, n // MIN_RAYS_PER_THREAD))
         order = self._order_of(rays) if order is None else order
-        cast_parallel(
+        cast = PacketCast(
             EmbreeTarget(embree().intersect_address, self._top, self._index_of_geometry, self._normal_from_local,
                          self._instance_ids),
             PacketRays(rays.origins, rays.directions, order, pose, np.ascontiguousarray(pose[:3, :3], np.float32),
@@ -951,8 +997,8 @@ class EmbreeBackend(Backend):
             SurfaceRules(through.max_surfaces, through.max_bounces, through.triangle_material, through.first_triangle,
                          through.class_code, through.specular),
             HitSlots(hits.range_m, hits.hit, hits.instance_id, hits.primitive_id, hits.instance_index, hits.u, hits.v,
-                     hits.normal, hits.path_gain if through.max_bounces else _NO_GAIN),
-            parts)
+                     hits.normal, hits.path_gain if through.max_bounces else _NO_GAIN))
+        helped(cast_packets, (cast, np.zeros(1, np.int64)), parts - 1)
         if hits.path_gain is not None and not through.max_bounces:
             hits.path_gain[...] = 1.0  # a reused buffer sized for mirrors: none on these rays
         return hits

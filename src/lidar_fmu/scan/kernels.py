@@ -40,9 +40,9 @@ def _representative_kernels() -> list:
     """Kernels every frame on the CPU runs, whatever the sensor and its effects: the physics pass and Embree's
     packet cast."""
     from ..physics.returns import _fill_returns
-    from ..raycast.embree4 import cast_parallel
+    from ..raycast.embree4 import cast_packets
 
-    return [_fill_returns, cast_parallel]
+    return [_fill_returns, cast_packets]
 
 
 def kernels_cached() -> bool:
