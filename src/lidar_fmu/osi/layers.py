@@ -42,7 +42,7 @@ from .encode import (
     varint_bytes,
     wire_tag,
 )
-from .objects import ObjectList, ObjectReturns
+from .objects import ObjectList, ObjectReturns, posed_xyz
 
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN = 0, 1, 2
 # LidarSensorView.Reflection: signal_strength 1, time_of_flight 2, doppler_shift 3, normal_to_surface 5, object_id 6
@@ -243,11 +243,11 @@ def _logical_nbytes(points, sensor_id, with_snr, with_pulse):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_db, range_offset_m, sensor_id,
+def _write_logical(buf, pos, points, mounting, existence, intensity, snr_floor_db, range_offset_m, sensor_id,
                    classification, pulse_width):
-    """Each point's logical detection (module doc) from ``pos``; ``position`` (M, 3) vehicle frame; ``existence``,
-    ``intensity`` one per point or one for all; ``snr_floor_db`` NaN: no snr; ``pulse_width`` one per point or
-    empty (not written)."""
+    """Each point's logical detection (module doc) from ``pos``; ``mounting`` (4×4 vehicle_from_sensor) places the
+    points in the vehicle frame; ``existence``, ``intensity`` one per point or one for all; ``snr_floor_db`` NaN: no
+    snr; ``pulse_width`` one per point or empty (not written)."""
     with_snr = snr_floor_db == snr_floor_db
     with_pulse = pulse_width.shape[0] > 0
     one_existence = existence.shape[0] == 1
@@ -259,11 +259,12 @@ def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_d
         buf[pos + 1] = fixed + varint_bytes(p.object_id)
         pos = put_double(buf, pos + 2, _T_EXISTENCE, existence[0] if one_existence else existence[k])
         pos = put_identifier(buf, pos, _T_LD_OBJECT, p.object_id)
+        x, y, z = posed_xyz(mounting, np.float64(p.x), np.float64(p.y), np.float64(p.z))
         buf[pos] = _T_POSITION
         buf[pos + 1] = 27
-        pos = put_double(buf, pos + 2, _T_X, position[k, 0])
-        pos = put_double(buf, pos, _T_Y, position[k, 1])
-        pos = put_double(buf, pos, _T_Z, position[k, 2])
+        pos = put_double(buf, pos + 2, _T_X, x)
+        pos = put_double(buf, pos, _T_Y, y)
+        pos = put_double(buf, pos, _T_Z, z)
         pos = put_double(buf, pos, _T_INTENSITY,
                          np.float64(p.reflectivity) * 100.0 if derive_intensity else intensity[k])
         if with_snr:
@@ -278,17 +279,7 @@ def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_d
     return pos
 
 
-def vehicle_positions(cloud, mounting: np.ndarray) -> np.ndarray:
-    """(M, 3) float64: ``cloud``'s points in the vehicle frame (``mounting``: vehicle_from_sensor)."""
-    # row by row rather than a matrix product: BLAS's threads would contend with the step's Numba threads
-    x, y, z = (cloud.points[name].astype(np.float64) for name in ("x", "y", "z"))
-    out = np.empty((len(x), 3))
-    for i in range(3):
-        out[:, i] = mounting[i, 0] * x + mounting[i, 1] * y + mounting[i, 2] * z + mounting[i, 3]
-    return out
-
-
-def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensity, pulse_width) -> InPlace:
+def _logical_records(lidar: LayerLidar, existence, intensity, pulse_width) -> InPlace:
     cloud, sensor = lidar.cloud, lidar.sensor
     points = np.ascontiguousarray(cloud.points)
     m = len(points)
@@ -303,14 +294,15 @@ def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensi
     offset = 0.0 if pattern is None else float(pattern.range_offset_m)
     existence = np.ascontiguousarray(np.asarray(existence, np.float64).reshape(-1))
     intensity = np.empty(0) if intensity is None else np.ascontiguousarray(intensity, np.float64)
-    return InPlace(nbytes, lambda view: _write_logical(view, 0, points, position, existence, intensity,
+    mounting = np.ascontiguousarray(lidar.mounting, np.float64)
+    return InPlace(nbytes, lambda view: _write_logical(view, 0, points, mounting, existence, intensity,
                                                        np.nan if floor is None else floor, offset, sensor_id,
                                                        np.ascontiguousarray(classification), pulse))
 
 
-def logical_pieces(lidars: list[LayerLidar], positions: list[np.ndarray], timestamp_s: float) -> list:
-    """``logical_detection_data`` (SensorData field 27, tag and length included): every lidar's detections, at
-    ``positions`` (each lidar's :func:`vehicle_positions`), as pieces (bytes and uint8 arrays)."""
+def logical_pieces(lidars: list[LayerLidar], timestamp_s: float) -> list:
+    """``logical_detection_data`` (SensorData field 27, tag and length included): every lidar's detections in the
+    vehicle frame (each by its mounting), as pieces (bytes and uint8 arrays)."""
     data = LogicalDetectionData()
     data.version.CopyFrom(default_interface_version())
     header = data.header
@@ -319,9 +311,9 @@ def logical_pieces(lidars: list[LayerLidar], positions: list[np.ndarray], timest
     header.number_of_valid_logical_detections = sum(len(lidar.cloud) for lidar in lidars)
     for lidar in lidars:
         header.sensor_id.add().value = int(lidar.sensor_id)
-    records = [_logical_records(lidar, position, 1.0 if lidar.cloud.existence_probability is None
+    records = [_logical_records(lidar, 1.0 if lidar.cloud.existence_probability is None
                                 else lidar.cloud.existence_probability, lidar.cloud.intensity_percent,
-                                lidar.cloud.echo_pulse_width_m) for lidar, position in zip(lidars, positions)]
+                                lidar.cloud.echo_pulse_width_m) for lidar in lidars]
     head = data.SerializeToString()
     return [_length_prefix(_LOGICAL_DATA_FIELD, len(head) + sum(len(r) for r in records)) + head, *records]
 
@@ -341,22 +333,18 @@ class LayerEncoder:
         """This step's layers: ``lidars`` in rig order (the first one's mounting is the SensorData's, which the
         objects are reported in), ``frame`` the decoded SensorView (its moving objects and host). The layers are
         built side by side (their kernels release the GIL)."""
-        positions = [vehicle_positions(lidar.cloud, lidar.mounting) for lidar in lidars] \
-            if "logical" in self.outputs or "objects" in self.outputs else []
-
         def reflections() -> list:
             return [piece for k, lidar in enumerate(lidars)
                     for piece in sensor_view_pieces(lidar, self._configs.setdefault(k, ViewConfigurations()),
                                                     timestamp_s, None if frame is None else frame.host())]
 
         def objects() -> bytes:
-            returns = [ObjectReturns(position, lidar.cloud.points["object_id"],
-                                     1.0 if lidar.cloud.existence_probability is None
-                                     else lidar.cloud.existence_probability, lidar.sensor_id)
-                       for lidar, position in zip(lidars, positions)]
+            returns = [ObjectReturns(lidar.cloud.points, lidar.mounting, 1.0 if lidar.cloud.existence_probability
+                                     is None else lidar.cloud.existence_probability, lidar.sensor_id)
+                       for lidar in lidars]
             return self._objects.serialized(returns, frame, lidars[0].mounting, timestamp_s, cycle_counter)
 
-        builders = {"reflections": reflections, "logical": lambda: logical_pieces(lidars, positions, timestamp_s),
+        builders = {"reflections": reflections, "logical": lambda: logical_pieces(lidars, timestamp_s),
                     "objects": objects}
         chosen = [name for name in builders if name in self.outputs]
         built = dict(zip(chosen, side_by_side(lambda build: build(), [(builders[name],) for name in chosen])))
@@ -365,4 +353,4 @@ class LayerEncoder:
 
 
 __all__ = ["LOGICAL_CLASSIFICATION", "LayerEncoder", "LayerLidar", "ViewConfigurations", "logical_pieces",
-           "reflections_piece", "sensor_view_pieces", "vehicle_positions"]
+           "reflections_piece", "sensor_view_pieces"]

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 from osi3.osi_detectedobject_pb2 import DetectedItemHeader, DetectedMovingObject
 from osi3.osi_object_pb2 import MovingObject, StationaryObject
 from osi3.osi_sensordata_pb2 import DetectedEntityHeader, SensorData
@@ -128,13 +129,32 @@ def osi_type(object_class: str) -> tuple[int, int]:
 
 
 class ObjectReturns(NamedTuple):
-    """One lidar's returns for the object list: their positions (vehicle frame), OSI ids, existence probabilities
-    (one per point, or one for all) and the lidar's id."""
+    """One lidar's returns for the object list: its points (POINT_DTYPE, sensor frame), where it sits (4×4
+    vehicle_from_sensor), their existence probabilities (one per point, or one for all) and the lidar's id."""
 
-    vehicle_xyz: np.ndarray
-    object_id: np.ndarray
+    points: np.ndarray
+    mounting: np.ndarray
     existence: object
     sensor_id: int
+
+
+@register_jitable(inline="always")
+def posed_xyz(pose, x, y, z):
+    """The point (x, y, z) (float64) in the frame the 4×4 ``pose`` places its own in (a sensor point in the vehicle
+    frame by its mounting)."""
+    return (pose[0, 0] * x + pose[0, 1] * y + pose[0, 2] * z + pose[0, 3],
+            pose[1, 0] * x + pose[1, 1] * y + pose[1, 2] * z + pose[1, 3],
+            pose[2, 0] * x + pose[2, 1] * y + pose[2, 2] * z + pose[2, 3])
+
+
+@njit(cache=True, nogil=True)
+def _vehicle_xyz(points, rows, mounting):
+    """(len(rows), 3) float64: the points ``rows`` of ``points`` in the vehicle frame (``mounting``)."""
+    out = np.empty((rows.shape[0], 3))
+    for i in range(rows.shape[0]):
+        p = points[rows[i]]
+        out[i, 0], out[i, 1], out[i, 2] = posed_xyz(mounting, np.float64(p.x), np.float64(p.y), np.float64(p.z))
+    return out
 
 
 class ObjectList:
@@ -243,17 +263,24 @@ def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
     def joined(arrays: list[np.ndarray]) -> np.ndarray:  # one lidar's as they are (no copy of its every return)
         return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
-    order, starts = _group_by_id(np.ascontiguousarray(joined([part.object_id for part in returns]), np.uint64), ids)
-    xyz = joined([part.vehicle_xyz for part in returns])
-    existence = joined([np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)
+    order, starts = _group_by_id(np.ascontiguousarray(joined([part.points["object_id"] for part in returns]),
+                                                      np.uint64), ids)
+    existence = joined([np.broadcast_to(np.asarray(part.existence, np.float64), (len(part.points),))
                         for part in returns])
-    # (several lidars: which saw each return)
-    sensor = np.concatenate([np.full(len(part.object_id), part.sensor_id, np.uint64) for part in returns]) \
-        if len(returns) > 1 else None
+    # the returns on objects alone put in the vehicle frame, grouped (most returns hit none): each lidar's by its
+    # mounting
+    first = np.cumsum([0, *(len(part.points) for part in returns)])
+    lidar = np.searchsorted(first[1:], order, side="right")
+    xyz = np.empty((len(order), 3))
+    for n, part in enumerate(returns):
+        mine = np.flatnonzero(lidar == n)
+        xyz[mine] = _vehicle_xyz(np.ascontiguousarray(part.points), order[mine] - first[n],
+                                 np.ascontiguousarray(part.mounting, np.float64))
     for k in np.flatnonzero(np.diff(starts) >= MIN_OBJECT_RETURNS):
-        rows = order[starts[k]: starts[k + 1]]
-        sensors = [returns[0].sensor_id] if sensor is None else [int(s) for s in np.unique(sensor[rows])]
-        yield int(ids[k]), xyz[rows], existence[rows], sensors
+        a, b = starts[k], starts[k + 1]
+        sensors = [returns[0].sensor_id] if len(returns) == 1 else \
+            sorted({int(returns[i].sensor_id) for i in np.unique(lidar[a:b])})
+        yield int(ids[k]), xyz[a:b], existence[order[a:b]], sensors
 
 
-__all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type"]
+__all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type", "posed_xyz"]
