@@ -98,10 +98,6 @@ def velocities_of_motion(motion: FrameMotion, scene, sensor_end_pose: np.ndarray
     return SceneVelocities(sensor_end_pose[:3, 3], sensor_velocity[0], sensor_spin[0], ids, velocity, spin)
 
 
-#: returns per task of the radial velocity pass: a column's returns (fired together) share one cos and sin
-_CHUNK = TURN_CHUNK
-
-
 @njit(cache=True, nogil=True, parallel=True)
 def _radial_velocities(points, ray_index, directions, origins, time_offset_s, moving, window_start_s, start_s, end_s,
                        axis, angle, shift, ids, velocity, spin, centre, carrier, key, sigma_m_s, resolution_m_s, out):
@@ -119,9 +115,9 @@ def _radial_velocities(points, ray_index, directions, origins, time_offset_s, mo
     one_origin = origins.shape[0] == 1
     span = end_s - start_s
     m = out.shape[0]
-    for chunk in prange((m + _CHUNK - 1) // _CHUNK):  # on every core
+    for chunk in prange((m + TURN_CHUNK - 1) // TURN_CHUNK):  # on every core, a column's returns in one task
         last, c, s = np.nan, 1.0, 0.0
-        for k in range(chunk * _CHUNK, min(m, (chunk + 1) * _CHUNK)):
+        for k in range(chunk * TURN_CHUNK, min(m, (chunk + 1) * TURN_CHUNK)):
             i = ray_index[k]
             j = 0 if one_origin else i
             if moving:
