@@ -350,26 +350,33 @@ class LayerEncoder:
     def layers(self, lidars: list[LayerLidar], frame, timestamp_s: float, cycle_counter: int) -> OtherLayers:
         """This step's layers: ``lidars`` in rig order (the first one's mounting is the SensorData's, which the
         objects are reported in), ``frame`` the decoded SensorView (its moving objects and host). The layers are
-        built side by side (their kernels release the GIL)."""
-        # each echo's relative power, once for the reflections' signal strength and the logical detections' snr
-        powers = [cloud_powers(lidar.cloud) for lidar in lidars] \
-            if "reflections" in self.outputs or "logical" in self.outputs else []
-
-        def reflections() -> list:
-            return [piece for k, (lidar, power_db) in enumerate(zip(lidars, powers))
+        built side by side (their kernels release the GIL): the object list, and the reflections and logical
+        detections, which take each echo's relative power from one pass."""
+        def per_ray_and_point() -> dict:
+            powers = [cloud_powers(lidar.cloud) for lidar in lidars]
+            host = None if frame is None else frame.host()
+            built = {}
+            if "reflections" in self.outputs:
+                built["reflections"] = [
+                    piece for k, (lidar, power_db) in enumerate(zip(lidars, powers))
                     for piece in sensor_view_pieces(lidar, power_db, self._configs.setdefault(k, ViewConfigurations()),
-                                                    timestamp_s, None if frame is None else frame.host())]
+                                                    timestamp_s, host)]
+            if "logical" in self.outputs:
+                built["logical"] = logical_pieces(lidars, powers, timestamp_s)
+            return built
 
-        def objects() -> bytes:
+        def objects() -> dict:
             returns = [ObjectReturns(lidar.cloud.points, lidar.mounting, 1.0 if lidar.cloud.existence_probability
                                      is None else lidar.cloud.existence_probability, lidar.sensor_id)
                        for lidar in lidars]
-            return self._objects.serialized(returns, frame, lidars[0].mounting, timestamp_s, cycle_counter)
+            return {"objects": self._objects.serialized(returns, frame, lidars[0].mounting, timestamp_s,
+                                                        cycle_counter)}
 
-        builders = {"reflections": reflections, "logical": lambda: logical_pieces(lidars, powers, timestamp_s),
-                    "objects": objects}
-        chosen = [name for name in builders if name in self.outputs]
-        built = dict(zip(chosen, side_by_side(lambda build: build(), [(builders[name],) for name in chosen])))
+        tasks = [task for task, wanted in ((objects, "objects" in self.outputs), (per_ray_and_point, (
+            "reflections" in self.outputs or "logical" in self.outputs))) if wanted]
+        built: dict = {}
+        for part in side_by_side(lambda build: build(), [(task,) for task in tasks]):
+            built.update(part)
         return OtherLayers(tuple(built.get("reflections", ())), built.get("objects", b""),
                            tuple(built.get("logical", ())), "detections" in self.outputs)
 
