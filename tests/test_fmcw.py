@@ -1,4 +1,5 @@
 """FMCW radial velocity: the formula alone, the spec, scans, the co-simulation step and OSI, the Aeva Aeries II."""
+import itertools
 import math
 
 import numpy as np
@@ -43,6 +44,89 @@ def test_the_formula_is_the_relative_velocity_of_two_rigid_bodies_projected_on_t
     still = (0.0, 0.0, 0.0)
     assert radial_velocity_m_s(*ahead, (3.0, 0, 0), still, still, still, still, still) == 3.0
     assert radial_velocity_m_s(*ahead, still, still, still, (3.0, 0, 0), still, still) == -3.0
+
+
+def _reference_radial_velocities(points, ray_index, pattern, sensor_end_pose, motion, velocities, scene, unit,
+                                 seed, frame):
+    """The pass the compiled one replaced, step by step in numpy and Python: each ray gathered and turned to where it
+    fired as the cast turns it (rotate_about, float32), then the formula, the noise and the quantum per return."""
+    from lidar_fmu.physics.effects import draw_normal
+    from lidar_fmu.physics.fmcw import DRAW_VELOCITY, frame_key_of
+    from lidar_fmu.scan.motion import rotate_about, sensor_turn
+
+    zero = np.zeros((1, 3), np.float32)
+    if motion is None:
+        directions, origins = pattern.directions[ray_index], (zero if pattern.origins is None else
+                                                              pattern.origins[ray_index])
+        dt_s = np.zeros(len(ray_index))
+    else:
+        time_s = pattern.time_offset_s[ray_index].astype(np.float64)
+        back = motion.fraction(time_s) - 1.0
+        dt_s = np.minimum(motion.window_start_s + time_s - motion.end_s, 0.0)
+        rotvec, shift = sensor_turn(motion, sensor_end_pose)
+        directions = rotate_about(pattern.directions[ray_index], rotvec, back, dtype=np.float32)
+        origins = rotate_about(zero if pattern.origins is None else pattern.origins[ray_index], rotvec, back, shift,
+                               dtype=np.float32)
+    rotation, position = sensor_end_pose[:3, :3], sensor_end_pose[:3, 3]
+    carrier = [velocities.carrier_velocity_m_s @ rotation, velocities.carrier_spin_rad_s @ rotation,
+               (velocities.carrier_centre_m - position) @ rotation]
+    bodies = {int(i): (v @ rotation, w @ rotation, (scene.pose_of(int(i))[:3, 3] - position) @ rotation)
+              for i, v, w in zip(velocities.ids, velocities.velocity_m_s, velocities.spin_rad_s) if int(i) in scene}
+    key, out = frame_key_of(seed, frame), np.empty(len(points), np.float32)
+    for k, point in enumerate(points):
+        u = tuple(float(x) for x in directions[k])
+        o = tuple(float(x) for x in origins[0 if len(origins) == 1 else k])
+        dt, r = float(dt_s[k]), float(point["range"])
+        v, w, c = bodies.get(int(point["object_id"]), ((0.0,) * 3,) * 3)
+        true = radial_velocity_m_s(u, tuple(o[i] + r * u[i] for i in range(3)), o, tuple(v), tuple(w),
+                                   tuple(c[i] + v[i] * dt for i in range(3)), tuple(carrier[0]), tuple(carrier[1]),
+                                   tuple(carrier[2][i] + carrier[0][i] * dt for i in range(3)))
+        with np.errstate(over="ignore"):  # (the draws' hash wraps round in uint64, as compiled)
+            normal = draw_normal(key, np.int64(ray_index[k]), DRAW_VELOCITY + 16 * np.int64(point["echo"]))
+        out[k] = measured_m_s(true, unit.sigma_m_s, unit.resolution_m_s, normal)
+    return out
+
+
+@pytest.mark.parametrize("origins", [False, True])
+def test_the_compiled_pass_is_the_ray_turned_as_cast_and_the_formula_bit_for_bit(origins):
+    """Crafted returns of a sensor turning and driving through a frame, two bodies moving (one gone from the scene),
+    a unit with a quantum and noise: the one compiled pass gives, bit for bit, each ray turned to where it fired as
+    the cast turns it and the formula per return; a snapshot (no motion) likewise."""
+    from lidar_fmu.geometry.pattern import RayPattern
+    from lidar_fmu.physics.fmcw import RadialVelocity
+    from lidar_fmu.pointcloud import POINT_DTYPE, Returns
+    from lidar_fmu.scan.velocity import radial_velocity_of
+
+    rng = np.random.default_rng(11)
+    n, m = 96, 1000
+    directions = rng.normal(size=(n, 3)).astype(np.float32)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    time_offset_s = np.repeat(np.linspace(0.0, 0.1, n // 4, dtype=np.float32), 4)  # 4 lasers a firing
+    pattern = RayPattern(directions, np.tile(np.arange(4, dtype=np.uint32), n // 4), np.repeat(
+        np.arange(n // 4, dtype=np.uint32), 4), time_offset_s, 4, n // 4,
+        origins=rng.normal(scale=0.05, size=(n, 3)).astype(np.float32) if origins else None)
+    scene = Scene()
+    mesh = box_mesh(1.0, 1.0, 1.0)
+    for instance, xyz in ((7, (10.0, 2.0, 0.0)), (8, (-4.0, 6.0, 1.0))):
+        scene.add_instance(instance, mesh, pose_matrix(xyz, (0.0, 0.0, 0.3 * instance)))
+    ray_index = np.sort(rng.integers(0, n, m))
+    points = np.zeros(m, POINT_DTYPE)
+    points["range"] = rng.uniform(1.0, 80.0, m)
+    points["object_id"] = rng.choice([0, 7, 8, 9], m)  # 9 moves but is no longer in the scene
+    points["echo"] = rng.integers(0, 2, m)
+    returns = Returns(points, ray_index.astype(np.int32), np.zeros(m, np.float32))
+    end = pose_matrix((3.0, 1.0, 0.5), (0.01, -0.02, 0.4))
+    motion = FrameMotion(0.0, 0.1, 0.004, end @ np.linalg.inv(pose_matrix((1.2, 0.1, 0.0), (0.0, 0.01, 0.05))))
+    velocities = SceneVelocities((2.5, 1.0, 0.4), (12.0, 0.5, 0.1), (0.01, -0.02, 0.5), [9, 8, 7],
+                                 [(1.0, 2.0, 0.0), (-3.0, 0.5, 0.2), (14.0, -1.0, 0.0)],
+                                 [(0.0, 0.0, 0.2), (0.1, 0.0, -0.4), (0.0, 0.0, 0.0)])
+    # (without a quantum every last bit shows; with one, the rounding to it)
+    for unit, cast_with in itertools.product((RadialVelocity(sigma_m_s=0.1), RadialVelocity(RESOLUTION_M_S, 0.1)),
+                                             (motion, None)):
+        got = radial_velocity_of(returns, pattern, end, cast_with, velocities, scene, unit, 5, 3, noise=True)
+        expected = _reference_radial_velocities(points, ray_index, pattern, end, cast_with, velocities, scene, unit,
+                                                5, 3)
+        assert np.ptp(got) > 5.0 and np.array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
 def test_quantization_rounds_to_the_resolution_symmetrically():

@@ -7,9 +7,17 @@ from osi3.osi_logicaldetectiondata_pb2 import LogicalDetectionDataHeader
 from osi3.osi_sensordata_pb2 import SensorData
 from osi3.osi_sensorview_pb2 import LidarSensorView
 
+from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi.config import SPEED_OF_LIGHT_M_S
 from lidar_fmu.osi.encode import default_interface_version, set_timestamp
-from lidar_fmu.osi.layers import LOGICAL_CLASSIFICATION, LayerLidar, logical_pieces, reflections_piece
+from lidar_fmu.osi.layers import (
+    LOGICAL_CLASSIFICATION,
+    LayerLidar,
+    cloud_powers,
+    logical_pieces,
+    reflections_piece,
+    relative_powers,
+)
 from lidar_fmu.physics.range_limit import detection_floor_db, relative_power_db
 from lidar_fmu.pointcloud import NO_OBJECT_ID, POINT_DTYPE, PointCloud
 from lidar_fmu.sensors import load_sensor
@@ -80,7 +88,7 @@ def _written(piece) -> bytes:
 ])
 def test_reflections_are_the_bytes_of_osis_own_classes(rays, ray_index, velocity):
     cloud = _cloud(ray_index, velocity=velocity)
-    piece = reflections_piece(cloud, rays, RANGE_OFFSET_M, WAVELENGTH_NM)
+    piece = reflections_piece(cloud, rays, RANGE_OFFSET_M, WAVELENGTH_NM, relative_powers(cloud.points, RANGE_OFFSET_M))
     assert _written(piece) == _reflections_reference(cloud, rays)
 
 
@@ -115,6 +123,13 @@ def _logical_reference(lidars, positions, timestamp_s) -> bytes:
     return message.SerializeToString()
 
 
+def _in_vehicle_frame(lidar) -> np.ndarray:
+    """(M, 3): each point in the vehicle frame, coordinate by coordinate in float64."""
+    x, y, z = (lidar.cloud.points[name].astype(np.float64) for name in "xyz")
+    pose = lidar.mounting
+    return np.stack([pose[i, 0] * x + pose[i, 1] * y + pose[i, 2] * z + pose[i, 3] for i in range(3)], axis=1)
+
+
 @pytest.mark.parametrize("m", [0, 1, 7, 250])
 def test_logical_detections_are_the_bytes_of_osis_own_classes(m):
     sensor = load_sensor(SPEC)
@@ -124,9 +139,9 @@ def test_logical_detections_are_the_bytes_of_osis_own_classes(m):
     first.intensity_percent = np.linspace(0.0, 100.0, m).astype(np.float32)
     first.echo_pulse_width_m = np.linspace(0.5, 3.0, m)
     second = _cloud(np.arange(m), seed=2)  # none of them; a unit without a detection floor (no snr)
-    lidars = [LayerLidar(first, sensor, np.eye(4), 7), LayerLidar(second, unlimited, np.eye(4), 2**40)]
-    rng = np.random.default_rng(3)
-    positions = [rng.normal(size=(m, 3)) * 50.0 for _ in lidars]
-    pieces = logical_pieces(lidars, positions, 12.345)
+    lidars = [LayerLidar(first, sensor, pose_matrix((1.2, -0.4, 1.9), (0.02, -0.1, 2.5)), 7),
+              LayerLidar(second, unlimited, pose_matrix((-0.8, 0.3, 0.6), (3.1, 0.0, -0.7)), 2**40)]
+    positions = [_in_vehicle_frame(lidar) for lidar in lidars]
+    pieces = logical_pieces(lidars, [cloud_powers(lidar.cloud) for lidar in lidars], 12.345)
     written = b"".join(piece if isinstance(piece, bytes) else _written(piece) for piece in pieces)
     assert written == _logical_reference(lidars, positions, 12.345)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from osi3.osi_logicaldetectiondata_pb2 import LogicalDetectionData, LogicalDetectionDataHeader
 from osi3.osi_sensorview_pb2 import SensorView
 
@@ -42,7 +42,7 @@ from .encode import (
     varint_bytes,
     wire_tag,
 )
-from .objects import ObjectList, ObjectReturns
+from .objects import ObjectList, ObjectReturns, posed_xyz
 
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN = 0, 1, 2
 # LidarSensorView.Reflection: signal_strength 1, time_of_flight 2, doppler_shift 3, normal_to_surface 5, object_id 6
@@ -85,6 +85,22 @@ class LayerLidar(NamedTuple):
     sensor_id: int
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def relative_powers(points, range_offset_m):
+    """(M,) float64: each point's received power (dB, :func:`~lidar_fmu.physics.range_limit.relative_power_db`),
+    its light's path the ``range`` less the unit's ``range_offset_m`` (along the beam from its origin)."""
+    out = np.empty(points.shape[0])
+    for k in prange(points.shape[0]):
+        out[k] = relative_power_db(np.float64(points[k].reflectivity), np.float64(points[k].range) - range_offset_m)
+    return out
+
+
+def cloud_powers(cloud: PointCloud) -> np.ndarray:
+    """:func:`relative_powers` of a step's cloud, at its pattern's range offset (none without a pattern)."""
+    return relative_powers(np.ascontiguousarray(cloud.points),
+                           0.0 if cloud.pattern is None else float(cloud.pattern.range_offset_m))
+
+
 # ---------------------------------------------------------------- reflections
 
 
@@ -110,9 +126,9 @@ def _reflections_nbytes(points, nearest):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _write_reflections(buf, points, nearest, range_offset_m, radial_velocity, metres_to_hz):
-    """Each ray's reflection (module doc) into ``buf`` (exactly their bytes); ``radial_velocity`` one dr/dt per
-    point, or empty (all 0); ``metres_to_hz`` = 2/λ."""
+def _write_reflections(buf, points, nearest, power_db, range_offset_m, radial_velocity, metres_to_hz):
+    """Each ray's reflection (module doc) into ``buf`` (exactly their bytes); ``power_db`` each point's
+    :func:`relative_powers`; ``radial_velocity`` one dr/dt per point, or empty (all 0); ``metres_to_hz`` = 2/λ."""
     pos = 0
     with_velocity = radial_velocity.shape[0] > 0
     for r in range(nearest.shape[0]):
@@ -125,7 +141,7 @@ def _write_reflections(buf, points, nearest, range_offset_m, radial_velocity, me
         p = points[k]
         buf[pos + 1] = 27 + 29 + 3 + varint_bytes(p.object_id)
         beam_m = np.float64(p.range) - range_offset_m  # the light's path is along the beam from its origin
-        pos = put_double(buf, pos + 2, _T_STRENGTH, relative_power_db(np.float64(p.reflectivity), beam_m))
+        pos = put_double(buf, pos + 2, _T_STRENGTH, power_db[k])
         pos = put_double(buf, pos, _T_TOF, 2.0 * beam_m / SPEED_OF_LIGHT_M_S)
         doppler = -np.float64(radial_velocity[k]) * metres_to_hz if with_velocity else 0.0
         pos = put_double(buf, pos, _T_DOPPLER, doppler)
@@ -152,14 +168,15 @@ def _timings_bytes(microseconds):
     return buf[:total]
 
 
-def reflections_piece(cloud, rays: int, range_offset_m: float, wavelength_nm: float) -> InPlace:
-    """The ``reflection`` fields of ``cloud``'s ``rays`` rays (module doc), in ray order."""
+def reflections_piece(cloud, rays: int, range_offset_m: float, wavelength_nm: float, power_db: np.ndarray) -> InPlace:
+    """The ``reflection`` fields of ``cloud``'s ``rays`` rays (module doc), in ray order; ``power_db``: its points'
+    :func:`relative_powers` (at ``range_offset_m``)."""
     points = np.ascontiguousarray(cloud.points)
     nearest = _nearest_per_ray(np.ascontiguousarray(cloud.ray_index, np.int64), points["range"], rays)
     velocity = cloud.radial_velocity_m_s
     velocity = np.empty(0, np.float32) if velocity is None else np.ascontiguousarray(velocity, np.float32)
     return InPlace(_reflections_nbytes(points, nearest), lambda view: _write_reflections(
-        view, points, nearest, float(range_offset_m), velocity, 2.0 / (wavelength_nm * 1e-9)))
+        view, points, nearest, power_db, float(range_offset_m), velocity, 2.0 / (wavelength_nm * 1e-9)))
 
 
 class ViewConfigurations:
@@ -184,9 +201,11 @@ def _length_prefix(field_number: int, nbytes: int) -> bytes:
     return varint(wire_tag(field_number, _WIRE_LEN)) + varint(nbytes)
 
 
-def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_s: float, host=None) -> list:
-    """One ``sensor_view`` (SensorData field 8, tag and length included) holding ``lidar``'s reflections, as pieces
-    (bytes and uint8 arrays) that follow one another; ``host``: the input view's host vehicle
+def sensor_view_pieces(lidar: LayerLidar, power_db: np.ndarray, config: ViewConfigurations, timestamp_s: float,
+                       host=None) -> list:
+    """One ``sensor_view`` (SensorData field 8, tag and length included) holding ``lidar``'s reflections (its
+    points' :func:`relative_powers` ``power_db``), as pieces (bytes and uint8 arrays) that follow one another;
+    ``host``: the input view's host vehicle
     (:class:`~lidar_fmu.osi.decode.ObjectState`), named by ``host_vehicle_id`` and carried as the one moving object
     of ``global_ground_truth`` (OSI's rules ask a SensorView for its host, and the id must resolve), where it has
     one."""
@@ -222,7 +241,7 @@ def sensor_view_pieces(lidar: LayerLidar, config: ViewConfigurations, timestamp_
         reflections: bytes | InPlace = b""
     else:
         configuration = config.of(sensor, pattern, lidar.mounting, lidar.sensor_id)
-        reflections = reflections_piece(cloud, len(pattern), pattern.range_offset_m, sensor.wavelength_nm)
+        reflections = reflections_piece(cloud, len(pattern), pattern.range_offset_m, sensor.wavelength_nm, power_db)
     lidar_view = _length_prefix(1, len(configuration))
     lidar_view_nbytes = len(lidar_view) + len(configuration) + len(reflections)
     head = view.SerializeToString() + _length_prefix(_LIDAR_SENSOR_VIEW_FIELD, lidar_view_nbytes) + lidar_view
@@ -243,11 +262,12 @@ def _logical_nbytes(points, sensor_id, with_snr, with_pulse):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_db, range_offset_m, sensor_id,
+def _write_logical(buf, pos, points, mounting, existence, intensity, power_db, snr_floor_db, sensor_id,
                    classification, pulse_width):
-    """Each point's logical detection (module doc) from ``pos``; ``position`` (M, 3) vehicle frame; ``existence``,
-    ``intensity`` one per point or one for all; ``snr_floor_db`` NaN: no snr; ``pulse_width`` one per point or
-    empty (not written)."""
+    """Each point's logical detection (module doc) from ``pos``; ``mounting`` (4×4 vehicle_from_sensor) places the
+    points in the vehicle frame; ``existence``, ``intensity`` one per point or one for all; ``power_db`` each
+    point's :func:`relative_powers`, ``snr_floor_db`` NaN: no snr; ``pulse_width`` one per point or empty (not
+    written)."""
     with_snr = snr_floor_db == snr_floor_db
     with_pulse = pulse_width.shape[0] > 0
     one_existence = existence.shape[0] == 1
@@ -259,16 +279,16 @@ def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_d
         buf[pos + 1] = fixed + varint_bytes(p.object_id)
         pos = put_double(buf, pos + 2, _T_EXISTENCE, existence[0] if one_existence else existence[k])
         pos = put_identifier(buf, pos, _T_LD_OBJECT, p.object_id)
+        x, y, z = posed_xyz(mounting, np.float64(p.x), np.float64(p.y), np.float64(p.z))
         buf[pos] = _T_POSITION
         buf[pos + 1] = 27
-        pos = put_double(buf, pos + 2, _T_X, position[k, 0])
-        pos = put_double(buf, pos, _T_Y, position[k, 1])
-        pos = put_double(buf, pos, _T_Z, position[k, 2])
+        pos = put_double(buf, pos + 2, _T_X, x)
+        pos = put_double(buf, pos, _T_Y, y)
+        pos = put_double(buf, pos, _T_Z, z)
         pos = put_double(buf, pos, _T_INTENSITY,
                          np.float64(p.reflectivity) * 100.0 if derive_intensity else intensity[k])
         if with_snr:
-            power = relative_power_db(np.float64(p.reflectivity), np.float64(p.range) - range_offset_m)
-            pos = put_double(buf, pos, _T_SNR, power - snr_floor_db)
+            pos = put_double(buf, pos, _T_SNR, power_db[k] - snr_floor_db)
         pos = put_identifier(buf, pos, _T_SENSOR_ID, sensor_id)
         buf[pos] = _T_CLASSIFICATION
         buf[pos + 1] = classification[k]
@@ -278,17 +298,7 @@ def _write_logical(buf, pos, points, position, existence, intensity, snr_floor_d
     return pos
 
 
-def vehicle_positions(cloud, mounting: np.ndarray) -> np.ndarray:
-    """(M, 3) float64: ``cloud``'s points in the vehicle frame (``mounting``: vehicle_from_sensor)."""
-    # row by row rather than a matrix product: BLAS's threads would contend with the step's Numba threads
-    x, y, z = (cloud.points[name].astype(np.float64) for name in ("x", "y", "z"))
-    out = np.empty((len(x), 3))
-    for i in range(3):
-        out[:, i] = mounting[i, 0] * x + mounting[i, 1] * y + mounting[i, 2] * z + mounting[i, 3]
-    return out
-
-
-def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensity, pulse_width) -> InPlace:
+def _logical_records(lidar: LayerLidar, power_db: np.ndarray, existence, intensity, pulse_width) -> InPlace:
     cloud, sensor = lidar.cloud, lidar.sensor
     points = np.ascontiguousarray(cloud.points)
     m = len(points)
@@ -299,18 +309,18 @@ def _logical_records(lidar: LayerLidar, position: np.ndarray, existence, intensi
                       else LOGICAL_CLASSIFICATION[np.minimum(np.asarray(codes, np.int64), len(LOGICAL_CLASSIFICATION) - 1)])
     sensor_id = np.uint64(lidar.sensor_id)
     nbytes = _logical_nbytes(points, sensor_id, floor is not None, len(pulse) > 0)
-    pattern = cloud.pattern
-    offset = 0.0 if pattern is None else float(pattern.range_offset_m)
     existence = np.ascontiguousarray(np.asarray(existence, np.float64).reshape(-1))
     intensity = np.empty(0) if intensity is None else np.ascontiguousarray(intensity, np.float64)
-    return InPlace(nbytes, lambda view: _write_logical(view, 0, points, position, existence, intensity,
-                                                       np.nan if floor is None else floor, offset, sensor_id,
+    mounting = np.ascontiguousarray(lidar.mounting, np.float64)
+    return InPlace(nbytes, lambda view: _write_logical(view, 0, points, mounting, existence, intensity, power_db,
+                                                       np.nan if floor is None else floor, sensor_id,
                                                        np.ascontiguousarray(classification), pulse))
 
 
-def logical_pieces(lidars: list[LayerLidar], positions: list[np.ndarray], timestamp_s: float) -> list:
-    """``logical_detection_data`` (SensorData field 27, tag and length included): every lidar's detections, at
-    ``positions`` (each lidar's :func:`vehicle_positions`), as pieces (bytes and uint8 arrays)."""
+def logical_pieces(lidars: list[LayerLidar], powers_db: list[np.ndarray], timestamp_s: float) -> list:
+    """``logical_detection_data`` (SensorData field 27, tag and length included): every lidar's detections in the
+    vehicle frame (each by its mounting), their snr from ``powers_db`` (each lidar's :func:`cloud_powers`), as
+    pieces (bytes and uint8 arrays)."""
     data = LogicalDetectionData()
     data.version.CopyFrom(default_interface_version())
     header = data.header
@@ -319,9 +329,9 @@ def logical_pieces(lidars: list[LayerLidar], positions: list[np.ndarray], timest
     header.number_of_valid_logical_detections = sum(len(lidar.cloud) for lidar in lidars)
     for lidar in lidars:
         header.sensor_id.add().value = int(lidar.sensor_id)
-    records = [_logical_records(lidar, position, 1.0 if lidar.cloud.existence_probability is None
+    records = [_logical_records(lidar, power_db, 1.0 if lidar.cloud.existence_probability is None
                                 else lidar.cloud.existence_probability, lidar.cloud.intensity_percent,
-                                lidar.cloud.echo_pulse_width_m) for lidar, position in zip(lidars, positions)]
+                                lidar.cloud.echo_pulse_width_m) for lidar, power_db in zip(lidars, powers_db)]
     head = data.SerializeToString()
     return [_length_prefix(_LOGICAL_DATA_FIELD, len(head) + sum(len(r) for r in records)) + head, *records]
 
@@ -340,29 +350,36 @@ class LayerEncoder:
     def layers(self, lidars: list[LayerLidar], frame, timestamp_s: float, cycle_counter: int) -> OtherLayers:
         """This step's layers: ``lidars`` in rig order (the first one's mounting is the SensorData's, which the
         objects are reported in), ``frame`` the decoded SensorView (its moving objects and host). The layers are
-        built side by side (their kernels release the GIL)."""
-        positions = [vehicle_positions(lidar.cloud, lidar.mounting) for lidar in lidars] \
-            if "logical" in self.outputs or "objects" in self.outputs else []
+        built side by side (their kernels release the GIL): the object list, and the reflections and logical
+        detections, which take each echo's relative power from one pass."""
+        def per_ray_and_point() -> dict:
+            powers = [cloud_powers(lidar.cloud) for lidar in lidars]
+            host = None if frame is None else frame.host()
+            built = {}
+            if "reflections" in self.outputs:
+                built["reflections"] = [
+                    piece for k, (lidar, power_db) in enumerate(zip(lidars, powers))
+                    for piece in sensor_view_pieces(lidar, power_db, self._configs.setdefault(k, ViewConfigurations()),
+                                                    timestamp_s, host)]
+            if "logical" in self.outputs:
+                built["logical"] = logical_pieces(lidars, powers, timestamp_s)
+            return built
 
-        def reflections() -> list:
-            return [piece for k, lidar in enumerate(lidars)
-                    for piece in sensor_view_pieces(lidar, self._configs.setdefault(k, ViewConfigurations()),
-                                                    timestamp_s, None if frame is None else frame.host())]
+        def objects() -> dict:
+            returns = [ObjectReturns(lidar.cloud.points, lidar.mounting, 1.0 if lidar.cloud.existence_probability
+                                     is None else lidar.cloud.existence_probability, lidar.sensor_id)
+                       for lidar in lidars]
+            return {"objects": self._objects.serialized(returns, frame, lidars[0].mounting, timestamp_s,
+                                                        cycle_counter)}
 
-        def objects() -> bytes:
-            returns = [ObjectReturns(position, lidar.cloud.points["object_id"],
-                                     1.0 if lidar.cloud.existence_probability is None
-                                     else lidar.cloud.existence_probability, lidar.sensor_id)
-                       for lidar, position in zip(lidars, positions)]
-            return self._objects.serialized(returns, frame, lidars[0].mounting, timestamp_s, cycle_counter)
-
-        builders = {"reflections": reflections, "logical": lambda: logical_pieces(lidars, positions, timestamp_s),
-                    "objects": objects}
-        chosen = [name for name in builders if name in self.outputs]
-        built = dict(zip(chosen, side_by_side(lambda build: build(), [(builders[name],) for name in chosen])))
+        tasks = [task for task, wanted in ((objects, "objects" in self.outputs), (per_ray_and_point, (
+            "reflections" in self.outputs or "logical" in self.outputs))) if wanted]
+        built: dict = {}
+        for part in side_by_side(lambda build: build(), [(task,) for task in tasks]):
+            built.update(part)
         return OtherLayers(tuple(built.get("reflections", ())), built.get("objects", b""),
                            tuple(built.get("logical", ())), "detections" in self.outputs)
 
 
-__all__ = ["LOGICAL_CLASSIFICATION", "LayerEncoder", "LayerLidar", "ViewConfigurations", "logical_pieces",
-           "reflections_piece", "sensor_view_pieces", "vehicle_positions"]
+__all__ = ["LOGICAL_CLASSIFICATION", "LayerEncoder", "LayerLidar", "ViewConfigurations", "cloud_powers",
+           "logical_pieces", "reflections_piece", "relative_powers", "sensor_view_pieces"]

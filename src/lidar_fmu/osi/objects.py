@@ -16,7 +16,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+from numba.extending import register_jitable
 from osi3.osi_detectedobject_pb2 import DetectedItemHeader, DetectedMovingObject
 from osi3.osi_object_pb2 import MovingObject, StationaryObject
 from osi3.osi_sensordata_pb2 import DetectedEntityHeader, SensorData
@@ -94,19 +95,40 @@ def _extents(xyz, cos, sin):
     return out
 
 
-def fit_box(xyz: np.ndarray) -> Box:
-    """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried (every 5°,
-    then every 0.5° about the best; judged by at most 512 of the points, evenly spread), the one whose rectangle
-    around the points' x, y has them closest to its edges (the closeness criterion of X. Zhang, W. Xu, C. Dong,
-    J. M. Dolan, "Efficient L-shape fitting for vehicle detection using laser scanners", IEEE IV 2017:
-    Σ 1/max(d, 1 cm), d a point's distance to its nearest edge; the least area cannot choose for the L a lidar sees
-    of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly). Its longer side
-    is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back), the points' z extent
-    the height."""
+@njit(cache=True, nogil=True, parallel=True)
+def _best_headings(xyz, groups, coarse, fine_offsets):
+    """Each group's :func:`_best_heading`: the points ``xyz[groups[k, 0]:groups[k, 1]]`` (one task a group)."""
+    out = np.empty(groups.shape[0])
+    for k in prange(groups.shape[0]):
+        out[k] = _best_heading(xyz[groups[k, 0]: groups[k, 1]], coarse, fine_offsets)
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _all_extents(xyz, groups, cos, sin):
+    """Each group's :func:`_extents` along its heading (``cos[k]``, ``sin[k]``): (K, 6)."""
+    out = np.empty((groups.shape[0], 6))
+    for k in prange(groups.shape[0]):
+        out[k] = _extents(xyz[groups[k, 0]: groups[k, 1]], cos[k], sin[k])
+    return out
+
+
+def fit_boxes(xyz: np.ndarray, groups: np.ndarray) -> list[Box]:
+    """:func:`fit_box` of each group of the points ``xyz`` (N, 3): ``groups`` (K, 2) the [first, end) rows of each
+    (at least one point), all groups' searches in one compiled pass."""
     xyz = np.ascontiguousarray(xyz, np.float64)
-    yaw = float(_best_heading(xyz, _COARSE_HEADINGS_RAD, _FINE_HEADINGS_RAD))
-    cos, sin = np.cos(yaw), np.sin(yaw)
-    lo_a, hi_a, lo_c, hi_c, lo_z, hi_z = _extents(xyz, float(cos), float(sin))
+    groups = np.ascontiguousarray(np.asarray(groups, np.int64).reshape(-1, 2))
+    yaws = [float(yaw) for yaw in _best_headings(xyz, groups, _COARSE_HEADINGS_RAD, _FINE_HEADINGS_RAD)]
+    # (numpy's cos and sin of each heading alone, as one box's fit takes them)
+    turns = np.array([(np.cos(yaw), np.sin(yaw)) for yaw in yaws]).reshape(-1, 2)
+    extents = _all_extents(xyz, groups, np.ascontiguousarray(turns[:, 0]), np.ascontiguousarray(turns[:, 1]))
+    return [_box(yaw, cos, sin, extent) for yaw, (cos, sin), extent in zip(yaws, turns, extents)]
+
+
+def _box(yaw: float, cos: float, sin: float, extents: np.ndarray) -> Box:
+    """The box of points whose extents (:func:`_extents`) along the heading ``yaw`` (its ``cos``, ``sin``) are
+    ``extents``: the longer side the length, the yaw in (−π/2, π/2]."""
+    lo_a, hi_a, lo_c, hi_c, lo_z, hi_z = extents
     mid_a, mid_c = (lo_a + hi_a) / 2, (lo_c + hi_c) / 2
     length, width = float(hi_a - lo_a), float(hi_c - lo_c)
     if width > length:  # the longer side is the length: turn a quarter
@@ -116,6 +138,18 @@ def fit_box(xyz: np.ndarray) -> Box:
         yaw = float(np.arctan2(np.sin(yaw + np.pi), np.cos(yaw + np.pi)))
     centre = np.array([mid_a * cos - mid_c * sin, mid_a * sin + mid_c * cos, (lo_z + hi_z) / 2])
     return Box(centre, yaw, (length, width, float(hi_z - lo_z)))
+
+
+def fit_box(xyz: np.ndarray) -> Box:
+    """The upright box around ``xyz`` (N, 3) (z up) whose sides the points hug: of the headings tried (every 5°,
+    then every 0.5° about the best; judged by at most 512 of the points, evenly spread), the one whose rectangle
+    around the points' x, y has them closest to its edges (the closeness criterion of X. Zhang, W. Xu, C. Dong,
+    J. M. Dolan, "Efficient L-shape fitting for vehicle detection using laser scanners", IEEE IV 2017:
+    Σ 1/max(d, 1 cm), d a point's distance to its nearest edge; the least area cannot choose for the L a lidar sees
+    of a box, whose hull is a triangle that a rectangle along its long side encloses as tightly). Its longer side
+    is the length (yaw in (−π/2, π/2]: one frame cannot tell an object's front from its back), the points' z extent
+    the height."""
+    return fit_boxes(xyz, np.array([[0, len(xyz)]]))[0]
 
 
 def osi_type(object_class: str) -> tuple[int, int]:
@@ -128,13 +162,32 @@ def osi_type(object_class: str) -> tuple[int, int]:
 
 
 class ObjectReturns(NamedTuple):
-    """One lidar's returns for the object list: their positions (vehicle frame), OSI ids, existence probabilities
-    (one per point, or one for all) and the lidar's id."""
+    """One lidar's returns for the object list: its points (POINT_DTYPE, sensor frame), where it sits (4×4
+    vehicle_from_sensor), their existence probabilities (one per point, or one for all) and the lidar's id."""
 
-    vehicle_xyz: np.ndarray
-    object_id: np.ndarray
+    points: np.ndarray
+    mounting: np.ndarray
     existence: object
     sensor_id: int
+
+
+@register_jitable(inline="always")
+def posed_xyz(pose, x, y, z):
+    """The point (x, y, z) (float64) in the frame the 4×4 ``pose`` places its own in (a sensor point in the vehicle
+    frame by its mounting)."""
+    return (pose[0, 0] * x + pose[0, 1] * y + pose[0, 2] * z + pose[0, 3],
+            pose[1, 0] * x + pose[1, 1] * y + pose[1, 2] * z + pose[1, 3],
+            pose[2, 0] * x + pose[2, 1] * y + pose[2, 2] * z + pose[2, 3])
+
+
+@njit(cache=True, nogil=True)
+def _vehicle_xyz(points, rows, mounting):
+    """(len(rows), 3) float64: the points ``rows`` of ``points`` in the vehicle frame (``mounting``)."""
+    out = np.empty((rows.shape[0], 3))
+    for i in range(rows.shape[0]):
+        p = points[rows[i]]
+        out[i, 0], out[i, 1], out[i, 2] = posed_xyz(mounting, np.float64(p.x), np.float64(p.y), np.float64(p.z))
+    return out
 
 
 class ObjectList:
@@ -168,8 +221,9 @@ class ObjectList:
             header.data_qualifier = DetectedEntityHeader.DATA_QUALIFIER_AVAILABLE
         sensor_from_vehicle = np.linalg.inv(vehicle_from_sensor)
         seen: dict[int, float] = {}
-        for object_id, xyz, existence, sensors in _per_object(returns, ids):
-            box = fit_box(xyz)
+        seen_now = _per_object(returns, ids)
+        for object_id, box, existence, sensors in zip(seen_now.ids, fit_boxes(seen_now.xyz, seen_now.groups),
+                                                      seen_now.existence, seen_now.sensors):
             pose = sensor_from_vehicle @ pose_matrix(box.centre_m, (0.0, 0.0, box.yaw_rad))
             seen[object_id] = self._first_seen_s.get(object_id, timestamp_s)
             detected = message.moving_object.add() if object_id in moving else message.stationary_object.add()
@@ -233,27 +287,46 @@ def _group_by_id(object_id, ids):
     return order, starts
 
 
-def _per_object(returns: list[ObjectReturns], ids: np.ndarray):
-    """(object id, its returns' (N, 3) vehicle positions, their existence probabilities, the lidars that saw it)
-    for each of ``ids`` with at least :data:`MIN_OBJECT_RETURNS` returns, by id."""
+class SeenObjects(NamedTuple):
+    """The objects with at least :data:`MIN_OBJECT_RETURNS` returns, by id: their ids, their returns' vehicle
+    positions (grouped by object; ``groups`` (K, 2): each one's [first, end) rows), each one's existence
+    probabilities and the lidars that saw it."""
+
+    ids: list[int]
+    xyz: np.ndarray
+    groups: np.ndarray
+    existence: list[np.ndarray]
+    sensors: list[list[int]]
+
+
+def _per_object(returns: list[ObjectReturns], ids: np.ndarray) -> SeenObjects:
+    """The objects of ``ids`` that ``returns`` saw (:class:`SeenObjects`)."""
     if not returns:
-        return
+        return SeenObjects([], np.zeros((0, 3)), np.zeros((0, 2), np.int64), [], [])
     ids = np.sort(ids)
 
     def joined(arrays: list[np.ndarray]) -> np.ndarray:  # one lidar's as they are (no copy of its every return)
         return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
-    order, starts = _group_by_id(np.ascontiguousarray(joined([part.object_id for part in returns]), np.uint64), ids)
-    xyz = joined([part.vehicle_xyz for part in returns])
-    existence = joined([np.broadcast_to(np.asarray(part.existence, np.float64), part.object_id.shape)
+    order, starts = _group_by_id(np.ascontiguousarray(joined([part.points["object_id"] for part in returns]),
+                                                      np.uint64), ids)
+    existence = joined([np.broadcast_to(np.asarray(part.existence, np.float64), (len(part.points),))
                         for part in returns])
-    # (several lidars: which saw each return)
-    sensor = np.concatenate([np.full(len(part.object_id), part.sensor_id, np.uint64) for part in returns]) \
-        if len(returns) > 1 else None
-    for k in np.flatnonzero(np.diff(starts) >= MIN_OBJECT_RETURNS):
-        rows = order[starts[k]: starts[k + 1]]
-        sensors = [returns[0].sensor_id] if sensor is None else [int(s) for s in np.unique(sensor[rows])]
-        yield int(ids[k]), xyz[rows], existence[rows], sensors
+    # the returns on objects alone put in the vehicle frame, grouped (most returns hit none): each lidar's by its
+    # mounting
+    first = np.cumsum([0, *(len(part.points) for part in returns)])
+    lidar = np.searchsorted(first[1:], order, side="right")
+    xyz = np.empty((len(order), 3))
+    for n, part in enumerate(returns):
+        mine = np.flatnonzero(lidar == n)
+        xyz[mine] = _vehicle_xyz(np.ascontiguousarray(part.points), order[mine] - first[n],
+                                 np.ascontiguousarray(part.mounting, np.float64))
+    kept = np.flatnonzero(np.diff(starts) >= MIN_OBJECT_RETURNS)
+    groups = np.stack([starts[kept], starts[kept + 1]], axis=1)
+    sensors = [[returns[0].sensor_id] if len(returns) == 1 else
+               sorted({int(returns[i].sensor_id) for i in np.unique(lidar[a:b])}) for a, b in groups]
+    return SeenObjects([int(i) for i in ids[kept]], xyz, groups, [existence[order[a:b]] for a, b in groups], sensors)
 
 
-__all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "fit_box", "osi_type"]
+__all__ = ["MIN_OBJECT_RETURNS", "Box", "ObjectList", "ObjectReturns", "SeenObjects", "fit_box", "fit_boxes", "osi_type",
+           "posed_xyz"]

@@ -21,7 +21,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..documents import refuse_unknown_keys, shown
@@ -106,76 +105,42 @@ def measured_m_s(true_m_s, sigma_m_s, resolution_m_s, normal):
     return value
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _radial_velocities(points, ray_index, row, directions, origins, dt_s, ids, velocity, spin, centre, carrier, key,
-                       sigma_m_s, resolution_m_s, out):
-    """out[k]: the reported radial velocity of return k (module doc), all in one frame (any, the same for all).
+@register_jitable(inline="always")
+def reported_m_s(u, o, range_m, dt_s, object_id, echo, ray, ids, velocity, spin, centre, carrier, key, sigma_m_s,
+                 resolution_m_s):
+    """The reported radial velocity (module doc) of one return, everything in one frame (any, the same for all).
 
-    Return k (``points[k]``: its ``range`` along the ray, ``object_id``, ``echo``) lies on the ray
-    ``origins[row[k]]`` (or ``origins[0]``: one origin for all) + ``range · directions[row[k]]`` (unit), fired
-    ``dt_s[k]`` (≤ 0) before the frame's end. ``ids`` (K,) uint64 sorted: the moving bodies, with the ``velocity``,
-    ``spin`` and ``centre`` (at the frame's end) of each, (K, 3); any other object stands still. ``carrier`` (3, 3):
-    the velocity, spin and centre of the body carrying the sensor. ``key``: the frame's
-    :func:`~lidar_fmu.physics.effects.frame_key`; the noise of return k draws on its ray and echo.
+    The return (its ``range_m`` along the ray, ``object_id``, ``echo`` number) lies on the ray ``o + range_m · u``
+    (``u`` unit; both float64 3-tuples), fired ``dt_s`` (≤ 0) before the frame's end. ``ids`` (K,) uint64 sorted:
+    the moving bodies, with the ``velocity``, ``spin`` and ``centre`` (at the frame's end) of each, (K, 3); any
+    other object stands still. ``carrier`` (3, 3): the velocity, spin and centre of the body carrying the sensor.
+    ``key``: the frame's :func:`frame_key_of`; the noise of ray ``ray`` draws on its ray and echo.
     """
-    still = (0.0, 0.0, 0.0)
-    carrier_velocity = (carrier[0, 0], carrier[0, 1], carrier[0, 2])
-    carrier_spin = (carrier[1, 0], carrier[1, 1], carrier[1, 2])
-    one_origin = origins.shape[0] == 1
-    for k in prange(out.shape[0]):
-        dt = dt_s[k]
-        # the reference points move with their bodies: where they were when the ray fired
-        carrier_centre = (carrier[2, 0] + carrier[0, 0] * dt, carrier[2, 1] + carrier[0, 1] * dt,
-                          carrier[2, 2] + carrier[0, 2] * dt)
-        i = row[k]
-        u = (np.float64(directions[i, 0]), np.float64(directions[i, 1]), np.float64(directions[i, 2]))
-        j = 0 if one_origin else i
-        o = (np.float64(origins[j, 0]), np.float64(origins[j, 1]), np.float64(origins[j, 2]))
-        r = np.float64(points[k]["range"])
-        p = (o[0] + r * u[0], o[1] + r * u[1], o[2] + r * u[2])
-        object_id = points[k]["object_id"]
-        b = np.searchsorted(ids, object_id)
-        if b < ids.shape[0] and ids[b] == object_id:
-            object_velocity = (velocity[b, 0], velocity[b, 1], velocity[b, 2])
-            object_spin = (spin[b, 0], spin[b, 1], spin[b, 2])
-            object_centre = (centre[b, 0] + velocity[b, 0] * dt, centre[b, 1] + velocity[b, 1] * dt,
-                             centre[b, 2] + velocity[b, 2] * dt)
-        else:
-            object_velocity, object_spin, object_centre = still, still, still
-        v = radial_velocity_m_s(u, p, o, object_velocity, object_spin, object_centre, carrier_velocity, carrier_spin,
-                                carrier_centre)
-        normal = 0.0
-        if sigma_m_s > 0.0:
-            normal = draw_normal(key, ray_index[k], DRAW_VELOCITY + _ECHO_DRAW_STRIDE * np.int64(points[k]["echo"]))
-        out[k] = measured_m_s(v, sigma_m_s, resolution_m_s, normal)
-    return out
+    # the reference points move with their bodies: where they were when the ray fired
+    carrier_centre = (carrier[2, 0] + carrier[0, 0] * dt_s, carrier[2, 1] + carrier[0, 1] * dt_s,
+                      carrier[2, 2] + carrier[0, 2] * dt_s)
+    p = (o[0] + range_m * u[0], o[1] + range_m * u[1], o[2] + range_m * u[2])
+    b = np.searchsorted(ids, object_id)
+    if b < ids.shape[0] and ids[b] == object_id:
+        object_velocity = (velocity[b, 0], velocity[b, 1], velocity[b, 2])
+        object_spin = (spin[b, 0], spin[b, 1], spin[b, 2])
+        object_centre = (centre[b, 0] + velocity[b, 0] * dt_s, centre[b, 1] + velocity[b, 1] * dt_s,
+                         centre[b, 2] + velocity[b, 2] * dt_s)
+    else:
+        still = (0.0, 0.0, 0.0)
+        object_velocity, object_spin, object_centre = still, still, still
+    v = radial_velocity_m_s(u, p, o, object_velocity, object_spin, object_centre, (carrier[0, 0], carrier[0, 1],
+                            carrier[0, 2]), (carrier[1, 0], carrier[1, 1], carrier[1, 2]), carrier_centre)
+    normal = 0.0
+    if sigma_m_s > 0.0:
+        normal = draw_normal(key, ray, DRAW_VELOCITY + _ECHO_DRAW_STRIDE * np.int64(echo))
+    return measured_m_s(v, sigma_m_s, resolution_m_s, normal)
 
 
-def radial_velocities(points: np.ndarray, ray_index: np.ndarray, row: np.ndarray, directions: np.ndarray,
-                      origins: np.ndarray, dt_s: np.ndarray, ids: np.ndarray, velocity: np.ndarray, spin: np.ndarray,
-                      centre: np.ndarray, carrier: np.ndarray, unit: RadialVelocity, *, seed: int = 0, frame: int = 0,
-                      noise: bool = False) -> np.ndarray:
-    """(M,) float32 reported radial velocity (m/s, > 0 receding) of the M returns ``points`` (POINT_DTYPE) of rays
-    ``ray_index`` (:func:`_radial_velocities`'s arrays; ``ids`` need not be sorted); ``noise``: draw the unit's σ
-    (the spec's ``noise`` is on) from the noise ``seed`` and the ``frame`` counter."""
-    m = len(points)
-    out = np.empty(m, np.float32)
-    if m:
-        ids = np.asarray(ids, np.uint64)
-        order = np.argsort(ids, kind="stable")
-
-        def by_id(values):  # (K, 3) float64 in the order of the sorted ids
-            return np.ascontiguousarray(np.asarray(values, np.float64).reshape(-1, 3)[order])
-
-        _radial_velocities(np.ascontiguousarray(points), np.ascontiguousarray(ray_index, np.int64),
-                           np.ascontiguousarray(row, np.int64), np.ascontiguousarray(directions),
-                           np.ascontiguousarray(origins), np.ascontiguousarray(dt_s, np.float64),
-                           np.ascontiguousarray(ids[order]), by_id(velocity), by_id(spin), by_id(centre),
-                           np.ascontiguousarray(carrier, np.float64),
-                           np.uint64(_frame_key_of(np.uint64(seed), np.uint64(frame))),
-                           float(unit.sigma_m_s) if noise else 0.0, float(unit.resolution_m_s), out)
-    return out
+def frame_key_of(seed: int, frame: int) -> np.uint64:
+    """The key of a frame's velocity noise (:func:`~lidar_fmu.physics.effects.frame_key`) for :func:`reported_m_s`."""
+    return np.uint64(_frame_key_of(np.uint64(seed), np.uint64(frame)))
 
 
-__all__ = ["DRAW_VELOCITY", "RADIAL_VELOCITY_KEYS", "RadialVelocity", "RadialVelocityError", "measured_m_s",
-           "parse_radial_velocity", "radial_velocities", "radial_velocity_m_s"]
+__all__ = ["DRAW_VELOCITY", "RADIAL_VELOCITY_KEYS", "RadialVelocity", "RadialVelocityError", "frame_key_of",
+           "measured_m_s", "parse_radial_velocity", "radial_velocity_m_s", "reported_m_s"]

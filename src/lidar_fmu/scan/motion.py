@@ -147,8 +147,17 @@ def _rodrigues(vx, vy, vz, kx, ky, kz, c, s):
             vz * c + (kx * vy - ky * vx) * s + kz * along)
 
 
+@register_jitable(inline="always")
+def turned_row(vectors, j, axis, c, s, f, shift):
+    """Row ``j`` of ``vectors`` (float64 arithmetic) turned about the unit ``axis`` by the angle whose cosine is ``c``
+    and sine ``s``, plus ``f · shift``: one ray of :func:`rotate_about`, whose ``f`` is the ray's fraction."""
+    x, y, z = _rodrigues(np.float64(vectors[j, 0]), np.float64(vectors[j, 1]), np.float64(vectors[j, 2]),
+                         axis[0], axis[1], axis[2], c, s)
+    return x + f * shift[0], y + f * shift[1], z + f * shift[2]
+
+
 #: rays per task of _turn: a spinning lidar's column (up to 128 rays fired at once) shares one cos and sin
-_TURN_CHUNK = 4096
+TURN_CHUNK = 4096
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -156,18 +165,14 @@ def _turn(vectors, axis, angle, fraction, shift, out):
     """out[i] = vectors[i] (or [0]) turned by ``fraction[i]·angle`` about the unit ``axis`` + ``fraction[i]·shift``."""
     one = vectors.shape[0] == 1
     n = out.shape[0]
-    for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
+    for chunk in prange((n + TURN_CHUNK - 1) // TURN_CHUNK):  # on every core
         last, c, s = np.nan, 1.0, 0.0
-        for i in range(chunk * _TURN_CHUNK, min(n, (chunk + 1) * _TURN_CHUNK)):
-            j = 0 if one else i
+        for i in range(chunk * TURN_CHUNK, min(n, (chunk + 1) * TURN_CHUNK)):
             f = fraction[i]
             if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
                 last = f
                 c, s = math.cos(f * angle), math.sin(f * angle)
-            x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
-            out[i, 0] = x + f * shift[0]
-            out[i, 1] = y + f * shift[1]
-            out[i, 2] = z + f * shift[2]
+            out[i, 0], out[i, 1], out[i, 2] = turned_row(vectors, 0 if one else i, axis, c, s, f, shift)
     return out
 
 
@@ -175,9 +180,9 @@ def _turn(vectors, axis, angle, fraction, shift, out):
 def _turn_normals(points, ray_index, axis, angle, fraction):
     """Each return's normal turned by ``fraction[ray]·angle`` about the unit ``axis``, in the records, in place."""
     m = points.shape[0]
-    for chunk in prange((m + _TURN_CHUNK - 1) // _TURN_CHUNK):  # a cos and a sin per firing, as in _turn
+    for chunk in prange((m + TURN_CHUNK - 1) // TURN_CHUNK):  # a cos and a sin per firing, as in _turn
         last, c, s = np.nan, 1.0, 0.0
-        for k in range(chunk * _TURN_CHUNK, min(m, (chunk + 1) * _TURN_CHUNK)):
+        for k in range(chunk * TURN_CHUNK, min(m, (chunk + 1) * TURN_CHUNK)):
             f = fraction[ray_index[k]]
             if f != last:
                 last = f
@@ -186,12 +191,17 @@ def _turn_normals(points, ray_index, axis, angle, fraction):
                 points[k]["normal_x"], points[k]["normal_y"], points[k]["normal_z"], axis[0], axis[1], axis[2], c, s)
 
 
+def axis_angle(rotvec: np.ndarray) -> tuple[np.ndarray, float]:
+    """(unit axis (3,) float64, angle rad) of a rotation vector; a zero axis for no turn."""
+    angle = float(np.linalg.norm(rotvec))
+    return (np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)), angle
+
+
 def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, dtype=np.float64) -> np.ndarray:
     """Each of ``vectors`` ((N, 3), or (1, 3) for all) turned by ``fraction[i] · rotvec`` (Rodrigues), plus
     ``fraction[i] · shift``; a compiled loop (numpy took 26 ms for an OS1-128 frame)."""
     fraction = np.ascontiguousarray(fraction, np.float64)
-    angle = float(np.linalg.norm(rotvec))
-    axis = np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)
+    axis, angle = axis_angle(rotvec)
     shift = np.zeros(3) if shift is None else np.asarray(shift, np.float64)
     out = np.empty((len(fraction), 3), dtype)
     return _turn(np.ascontiguousarray(vectors, np.float64), axis, angle, fraction, shift, out)

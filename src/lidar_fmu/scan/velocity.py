@@ -10,19 +10,23 @@ bounding-box centre); the carrier's is given. They come from :func:`velocities_o
 (:func:`lidar_fmu.cosim.sensor_model.view_velocities`), or from a script's own, passed to
 :meth:`~lidar_fmu.scan.lidar.Lidar.scan`.
 
-:func:`radial_velocity_of` places each return's ray where it fired (the sensor's turn and shift over the frame, as
-the cast placed it) and hands the returns to the compiled pass. The model: docs/physics.md, "FMCW radial velocity".
+:func:`radial_velocity_of` gives each return its radial velocity in one compiled pass: its ray placed where it fired
+(the sensor's turn and shift over the frame, as the cast placed it) and the physics' formula
+(:func:`~lidar_fmu.physics.fmcw.reported_m_s`). The model: docs/physics.md, "FMCW radial velocity".
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from ..geometry.scene import find_ids
 from ..geometry.transforms import split_scale
-from ..physics.fmcw import RadialVelocity, radial_velocities
+from ..physics.fmcw import RadialVelocity, frame_key_of, reported_m_s
 from ..pointcloud import Returns
-from .motion import FrameMotion, rotate_about, rotation_vectors_between, sensor_turn
+from .motion import TURN_CHUNK, FrameMotion, axis_angle, rotation_vectors_between, sensor_turn, turned_row
 
 
 class SceneVelocities:
@@ -94,25 +98,52 @@ def velocities_of_motion(motion: FrameMotion, scene, sensor_end_pose: np.ndarray
     return SceneVelocities(sensor_end_pose[:3, 3], sensor_velocity[0], sensor_spin[0], ids, velocity, spin)
 
 
-def rays_at_firing(pattern, ray_index: np.ndarray, sensor_end_pose: np.ndarray, motion: FrameMotion | None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Where the rays ``ray_index`` of ``pattern`` fired, in the sensor frame at the frame's end: (directions
-    (·, 3), origins ((·, 3), or (1, 3) for all), each ray's row in them (M,), s from the frame's end to each firing
-    (M,) ≤ 0). Moved with the sensor as :func:`~lidar_fmu.scan.motion.plan_moving` cast them (one row per ray);
-    ``motion`` None: a snapshot, every ray the pattern's own, fired at the end (rows: the rays)."""
-    ray_index = np.asarray(ray_index, np.int64)
-    origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
-    if motion is None:
-        return pattern.directions, origins, ray_index, np.zeros(len(ray_index))
-    time_s = pattern.time_offset_s[ray_index].astype(np.float64)
-    fraction = motion.fraction(time_s)
-    dt_s = np.minimum(motion.window_start_s + time_s - motion.end_s, 0.0)
-    rotvec, shift = sensor_turn(motion, sensor_end_pose)
-    # float32 as the cast turned them (plan_moving): the same rays, half the memory traffic of float64
-    directions = rotate_about(pattern.directions[ray_index], rotvec, fraction - 1.0, dtype=np.float32)
-    origins = rotate_about(origins if pattern.origins is None else origins[ray_index], rotvec, fraction - 1.0, shift,
-                           dtype=np.float32)
-    return directions, origins, np.arange(len(ray_index)), dt_s
+@njit(cache=True, nogil=True, parallel=True)
+def _radial_velocities(points, ray_index, directions, origins, time_offset_s, moving, window_start_s, start_s, end_s,
+                       axis, angle, shift, ids, velocity, spin, centre, carrier, key, sigma_m_s, resolution_m_s, out):
+    """out[k]: the reported radial velocity of return k (``points[k]``, of the pattern's ray ``ray_index[k]``), in
+    the sensor frame at the frame's end, in one pass: the ray's direction and origin (``directions``, ``origins``:
+    the pattern's, float32; one origin for all or one per ray) moved to where the ray fired and the physics'
+    velocity (:func:`~lidar_fmu.physics.fmcw.reported_m_s`; its ``ids`` … ``carrier`` in this frame).
+
+    ``moving``: the sensor turned ``angle`` about the unit ``axis`` and moved ``shift`` over the frame
+    (:func:`~lidar_fmu.scan.motion.sensor_turn`): a ray fired at ``window_start_s + time_offset_s`` is turned
+    and shifted by ``f − 1`` of that (``f``: :meth:`~lidar_fmu.scan.motion.FrameMotion.fraction` between
+    ``start_s`` and ``end_s``), rounded to float32 as the cast turned it (:func:`~lidar_fmu.scan.motion.plan_moving`);
+    else every ray is the pattern's, fired at the end.
+    """
+    one_origin = origins.shape[0] == 1
+    span = end_s - start_s
+    m = out.shape[0]
+    for chunk in prange((m + TURN_CHUNK - 1) // TURN_CHUNK):  # on every core, a column's returns in one task
+        last, c, s = np.nan, 1.0, 0.0
+        for k in range(chunk * TURN_CHUNK, min(m, (chunk + 1) * TURN_CHUNK)):
+            i = ray_index[k]
+            j = 0 if one_origin else i
+            if moving:
+                t = window_start_s + np.float64(time_offset_s[i])
+                # (a column's last lasers may fire just past the view: posed at the view, never beyond)
+                f = (min((t - start_s) / span, 1.0) if span > 0.0 else 1.0) - 1.0
+                dt = min(t - end_s, 0.0)
+                if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
+                    last = f
+                    c, s = math.cos(f * angle), math.sin(f * angle)
+                ux, uy, uz = turned_row(directions, i, axis, c, s, f, _NO_SHIFT)
+                ox, oy, oz = turned_row(origins, j, axis, c, s, f, shift)
+                u = (np.float64(np.float32(ux)), np.float64(np.float32(uy)), np.float64(np.float32(uz)))
+                o = (np.float64(np.float32(ox)), np.float64(np.float32(oy)), np.float64(np.float32(oz)))
+            else:
+                dt = 0.0
+                u = (np.float64(directions[i, 0]), np.float64(directions[i, 1]), np.float64(directions[i, 2]))
+                o = (np.float64(origins[j, 0]), np.float64(origins[j, 1]), np.float64(origins[j, 2]))
+            p = points[k]
+            out[k] = reported_m_s(u, o, np.float64(p["range"]), dt, p["object_id"], p["echo"], i, ids, velocity,
+                                  spin, centre, carrier, key, sigma_m_s, resolution_m_s)
+    return out
+
+
+#: a direction is turned, not shifted
+_NO_SHIFT = np.zeros(3)
 
 
 def radial_velocity_of(returns: Returns, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion | None,
@@ -121,25 +152,43 @@ def radial_velocity_of(returns: Returns, pattern, sensor_end_pose: np.ndarray, m
     """(M,) float32: each return's radial velocity as ``unit`` reports it (:mod:`lidar_fmu.physics.fmcw`).
 
     ``returns``: a frame's returns of ``pattern`` (``range`` along each ray from its origin: before the unit's
-    range offset), cast from ``sensor_end_pose`` moving with ``motion`` (None: a snapshot). ``velocities``: the
-    carrier's and the instances' at the frame's end; an instance's reference point is its pose's origin in
-    ``scene`` now (the end pose). ``seed``, ``frame``: the noise's; ``noise``: draw the unit's σ. Computed in the
-    sensor frame at the frame's end (a radial velocity is the same in every frame): the K bodies' velocities are
-    turned into it, not the M rays into the world.
+    range offset), cast from ``sensor_end_pose`` moving with ``motion`` (None: a snapshot, every ray the
+    pattern's, fired at the end). ``velocities``: the carrier's and the instances' at the frame's end; an
+    instance's reference point is its pose's origin in ``scene`` now (the end pose). ``seed``, ``frame``: the
+    noise's; ``noise``: draw the unit's σ. Computed in the sensor frame at the frame's end (a radial velocity is
+    the same in every frame): the K bodies' velocities are turned into it, not the M rays into the world.
     """
-    directions, origins, row, dt_s = rays_at_firing(pattern, returns.ray_index, sensor_end_pose, motion)
+    m = len(returns.points)
+    out = np.empty(m, np.float32)
+    if not m:
+        return out
     # the bodies still in the scene and their reference points, by one sorted search (no lookup per id)
     index, present = find_ids(scene.instance_ids, velocities.ids)
-    ids = velocities.ids[present]
+    ids = np.asarray(velocities.ids[present], np.uint64)
+    order = np.argsort(ids, kind="stable")  # the kernel's binary search
     rotation, _ = split_scale(sensor_end_pose)
     position = np.asarray(sensor_end_pose, np.float64)[:3, 3]
-    world_centre = scene.poses[index[present], :3, 3]
-    # row vectors: v @ R is Rᵀ v, a world vector in the sensor frame
+
+    def in_sensor_frame(world: np.ndarray) -> np.ndarray:  # row vectors: v @ R is Rᵀ v, (K, 3) by sorted id
+        return np.ascontiguousarray((np.asarray(world, np.float64).reshape(-1, 3) @ rotation)[order])
+
     carrier = np.stack([velocities.carrier_velocity_m_s @ rotation, velocities.carrier_spin_rad_s @ rotation,
                         (velocities.carrier_centre_m - position) @ rotation])
-    return radial_velocities(returns.points, returns.ray_index, row, directions, origins, dt_s, ids,
-                             velocities.velocity_m_s[present] @ rotation, velocities.spin_rad_s[present] @ rotation,
-                             (world_centre - position) @ rotation, carrier, unit, seed=seed, frame=frame, noise=noise)
+    origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
+    axis, angle, shift = np.zeros(3), 0.0, np.zeros(3)
+    if motion is not None:
+        rotvec, sensor_shift = sensor_turn(motion, sensor_end_pose)
+        (axis, angle), shift = axis_angle(rotvec), np.asarray(sensor_shift, np.float64)
+    timing = (0.0, 0.0, 0.0) if motion is None else (motion.window_start_s, motion.start_s, motion.end_s)
+    return _radial_velocities(np.ascontiguousarray(returns.points), np.ascontiguousarray(returns.ray_index, np.int64),
+                              np.ascontiguousarray(pattern.directions), np.ascontiguousarray(origins),
+                              np.ascontiguousarray(pattern.time_offset_s), motion is not None, float(timing[0]),
+                              float(timing[1]), float(timing[2]), axis, angle, shift, np.ascontiguousarray(ids[order]),
+                              in_sensor_frame(velocities.velocity_m_s[present]),
+                              in_sensor_frame(velocities.spin_rad_s[present]), in_sensor_frame(
+                                  scene.poses[index[present], :3, 3] - position),
+                              np.ascontiguousarray(carrier, np.float64), frame_key_of(seed, frame),
+                              float(unit.sigma_m_s) if noise else 0.0, float(unit.resolution_m_s), out)
 
 
-__all__ = ["SceneVelocities", "radial_velocity_of", "rays_at_firing", "velocities_of_motion"]
+__all__ = ["SceneVelocities", "radial_velocity_of", "velocities_of_motion"]
