@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -151,6 +152,15 @@ def _rodrigues(vx, vy, vz, kx, ky, kz, c, s):
 _TURN_CHUNK = 4096
 
 
+@register_jitable
+def _turn_into(out, i, vectors, j, axis, c, s, f, shift):
+    """out[i] = vectors[j] turned about the unit ``axis`` by the angle of cosine ``c``, sine ``s`` + ``f·shift``."""
+    x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
+    out[i, 0] = x + f * shift[0]
+    out[i, 1] = y + f * shift[1]
+    out[i, 2] = z + f * shift[2]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _turn(vectors, axis, angle, fraction, shift, out):
     """out[i] = vectors[i] (or [0]) turned by ``fraction[i]·angle`` about the unit ``axis`` + ``fraction[i]·shift``."""
@@ -159,16 +169,51 @@ def _turn(vectors, axis, angle, fraction, shift, out):
     for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
         last, c, s = np.nan, 1.0, 0.0
         for i in range(chunk * _TURN_CHUNK, min(n, (chunk + 1) * _TURN_CHUNK)):
-            j = 0 if one else i
             f = fraction[i]
             if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
                 last = f
                 c, s = math.cos(f * angle), math.sin(f * angle)
-            x, y, z = _rodrigues(vectors[j, 0], vectors[j, 1], vectors[j, 2], axis[0], axis[1], axis[2], c, s)
-            out[i, 0] = x + f * shift[0]
-            out[i, 1] = y + f * shift[1]
-            out[i, 2] = z + f * shift[2]
+            _turn_into(out, i, vectors, 0 if one else i, axis, c, s, f, shift)
     return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fraction, back, turned, moved, extent):
+    """A frame's rays as they fired, in one pass: ray ``i`` fires at ``fraction[i]`` of the window
+    (``window``: its first firing, start and span, s; :meth:`FrameMotion.fraction`), ``back[i]`` = that − 1, and
+    its direction (``turned``) and origin (``moved``; ``origins`` (1, 3): one for all) turned by ``back[i]·angle``
+    about the unit ``axis`` and shifted by ``back[i]·shift`` (the origin only), as :func:`rotate_about` turns them.
+    ``extent[chunk]``: the fractions' least and greatest in each chunk of :data:`_TURN_CHUNK` rays, and 1 where
+    they do not fall from the chunk's first ray (or the one before it) on."""
+    window_start_s, start_s, span = window[0], window[1], window[2]
+    one = origins.shape[0] == 1
+    still = np.zeros(3)
+    n = back.shape[0]
+    for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
+        first = chunk * _TURN_CHUNK
+        last, c, s = np.nan, 1.0, 0.0
+        low, high, falls = np.inf, -np.inf, 0.0
+        previous = np.nan
+        if first > 0:
+            previous = (window_start_s + np.float64(time_offset_s[first - 1]) - start_s) / span if span > 0 else 1.0
+            previous = 1.0 if previous > 1.0 else previous
+        for i in range(first, min(n, first + _TURN_CHUNK)):
+            # (a column's last lasers may fire just past the view: posed at the view, never beyond)
+            f = (window_start_s + np.float64(time_offset_s[i]) - start_s) / span if span > 0 else 1.0
+            f = 1.0 if f > 1.0 else f
+            fraction[i] = f
+            low, high = min(low, f), max(high, f)
+            if f < previous:
+                falls = 1.0
+            previous = f
+            b = f - 1.0
+            back[i] = b
+            if b != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
+                last = b
+                c, s = math.cos(b * angle), math.sin(b * angle)
+            _turn_into(turned, i, directions, i, axis, c, s, b, still)
+            _turn_into(moved, i, origins, 0 if one else i, axis, c, s, b, shift)
+        extent[chunk, 0], extent[chunk, 1], extent[chunk, 2] = low, high, falls
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -195,6 +240,37 @@ def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, 
     shift = np.zeros(3) if shift is None else np.asarray(shift, np.float64)
     out = np.empty((len(fraction), 3), dtype)
     return _turn(np.ascontiguousarray(vectors, np.float64), axis, angle, fraction, shift, out)
+
+
+class Fired(NamedTuple):
+    """A frame's rays as they fired (:func:`fire`)."""
+
+    fraction: np.ndarray  # (N,) float64: where each ray fired between the start (0) and end (1) poses
+    back: np.ndarray  # (N,) float64: fraction − 1
+    directions: np.ndarray  # (N, 3) float32: each ray's direction in the sensor frame at the end
+    origins: np.ndarray  # (N, 3) float32: each ray's origin in the sensor frame at the end
+    first: float  # the least fraction
+    last: float  # the greatest
+    in_order: bool  # the fractions never fall from one ray to the next (rays stored in firing order)
+
+
+def fire(motion: FrameMotion, time_offset_s: np.ndarray, directions: np.ndarray, origins: np.ndarray,
+         rotvec: np.ndarray, shift: np.ndarray) -> Fired:
+    """Each ray's firing (:meth:`FrameMotion.fraction`) and, seen from the sensor at the frame's end, its direction
+    and origin (``origins``: (N, 3), or (1, 3) for all) turned by ``(f − 1)·rotvec``, the origin also shifted by
+    ``(f − 1)·shift`` (:func:`sensor_turn`), exactly as :func:`rotate_about` turns them: one compiled pass."""
+    n = len(time_offset_s)
+    angle = float(np.linalg.norm(rotvec))
+    axis = np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)
+    fraction, back = np.empty(n), np.empty(n)
+    turned, moved = np.empty((n, 3), np.float32), np.empty((n, 3), np.float32)
+    extent = np.empty(((n + _TURN_CHUNK - 1) // _TURN_CHUNK, 3))
+    window = np.array([motion.window_start_s, motion.start_s, motion.end_s - motion.start_s], np.float64)
+    _fire(np.ascontiguousarray(time_offset_s), window, np.ascontiguousarray(directions),  # (float32 read as is)
+          np.ascontiguousarray(origins, np.float64), axis, angle, np.asarray(shift, np.float64), fraction, back,
+          turned, moved, extent)
+    return Fired(fraction, back, turned, moved, float(extent[:, 0].min(initial=np.inf)),
+                 float(extent[:, 1].max(initial=-np.inf)), not extent[:, 2].any())
 
 
 class PoseInterpolation:
@@ -347,12 +423,10 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     """:func:`cast_moving` up to the cast: (the :class:`~lidar_fmu.raycast.CastJob`, the function that takes its
     returns to the sensor frame at each ray's own firing time, in ray order). ``coherence_key``: the directions
     casters group the rays into packets by (default: the pattern's own)."""
-    fraction = motion.fraction(pattern.time_offset_s)
     rotvec_end, shift_end = sensor_turn(motion, sensor_end_pose)
-    back = fraction - 1.0
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
-    directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)
-    origins = rotate_about(origins_s, rotvec_end, back, shift_end, dtype=np.float32)
+    fired = fire(motion, pattern.time_offset_s, pattern.directions, origins_s, rotvec_end, shift_end)
+    fraction, back, directions, origins = fired.fraction, fired.back, fired.directions, fired.origins
     ids, start_poses, end_poses = _moving_in_reach(scene, motion.instance_start_poses, sensor_end_pose,
                                                    reach_m(origins, max_range_m, sensor_end_pose))
     if not len(ids):
@@ -360,13 +434,13 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     key = pattern.directions if coherence_key is None else np.ascontiguousarray(coherence_key, np.float32)
     time_s = np.ascontiguousarray(pattern.time_offset_s, np.float32)
     beam_id = np.ascontiguousarray(pattern.beam_id, np.uint32)
-    edges = np.linspace(float(fraction.min()), float(fraction.max()), slices + 1)
+    edges = np.linspace(fired.first, fired.last, slices + 1)
     bounds: list[int] | np.ndarray  # where each slice's run starts, and the end
     if slices == 1:  # the pattern's packet order (kept per pattern by the caster) still groups the turned rays
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
                         coherence_key=None if keep_order else key, in_packet_order=keep_order)
         bounds, gather = [0, len(fraction)], None
-    elif not np.any(fraction[1:] < fraction[:-1]):  # rays stored in firing order (a spinning lidar's columns):
+    elif fired.in_order:  # rays stored in firing order (a spinning lidar's columns):
         # each slice is already a contiguous run of the pattern, nothing to gather or put back (a ray at an edge
         # goes to the later slice, as below); casters keep the pattern's packet order within each run
         bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
