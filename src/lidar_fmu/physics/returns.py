@@ -268,7 +268,8 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
                   min_range_m, limit_code, limit_a, limit_b, limit_c, limit_tail_refl, limit_tail_m, limit_max,
                   limit_floor_m, triangle_material, first_triangle, primitive_id, class_code, reflectance_table, lambertian_rho0,
                   triangle_reflectance, triangle_object_id, triangle_semantic, instance_semantic, path_gain, x, y, z, rng,
-                  refl, nx, ny, nz, beam, obj, saturated, ray_index, intensity, keep_material, material_id, semantic):
+                  refl, nx, ny, nz, beam, obj, saturated, echo, ray_index, intensity, keep_material, material_id,
+                  semantic):
     shared_origin = origins.shape[0] == 1
     one_gain = path_gain.shape[0] == 1  # no mirror in the scene: every ray keeps all its power
     count = 0
@@ -298,6 +299,7 @@ def _fill_returns(range_m, normal_world, instance_id, instance_index, origins, d
         beam[count] = beam_id[i]
         obj[count] = object_id_of_hit(k, primitive_id[i], instance_id[i], triangle_object_id, first_triangle)
         saturated[count] = 1 if is_saturated else 0
+        echo[count] = 0  # one return per ray: echo formation (lidar_fmu.physics.echoes) numbers several
         semantic[count] = semantic_of_hit(k, primitive_id[i], triangle_semantic, first_triangle, instance_semantic)
         ray_index[count] = i
         intensity[count] = percent
@@ -417,6 +419,7 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
             rays.beam_id[per_ray], sensor_from_world, *limit_args, *scene_args[:2],
             hits.primitive_id[per_ray], *scene_args[2:],
             gain if gain.shape[0] == 1 else gain[per_ray], *(points[name][per_ray] for name in CAST_FIELDS),
+            points["echo"][per_ray],
             ray_index[per_ray], intensity[per_ray], model.keep_material, material_id[per_ray] if model.keep_material
             else material_id, semantic[per_ray])
 
@@ -432,7 +435,6 @@ def returns_of_hits(hits: CastHits, rays: CastRays, model: ReturnModel) -> Retur
         ray_index[m:m + count] = ray_index[a:a + count] + a
         m += count
     points = points[:m]
-    points["echo"] = 0  # one return per ray: echo formation (lidar_fmu.physics.echoes) numbers several
     return Returns(points, ray_index[:m], intensity[:m], material_id[:m] if model.keep_material else None,
                    semantic[:m])
 
