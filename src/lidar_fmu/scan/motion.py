@@ -508,8 +508,7 @@ def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> Non
     """
     if len(points) == 0:
         return
-    place_on_rays(points["range"], ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32),
-                   points["x"], points["y"], points["z"])
+    place_on_rays(points, ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32))
     angle = float(np.linalg.norm(rotvec_end))
     if angle > 0:  # in the records: no (N, 3) copies out and back
         _turn_normals(points, np.ascontiguousarray(ray_index, np.int64), np.asarray(rotvec_end, np.float64) / angle,
