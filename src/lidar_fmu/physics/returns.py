@@ -451,14 +451,24 @@ def returns_cloud(returns: Returns, pattern: RayPattern, sensor_pose: ArrayLike,
     unit's own convention (``pattern.range_offset_m`` added last: every stage before places points from the
     distance along the ray; docs/sensors.md, "Range convention").
     """
-    returns.points["time"] = pattern.time_offset_s[returns.ray_index]
-    if pattern.range_offset_m:
-        returns.points["range"] += np.float32(pattern.range_offset_m)
+    _stamp(returns.points, returns.ray_index, pattern.time_offset_s, np.float32(pattern.range_offset_m))
     cloud = PointCloud(returns.points, returns.ray_index, pattern.rows, pattern.columns,
                        sensor_pose=np.asarray(sensor_pose), pattern=pattern, **meta)
     cloud.intensity_percent = returns.intensity_percent
     cloud.semantic = returns.semantic
     return cloud
+
+
+@njit(cache=True, nogil=True)
+def _stamp(points, ray_index, time_offset_s, range_offset_m):
+    """Each return's ``time`` (its ray's firing time) and, where ``range_offset_m`` (float32) is not 0, its range
+    plus it, in float32: one pass over the records (a gather and a float32 add over field views took 4×)."""
+    offset = range_offset_m != 0
+    for k in range(points.shape[0]):
+        point = points[k]
+        point.time = time_offset_s[ray_index[k]]
+        if offset:
+            point.range = point.range + range_offset_m
 
 
 #: the path gain of every ray of a cast without mirrors (one value for all)
