@@ -460,7 +460,7 @@ def returns_cloud(returns: Returns, pattern: RayPattern, sensor_pose: ArrayLike,
 
 
 @njit(cache=True, nogil=True)
-def _stamp(points, ray_index, time_offset_s, range_offset_m):
+def _stamp(points: np.ndarray, ray_index: np.ndarray, time_offset_s: np.ndarray, range_offset_m: np.float32) -> None:
     """Each return's ``time`` (its ray's firing time) and, where ``range_offset_m`` (float32) is not 0, its range
     plus it, in float32: one pass over the records (a gather and a float32 add over field views took 4×)."""
     offset = range_offset_m != 0

@@ -177,6 +177,13 @@ def _turn(vectors, axis, angle, fraction, shift, out):
     return out
 
 
+@register_jitable
+def _fraction_at(time_offset_s, window_start_s, start_s, span):
+    """:meth:`FrameMotion.fraction` of one ray (a column's last lasers may fire just past the view: posed at the
+    view, never beyond)."""
+    return min((window_start_s + np.float64(time_offset_s) - start_s) / span, 1.0) if span > 0 else 1.0
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fraction, back, turned, moved, extent):
     """A frame's rays as they fired, in one pass: ray ``i`` fires at ``fraction[i]`` of the window
@@ -193,14 +200,9 @@ def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fracti
         first = chunk * _TURN_CHUNK
         last, c, s = np.nan, 1.0, 0.0
         low, high, falls = np.inf, -np.inf, 0.0
-        previous = np.nan
-        if first > 0:
-            previous = (window_start_s + np.float64(time_offset_s[first - 1]) - start_s) / span if span > 0 else 1.0
-            previous = 1.0 if previous > 1.0 else previous
+        previous = _fraction_at(time_offset_s[first - 1], window_start_s, start_s, span) if first > 0 else np.nan
         for i in range(first, min(n, first + _TURN_CHUNK)):
-            # (a column's last lasers may fire just past the view: posed at the view, never beyond)
-            f = (window_start_s + np.float64(time_offset_s[i]) - start_s) / span if span > 0 else 1.0
-            f = 1.0 if f > 1.0 else f
+            f = _fraction_at(time_offset_s[i], window_start_s, start_s, span)
             fraction[i] = f
             low, high = min(low, f), max(high, f)
             if f < previous:
