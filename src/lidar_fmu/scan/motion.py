@@ -185,17 +185,18 @@ def _fraction_at(time_offset_s, window_start_s, start_s, span):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fraction, back, turned, moved, extent):
+def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fraction, turned, moved, extent):
     """A frame's rays as they fired, in one pass: ray ``i`` fires at ``fraction[i]`` of the window
-    (``window``: its first firing, start and span, s; :meth:`FrameMotion.fraction`), ``back[i]`` = that − 1, and
-    its direction (``turned``) and origin (``moved``; ``origins`` (1, 3): one for all) turned by ``back[i]·angle``
-    about the unit ``axis`` and shifted by ``back[i]·shift`` (the origin only), as :func:`rotate_about` turns them.
+    (``window``: its first firing, start and span, s; :meth:`FrameMotion.fraction`), and its direction
+    (``turned``) and origin (``moved``; ``origins`` (1, 3): one for all) turned by ``(fraction[i] − 1)·angle`` about
+    the unit ``axis`` and shifted by ``(fraction[i] − 1)·shift`` (the origin only), as :func:`rotate_about` turns
+    them.
     ``extent[chunk]``: the fractions' least and greatest in each chunk of :data:`_TURN_CHUNK` rays, and 1 where
     they do not fall from the chunk's first ray (or the one before it) on."""
     window_start_s, start_s, span = window[0], window[1], window[2]
     one = origins.shape[0] == 1
     still = np.zeros(3)
-    n = back.shape[0]
+    n = fraction.shape[0]
     for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
         first = chunk * _TURN_CHUNK
         last, c, s = np.nan, 1.0, 0.0
@@ -209,7 +210,6 @@ def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fracti
                 falls = 1.0
             previous = f
             b = f - 1.0
-            back[i] = b
             if b != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
                 last = b
                 c, s = math.cos(b * angle), math.sin(b * angle)
@@ -248,7 +248,6 @@ class Fired(NamedTuple):
     """A frame's rays as they fired (:func:`fire`)."""
 
     fraction: np.ndarray  # (N,) float64: where each ray fired between the start (0) and end (1) poses
-    back: np.ndarray  # (N,) float64: fraction − 1
     directions: np.ndarray  # (N, 3) float32: each ray's direction in the sensor frame at the end
     origins: np.ndarray  # (N, 3) float32: each ray's origin in the sensor frame at the end
     first: float  # the least fraction
@@ -264,14 +263,14 @@ def fire(motion: FrameMotion, time_offset_s: np.ndarray, directions: np.ndarray,
     n = len(time_offset_s)
     angle = float(np.linalg.norm(rotvec))
     axis = np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)
-    fraction, back = np.empty(n), np.empty(n)
+    fraction = np.empty(n)
     turned, moved = np.empty((n, 3), np.float32), np.empty((n, 3), np.float32)
     extent = np.empty(((n + _TURN_CHUNK - 1) // _TURN_CHUNK, 3))
     window = np.array([motion.window_start_s, motion.start_s, motion.end_s - motion.start_s], np.float64)
     _fire(np.ascontiguousarray(time_offset_s), window, np.ascontiguousarray(directions),  # (float32 read as is)
-          np.ascontiguousarray(origins, np.float64), axis, angle, np.asarray(shift, np.float64), fraction, back,
+          np.ascontiguousarray(origins, np.float64), axis, angle, np.asarray(shift, np.float64), fraction,
           turned, moved, extent)
-    return Fired(fraction, back, turned, moved, float(extent[:, 0].min(initial=np.inf)),
+    return Fired(fraction, turned, moved, float(extent[:, 0].min(initial=np.inf)),
                  float(extent[:, 1].max(initial=-np.inf)), not extent[:, 2].any())
 
 
@@ -428,7 +427,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     rotvec_end, shift_end = sensor_turn(motion, sensor_end_pose)
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
     fired = fire(motion, pattern.time_offset_s, pattern.directions, origins_s, rotvec_end, shift_end)
-    fraction, back, directions, origins = fired.fraction, fired.back, fired.directions, fired.origins
+    fraction, directions, origins = fired.fraction, fired.directions, fired.origins
     ids, start_poses, end_poses = _moving_in_reach(scene, motion.instance_start_poses, sensor_end_pose,
                                                    reach_m(origins, max_range_m, sensor_end_pose))
     if not len(ids):
@@ -464,7 +463,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
         job = CastJob(rays, model, runs, ScenePose(scene, ids, end_poses))
     else:
         job = CastJob(rays, model)
-    return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, back)
+    return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, fraction)
 
 
 def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, radius_m: float):
@@ -490,17 +489,17 @@ def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, radius_m:
     return ids[near], start[near], end[near]
 
 
-def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, back, returns: Returns) -> Returns:
+def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, fraction, returns: Returns) -> Returns:
     """A moving cast's returns (batch order, end frame) → ray order, each in the sensor frame when it fired."""
     if gather is not None:  # back to the pattern's ray order
         returns = returns._replace(ray_index=gather[returns.ray_index].astype(np.int32))
         if np.any(returns.ray_index[1:] < returns.ray_index[:-1]):
             returns = take_returns(returns, np.argsort(returns.ray_index, kind="stable"))
-    _to_own_time(returns.points, returns.ray_index, pattern, origins_s, rotvec_end, back)
+    _to_own_time(returns.points, returns.ray_index, pattern, origins_s, rotvec_end, fraction)
     return returns
 
 
-def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:
+def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, fraction) -> None:
     """Returns computed in the end frame → the sensor frame at each ray's own firing time, in place.
 
     Along its own ray the return lies ``range`` from the ray's origin, in
@@ -514,5 +513,5 @@ def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> Non
     angle = float(np.linalg.norm(rotvec_end))
     if angle > 0:  # in the records: no (N, 3) copies out and back
         _turn_normals(points, np.ascontiguousarray(ray_index, np.int64), np.asarray(rotvec_end, np.float64) / angle,
-                      angle, np.ascontiguousarray(-back, np.float64))
+                      angle, -(fraction - 1.0))  # (−(f − 1), not 1 − f: the turn's sign of zero as the rays')
 
