@@ -244,6 +244,13 @@ def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, 
     return _turn(np.ascontiguousarray(vectors, np.float64), axis, angle, fraction, shift, out)
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only, contiguous view of ``array`` (a copy only where it is not contiguous)."""
+    view = np.ascontiguousarray(array).view()
+    view.flags.writeable = False
+    return view
+
+
 class Fired(NamedTuple):
     """A frame's rays as they fired (:func:`fire`)."""
 
@@ -267,9 +274,10 @@ def fire(motion: FrameMotion, time_offset_s: np.ndarray, directions: np.ndarray,
     turned, moved = np.empty((n, 3), np.float32), np.empty((n, 3), np.float32)
     extent = np.empty(((n + _TURN_CHUNK - 1) // _TURN_CHUNK, 3))
     window = np.array([motion.window_start_s, motion.start_s, motion.end_s - motion.start_s], np.float64)
-    _fire(np.ascontiguousarray(time_offset_s), window, np.ascontiguousarray(directions),  # (float32 read as is)
-          np.ascontiguousarray(origins, np.float64), axis, angle, np.asarray(shift, np.float64), fraction,
-          turned, moved, extent)
+    # the pattern's arrays read as they are (float32, no copy), as read-only views: Numba compiles a read-only array
+    # a kernel of its own, and a caller's read-only pattern would otherwise compile one more in its first frame
+    _fire(_read_only(time_offset_s), window, _read_only(directions), np.ascontiguousarray(origins, np.float64), axis,
+          angle, np.asarray(shift, np.float64), fraction, turned, moved, extent)
     return Fired(fraction, turned, moved, float(extent[:, 0].min(initial=np.inf)),
                  float(extent[:, 1].max(initial=-np.inf)), not extent[:, 2].any())
 
