@@ -200,6 +200,7 @@ def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fracti
     for chunk in prange((n + _TURN_CHUNK - 1) // _TURN_CHUNK):  # on every core
         first = chunk * _TURN_CHUNK
         last, c, s = np.nan, 1.0, 0.0
+        ox, oy, oz = 0.0, 0.0, 0.0
         low, high, falls = np.inf, -np.inf, 0.0
         previous = _fraction_at(time_offset_s[first - 1], window_start_s, start_s, span) if first > 0 else np.nan
         for i in range(first, min(n, first + _TURN_CHUNK)):
@@ -213,8 +214,17 @@ def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fracti
             if b != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
                 last = b
                 c, s = math.cos(b * angle), math.sin(b * angle)
-            _turn_into(turned, i, directions, i, axis, c, s, b, still)
-            _turn_into(moved, i, origins, 0 if one else i, axis, c, s, b, shift)
+                # (one origin for every ray turns alike over the whole firing too)
+                ox, oy, oz = _rodrigues(origins[0, 0], origins[0, 1], origins[0, 2], axis[0], axis[1], axis[2], c, s)
+            if angle == 0.0 and directions[i, 0] != 0.0 and directions[i, 1] != 0.0 and directions[i, 2] != 0.0:
+                # no turn: v·1 plus signed zeros is v itself; only a zero component takes its sign from the sum
+                turned[i, 0], turned[i, 1], turned[i, 2] = directions[i, 0], directions[i, 1], directions[i, 2]
+            else:
+                _turn_into(turned, i, directions, i, axis, c, s, b, still)
+            if one:
+                moved[i, 0], moved[i, 1], moved[i, 2] = ox + b * shift[0], oy + b * shift[1], oz + b * shift[2]
+            else:
+                _turn_into(moved, i, origins, i, axis, c, s, b, shift)
         extent[chunk, 0], extent[chunk, 1], extent[chunk, 2] = low, high, falls
 
 
