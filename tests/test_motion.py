@@ -9,7 +9,9 @@ from helpers.osi_views import HOST_ID, sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.scan.motion import (
+    FrameMotion,
     PoseInterpolation,
+    fire,
     interpolate_pose,
     is_jump,
     rates_jump,
@@ -87,6 +89,31 @@ def test_many_objects_interpolate_as_each_one_alone():
         alone = PoseInterpolation(start[k], end[k])
         assert np.array_equal(alone.angle[0], together.angle[k]) and np.array_equal(alone.skew[0], together.skew[k])
         assert np.array_equal(alone.at(0.37)[0], together.at(0.37)[k])
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+@pytest.mark.parametrize("own_origins", [False, True])
+def test_the_firing_pass_turns_rays_as_rotate_about_does(in_order, own_origins):
+    """One compiled pass (fire) gives each ray's fraction and its direction and origin turned, bit for bit as
+    FrameMotion.fraction and rotate_about give them, signed zeros and rays past the view included."""
+    rng = np.random.default_rng(7)
+    n = 9000  # three chunks of the parallel pass
+    directions = rng.normal(size=(n, 3)).astype(np.float32)
+    directions[::7, 1], directions[::11, 2] = -0.0, 0.0
+    time_s = rng.uniform(0.0, 0.1, n).astype(np.float32)
+    time_s = np.sort(time_s) if in_order else time_s
+    time_s[-5:] = 0.1  # the last lasers of a column fire just past the view: posed at it
+    origins = rng.normal(size=(n, 3)).astype(np.float32) if own_origins else np.zeros((1, 3))
+    motion = FrameMotion(0.0, 0.095, 0.001, np.eye(4))
+    fraction = motion.fraction(time_s)
+    for rotvec in (np.zeros(3), np.array([0.01, -0.02, 0.3])):
+        shift = np.array([0.8, -0.1, 0.0])
+        fired = fire(motion, time_s, directions, origins, rotvec, shift)
+        assert fired.fraction.tobytes() == fraction.tobytes()
+        assert fired.directions.tobytes() == rotate_about(directions, rotvec, fraction - 1.0, dtype=np.float32).tobytes()
+        assert fired.origins.tobytes() == rotate_about(origins, rotvec, fraction - 1.0, shift, np.float32).tobytes()
+        assert (fired.first, fired.last) == (fraction.min(), fraction.max())
+        assert fired.in_order == in_order
 
 
 def test_jumps_are_not_motion():

@@ -1,5 +1,6 @@
 """What files say about how their points were made: per-point time only for a sweep, the frame's times, the OSI
 intensity and the ring as ROS tools read them."""
+import dataclasses
 import json
 
 import laspy
@@ -11,7 +12,8 @@ from lidar_fmu import Lidar, Scene, box_mesh, load_sensor
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.io import read_pcd, write_las, write_pcd, write_ply
-from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, beam_rings
+from lidar_fmu.physics.returns import returns_cloud
+from lidar_fmu.pointcloud import ENVIRONMENT_ID_BASE, POINT_DTYPE, Returns, beam_rings, place_on_rays
 from lidar_fmu.tools.replay_outputs import first_firing_s
 
 
@@ -106,3 +108,31 @@ def test_a_ros_bag_is_written_into_a_new_folder_only(scene, tmp_path):
         cloud.timestamp_s = -1.0
         with pytest.raises(PointCloudFileError, match="≥ 0 s"):
             bag.write("front", cloud, np.eye(4))
+
+
+@pytest.mark.parametrize("own_origins", [False, True])
+def test_returns_are_placed_and_stamped_in_float32_as_numpy_computes_it(own_origins):
+    """The compiled passes over the point records (place_on_rays; returns_cloud's firing times and range offset)
+    give the bytes numpy's float32 arithmetic gives, every other field untouched."""
+    rng = np.random.default_rng(3)
+    sensor = load_sensor({"horizontal_fov_deg": [-180, 180], "horizontal_samples": 64, "vertical_fov_deg": [-10, 10],
+                          "channels": 4, "max_range_m": 100})
+    pattern = sensor.pattern
+    n = len(pattern)
+    ray = np.sort(rng.choice(n, n // 2, replace=False)).astype(np.int32)
+    points = np.zeros(len(ray), POINT_DTYPE)
+    points["range"] = rng.uniform(0.5, 90.0, len(ray)).astype(np.float32)
+    points["object_id"] = rng.integers(0, 2**40, len(ray))
+    origins = rng.normal(size=(n, 3)).astype(np.float32) if own_origins else np.zeros((1, 3), np.float32)
+    placed = points.copy()
+    place_on_rays(placed, ray, pattern.directions, origins)
+    o = origins[ray] if own_origins else origins
+    for k, axis in enumerate("xyz"):
+        np.testing.assert_array_equal(placed[axis], o[:, k] + points["range"] * pattern.directions[ray, k])
+    offset = 0.0158  # an Ouster's lidar-axis offset
+    cloud = returns_cloud(Returns(placed.copy(), ray, np.zeros(len(ray), np.float32)),
+                          dataclasses.replace(pattern, range_offset_m=offset), np.eye(4))
+    expected = placed.copy()
+    expected["time"] = pattern.time_offset_s[ray]
+    expected["range"] += np.float32(offset)
+    assert cloud.points.tobytes() == expected.tobytes()

@@ -12,6 +12,7 @@ from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.transforms import pose_matrix
 from lidar_fmu.osi import encode as encode_module
 from lidar_fmu.physics import returns as physics_module
+from lidar_fmu.pointcloud import CAST_FIELDS
 from lidar_fmu.raycast import BackendError, Hits, make_backend
 from lidar_fmu.raycast.embree4 import packet_tiles, scan_steps_deg
 from lidar_fmu.scan.motion import FrameMotion, ScenePose
@@ -111,7 +112,7 @@ def test_returns_filled_in_parts_are_the_same(monkeypatch):
     monkeypatch.setattr(physics_module, "_FILL_RAYS", 1000)  # 15 parts: most of them close up
     parts = physics_module.returns_of_hits(hits, rays, model)
     assert len(whole.points) > 1000
-    for name in (*physics_module.CAST_FIELDS, "echo"):  # ("time" is the cloud's to fill)
+    for name in (*CAST_FIELDS, "echo"):  # ("time" is the cloud's to fill)
         np.testing.assert_array_equal(whole.points[name], parts.points[name], err_msg=name)
     np.testing.assert_array_equal(whole.ray_index, parts.ray_index)
     np.testing.assert_array_equal(whole.intensity_percent, parts.intensity_percent)

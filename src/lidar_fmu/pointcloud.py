@@ -364,12 +364,15 @@ def point_on_ray(origins, ray, range_m, dx, dy, dz):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True)
-def place_on_rays(range_m, ray_index, directions, origins, x, y, z):  # type: ignore[no-untyped-def]
-    """x, y, z[k] = the point ``range_m[k]`` along ray ``ray_index[k]``: ``origin + range · direction`` (origins
-    (N, 3), or (1, 3) for every ray), in float32 as the physics pass writes it."""
-    for k in range(range_m.shape[0]):
+def place_on_rays(points, ray_index, directions, origins):  # type: ignore[no-untyped-def]
+    """Each of ``points`` (POINT_DTYPE records) at its ``range`` along ray ``ray_index[k]``: x, y, z = ``origin +
+    range · direction`` (origins (N, 3), or (1, 3) for every ray), in float32 as the physics pass writes it; in
+    the records (field views as arguments took 1.25× as long)."""
+    for k in range(points.shape[0]):
         i = ray_index[k]
-        x[k], y[k], z[k] = point_on_ray(origins, i, range_m[k], directions[i, 0], directions[i, 1], directions[i, 2])
+        point = points[k]
+        point.x, point.y, point.z = point_on_ray(origins, i, point.range, directions[i, 0], directions[i, 1],
+                                                 directions[i, 2])
 
 
 class Returns(NamedTuple):

@@ -442,16 +442,22 @@ def _points(cloud) -> np.ndarray:
 
 
 def _per_point(values, m: int, what: str) -> np.ndarray:
-    """A fresh contiguous float64 array: one value per point, or (scalar) one value."""
-    arr = np.array(values, dtype=np.float64).reshape(-1)
+    """A contiguous float64 array: one value per point, or (scalar) one value (the caller's own array where it is
+    one already and writable: the writers only read it, and Numba would compile a read-only one its own kernel)."""
+    arr = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    if not arr.flags.writeable:
+        arr = arr.copy()
     if not (arr.shape[0] == m or np.ndim(values) == 0):
         raise ValueError(f"{what} must be a scalar or have one value per point ({m}), got shape {np.shape(values)}")
     return arr
 
 
 def _per_point_or_empty(values, m: int, what: str) -> np.ndarray:
-    """A fresh float64 array of one value per point, or an empty one where ``values`` is None (not given)."""
-    return np.empty(0, np.float64) if values is None else np.broadcast_to(_per_point(values, m, what), (m,)).copy()
+    """A contiguous float64 array of one value per point, or an empty one where ``values`` is None (not given)."""
+    if values is None:
+        return np.empty(0, np.float64)
+    arr = _per_point(values, m, what)
+    return arr if len(arr) == m else np.broadcast_to(arr, (m,)).copy()
 
 
 class LidarDetectionBlock(NamedTuple):

@@ -602,8 +602,7 @@ def form_echoes(returns, pattern, footprint: Footprint, limit, max_range_m: floa
                      (np.int64(code), *map(np.float64, fit)), out, out_ray, out_intensity, out_pulse, out_source)
     out, out_ray = out[:m], out_ray[:m]
     origins = np.zeros((1, 3), np.float32) if pattern.origins is None else pattern.origins
-    place_on_rays(out["range"], out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32), out["x"],
-                  out["y"], out["z"])
+    place_on_rays(out, out_ray, pattern.directions, np.ascontiguousarray(origins, np.float32))
     # an echo's material (for ground truth) and semantic class are its strongest sub-ray's
     source = out_source[:m]
     material = None if material_id is None else material_id[source]

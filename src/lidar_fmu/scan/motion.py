@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -176,6 +177,57 @@ def _turn(vectors, axis, angle, fraction, shift, out):
     return out
 
 
+@register_jitable
+def _fraction_at(time_offset_s, window_start_s, start_s, span):
+    """:meth:`FrameMotion.fraction` of one ray (a column's last lasers may fire just past the view: posed at the
+    view, never beyond)."""
+    return min((window_start_s + np.float64(time_offset_s) - start_s) / span, 1.0) if span > 0 else 1.0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fraction, turned, moved, extent):
+    """A frame's rays as they fired, in one pass: ray ``i`` fires at ``fraction[i]`` of the window
+    (``window``: its first firing, start and span, s; :meth:`FrameMotion.fraction`), and its direction
+    (``turned``) and origin (``moved``; ``origins`` (1, 3): one for all) turned by ``(fraction[i] − 1)·angle`` about
+    the unit ``axis`` and shifted by ``(fraction[i] − 1)·shift`` (the origin only), as :func:`rotate_about` turns
+    them.
+    ``extent[chunk]``: the fractions' least and greatest in each chunk of :data:`TURN_CHUNK` rays, and 1 where
+    they do not fall from the chunk's first ray (or the one before it) on."""
+    window_start_s, start_s, span = window[0], window[1], window[2]
+    one = origins.shape[0] == 1
+    still = np.zeros(3)
+    n = fraction.shape[0]
+    for chunk in prange((n + TURN_CHUNK - 1) // TURN_CHUNK):  # on every core
+        first = chunk * TURN_CHUNK
+        last, c, s = np.nan, 1.0, 0.0
+        ox, oy, oz = 0.0, 0.0, 0.0
+        low, high, falls = np.inf, -np.inf, 0.0
+        previous = _fraction_at(time_offset_s[first - 1], window_start_s, start_s, span) if first > 0 else np.nan
+        for i in range(first, min(n, first + TURN_CHUNK)):
+            f = _fraction_at(time_offset_s[i], window_start_s, start_s, span)
+            fraction[i] = f
+            low, high = min(low, f), max(high, f)
+            if f < previous:
+                falls = 1.0
+            previous = f
+            b = f - 1.0
+            if b != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
+                last = b
+                c, s = math.cos(b * angle), math.sin(b * angle)
+                # (one origin for every ray turns alike over the whole firing too)
+                ox, oy, oz = _rodrigues(origins[0, 0], origins[0, 1], origins[0, 2], axis[0], axis[1], axis[2], c, s)
+            if angle == 0.0 and directions[i, 0] != 0.0 and directions[i, 1] != 0.0 and directions[i, 2] != 0.0:
+                # no turn: v·1 plus signed zeros is v itself; only a zero component takes its sign from the sum
+                turned[i, 0], turned[i, 1], turned[i, 2] = directions[i, 0], directions[i, 1], directions[i, 2]
+            else:
+                turned[i, 0], turned[i, 1], turned[i, 2] = turned_row(directions, i, axis, c, s, b, still)
+            if one:
+                moved[i, 0], moved[i, 1], moved[i, 2] = ox + b * shift[0], oy + b * shift[1], oz + b * shift[2]
+            else:
+                moved[i, 0], moved[i, 1], moved[i, 2] = turned_row(origins, i, axis, c, s, b, shift)
+        extent[chunk, 0], extent[chunk, 1], extent[chunk, 2] = low, high, falls
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _turn_normals(points, ray_index, axis, angle, fraction):
     """Each return's normal turned by ``fraction[ray]·angle`` about the unit ``axis``, in the records, in place."""
@@ -205,6 +257,44 @@ def rotate_about(vectors: np.ndarray, rotvec: np.ndarray, fraction, shift=None, 
     shift = np.zeros(3) if shift is None else np.asarray(shift, np.float64)
     out = np.empty((len(fraction), 3), dtype)
     return _turn(np.ascontiguousarray(vectors, np.float64), axis, angle, fraction, shift, out)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only, contiguous view of ``array`` (a copy only where it is not contiguous)."""
+    view = np.ascontiguousarray(array).view()
+    view.flags.writeable = False
+    return view
+
+
+class Fired(NamedTuple):
+    """A frame's rays as they fired (:func:`fire`)."""
+
+    fraction: np.ndarray  # (N,) float64: where each ray fired between the start (0) and end (1) poses
+    directions: np.ndarray  # (N, 3) float32: each ray's direction in the sensor frame at the end
+    origins: np.ndarray  # (N, 3) float32: each ray's origin in the sensor frame at the end
+    first: float  # the least fraction
+    last: float  # the greatest
+    in_order: bool  # the fractions never fall from one ray to the next (rays stored in firing order)
+
+
+def fire(motion: FrameMotion, time_offset_s: np.ndarray, directions: np.ndarray, origins: np.ndarray,
+         rotvec: np.ndarray, shift: np.ndarray) -> Fired:
+    """Each ray's firing (:meth:`FrameMotion.fraction`) and, seen from the sensor at the frame's end, its direction
+    and origin (``origins``: (N, 3), or (1, 3) for all) turned by ``(f − 1)·rotvec``, the origin also shifted by
+    ``(f − 1)·shift`` (:func:`sensor_turn`), exactly as :func:`rotate_about` turns them: one compiled pass."""
+    n = len(time_offset_s)
+    angle = float(np.linalg.norm(rotvec))
+    axis = np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)
+    fraction = np.empty(n)
+    turned, moved = np.empty((n, 3), np.float32), np.empty((n, 3), np.float32)
+    extent = np.empty(((n + TURN_CHUNK - 1) // TURN_CHUNK, 3))
+    window = np.array([motion.window_start_s, motion.start_s, motion.end_s - motion.start_s], np.float64)
+    # the pattern's arrays read as they are (float32, no copy), as read-only views: Numba compiles a read-only array
+    # a kernel of its own, and a caller's read-only pattern would otherwise compile one more in its first frame
+    _fire(_read_only(time_offset_s), window, _read_only(directions), np.ascontiguousarray(origins, np.float64), axis,
+          angle, np.asarray(shift, np.float64), fraction, turned, moved, extent)
+    return Fired(fraction, turned, moved, float(extent[:, 0].min(initial=np.inf)),
+                 float(extent[:, 1].max(initial=-np.inf)), not extent[:, 2].any())
 
 
 class PoseInterpolation:
@@ -357,12 +447,10 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     """:func:`cast_moving` up to the cast: (the :class:`~lidar_fmu.raycast.CastJob`, the function that takes its
     returns to the sensor frame at each ray's own firing time, in ray order). ``coherence_key``: the directions
     casters group the rays into packets by (default: the pattern's own)."""
-    fraction = motion.fraction(pattern.time_offset_s)
     rotvec_end, shift_end = sensor_turn(motion, sensor_end_pose)
-    back = fraction - 1.0
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
-    directions = rotate_about(pattern.directions, rotvec_end, back, dtype=np.float32)
-    origins = rotate_about(origins_s, rotvec_end, back, shift_end, dtype=np.float32)
+    fired = fire(motion, pattern.time_offset_s, pattern.directions, origins_s, rotvec_end, shift_end)
+    fraction, directions, origins = fired.fraction, fired.directions, fired.origins
     ids, start_poses, end_poses = _moving_in_reach(scene, motion.instance_start_poses, sensor_end_pose,
                                                    reach_m(origins, max_range_m, sensor_end_pose))
     if not len(ids):
@@ -370,13 +458,13 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     key = pattern.directions if coherence_key is None else np.ascontiguousarray(coherence_key, np.float32)
     time_s = np.ascontiguousarray(pattern.time_offset_s, np.float32)
     beam_id = np.ascontiguousarray(pattern.beam_id, np.uint32)
-    edges = np.linspace(float(fraction.min()), float(fraction.max()), slices + 1)
+    edges = np.linspace(fired.first, fired.last, slices + 1)
     bounds: list[int] | np.ndarray  # where each slice's run starts, and the end
     if slices == 1:  # the pattern's packet order (kept per pattern by the caster) still groups the turned rays
         rays = RayBatch(origins, directions, sensor_end_pose, time_s, beam_id, float(max_range_m),
                         coherence_key=None if keep_order else key, in_packet_order=keep_order)
         bounds, gather = [0, len(fraction)], None
-    elif not np.any(fraction[1:] < fraction[:-1]):  # rays stored in firing order (a spinning lidar's columns):
+    elif fired.in_order:  # rays stored in firing order (a spinning lidar's columns):
         # each slice is already a contiguous run of the pattern, nothing to gather or put back (a ray at an edge
         # goes to the later slice, as below); casters keep the pattern's packet order within each run
         bounds = np.r_[0, np.searchsorted(fraction, edges[1:-1], side="left"), len(fraction)]
@@ -398,7 +486,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
         job = CastJob(rays, model, runs, ScenePose(scene, ids, end_poses))
     else:
         job = CastJob(rays, model)
-    return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, back)
+    return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, fraction)
 
 
 def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, radius_m: float):
@@ -424,17 +512,17 @@ def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, radius_m:
     return ids[near], start[near], end[near]
 
 
-def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, back, returns: Returns) -> Returns:
+def _in_ray_order_at_own_time(gather, pattern, origins_s, rotvec_end, fraction, returns: Returns) -> Returns:
     """A moving cast's returns (batch order, end frame) → ray order, each in the sensor frame when it fired."""
     if gather is not None:  # back to the pattern's ray order
         returns = returns._replace(ray_index=gather[returns.ray_index].astype(np.int32))
         if np.any(returns.ray_index[1:] < returns.ray_index[:-1]):
             returns = take_returns(returns, np.argsort(returns.ray_index, kind="stable"))
-    _to_own_time(returns.points, returns.ray_index, pattern, origins_s, rotvec_end, back)
+    _to_own_time(returns.points, returns.ray_index, pattern, origins_s, rotvec_end, fraction)
     return returns
 
 
-def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> None:
+def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, fraction) -> None:
     """Returns computed in the end frame → the sensor frame at each ray's own firing time, in place.
 
     Along its own ray the return lies ``range`` from the ray's origin, in
@@ -444,10 +532,9 @@ def _to_own_time(points, ray_index, pattern, origins_s, rotvec_end, back) -> Non
     """
     if len(points) == 0:
         return
-    place_on_rays(points["range"], ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32),
-                   points["x"], points["y"], points["z"])
+    place_on_rays(points, ray_index, pattern.directions, np.ascontiguousarray(origins_s, np.float32))
     angle = float(np.linalg.norm(rotvec_end))
     if angle > 0:  # in the records: no (N, 3) copies out and back
         _turn_normals(points, np.ascontiguousarray(ray_index, np.int64), np.asarray(rotvec_end, np.float64) / angle,
-                      angle, np.ascontiguousarray(-back, np.float64))
+                      angle, -(fraction - 1.0))  # (−(f − 1), not 1 − f: the turn's sign of zero as the rays')
 
