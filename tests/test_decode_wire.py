@@ -86,8 +86,9 @@ def test_the_wire_walk_reads_what_the_protobuf_decode_reads():
     rest = static_parts(data)[2]
     walked = _moving_objects_at_wire_level(rest)
     assert walked is not None  # the walk read them, not the protobuf decode
-    assert walked == _protobuf_decode(data)
-    odd = walked[0][-1]
+    assert (walked[0].states(), walked[1]) == _protobuf_decode(data)
+    assert [walked[0].state(k) for k in range(len(walked[0]))] == _protobuf_decode(data)[0]
+    odd = walked[0].states()[-1]
     assert (odd.id, odd.position_m, odd.dimension_m, odd.object_class) == (7, (7.5, 0.0, 0.0), (4.0, 2.0, 1.5),
                                                                             "vehicle")
     assert [o.id for o in decode_sensor_view(data).objects] == [1, 2, 2**64 - 1, 4, 5, 7]
@@ -97,7 +98,8 @@ def test_a_view_without_moving_objects_reads_none():
     view = _view()
     del view.global_ground_truth.moving_object[:]
     data = view.SerializeToString()
-    assert _moving_objects_at_wire_level(data) == ([], []) == _protobuf_decode(data)
+    walked = _moving_objects_at_wire_level(data)
+    assert walked is not None and (walked[0].states(), walked[1]) == ([], []) == _protobuf_decode(data)
 
 
 @pytest.mark.parametrize("where", ["position", "velocity", "dimension", "host dimension"])

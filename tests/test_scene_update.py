@@ -15,7 +15,7 @@ from helpers.osi_views import sensor_view
 from lidar_fmu.cosim.sensor_model import OsiSensorModel
 from lidar_fmu.geometry.scene import Scene, box_mesh
 from lidar_fmu.geometry.transforms import PoseError, pose_matrix
-from lidar_fmu.osi.decode import ObjectState, SensorViewFrame
+from lidar_fmu.osi.decode import MovingObjects, ObjectState, SensorViewFrame
 from lidar_fmu.physics.returns import Materials
 from lidar_fmu.raycast import cuda_available
 from lidar_fmu.scan.lidar import Lidar
@@ -33,7 +33,7 @@ needs_cuda = pytest.mark.skipif(not cuda_available(),
 def frame(objects, time_s=0.0, host=None) -> SensorViewFrame:
     """objects: (id, position, (roll, pitch, yaw), (length, width, height)[, model_reference])."""
     states = [ObjectState(o[0], tuple(o[1]), tuple(o[2]), tuple(o[3]), o[4] if len(o) > 4 else "") for o in objects]
-    return SensorViewFrame(timestamp_s=time_s, sensor_id=0, host_vehicle_id=host, objects=states)
+    return SensorViewFrame(timestamp_s=time_s, sensor_id=0, host_vehicle_id=host, moving=MovingObjects.of_states(states))
 
 
 def mesh_cache(backend) -> dict:
@@ -421,7 +421,8 @@ def test_a_thousand_moving_objects_are_posed_as_each_one_alone():
     states.append(ObjectState(12, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)))  # a duplicate of id 12
     warnings = []
     updater = SceneUpdater(Scene(), warn=warnings.append)
-    updater.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=11, objects=states))
+    updater.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=11,
+                                   moving=MovingObjects.of_states(states)))
     scene = updater.scene
     kept = [s for k, s in enumerate(states[:count]) if k not in (1, 5, 6, 7, 8)]  # 11 is the host
     objects = [int(i) for i in scene.instance_ids if i < ENVIRONMENT_ID_BASE]  # (not the ground plane)
@@ -429,7 +430,8 @@ def test_a_thousand_moving_objects_are_posed_as_each_one_alone():
     assert len(warnings) == 5 and all(any(str(i) in w for w in warnings) for i in (15, 16, 2**62, 2**64 - 1, 12))
     for state in kept:
         alone = SceneUpdater(Scene())
-        alone.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=None, objects=[state]))
+        alone.apply(SensorViewFrame(timestamp_s=0.0, sensor_id=0, host_vehicle_id=None,
+                                    moving=MovingObjects.of_states([state])))
         index = scene.indices_of([state.id])[0]
         mesh, expected_mesh = scene.meshes[scene.instance_mesh_index[index]], alone.scene.meshes[0]
         # the class meshes are shared by all updaters; the unit box is each updater's own

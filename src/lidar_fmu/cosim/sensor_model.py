@@ -298,14 +298,14 @@ class MountedLidar:
         sensor_start = sensor_pose
         if host is not None and moves(host):  # before the first view: back along the host's velocity
             sensor_start = _finite_or(frame.host_pose(start - now) @ mounting, sensor_pose)
-        objects: dict[int, ObjectState] = {}
-        for obj in frame.objects:  # of objects sharing an id, the scene took the first
-            objects.setdefault(obj.id, obj)
 
         def start_of_new(object_id: int) -> np.ndarray | None:
             """An object without an earlier pose: back along its OSI velocity, if it moves."""
-            obj = objects.get(object_id)
-            if obj is None or not moves(obj):
+            k = frame.moving.first_index(object_id)  # (of objects sharing an id, the scene took the first)
+            if k is None:
+                return None
+            obj = frame.moving.state(k)
+            if not moves(obj):
                 return None
             end = self.lidar.scene.pose_of(object_id)
             return _finite_or(extrapolate_pose(end, obj.velocity_m_s, obj.orientation_rate_rad_s, start - now), end)

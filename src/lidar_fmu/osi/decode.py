@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from itertools import repeat
 from operator import attrgetter
 
@@ -85,12 +85,103 @@ class ObjectState:
 
 
 @dataclass
+class MovingObjects:
+    """A view's moving objects as columns, in the view's order (what the scene update and the motion read for all
+    objects at once; :meth:`state` is one of them as an :class:`ObjectState`). A field the view leaves unset is 0
+    with its ``has_`` mask False."""
+
+    ids: np.ndarray  # (N,) uint64
+    position_m: np.ndarray  # (N, 3) bounding-box centres
+    orientation_rad: np.ndarray  # (N, 3) roll, pitch, yaw
+    dimension_m: np.ndarray  # (N, 3) length, width, height
+    velocity_m_s: np.ndarray  # (N, 3)
+    orientation_rate_rad_s: np.ndarray  # (N, 3)
+    bbcenter_to_rear_m: np.ndarray  # (N, 3)
+    has_velocity: np.ndarray  # (N,) bool
+    has_rate: np.ndarray  # (N,) bool
+    has_rear: np.ndarray  # (N,) bool
+    #: (N,) each object's class as an index into :attr:`class_names` (its :attr:`ObjectState.object_class`)
+    class_index: np.ndarray
+    class_names: tuple[str, ...]
+    #: each object's model_reference ("" where it has none)
+    references: list[str]
+    _first_index: dict[int, int] | None = field(default=None, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def of_states(cls, states: list[ObjectState]) -> MovingObjects:
+        """The columns of ``states`` (objects made one by one: the protobuf decode's, a test's)."""
+        def column(values) -> np.ndarray:
+            return np.array([v if v is not None else (0.0, 0.0, 0.0) for v in values], np.float64).reshape(-1, 3)
+
+        names = tuple(dict.fromkeys(s.object_class for s in states))
+        index_of = {name: k for k, name in enumerate(names)}
+        return cls(np.array([s.id for s in states], np.uint64), column(s.position_m for s in states),
+                   column(s.orientation_rad for s in states), column(s.dimension_m for s in states),
+                   column(s.velocity_m_s for s in states), column(s.orientation_rate_rad_s for s in states),
+                   column(s.bbcenter_to_rear_m for s in states),
+                   np.array([s.velocity_m_s is not None for s in states], bool),
+                   np.array([s.orientation_rate_rad_s is not None for s in states], bool),
+                   np.array([s.bbcenter_to_rear_m is not None for s in states], bool),
+                   np.array([index_of[s.object_class] for s in states], np.int64), names,
+                   [s.model_reference for s in states])
+
+    @property
+    def referenced(self) -> np.ndarray:
+        """(N,) whether each object names a model of its own."""
+        return np.array([bool(r) for r in self.references], bool) if any(self.references) else np.zeros(len(self), bool)
+
+    def first_of_id(self) -> np.ndarray:
+        """(N,) whether each object is the first of its id in the view (the one the scene takes)."""
+        first = np.zeros(len(self), bool)
+        first[np.unique(self.ids, return_index=True)[1]] = True
+        return first
+
+    def first_index(self, object_id: int) -> int | None:
+        """The index of the first object of id ``object_id``, None where there is none (the lookup built once)."""
+        if self._first_index is None:  # (reversed: the first of an id is the one that stays)
+            self._first_index = dict(zip(self.ids[::-1].tolist(), range(len(self) - 1, -1, -1)))
+        return self._first_index.get(int(object_id))
+
+    def object_class(self, k: int) -> str:
+        return self.class_names[int(self.class_index[k])]
+
+    def state(self, k: int) -> ObjectState:
+        """Object ``k`` as an :class:`ObjectState`."""
+        return ObjectState(int(self.ids[k]), tuple(self.position_m[k].tolist()),
+                           tuple(self.orientation_rad[k].tolist()), tuple(self.dimension_m[k].tolist()),
+                           self.references[k], True,
+                           tuple(self.bbcenter_to_rear_m[k].tolist()) if self.has_rear[k] else None,
+                           tuple(self.velocity_m_s[k].tolist()) if self.has_velocity[k] else None,
+                           tuple(self.orientation_rate_rad_s[k].tolist()) if self.has_rate[k] else None,
+                           self.object_class(k))
+
+    def states(self) -> list[ObjectState]:
+        """Every object as an :class:`ObjectState` (for what reads them one by one, off the step's hot path)."""
+        count = len(self)
+
+        def triples(values: np.ndarray, mask: np.ndarray | None = None) -> list:
+            if mask is not None and not mask.any():
+                return [None] * count
+            rows = list(map(tuple, values.tolist()))
+            return rows if mask is None else [v if m else None for v, m in zip(rows, mask.tolist())]
+
+        classes = [self.class_names[k] for k in self.class_index.tolist()]
+        return list(map(ObjectState, self.ids.tolist(), triples(self.position_m), triples(self.orientation_rad),
+                        triples(self.dimension_m), self.references, repeat(True, count),
+                        triples(self.bbcenter_to_rear_m, self.has_rear), triples(self.velocity_m_s, self.has_velocity),
+                        triples(self.orientation_rate_rad_s, self.has_rate), classes))
+
+
+@dataclass
 class SensorViewFrame:
     timestamp_s: float
     sensor_id: int
     host_vehicle_id: int | None
-    #: the moving objects (stationary ones are part of :attr:`stationary_part`)
-    objects: list[ObjectState] = field(default_factory=list)
+    #: the moving objects (stationary ones are part of :attr:`stationary_part`); :attr:`objects` one by one
+    moving: MovingObjects = field(default_factory=lambda: MovingObjects.of_states([]))
     mounting_pose: np.ndarray | None = None  # vehicle_from_sensor, None when the view carries none
     #: per ``lidar_sensor_view[k]``, its view configuration's mounting (None where it has none; the error where
     #: it is unusable, raised only by the lidar that uses it): a rig's lidars
@@ -107,8 +198,14 @@ class SensorViewFrame:
     #: moving objects other than the host left out of :attr:`objects`, each (id, why): a size that is not finite
     left_out: list[tuple[int, str]] = field(default_factory=list)
 
+    @cached_property
+    def objects(self) -> list[ObjectState]:
+        """The moving objects one by one (made on first use: the step's own work reads :attr:`moving`)."""
+        return self.moving.states()
+
     def object(self, object_id: int) -> ObjectState | None:
-        return next((o for o in self.objects if o.id == object_id), None)
+        k = self.moving.first_index(object_id)
+        return None if k is None else self.moving.state(k)
 
     def host(self) -> ObjectState | None:
         """The host vehicle, if the view names one and its ground truth holds it."""
@@ -267,8 +364,12 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
             view.lidar_sensor_view[0].view_configuration.mounting_position, "lidar_sensor_view mounting_position"
         )
     lidar_mountings = [_lidar_mounting(lidar, k) for k, lidar in enumerate(view.lidar_sensor_view)]
-    moving = _moving_objects_at_wire_level(rest)
-    objects, left_out = moving if moving is not None else _moving_objects(gt.moving_object, host_id)
+    walked = _moving_objects_at_wire_level(rest)
+    if walked is None:
+        states, left_out = _moving_objects(gt.moving_object, host_id)
+        moving = MovingObjects.of_states(states)
+    else:
+        moving, left_out = walked
     version = None
     if view.HasField("version"):
         version = (view.version.version_major, view.version.version_minor, view.version.version_patch)
@@ -280,7 +381,7 @@ def decode_sensor_view(data: bytes) -> SensorViewFrame:
         timestamp_s=timestamp_s,
         sensor_id=int(view.sensor_id.value),
         host_vehicle_id=host_id,
-        objects=objects,
+        moving=moving,
         mounting_pose=mounting,
         lidar_mountings=lidar_mountings,
         environment_reference=gt.model_reference,
@@ -608,17 +709,7 @@ def _osi_enums() -> tuple[np.ndarray, np.ndarray]:
             _enum_numbers(MovingObject.VehicleClassification.Type.DESCRIPTOR))
 
 
-def _triples(columns: list, k: int, mask: list | None = None) -> list:
-    """Every object's ``k``-th triple of floats as a tuple (``columns``: the 18 columns of the objects' float rows, as
-    lists); with ``mask``, None where it is not set (a field the view leaves unset), and no tuples at all where no
-    object sets it."""
-    if mask is not None and not any(mask):
-        return [None] * len(mask)
-    values = list(zip(*columns[3 * k:3 * k + 3]))
-    return values if mask is None else [v if m else None for v, m in zip(values, mask)]
-
-
-def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[tuple[int, str]]] | None:
+def _moving_objects_at_wire_level(view: bytes) -> tuple[MovingObjects, list[tuple[int, str]]] | None:
     """:func:`_moving_objects` of the (parsed, so well-formed) SensorView bytes ``view``, read by a compiled walk
     instead of a protobuf object and a dozen lookups per object (1,000 objects: ~6 ms of a step); None where a value
     is not finite or a model_reference not UTF-8: the protobuf decode then says which, object by object."""
@@ -632,9 +723,8 @@ def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[
     floats, ints = floats[:count], ints[:count]
     if error or not np.isfinite(floats).all():
         return None
-    # Python objects only where they are kept: each triple a tuple zipped from flat columns, a model reference a
-    # string only where one is set (a thousand objects' nested lists of every triple and reference made the
-    # garbage collector run 15 times a step and sweep the whole heap every few steps)
+    # columns, no Python object per object (a thousand objects' tuples made the garbage collector run 15 times a
+    # step); a model reference a string only where one is set
     references = [""] * count
     named = np.flatnonzero(ints[:, _REFERENCE_END] > ints[:, _REFERENCE])
     try:
@@ -642,14 +732,21 @@ def _moving_objects_at_wire_level(view: bytes) -> tuple[list[ObjectState], list[
             references[k] = str(view[a:b], "utf-8")
     except UnicodeDecodeError:
         return None
-    columns = floats.T.tolist()
-    kind, vehicle_type, has_velocity, has_rate, has_rear = ints[:, _TYPE:_HAS_REAR + 1].T.tolist()
-    classes = [VEHICLE_CLASSES.get(v, "vehicle") if k == 2 else MOVING_CLASSES.get(k, "")
-               for k, v in zip(kind, vehicle_type)]
-    objects = list(map(ObjectState, ints[:, _ID].view(np.uint64).tolist(), _triples(columns, 0), _triples(columns, 1),
-                       _triples(columns, 2), references, repeat(True, count), _triples(columns, 5, has_rear),
-                       _triples(columns, 3, has_velocity), _triples(columns, 4, has_rate), classes))
-    return objects, []
+    kind = ints[:, _TYPE] * (int(vehicle_types.shape[0])) + np.where(ints[:, _TYPE] == 2, ints[:, _VEHICLE_TYPE], 0)
+    pairs, class_index = np.unique(kind, return_inverse=True)
+    names = tuple(_class_name(*divmod(int(pair), int(vehicle_types.shape[0]))) for pair in pairs.tolist())
+    flags = ints[:, _HAS_VELOCITY:_HAS_REAR + 1] != 0
+    return MovingObjects(ints[:, _ID].view(np.uint64).copy(), floats[:, _POSITION:_POSITION + 3],
+                         floats[:, _ORIENTATION:_ORIENTATION + 3], floats[:, _DIMENSION:_DIMENSION + 3],
+                         floats[:, _VELOCITY:_VELOCITY + 3], floats[:, _RATE:_RATE + 3], floats[:, _REAR:_REAR + 3],
+                         flags[:, 0], flags[:, 1], flags[:, 2], class_index.reshape(-1).astype(np.int64), names,
+                         references), []
+
+
+def _class_name(kind: int, vehicle_type: int) -> str:
+    """The class of a moving object of MovingObject.Type ``kind`` and VehicleClassification.Type ``vehicle_type``
+    (:func:`object_class`'s, from the numbers)."""
+    return VEHICLE_CLASSES.get(vehicle_type, "vehicle") if kind == 2 else MOVING_CLASSES.get(kind, "")
 
 
 # ------------------------------------------------------------ OSI environmental conditions

@@ -21,6 +21,7 @@ The spec keys and what was checked: docs/sensors.md, "Firing time and motion dis
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
@@ -335,6 +336,26 @@ def interpolate_pose(start: np.ndarray, end: np.ndarray, fraction: float) -> np.
     return PoseInterpolation(start, end).at(fraction)[0]
 
 
+class StartPoses(Mapping):
+    """Instance id → 4×4 world pose, held as two arrays (ids (K,), poses (K, 4, 4)): a busy road's thousand moving
+    objects' start poses are found, kept and read all at once, never as a dict of a thousand arrays."""
+
+    def __init__(self, ids: np.ndarray, poses: np.ndarray):
+        self.ids, self.poses = np.asarray(ids, np.int64), np.asarray(poses, np.float64).reshape(-1, 4, 4)
+        self._index: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids.tolist())
+
+    def __getitem__(self, instance_id: int) -> np.ndarray:
+        if self._index is None:  # (built on the first lookup by id: the step's own work reads the arrays)
+            self._index = {k: j for j, k in enumerate(self.ids.tolist())}
+        return self.poses[self._index[int(instance_id)]]
+
+
 @dataclass(frozen=True, eq=False)
 class FrameMotion:
     """How the sensor and the objects moved over a frame, for :func:`cast_moving`.
@@ -351,8 +372,17 @@ class FrameMotion:
     end_s: float
     window_start_s: float
     sensor_start_pose: np.ndarray  # 4×4 world_from_sensor at start_s
-    #: instance id → 4×4 world pose at start_s, for the instances that moved (others stand still)
-    instance_start_poses: dict = field(default_factory=dict)
+    #: instance id → 4×4 world pose at start_s, for the instances that moved (others stand still): a mapping, or
+    #: :class:`StartPoses` (the same as two arrays, read all at once by :meth:`start_poses`)
+    instance_start_poses: Mapping[int, np.ndarray] = field(default_factory=dict)
+
+    def start_poses(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids (K,) int64, world poses at start_s (K, 4, 4)) of :attr:`instance_start_poses`, in its order."""
+        starts = self.instance_start_poses
+        if isinstance(starts, StartPoses):
+            return starts.ids, starts.poses
+        poses = np.stack(list(starts.values())) if starts else np.zeros((0, 4, 4))
+        return np.fromiter(starts, np.int64, len(starts)), poses
 
     def fraction(self, time_offset_s: np.ndarray) -> np.ndarray:
         """(N,) float64: where each ray's firing lies between the start (0) and end (1) poses."""
@@ -395,16 +425,17 @@ def motion_since(scene, start_s: float, now_s: float, window_start_s: float, sen
         index, known = find_ids(before_ids, ids)
         then = before_poses[index[known]]
         moved = np.any(then != poses[known], axis=(1, 2)) & ~jumps(then, poses[known], dt_s)
-        starts = dict(zip(ids[known][moved].tolist(), then[moved]))
+        moved_ids, moved_starts = ids[known][moved], then[moved]
         new = ids[~known].tolist()
         sensor_start_pose = sensor_then if not jumps(sensor_then[None], sensor_pose[None], dt_s)[0] else sensor_pose
     else:
-        starts, new = {}, ids.tolist()
-    for instance_id in new:
-        start = start_of_new(instance_id)
-        if start is not None:
-            starts[instance_id] = start
-    return FrameMotion(start_s, now_s, window_start_s, sensor_start_pose, starts)
+        moved_ids, moved_starts, new = np.zeros(0, np.int64), np.zeros((0, 4, 4)), ids.tolist()
+    # (objects seen for the first time: one by one, but only in the step they appear)
+    found = [(instance_id, start) for instance_id in new if (start := start_of_new(instance_id)) is not None]
+    if found:
+        moved_ids = np.concatenate([moved_ids, np.array([k for k, _ in found], np.int64)])
+        moved_starts = np.concatenate([moved_starts, np.stack([start for _, start in found])])
+    return FrameMotion(start_s, now_s, window_start_s, sensor_start_pose, StartPoses(moved_ids, moved_starts))
 
 
 def sensor_turn(motion: FrameMotion, sensor_end_pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -451,7 +482,7 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     origins_s = np.zeros((1, 3)) if pattern.origins is None else pattern.origins
     fired = fire(motion, pattern.time_offset_s, pattern.directions, origins_s, rotvec_end, shift_end)
     fraction, directions, origins = fired.fraction, fired.directions, fired.origins
-    ids, start_poses, end_poses = _moving_in_reach(scene, motion.instance_start_poses, sensor_end_pose,
+    ids, start_poses, end_poses = _moving_in_reach(scene, motion, sensor_end_pose,
                                                    reach_m(origins, max_range_m, sensor_end_pose))
     if not len(ids):
         slices = 1
@@ -489,19 +520,19 @@ def plan_moving(scene, pattern, sensor_end_pose: np.ndarray, motion: FrameMotion
     return job, partial(_in_ray_order_at_own_time, gather, pattern, origins_s, rotvec_end, fraction)
 
 
-def _moving_in_reach(scene, starts: dict, sensor_end_pose: np.ndarray, radius_m: float):
-    """(ids, start poses, end poses: the scene's) of the instances of ``starts`` (id → start pose) still in the
+def _moving_in_reach(scene, motion: FrameMotion, sensor_end_pose: np.ndarray, radius_m: float):
+    """(ids, start poses, end poses: the scene's) of the instances of ``motion``'s start poses still in the
     scene that rays reaching ``radius_m`` (world) from the sensor's end position may meet somewhere on
     their way over the frame: position linear between the two, turns about their origins, scale between the
     two. The others stay at their end poses in every slice: posing them changes no point, and a busy road's
     thousand cars, most out of reach, are then not posed ten times a frame. ``radius_m``: the rays' bound
     (:func:`~lidar_fmu.raycast.rays.reach_m`, world)."""
-    ids = np.fromiter(starts, np.int64, len(starts))
+    ids, start = motion.start_poses()
     index, known = find_ids(scene.instance_ids, ids)
     ids, index = ids[known], index[known]
     if not len(ids):
         return ids, np.zeros((0, 4, 4)), np.zeros((0, 4, 4))
-    start, end = np.stack(list(starts.values()))[known], scene.poses[index]
+    start, end = start[known], scene.poses[index]
     radii = scene.instance_radii_m(index)
     stretch = np.maximum(largest_scale(start), largest_scale(end))
     centre = sensor_end_pose[:3, 3]

@@ -88,11 +88,11 @@ def velocities_of_motion(motion: FrameMotion, scene, sensor_end_pose: np.ndarray
     if not dt_s > 0:
         return SceneVelocities(carrier_centre_m=sensor_end_pose[:3, 3])
     sensor_velocity, sensor_spin = _twist(motion.sensor_start_pose[None], np.asarray(sensor_end_pose)[None], dt_s)
-    moving = [i for i in motion.instance_start_poses if i in scene]
-    ids = np.array(moving, np.int64)
+    ids, starts = motion.start_poses()
+    index, found = find_ids(scene.instance_ids, ids)  # (those still in the scene)
+    ids = ids[found]
     if len(ids):
-        velocity, spin = _twist(np.stack([motion.instance_start_poses[i] for i in moving]),
-                                np.stack([scene.pose_of(i) for i in moving]), dt_s)
+        velocity, spin = _twist(starts[found], scene.poses[index[found]], dt_s)
     else:
         velocity, spin = np.zeros((0, 3)), np.zeros((0, 3))
     return SceneVelocities(sensor_end_pose[:3, 3], sensor_velocity[0], sensor_spin[0], ids, velocity, spin)

@@ -260,13 +260,17 @@ def paint_of(object_id: int) -> str:
 _PAINT_ENDS = tuple(itertools.accumulate(share for _, share in PAINT_SHARES))
 
 
-def paints_of(object_ids) -> list[str]:
-    """:func:`paint_of` of many ids (non-negative, below 2⁶⁴) at once: uint64 products wrap modulo 2⁶⁴ as the
-    hash's mask keeps them."""
+def paint_indices(object_ids) -> np.ndarray:
+    """:func:`paint_of` of many ids (non-negative, below 2⁶⁴) at once, as indices into :data:`PAINT_SHARES`: uint64
+    products wrap modulo 2⁶⁴ as the hash's mask keeps them."""
     with np.errstate(over="ignore"):
         u = (np.asarray(object_ids).astype(np.uint64) * np.uint64(FIBONACCI_HASH)).astype(np.float64) / HASH_RANGE
-    pick = np.minimum(np.searchsorted(_PAINT_ENDS, u, side="right"), len(PAINT_SHARES) - 1)
-    return [PAINT_SHARES[k][0] for k in pick.tolist()]
+    return np.minimum(np.searchsorted(_PAINT_ENDS, u, side="right"), len(PAINT_SHARES) - 1).astype(np.int64)
+
+
+def paints_of(object_ids) -> list[str]:
+    """:func:`paint_of` of many ids at once (:func:`paint_indices`)."""
+    return [PAINT_SHARES[k][0] for k in paint_indices(object_ids).tolist()]
 
 
 def _ir_parts(parts: dict, paint: str) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import LidarFmuError
 from ..geometry.assets import AssetError, resolve_inside
-from ..geometry.scene import Mesh, MeshError, Scene, box_mesh, load_mesh, stood_up
+from ..geometry.scene import Mesh, MeshError, Scene, box_mesh, find_ids, load_mesh, stood_up
 from ..geometry.semantic import (
     ANIMAL,
     BARRIER,
@@ -44,7 +44,7 @@ from ..osi.ground_truth import decode_road, decode_stationary
 from ..pointcloud import ENVIRONMENT_ID_BASE
 from . import build_road_world, ground_plane_mesh
 from .bounds import REBUILD_AFTER_M
-from .road_users import RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_of, paints_of, road_user_mesh
+from .road_users import PAINT_SHARES, RIDER_HEIGHT_M, ROAD_USER_CLASSES, paint_indices, paint_of, road_user_mesh
 from .roadside import stationary_mesh
 from .street import STREET_STYLES, box_corners, street_seed
 
@@ -153,6 +153,8 @@ class SceneUpdater:
         # model_reference → mesh (None: unusable), least recently used first (see _forget_unused_references)
         self._meshes: dict[str, Mesh | None] = {}
         self._object_mesh: dict[int, Mesh] = {}
+        #: the moving objects placed by the last step: (their ids, their meshes' id()s, those meshes)
+        self._placed: tuple[np.ndarray, np.ndarray, list[Mesh]] = (np.zeros(0, np.uint64), np.zeros(0, np.uint64), [])
         #: the one mesh of every object without a model: a 1 m cube, centred, stretched by the instance pose
         self.unit_box = box_mesh(1.0, 1.0, 1.0, material="osi_bounding_box", name="osi bounding box")
         self._warned: dict[tuple, None] = {}  # (object id, reason) already warned, oldest first
@@ -412,46 +414,50 @@ class SceneUpdater:
             return f"the mesh of its class ({obj.object_class})"
         return "the bounding box"
 
-    def _class_mesh(self, obj: ObjectState, paint: str) -> Mesh | None:
+    def _class_mesh(self, object_class: str, paint: str, height_m: float) -> Mesh | None:
         """The shared mesh of a moving object's OSI class in ``paint`` (None: it has none, or objects are boxes)."""
-        if self.objects != "auto" or not obj.object_class:
+        if self.objects != "auto" or not object_class:
             return None
-        if obj.object_class not in ROAD_USER_CLASSES:
+        if object_class not in ROAD_USER_CLASSES:
             return None
-        return road_user_mesh(obj.object_class, paint, float(obj.dimension_m[2]) >= RIDER_HEIGHT_M)
+        return road_user_mesh(object_class, paint, height_m >= RIDER_HEIGHT_M)
 
-    def _placeable(self, frame: SensorViewFrame) -> tuple[list[ObjectState], list[Mesh], list]:
-        """(the objects placed, their meshes, their scales) in the view's order. The common object (the first of
-        its id, in range, not the host, a usable pose and box, no model of its own) is checked for all at once; only
-        the others go through :meth:`_placed_one`, one by one, in order, each with its warning."""
-        objects = frame.objects
-        if not objects:
-            return [], [], []
-        ids = np.fromiter((o.id for o in objects), np.uint64, len(objects))
-        positions = np.array([o.position_m for o in objects], float)
-        dimensions = np.array([o.dimension_m for o in objects], float)
-        first = np.zeros(len(objects), bool)
-        first[np.unique(ids, return_index=True)[1]] = True
-        common = (first & (ids < ENVIRONMENT_ID_BASE) & in_world(positions, axis=1)
-                  & np.isfinite(np.array([o.orientation_rad for o in objects], float)).all(axis=1)
+    def _placeable(self, frame: SensorViewFrame) -> tuple[np.ndarray, np.ndarray, list[Mesh], np.ndarray]:
+        """(the indices into ``frame.moving`` of the objects placed, in the view's order; each one's mesh as an index
+        into the list of meshes that follows; their scales (K, 3)). The common object (the first of its id, in range,
+        not the host, a usable pose and box, no model of its own) is checked for all at once, and its class mesh
+        found once per class, paint and rider; only the others go through :meth:`_placed_one`, one by one, in order,
+        each with its warning."""
+        moving = frame.moving
+        ids, dimensions = moving.ids, moving.dimension_m
+        first = moving.first_of_id()
+        common = (first & (ids < ENVIRONMENT_ID_BASE) & in_world(moving.position_m, axis=1)
+                  & np.isfinite(moving.orientation_rad).all(axis=1)
                   & np.isfinite(dimensions).all(axis=1) & (dimensions.min(axis=1) >= MIN_BOX_SIDE_M)
-                  & (dimensions.max(axis=1) <= MAX_BOX_SIDE_M) & np.array([not o.model_reference for o in objects]))
+                  & (dimensions.max(axis=1) <= MAX_BOX_SIDE_M) & ~moving.referenced)
         if self.disable_self_hits and frame.host_vehicle_id is not None:
             common &= ids != np.uint64(frame.host_vehicle_id)
-        paints = paints_of(ids) if self.objects == "auto" else [""] * len(objects)
-        placed, meshes, scales = [], [], []
-        for k, obj in enumerate(objects):  # (the common object's work is a few lookups)
-            if common[k]:
-                mesh, scale = self._class_mesh(obj, paints[k]) or self.unit_box, obj.dimension_m
-            else:
-                entry = self._placed_one(obj, bool(first[k]), frame.host_vehicle_id)
-                if entry is None:
-                    continue
-                mesh, scale = entry
-            placed.append(obj)
-            meshes.append(mesh)
-            scales.append(scale)
-        return placed, meshes, scales
+        # the common objects' (class, paint, rider) as one number each, and a mesh per number met
+        paint = paint_indices(ids[common]) if self.objects == "auto" else 0
+        tall = dimensions[common, 2] >= RIDER_HEIGHT_M
+        keys, inverse = np.unique((moving.class_index[common] * len(PAINT_SHARES) + paint) * 2 + tall,
+                                  return_inverse=True)
+        meshes = [self._class_mesh(moving.class_names[key // (2 * len(PAINT_SHARES))],
+                                   PAINT_SHARES[key // 2 % len(PAINT_SHARES)][0] if self.objects == "auto" else "",
+                                   RIDER_HEIGHT_M if key % 2 else 0.0) or self.unit_box for key in keys.tolist()]
+        mesh_index = np.zeros(len(ids), np.int64)
+        mesh_index[common] = inverse.reshape(-1)
+        scales = dimensions.copy()
+        placed = common.copy()
+        for k in np.flatnonzero(~common).tolist():  # (the uncommon few, each with its warning)
+            entry = self._placed_one(moving.state(k), bool(first[k]), frame.host_vehicle_id)
+            if entry is None:
+                continue
+            placed[k] = True
+            meshes.append(entry[0])
+            mesh_index[k], scales[k] = len(meshes) - 1, entry[1]
+        kept = np.flatnonzero(placed)
+        return kept, mesh_index[kept], meshes, scales[kept]
 
     def _placed_one(self, obj: ObjectState, first: bool, host_id: int | None) -> tuple[Mesh, tuple] | None:
         """(mesh, scale) of an object that is not the common case, or None (warned once) when it is left out."""
@@ -477,7 +483,8 @@ class SceneUpdater:
             self._warn_once(obj.id, problem, f"object {obj.id} has no usable model and {problem} "
                             f"(dimension {list(obj.dimension_m)} m); ignored")
             return None
-        return self._class_mesh(obj, paint_of(obj.id)) or self.unit_box, obj.dimension_m
+        return (self._class_mesh(obj.object_class, paint_of(obj.id), float(obj.dimension_m[2])) or self.unit_box,
+                obj.dimension_m)
 
     def apply(self, frame: SensorViewFrame) -> None:
         """Bring the scene to ``frame``'s objects (poses in world, m/rad).
@@ -495,28 +502,34 @@ class SceneUpdater:
             self._warn_once(object_id, why, why)
         self._update_environment(frame)
         self._update_stationary(frame)
-        placed, meshes, scales = self._placeable(frame)
-        poses = np.zeros((0, 4, 4))
-        if placed:
-            poses = pose_matrices([o.position_m for o in placed], [o.orientation_rad for o in placed])
-            poses[:, :3, :3] *= np.asarray(scales, float)[:, None, :]  # pose · diag(length, width, height, 1)
-        moved_ids, moved_poses = [], []
-        for obj, mesh, pose in zip(placed, meshes, poses):
-            if self._object_mesh.get(obj.id) is mesh:
-                moved_ids.append(obj.id)
-                moved_poses.append(pose)
-            else:
-                scene.add_instance(obj.id, mesh, pose, semantic_of_class(obj.object_class))
-                self._object_mesh[obj.id] = mesh
-        if moved_ids:
-            scene.set_poses(moved_ids, moved_poses)
-        for gone in set(self._object_mesh) - {o.id for o in placed}:
-            del self._object_mesh[gone]
-            if gone in self._stationary:  # a stationary object of that id comes back
-                scene.add_instance(gone, *self._stationary[gone])
-            else:
-                scene.remove_instance(gone)
-        self._forget_unused_references({o.model_reference for o in placed if o.model_reference}
+        placed, mesh_index, meshes, scales = self._placeable(frame)
+        moving = frame.moving
+        ids = moving.ids[placed]
+        poses = pose_matrices(moving.position_m[placed], moving.orientation_rad[placed])
+        poses[:, :3, :3] *= scales[:, None, :]  # pose · diag(length, width, height, 1)
+        # which objects keep their mesh, all at once: each mesh named by its id(), the last step's meshes held
+        # alive (:attr:`_placed`) so that no new mesh takes one of their ids
+        mesh_keys = np.array([id(mesh) for mesh in meshes], np.uint64)[mesh_index]
+        before_ids, before_keys, _ = self._placed
+        index, found = find_ids(before_ids, ids)
+        same = found.copy()
+        same[found] = before_keys[index[found]] == mesh_keys[found]
+        for k in np.flatnonzero(~same).tolist():  # new objects, and those whose mesh changed
+            object_id, mesh = int(ids[k]), meshes[mesh_index[k]]
+            scene.add_instance(object_id, mesh, poses[k], semantic_of_class(moving.object_class(placed[k])))
+            self._object_mesh[object_id] = mesh
+        if same.any():
+            scene.set_poses(ids[same], poses[same])
+        self._placed = (ids, mesh_keys, meshes)
+        if len(self._object_mesh) > len(ids):  # (every object placed is in it: some are gone)
+            for gone in set(self._object_mesh) - set(ids.tolist()):
+                del self._object_mesh[gone]
+                if gone in self._stationary:  # a stationary object of that id comes back
+                    scene.add_instance(gone, *self._stationary[gone])
+                else:
+                    scene.remove_instance(gone)
+        referenced = placed[moving.referenced[placed]]
+        self._forget_unused_references({moving.references[k] for k in referenced.tolist()}
                                        | self._stationary_references | {self._environment_ref})
 
 
