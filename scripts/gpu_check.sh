@@ -63,8 +63,13 @@ if [ -n "$DRY" ]; then
     TESTS="${GPU_CHECK_TESTS:-tests/test_cuda_sim.py::test_world_rays_hit_what_embree_hits}"
     # a 3 × 7 ray sensor with a divergent beam (the dual-return part needs one): the simulator runs ~1k rays/s
     SENSOR="$ROOT/scripts/gpu_check_tiny_sensor.yaml"
+    # the parity's demo street from its ground truth alone: no street and car meshes to load in each of its four
+    # FMU replays (~3 s each); the real run replays the demo as it is
+    PARITY_STREET=--ground-truth-only
     POSES=3
     SPHERE_TRIANGLES=20000
+    # the ground-truth part's winding road: 1 km (its urban street builds 3.2 M triangles in 16 s at 10 km)
+    ROAD_KM=1
     # the simulator takes about a second a frame whatever the rays: the CUDA bench runs the parts that are the
     # backend's own (the frame cast, sub-ray echoes, batched poses); the parity step has already driven the FMU on
     # cuda, and bench-cpu runs every part on the same code path with the other backend
@@ -76,12 +81,14 @@ else
     CAP_SCALE=1
     TESTS="${GPU_CHECK_TESTS:-}"  # (empty: the parity tests, below)
     SENSOR=""  # the demo's OS1-128 (and the bench's VLP-16 beside it)
+    PARITY_STREET=""
     POSES=10000
     SPHERE_TRIANGLES=1000000
+    ROAD_KM=10
     CUDA_SECTIONS="${GPU_CHECK_CUDA_SECTIONS:-cast,motion,echoes,gpu,step,rig,ground-truth}"
 fi
 # the steps run in child shells under `timeout`: they see these
-export ROOT OUT WORK WHEELHOUSE PY FRAMES REPEAT SENSOR POSES SPHERE_TRIANGLES
+export ROOT OUT WORK WHEELHOUSE PY FRAMES REPEAT SENSOR POSES SPHERE_TRIANGLES ROAD_KM PARITY_STREET
 FAILED=""
 
 log() { printf '%s\n' "gpu_check: $*"; }
@@ -254,7 +261,7 @@ gpu_tests() {
 }
 
 bench() {  # BACKEND JSON SECTIONS
-    local sizes=(--poses "$POSES" --sphere-triangles "$SPHERE_TRIANGLES")
+    local sizes=(--poses "$POSES" --sphere-triangles "$SPHERE_TRIANGLES" --road-km "$ROAD_KM")
     [ -n "$SENSOR" ] && sizes+=(--sensor "$SENSOR")
     "$PY" -m lidar_fmu bench --backend "$1" --json "$2" --sections "$3" --repeat "$REPEAT" --frames "$((FRAMES + 1))" \
         --scenes street,sphere --work-dir "$WORK/bench" "${sizes[@]}"
@@ -263,6 +270,7 @@ bench() {  # BACKEND JSON SECTIONS
 parity() {
     local sizes=()
     [ -n "$SENSOR" ] && sizes+=(--sensor "$SENSOR")
+    [ -n "$PARITY_STREET" ] && sizes+=("$PARITY_STREET")
     "$PY" "$ROOT/scripts/gpu_parity.py" --out "$OUT/parity.json" --frames "$FRAMES" --work "$WORK/parity" \
         ${sizes[@]+"${sizes[@]}"}
 }

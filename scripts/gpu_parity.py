@@ -1,6 +1,7 @@
 """The demo replayed through the FMU with ``backend: cuda`` against ``embree``: the same returns? (GPU check step.)
 
     python scripts/gpu_parity.py --out parity.json [--frames 10] [--sensor NAME|FILE] [--work DIR]
+                                 [--ground-truth-only]
 
 The demo scenario (``lidar-fmu demo``'s street, cars and traffic) is replayed
 through the built FMU four times: with each backend, once as the demo runs
@@ -233,6 +234,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sensor", default="ouster_os1_128", help="preset or spec file (default: the demo's)")
     parser.add_argument("--work", default=None, help="folder for the scenario and replays (default: beside --out)")
     parser.add_argument("--tolerance-m", type=float, default=1e-5, help="distance tolerance (default 1e-5 m)")
+    parser.add_argument("--ground-truth-only", action="store_true",
+                        help="the demo street from its ground truth alone (no meshes to load in each of the four "
+                             "replays: scripts/gpu_check.sh's dry run)")
     args = parser.parse_args(argv)
     if args.frames < 1:
         parser.error(f"--frames must be at least 1, got {args.frames}")
@@ -253,7 +257,8 @@ def main(argv=None) -> int:
         sensor = os.path.abspath(args.sensor) if os.path.isfile(args.sensor) else args.sensor
         spec = resolve_spec(sensor)
         t0 = time.perf_counter()
-        scenario_dir = make_demo_scenario(os.path.join(work, "scenario"), frames=args.frames)
+        scenario_dir = make_demo_scenario(os.path.join(work, "scenario"), frames=args.frames,
+                                          ground_truth_only=args.ground_truth_only)
         views = list(read_trace(load_scenario(scenario_dir)["trace"]))[: args.frames]
         runs = {}
         for mode, mode_spec in (("moving", spec), ("still", spec | {"motion_distortion": False})):
@@ -274,7 +279,7 @@ def main(argv=None) -> int:
 
     simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
     report = {"device": "Numba's CUDA simulator" if simulated else device_name(), "sensor": args.sensor,
-              "frames": args.frames, "tolerance_m": args.tolerance_m,
+              "frames": args.frames, "ground_truth_only": args.ground_truth_only, "tolerance_m": args.tolerance_m,
               "edge_barycentric": EDGE_BARYCENTRIC, "near_surface_m": NEAR_SURFACE_M, "close_relative": CLOSE_RELATIVE,
               "moving_differ_share_allowed": MOVING_DIFFER_SHARE, "seconds": time.perf_counter() - t0,
               "runs": runs, "pass": all(run["pass"] for run in runs.values())}

@@ -97,7 +97,8 @@ def figure_rows(gpu, cpu) -> list[list[str]]:
     rows.append(["street from ground truth alone, model step (× from meshes)", "",
                  fmt(get(g, "step_ms", "ground truth"), ".2f", " ms") + (f" ({g['ratio']:.2f}×)" if g else ""),
                  fmt(get(c, "step_ms", "ground truth"), ".2f", " ms") + (f" ({c['ratio']:.2f}×)" if c else "")])
-    rows.append(["first step of a 10 km road from ground truth", "",
+    road_km = get(g, "road_km") or get(c, "road_km") or 10
+    rows.append([f"first step of a {road_km:g} km road from ground truth", "",
                  fmt(get(g, "road", "auto", "first_step_s"), ".2f", " s"),
                  fmt(get(c, "road", "auto", "first_step_s"), ".2f", " s")])
     rows.append(["the urban street around that road, later step (× the bare road's)", "",
@@ -118,7 +119,8 @@ def parity_lines(parity) -> list[str]:
     if "error" in parity:
         return [parity["error"]]
     try:
-        lines = [f"device {parity['device']}, sensor {parity['sensor']}, {parity['frames']} frames, tolerance "
+        street = ", the street from its ground truth alone" if parity.get("ground_truth_only") else ""
+        lines = [f"device {parity['device']}, sensor {parity['sensor']}{street}, {parity['frames']} frames, tolerance "
                  f"{parity['tolerance_m']:g} m: **{'parity holds' if parity['pass'] else 'PARITY FAILS'}**", ""]
         for mode, r in parity["runs"].items():
             line = (f"- {mode} frames: {r['rays_returning']:,} returning rays; {r['rays_equal']:,} equal within the "

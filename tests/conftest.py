@@ -60,6 +60,39 @@ def fmu_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def cold_start(fmu_path, tmp_path_factory):
+    """A fresh clone's first replay, compiled once for the session: Numba's and lidar-fmu's caches empty (folders of
+    their own), what ``kernels_cached()`` says there, then ``lidar-fmu replay`` of the shared trace's first 2 frames
+    through the FMU with a 16-channel sensor → {"env": the environment both Pythons ran in, "cached_before": that
+    answer's text, "replay": the replay's finished process}. Its Numba cache then holds every kernel the FMU's
+    warm-up compiled: tests/test_warm_up.py reads what the replay said, tests/test_sweep.py starts its workers from
+    a copy with some kernels taken out (a cold compile takes 45–60 s on 2 cores: the suite pays one)."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers.fmu_inputs import SHARED_TRACE, SMALL_SENSOR
+
+    base = tmp_path_factory.mktemp("cold")
+    src = os.path.join(os.path.dirname(__file__), os.pardir, "src")
+    env = os.environ | {"NUMBA_CACHE_DIR": str(base / "numba"), "LIDAR_FMU_CACHE": str(base / "cache"),
+                        "PYTHONPATH": os.pathsep.join([os.path.abspath(src), os.environ.get("PYTHONPATH", "")])}
+
+    def python(*argv):
+        done = subprocess.run([sys.executable, *map(str, argv)], env=env, capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    cached = python("-c", "from lidar_fmu.scan.kernels import kernels_cached; print(kernels_cached())")
+    spec = base / "small.json"
+    spec.write_text(json.dumps(SMALL_SENSOR))
+    replay = python("-m", "lidar_fmu", "replay", SHARED_TRACE, "--sensor", spec, "-o", base / "out", "--frames", 2,
+                    "--fmu", fmu_path)
+    return {"env": env, "cached_before": cached.stdout.strip(), "replay": replay}
+
+
+@pytest.fixture(scope="session")
 def fmus(fmu_path):
     """{2: the FMI 2.0 FMU, 3: the FMI 3.0 FMU}, each built once for the session, side by side."""
     from lidar_fmu.cosim.fmu_package import build_fmu

@@ -399,9 +399,14 @@ def test_ground_truth_into_a_ptx_is_refused_not_ignored(room, tmp_path, capsys):
 
 
 def test_figures_and_the_scaling_bench_write_under_the_current_folder(tmp_path, monkeypatch, capsys):
+    from lidar_fmu.tools import bench_scaling
     from lidar_fmu.tools.cli import build_parser
 
     monkeypatch.chdir(tmp_path)
+    # where the figure goes is the point here: the sweeps with no option of their own as small as
+    # tests/test_scaling.py runs them (8 lidars and 200,000 stationary objects took the test 31 s, not 8)
+    monkeypatch.setattr(bench_scaling, "LIDAR_STEPS", (1, 2))
+    monkeypatch.setattr(bench_scaling, "STATIONARY_STEPS", (1, 100))
     assert build_parser().parse_args(["figures"]).output == "figures"
     code, _, err = run(["bench", "--scaling", "--repeat", "1", "--max-triangles", "10000", "--max-instances", "10"],
                        capsys)

@@ -110,8 +110,9 @@ def test_world_rays_hit_what_embree_hits(two_ellipsoids):
     gpu, embree = make_backend("cuda", scene), make_backend("embree", scene)
     assert gpu.name == "cuda"
     origins = np.tile(origin, (len(directions), 1))
-    same_hits(gpu.cast(origins, directions), embree.cast(origins, directions), "cast")
-    assert set(gpu.cast(origins, directions).instance_id) == {-1, 3, 9}
+    got = gpu.cast(origins, directions)
+    same_hits(got, embree.cast(origins, directions), "cast")
+    assert set(got.instance_id) == {-1, 3, 9}
 
 
 @needs_cuda
@@ -131,8 +132,9 @@ def test_a_pose_change_reaches_the_device_and_sensor_frames_are_placed(two_ellip
     # per-ray origins in the frame, placed by the pose as the directions are
     offsets = np.random.default_rng(2).normal(scale=0.05, size=(len(local), 3)).astype(np.float32)
     spread = RayBatch(offsets, local, pose, rays.time_s, rays.beam_id, 40.0)
-    same_hits(gpu.cast_batch(spread), embree.cast_batch(spread), "per-ray origins")
-    same_hits(gpu.cast_batch(spread), make_backend("embreex", scene).cast_batch(spread), "per-ray origins, embreex")
+    on_gpu = gpu.cast_batch(spread)
+    same_hits(on_gpu, embree.cast_batch(spread), "per-ray origins")
+    same_hits(on_gpu, make_backend("embreex", scene).cast_batch(spread), "per-ray origins, embreex")
 
 
 @needs_cuda

@@ -51,6 +51,7 @@ def test_the_dry_run_goes_through_every_step_and_writes_every_result(tmp_path):
     parity = json.loads((out / "parity.json").read_text())
     assert parity["pass"] and parity["device"] == "Numba's CUDA simulator" and set(parity["runs"]) == {"moving",
                                                                                                       "still"}
+    assert parity["ground_truth_only"]  # the dry run's street: no meshes to load in each of the four replays
     for run in parity["runs"].values():
         assert run["rays_returning"] > 10 and run["rays_equal"] + run["rays_close"] == run["rays_returning"]
     assert parity["runs"]["still"]["cast"]["rays"] == 21  # the tiny sensor's rays, cast again by both backends
@@ -62,11 +63,12 @@ def test_the_dry_run_goes_through_every_step_and_writes_every_result(tmp_path):
     assert len(gpu["cast"]) == 2 and len(gpu["echoes"]) == 5 and not gpu["motion"]
     assert len(cpu["cast"]) == 2 and [r["slices"] for r in cpu["motion"]] == [1, 1, 1, 4, 10, 32]
     assert len(cpu["echoes"]) == 5 and cpu["step"]["fmu_step_ms"] > 0 and cpu["rig"]["lidars"] == 4
-    assert cpu["ground_truth"]["road"]["auto"]["triangles"] > 100_000
+    assert cpu["ground_truth"]["road_km"] == 1 and cpu["ground_truth"]["road"]["auto"]["triangles"] > 50_000
     assert cpu["ground_truth"]["road"]["urban"]["triangles"] > cpu["ground_truth"]["road"]["auto"]["triangles"]
 
     report = (out / "report.md").read_text()
     assert "**parity holds**" in report and "| bench-cpu | ok |" in report
+    assert "| first step of a 1 km road from ground truth |" in report
     figures = [line for line in report.splitlines() if line.startswith("| ") and " ms" in line]
     assert len(figures) >= 12 and all(line.count(" ms") + line.count(" s |") >= 1 for line in figures)
     # (the dry run's CUDA bench has no doStep: its column says so; the CPU's has the stages)

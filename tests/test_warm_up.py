@@ -89,21 +89,20 @@ def test_a_warm_up_that_cannot_step_says_so_and_never_raises():
 
 
 @pytest.mark.slow
-def test_a_first_run_says_it_compiles_and_times_its_scan_apart(fmu_path, tmp_path):
-    """Empty Numba and lidar-fmu caches, as on a fresh clone: the replay's bar names the compile while the FMU
-    initializes and the FMU says what it took; a scan after it finds the kernels cached and times itself alone."""
-    env = os.environ | {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "LIDAR_FMU_CACHE": str(tmp_path / "cache")}
-    assert _python(["-c", "from lidar_fmu.scan.kernels import kernels_cached; assert not kernels_cached()"], env=env)
-    spec = tmp_path / "small.json"
-    spec.write_text(json.dumps(SMALL_SENSOR))
-    replay = _python(["-m", "lidar_fmu", "replay", SHARED_TRACE, "--sensor", spec, "-o", tmp_path / "out",
-                      "--frames", 2, "--fmu", fmu_path], env=env)
+def test_a_first_run_says_it_compiles_and_times_its_scan_apart(cold_start, tmp_path):
+    """Empty Numba and lidar-fmu caches, as on a fresh clone (the session's cold start: conftest.py): the replay's
+    bar names the compile while the FMU initializes and the FMU says what it took; a scan after it finds the kernels
+    cached and times itself alone."""
+    assert cold_start["cached_before"] == "False"
+    replay = cold_start["replay"]
     assert "compiling kernels once" in replay.stderr  # the progress bar's text while the FMU initializes
     assert re.search(r"FMU: \[OK\] compiled the kernels in [\d.]+ s", replay.stdout), replay.stdout
+    spec = tmp_path / "small.json"
+    spec.write_text(json.dumps(SMALL_SENSOR))
     mesh = tmp_path / "wall.obj"
     mesh.write_text("v 5 -5 -5\nv 5 5 -5\nv 5 5 5\nv 5 -5 5\nf 1 2 3\nf 1 3 4\n")
     scan = _python(["-m", "lidar_fmu", "scan", "--mesh", mesh, "--sensor", spec, "-o", tmp_path / "wall.pcd"],
-                   env=env)
+                   env=cold_start["env"])
     assert "compiling" not in scan.stderr + scan.stdout and re.search(r"cast=[\d.]+ms points=[\d.]+ms", scan.stdout)
 
 

@@ -842,7 +842,8 @@ def run_bench(args) -> dict:
                         ["Argoverse 2's two VLP-32C", f"{rig['vlp32c_ms']:.2f}", f"{rig['av2_ms']:.2f}",
                          f"{rig['av2_ratio']:.2f}×"]])
     if "ground-truth" in sections:
-        gt = results["ground_truth"] = bench_ground_truth(args.work_dir, frames, args.backend, sensor=sensor)
+        gt = results["ground_truth"] = bench_ground_truth(args.work_dir, frames, args.backend,
+                                                            float(getattr(args, "road_km", 10)), sensor)
         print_markdown([f"demo doStep (model), {label}", "first step s", "step ms (median)", "returns",
                         "× meshes"],
                        [[f"street from {name}", f"{gt['first_step_s'][name]:.2f}", f"{gt['step_ms'][name]:.2f}",

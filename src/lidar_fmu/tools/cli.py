@@ -591,6 +591,8 @@ def _add_bench(sub) -> None:
                         "doStep too); a small one makes a quick run on the CUDA simulator")
     p.add_argument("--frames", type=_positive_int, default=20,
                    help="demo frames of the doStep, 4-lidar and ground-truth parts (the first is not timed)")
+    p.add_argument("--road-km", type=_positive_int, default=10,
+                   help="km of the ground-truth part's winding road (a short one makes a quick run)")
     p.add_argument("--sphere-triangles", type=_positive_int, default=1_000_000,
                    help="triangles of the sphere scene (the batched cast's 1 M-triangle scene)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
