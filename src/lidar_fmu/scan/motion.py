@@ -179,7 +179,7 @@ def _turn(vectors, axis, angle, fraction, shift, out):
 
 
 @register_jitable
-def _fraction_at(time_offset_s, window_start_s, start_s, span):
+def fraction_at(time_offset_s, window_start_s, start_s, span):
     """:meth:`FrameMotion.fraction` of one ray (a column's last lasers may fire just past the view: posed at the
     view, never beyond)."""
     return min((window_start_s + np.float64(time_offset_s) - start_s) / span, 1.0) if span > 0 else 1.0
@@ -203,9 +203,9 @@ def _fire(time_offset_s, window, directions, origins, axis, angle, shift, fracti
         last, c, s = np.nan, 1.0, 0.0
         ox, oy, oz = 0.0, 0.0, 0.0
         low, high, falls = np.inf, -np.inf, 0.0
-        previous = _fraction_at(time_offset_s[first - 1], window_start_s, start_s, span) if first > 0 else np.nan
+        previous = fraction_at(time_offset_s[first - 1], window_start_s, start_s, span) if first > 0 else np.nan
         for i in range(first, min(n, first + TURN_CHUNK)):
-            f = _fraction_at(time_offset_s[i], window_start_s, start_s, span)
+            f = fraction_at(time_offset_s[i], window_start_s, start_s, span)
             fraction[i] = f
             low, high = min(low, f), max(high, f)
             if f < previous:
@@ -284,8 +284,7 @@ def fire(motion: FrameMotion, time_offset_s: np.ndarray, directions: np.ndarray,
     and origin (``origins``: (N, 3), or (1, 3) for all) turned by ``(f − 1)·rotvec``, the origin also shifted by
     ``(f − 1)·shift`` (:func:`sensor_turn`), exactly as :func:`rotate_about` turns them: one compiled pass."""
     n = len(time_offset_s)
-    angle = float(np.linalg.norm(rotvec))
-    axis = np.asarray(rotvec, np.float64) / angle if angle > 0 else np.zeros(3)
+    axis, angle = axis_angle(rotvec)
     fraction = np.empty(n)
     turned, moved = np.empty((n, 3), np.float32), np.empty((n, 3), np.float32)
     extent = np.empty(((n + TURN_CHUNK - 1) // TURN_CHUNK, 3))

@@ -26,7 +26,7 @@ from ..geometry.scene import find_ids
 from ..geometry.transforms import split_scale
 from ..physics.fmcw import RadialVelocity, frame_key_of, reported_m_s
 from ..pointcloud import Returns
-from .motion import TURN_CHUNK, FrameMotion, axis_angle, rotation_vectors_between, sensor_turn, turned_row
+from .motion import TURN_CHUNK, FrameMotion, axis_angle, fraction_at, rotation_vectors_between, sensor_turn, turned_row
 
 
 class SceneVelocities:
@@ -121,10 +121,8 @@ def _radial_velocities(points, ray_index, directions, origins, time_offset_s, mo
             i = ray_index[k]
             j = 0 if one_origin else i
             if moving:
-                t = window_start_s + np.float64(time_offset_s[i])
-                # (a column's last lasers may fire just past the view: posed at the view, never beyond)
-                f = (min((t - start_s) / span, 1.0) if span > 0.0 else 1.0) - 1.0
-                dt = min(t - end_s, 0.0)
+                f = fraction_at(time_offset_s[i], window_start_s, start_s, span) - 1.0
+                dt = min(window_start_s + np.float64(time_offset_s[i]) - end_s, 0.0)
                 if f != last:  # rays fired together turn alike: a cos and a sin per firing, not per ray
                     last = f
                     c, s = math.cos(f * angle), math.sin(f * angle)
